@@ -1,0 +1,111 @@
+# space build. GNU make. Every executable lands in $(B)/bin.
+#
+#   make            build everything (build/)
+#   make up         build, then start a single-machine platform (space up)
+#   make test       install missing packages, build, run every test
+#   make test-san   the same tests built with ASan + UBSan (build-san/)
+#   make fuzz       build the libFuzzer harnesses and run each FUZZ_SECONDS
+#   make bench      build and run the benchmarks
+#
+# Layout: src/libspace is the shared library (static), every other
+# directory under src/ is one executable named as the directory.
+# tests/unit/test_*.c are one TAP binary each; tests/integration/*.sh are
+# TAP scripts; tests/fuzz/fuzz_*.c are libFuzzer harnesses.
+
+B        ?= build
+SAN      ?= 0
+CC       ?= cc
+FUZZ_SECONDS ?= 30
+
+WARN     := -Wall -Wextra -Werror -Wformat=2 -Wshadow -Wpointer-arith \
+            -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wno-unused-parameter
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIE -fstack-protector-strong \
+            -Isrc/libspace -MMD -MP
+LDFLAGS  += -pie -Wl,-z,relro,-z,now
+LDLIBS   := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
+            -luv -lpthread -lm
+
+ifeq ($(SAN),1)
+CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=address,undefined
+else
+CFLAGS   += -D_FORTIFY_SOURCE=2
+endif
+
+PROGS    := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
+LIB_SRCS := $(wildcard src/libspace/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
+LIB      := $(B)/libspace.a
+BINS     := $(PROGS:%=$(B)/bin/%)
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/unit/%)
+BENCH_SRCS := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(B)/bench/%)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
+
+.PHONY: all deps up test test-san unit fuzz fuzz-build bench clean
+all: $(BINS) $(UNIT_BINS)
+
+deps:
+	@sh scripts/deps.sh
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+define prog_rule
+$(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c))
+$(B)/bin/$(1): $$($(1)_OBJS) $(LIB)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(LIB) $$(LDLIBS)
+endef
+$(foreach p,$(PROGS),$(eval $(call prog_rule,$(p))))
+
+$(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(B)/bench/%: $(B)/obj/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+up: deps all
+	$(B)/bin/space up $(UP_ARGS)
+
+test: deps
+	$(MAKE) all
+	sh tests/run.sh $(B)
+
+unit: all
+	sh tests/run.sh $(B) unit
+
+test-san: deps
+	$(MAKE) B=build-san SAN=1 all
+	SPACE_SAN=1 sh tests/run.sh build-san
+
+# libFuzzer harnesses link the library sources directly, built by clang.
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Isrc/libspace \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(wildcard src/libspace/*.h)
+	@mkdir -p build-fuzz
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) $(LDLIBS)
+
+fuzz-build: deps $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+bench: deps
+	$(MAKE) all $(BENCH_BINS)
+	sh bench/run.sh $(B)
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

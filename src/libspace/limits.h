@@ -1,0 +1,37 @@
+/* Every limit on untrusted input, in one table with its default.
+ * Change a limit here, nowhere else. */
+#ifndef SPACE_LIMITS_H
+#define SPACE_LIMITS_H
+
+#define SPACE_ID_MAX            64      /* sandbox, worker, principal ids: [A-Za-z0-9_-]{1,64} */
+#define SPACE_SUBSTRATE_MAX     15      /* "jail", "firecracker" */
+#define SPACE_TOKEN_MAX         4096    /* a capability token, bytes */
+#define SPACE_BUNDLE_TOKEN_MAX  65536   /* a signed key bundle, bytes */
+#define SPACE_BUNDLE_KEYS_MAX   16      /* keys in one bundle */
+#define SPACE_CLAIMS_MAX        3072    /* decoded claims JSON, bytes */
+#define SPACE_FOOTER_MAX        512     /* PASETO footer, bytes */
+#define SPACE_JTI_MAX           32      /* base64url of 128 bits is 22 */
+#define SPACE_KID_MAX           64      /* "k4.pid." + 44 */
+#define SPACE_CLOCK_SKEW        15      /* seconds, DESIGN section 4 */
+#define SPACE_CAP_LIFETIME      120     /* seconds, exp = iat + 120 */
+#define SPACE_VCACHE_ENTRIES    4096    /* verification cache, LRU */
+
+#define SPACE_FRAME_MAX         (1u << 20)  /* one framed message payload */
+#define SPACE_FRAME_JSON_MAX    (64u << 10) /* JSON payload of a control frame */
+#define SPACE_CHUNK             (256u << 10) /* file data chunk size on the wire */
+
+#define SPACE_HTTP_BODY_MAX     (1u << 20)  /* buffered JSON request bodies */
+#define SPACE_HTTP_URL_MAX      4096
+#define SPACE_HTTP_CONN_MAX     1024        /* concurrent connections per daemon */
+#define SPACE_HTTP_CONN_PER_IP  256
+#define SPACE_PATH_MAX          4096        /* a path inside a sandbox */
+#define SPACE_ARGV_MAX          1024        /* exec arguments */
+#define SPACE_ENV_MAX           256         /* exec environment entries */
+#define SPACE_EXEC_OUTPUT_MAX   (1u << 20)  /* captured stdout / stderr each, then truncated */
+#define SPACE_EXEC_STDIN_MAX    (1u << 20)
+#define SPACE_EXEC_TIMEOUT_MAX  3600        /* seconds */
+#define SPACE_STREAMS_PER_SBX   64          /* concurrent operations per sandbox */
+#define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
+#define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */
+
+#endif

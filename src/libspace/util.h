@@ -1,0 +1,47 @@
+/* Encoding, time and comparison helpers. Convention (docs/errors.md):
+ * return 0 or a length on success, a negative errno on failure. */
+#ifndef SPACE_UTIL_H
+#define SPACE_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* base64url without padding (RFC 4648 section 5). Decoding is strict: no
+ * padding, no whitespace, no characters outside the alphabet, and the unused
+ * low bits of the last character must be zero (one encoding per value). */
+size_t b64url_encoded_len(size_t n);              /* without NUL */
+size_t b64url_decoded_max(size_t n);
+/* writes NUL-terminated text; -ENOSPC if outcap < encoded_len + 1 */
+ssize_t b64url_encode(const void *in, size_t len, char *out, size_t outcap);
+/* -EINVAL on any non-canonical input, -ENOSPC if out too small */
+ssize_t b64url_decode(const char *in, size_t len, void *out, size_t outcap);
+
+/* lowercase hex; decode accepts either case, exactly 2*len digits */
+ssize_t hex_encode(const void *in, size_t len, char *out, size_t outcap);
+ssize_t hex_decode(const char *in, size_t len, void *out, size_t outcap);
+
+/* RFC 3339 date-time. parse accepts "Z" or a numeric offset, optional
+ * fractional seconds (truncated); returns -EINVAL otherwise.
+ * format always writes "YYYY-MM-DDTHH:MM:SSZ" (20 chars + NUL). */
+#define RFC3339_LEN 20
+int rfc3339_parse(const char *s, size_t len, int64_t *unix_out);
+int rfc3339_format(int64_t unix_time, char out[RFC3339_LEN + 1]);
+
+/* constant time; 1 when equal */
+bool ct_equal(const void *a, const void *b, size_t len);
+
+/* identifiers: [A-Za-z0-9_-]{1,SPACE_ID_MAX} */
+bool id_valid(const char *s);
+/* prefix + 26 random base32-lowercase characters, e.g. "sbx_..." */
+int id_random(const char *prefix, char *out, size_t outcap);
+
+int64_t now_unix(void);         /* wall clock, seconds */
+uint64_t now_mono_ns(void);     /* CLOCK_MONOTONIC */
+
+/* read a whole file (bounded by max), NUL-terminated; -EFBIG if larger */
+int read_file(const char *path, size_t max, char **out, size_t *len);
+/* write atomically (tmp + fsync + rename + fsync dir) with mode */
+int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
+int mkdir_p(const char *path, mode_t mode);
+#endif

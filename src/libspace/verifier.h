@@ -1,0 +1,29 @@
+/* Capability verification with a cache of verified, parsed claims
+ * (DESIGN section 5). Keys come from a verified key bundle. The cache is
+ * keyed by BLAKE2b-256 of the token, bounded (LRU), an entry lives until
+ * exp + skew, and the whole cache is flushed when the bundle changes.
+ * A cache hit only skips step 1; admit() still runs steps 2-8. */
+#ifndef SPACE_VERIFIER_H
+#define SPACE_VERIFIER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "admit.h"
+#include "keys.h"
+
+struct verifier;
+struct verifier *verifier_new(size_t cache_entries);
+void verifier_free(struct verifier *v);
+/* install a bundle (already verified, see bundle_verify); flushes the cache.
+ * Thread-safe: receivers call verifier_check from several threads. */
+int verifier_set_bundle(struct verifier *v, const struct key_bundle *b);
+uint64_t verifier_bundle_version(struct verifier *v);
+/* step 1 of the comparator for receiver kind `kind`: size, header, kid in
+ * the bundle and valid at `now`, signature with the capability implicit
+ * assertion, claims decode, audience and purpose for the receiver, port
+ * profile. Returns ADMIT_ALLOW with *cap filled, or ADMIT_DENY + reason. */
+struct admit_result verifier_check(struct verifier *v, const char *token, size_t len,
+    enum receiver_kind kind, int64_t now, struct capability *cap);
+
+struct vcache_stats { uint64_t hits, misses, evictions, entries; };
+void verifier_stats(struct verifier *v, struct vcache_stats *st);
+#endif

@@ -1,0 +1,19 @@
+# Shell TAP helpers for integration tests. Source it: . "$SPACE_TOP/tests/lib.sh"
+# Each script prints "ok N - what" / "not ok N - what" and exits non-zero on failure.
+: "${SPACE_TOP:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${SPACE_BIN:=$SPACE_TOP/build/bin}"
+PATH="$SPACE_BIN:$PATH"
+_tap_n=0
+_tap_fail=0
+ok()     { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $*"; }
+not_ok() { _tap_n=$((_tap_n + 1)); _tap_fail=$((_tap_fail + 1)); echo "not ok $_tap_n - $*"; }
+# check "description" command...: passes when the command exits 0
+check()  { d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+# is "description" got want
+is()     { if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1"; echo "#   got '$2', want '$3'"; fi; }
+diag()   { echo "# $*"; }
+done_testing() { echo "1..$_tap_n"; [ "$_tap_n" -gt 0 ] && [ "$_tap_fail" = 0 ]; }
+# free_port: a TCP port on 127.0.0.1 nobody listens on right now
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+# wait_http URL [seconds]: until the URL answers
+wait_http() { i=0; while [ $i -lt $((${2:-10} * 10)) ]; do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
