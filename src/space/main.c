@@ -1,0 +1,53 @@
+/* space: the command-line client, and `space up`, the single-machine
+ * supervisor. Verbs are rows of the table below, one file each. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "space.h"
+
+static const struct verb verbs[] = {
+	{ "version", cmd_version, "print the version" },
+	{ "token",   cmd_token,   "verify or inspect a PASETO v4.public token" },
+};
+
+int
+cli_fail(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "space: %s: ", verb);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+static void
+usage(FILE *f)
+{
+	size_t i;
+
+	fprintf(f, "usage: space VERB [ARGS...]   (space VERB --help for details)\n\nverbs:\n");
+	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
+}
+
+int
+main(int argc, char **argv)
+{
+	size_t i;
+
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcmp(argv[1], verbs[i].name) == 0)
+			return verbs[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "space: unknown verb '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
