@@ -1,0 +1,528 @@
+/* Encoding, time, comparison and file helpers shared by every program.
+ * Encoders and decoders are libsodium's; this file adds the strictness and
+ * the error convention of docs/errors.md on top. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "limits.h"
+#include "util.h"
+
+/* ---- base64url (RFC 4648 section 5), no padding ---- */
+
+size_t
+b64url_encoded_len(size_t n)
+{
+	return n / 3 * 4 + (n % 3 == 0 ? 0 : n % 3 + 1);
+}
+
+size_t
+b64url_decoded_max(size_t n)
+{
+	/* a remainder of 1 character can never be valid: it carries 6 bits */
+	return n / 4 * 3 + (n % 4 == 0 ? 0 : n % 4 - 1);
+}
+
+ssize_t
+b64url_encode(const void *in, size_t len, char *out, size_t outcap)
+{
+	size_t n;
+
+	if (len > (SIZE_MAX - 4) / 4 * 3)
+		return -E2BIG;
+	n = b64url_encoded_len(len);
+	if (out == NULL || outcap < n + 1)
+		return -ENOSPC;
+	sodium_bin2base64(out, outcap, in, len, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	return (ssize_t)n;
+}
+
+ssize_t
+b64url_decode(const char *in, size_t len, void *out, size_t outcap)
+{
+	size_t n = 0, i;
+
+	/*
+	 * libsodium refuses characters outside the alphabet (including '=' in
+	 * the no-padding variant and any whitespace, since no ignore set is
+	 * given), a dangling single character, and non-zero unused bits in the
+	 * last character; with end == NULL it also refuses trailing input. So
+	 * every value has exactly one accepted encoding, which matters because
+	 * tokens are compared and cached by their text.
+	 */
+	if (len % 4 == 1)
+		return -EINVAL;
+	/*
+	 * libsodium 1.0.18 maps bytes >= 0x80 to alphabet values instead of
+	 * refusing them (its constant-time classifier sees them as negative), so
+	 * "Zm\x80v" would decode like a legal string: a second spelling of the
+	 * same bytes. Check the alphabet first.
+	 */
+	for (i = 0; i < len; i++) {
+		char c = in[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_'))
+			return -EINVAL;
+	}
+	if (b64url_decoded_max(len) > outcap)
+		return -ENOSPC;
+	if (len == 0)
+		return 0;
+	if (sodium_base642bin(out, outcap, in, len, NULL, &n, NULL,
+	    sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0)
+		return -EINVAL;
+	return (ssize_t)n;
+}
+
+/* ---- hex ---- */
+
+ssize_t
+hex_encode(const void *in, size_t len, char *out, size_t outcap)
+{
+	if (len > (SIZE_MAX - 1) / 2)
+		return -E2BIG;
+	if (out == NULL || outcap < len * 2 + 1)
+		return -ENOSPC;
+	sodium_bin2hex(out, outcap, in, len);
+	return (ssize_t)(len * 2);
+}
+
+ssize_t
+hex_decode(const char *in, size_t len, void *out, size_t outcap)
+{
+	size_t n = 0;
+
+	if (len % 2 != 0)
+		return -EINVAL;
+	if (len / 2 > outcap)
+		return -ENOSPC;
+	if (len == 0)
+		return 0;
+	if (sodium_hex2bin(out, outcap, in, len, NULL, &n, NULL) != 0 || n != len / 2)
+		return -EINVAL;
+	return (ssize_t)n;
+}
+
+/* ---- RFC 3339 ---- */
+
+/* days since 1970-01-01 of a proleptic Gregorian date (y >= 0) */
+static int64_t
+days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t era;
+	unsigned yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void
+civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
+{
+	int64_t era;
+	unsigned doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = (unsigned)(z - era * 146097);
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	*y = (int64_t)yoe + era * 400;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y += *m <= 2;
+}
+
+static bool
+is_leap(int64_t y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static unsigned
+days_in_month(int64_t y, unsigned m)
+{
+	static const unsigned char dim[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+
+	return m == 2 && is_leap(y) ? 29 : dim[m - 1];
+}
+
+/* exactly n decimal digits at s */
+static int
+digits(const char *s, size_t n, unsigned *v)
+{
+	size_t i;
+
+	*v = 0;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		*v = *v * 10 + (unsigned)(s[i] - '0');
+	}
+	return 0;
+}
+
+int
+rfc3339_parse(const char *s, size_t len, int64_t *unix_out)
+{
+	unsigned y, mo, d, h, mi, sec, oh = 0, om = 0;
+	size_t p;
+	int64_t t, off = 0;
+
+	/* "YYYY-MM-DDTHH:MM:SS" then [.frac] then Z | +hh:mm | -hh:mm */
+	if (len < 20)
+		return -EINVAL;
+	if (digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' ||
+	    digits(s + 8, 2, &d) || s[10] != 'T' || digits(s + 11, 2, &h) ||
+	    s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' || digits(s + 17, 2, &sec))
+		return -EINVAL;
+	/* a leap second (60) is refused: our own issuer never writes one and
+	 * accepting it would give two spellings of one instant */
+	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 ||
+	    mi > 59 || sec > 59)
+		return -EINVAL;
+	p = 19;
+	if (p < len && s[p] == '.') {
+		size_t start = ++p;
+
+		while (p < len && s[p] >= '0' && s[p] <= '9')
+			p++;
+		if (p == start)
+			return -EINVAL;         /* "." without digits */
+	}
+	if (p >= len)
+		return -EINVAL;
+	if (s[p] == 'Z') {
+		p++;
+	} else if (s[p] == '+' || s[p] == '-') {
+		if (len - p < 6 || digits(s + p + 1, 2, &oh) || s[p + 3] != ':' ||
+		    digits(s + p + 4, 2, &om) || oh > 23 || om > 59)
+			return -EINVAL;
+		off = (int64_t)oh * 3600 + om * 60;
+		if (s[p] == '-')
+			off = -off;
+		p += 6;
+	} else
+		return -EINVAL;
+	if (p != len)
+		return -EINVAL;
+	t = days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + mi * 60 + sec;
+	*unix_out = t - off;
+	return 0;
+}
+
+int
+rfc3339_format(int64_t unix_time, char out[RFC3339_LEN + 1])
+{
+	int64_t days, rem, y;
+	unsigned m, d;
+
+	/* 0000-01-01T00:00:00Z .. 9999-12-31T23:59:59Z: four-digit years only */
+	if (unix_time < -62167219200LL || unix_time > 253402300799LL)
+		return -ERANGE;
+	days = unix_time / 86400;
+	rem = unix_time % 86400;
+	if (rem < 0) {
+		rem += 86400;
+		days--;
+	}
+	civil_from_days(days, &y, &m, &d);
+	{
+		char buf[64];   /* roomy for the compiler's range analysis */
+
+		snprintf(buf, sizeof(buf), "%04u-%02u-%02uT%02u:%02u:%02uZ",
+		    (unsigned)y % 10000, m % 100, d % 100, (unsigned)(rem / 3600) % 100,
+		    (unsigned)(rem / 60 % 60), (unsigned)(rem % 60));
+		memcpy(out, buf, RFC3339_LEN + 1);
+	}
+	return 0;
+}
+
+/* ---- comparison, identifiers, clocks ---- */
+
+bool
+ct_equal(const void *a, const void *b, size_t len)
+{
+	return sodium_memcmp(a, b, len) == 0;
+}
+
+bool
+id_valid(const char *s)
+{
+	size_t i;
+
+	if (s == NULL)
+		return false;
+	for (i = 0; s[i] != '\0'; i++) {
+		char c = s[i];
+
+		if (i >= SPACE_ID_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return false;
+	}
+	return i > 0;
+}
+
+int
+id_random(const char *prefix, char *out, size_t outcap)
+{
+	static const char alpha[] = "abcdefghijklmnopqrstuvwxyz234567";
+	unsigned char r[26];
+	size_t plen, i;
+
+	if (prefix == NULL)
+		prefix = "";
+	plen = strlen(prefix);
+	if (plen + sizeof(r) > SPACE_ID_MAX)
+		return -EINVAL;
+	if (outcap < plen + sizeof(r) + 1)
+		return -ENOSPC;
+	if (sodium_init() < 0)
+		return -EIO;
+	randombytes_buf(r, sizeof(r));
+	memcpy(out, prefix, plen);
+	/* 256 is a multiple of 32, so the low five bits are uniform */
+	for (i = 0; i < sizeof(r); i++)
+		out[plen + i] = alpha[r[i] & 31];
+	out[plen + sizeof(r)] = '\0';
+	sodium_memzero(r, sizeof(r));
+	if (!id_valid(out)) {
+		out[0] = '\0';
+		return -EINVAL;         /* the prefix held a character ids may not */
+	}
+	return 0;
+}
+
+int64_t
+now_unix(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
+uint64_t
+now_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- files ---- */
+
+int
+read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	char *buf = NULL, *nb;
+	size_t cap = 0, n = 0;
+	ssize_t r;
+	int fd, err = 0;
+
+	*out = NULL;
+	if (len)
+		*len = 0;
+	if (max >= SIZE_MAX - 1)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	/* read at most max + 1 bytes: the extra byte tells "too large" without
+	 * trusting st_size (a file can grow, /proc files report 0) */
+	for (;;) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 4096;
+
+			if (ncap > max + 2)
+				ncap = max + 2; /* max + 1 data bytes + NUL */
+			nb = realloc(buf, ncap);
+			if (nb == NULL) {
+				err = -ENOMEM;
+				goto out;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > max) {
+			err = -EFBIG;
+			goto out;
+		}
+	}
+	if (n == cap) {
+		nb = realloc(buf, n + 1);
+		if (nb == NULL) {
+			err = -ENOMEM;
+			goto out;
+		}
+		buf = nb;
+	}
+	if (buf == NULL && (buf = malloc(1)) == NULL) {
+		err = -ENOMEM;
+		goto out;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	buf = NULL;
+	if (len)
+		*len = n;
+out:
+	free(buf);
+	close(fd);
+	return err;
+}
+
+/* fsync the directory holding path so a rename into it is durable */
+static int
+fsync_parent(const char *path)
+{
+	char *dir, *slash;
+	int fd, err = 0;
+
+	dir = strdup(path);
+	if (dir == NULL)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (slash == NULL)
+		strcpy(dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		err = -errno;
+	else {
+		if (fsync(fd) != 0)
+			err = -errno;
+		close(fd);
+	}
+	free(dir);
+	return err;
+}
+
+int
+write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	const char *p = buf;
+	char *tmp = NULL;
+	size_t off = 0;
+	int fd = -1, err = 0;
+
+	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) {
+		tmp = NULL;
+		return -ENOMEM;
+	}
+	/* the temporary lives in the same directory so rename() is atomic */
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		free(tmp);
+		return err;
+	}
+	/* before any byte is written: a secret must never sit in a file that
+	 * others may read, even briefly */
+	if (fchmod(fd, mode) != 0) {
+		err = -errno;
+		goto out;
+	}
+	while (off < len) {
+		ssize_t w = write(fd, p + off, len - off);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) != 0) {
+		err = -errno;
+		goto out;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		err = -errno;
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0) {
+		err = -errno;
+		goto out;
+	}
+	err = fsync_parent(path);
+	free(tmp);
+	return err;
+out:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(tmp);
+	return err;
+}
+
+int
+mkdir_p(const char *path, mode_t mode)
+{
+	char *buf, *p;
+	struct stat st;
+	int err = 0;
+
+	if (path == NULL || *path == '\0')
+		return -EINVAL;
+	buf = strdup(path);
+	if (buf == NULL)
+		return -ENOMEM;
+	for (p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		{
+			char c = *p;
+
+			*p = '\0';
+			if (mkdir(buf, mode) != 0 && errno != EEXIST) {
+				err = -errno;
+				goto out;
+			}
+			*p = c;
+			if (c == '\0')
+				break;
+		}
+	}
+	/* EEXIST above may have been a file: the final path must be a directory */
+	if (stat(buf, &st) != 0)
+		err = -errno;
+	else if (!S_ISDIR(st.st_mode))
+		err = -ENOTDIR;
+out:
+	free(buf);
+	return err;
+}
