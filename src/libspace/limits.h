@@ -34,4 +34,11 @@
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
 #define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */
 
+#define SPACE_SNAPSHOT_ENTRIES_MAX (1u << 20) /* files, dirs, links in one snapshot archive */
+#define SPACE_SNAPSHOT_DEPTH_MAX   128        /* directory nesting in a snapshot */
+#define SPACE_SNAPSHOT_DIRBYTES_MAX (64u << 20) /* dir paths kept while restoring (modes, mtimes applied last) */
+#define SPACE_ENDPOINT_MAX         512        /* a node-api base URL in the client route cache */
+#define SPACE_ROUTECACHE_ENTRIES   1024       /* sandboxes in the client route cache file */
+#define SPACE_ROUTECACHE_FILE_MAX  (8u << 20) /* the route cache file, bytes */
+
 #endif
