@@ -81,13 +81,22 @@ struct admit_result {
 	enum admit_reason reason;
 };
 
+/* The claim checks of step 1 that need no signature: audience and purpose
+ * for the receiver kind, and the port profile (service: port 1..65535,
+ * proto http|tcp; control: no port, non-empty acc). verifier_check() runs it
+ * on every call (hit or miss) and admit() runs it first again, because the
+ * bridge calls admit() on claims forwarded by sbx-manager. */
+struct admit_result admit_profile(const struct capability *cap, enum receiver_kind kind);
+
 /* Steps 2-8 on an already verified capability (step 1 is verification,
  * see verifier.h). rec is NULL when the receiver has no record. */
 struct admit_result admit(const struct capability *cap,
     const struct runtime_record *rec, const struct admit_request *req);
 
 /* Steps 1-8: verify token (through the verifier's cache) then admit().
- * On ALLOW, *cap_out (if not NULL) holds the verified claims. */
+ * On ALLOW, *cap_out (if not NULL) holds the verified claims. (It also holds
+ * them after a refusal in steps 2-8, for audit logs; it is zeroed when step 1
+ * refused the token.) */
 struct verifier;
 struct admit_result admit_token(struct verifier *v, const char *token, size_t len,
     const struct runtime_record *rec, const struct admit_request *req,
