@@ -9,6 +9,14 @@
 static const struct verb verbs[] = {
 	{ "version", cmd_version, "print the version" },
 	{ "token",   cmd_token,   "verify or inspect a PASETO v4.public token" },
+	{ "create",  cmd_create,  "create a sandbox and wait until it runs" },
+	{ "list",    cmd_list,    "list your sandboxes" },
+	{ "show",    cmd_show,    "show a sandbox and its current execution" },
+	{ "kill",    cmd_kill,    "kill a sandbox" },
+	{ "workers", cmd_workers, "list the workers" },
+	{ "route",   cmd_route,   "get a route (endpoint + capability) to a sandbox" },
+	{ "exec",    cmd_exec,    "run a command in a sandbox" },
+	{ "fs",      cmd_fs,      "read, write, list and change files of a sandbox" },
 };
 
 int

@@ -1,6 +1,11 @@
 /* The space CLI: one file per verb (cmd_<verb>.c), listed in main.c. */
 #ifndef SPACE_CLI_H
 #define SPACE_CLI_H
+#include <stddef.h>
+#include <jansson.h>
+
+struct space_client;
+struct space_answer;
 
 struct verb {
 	const char *name;
@@ -10,7 +15,42 @@ struct verb {
 
 int cmd_version(int argc, char **argv);
 int cmd_token(int argc, char **argv);
+int cmd_create(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_kill(int argc, char **argv);
+int cmd_workers(int argc, char **argv);
+int cmd_route(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_fs(int argc, char **argv);
+int cmd_up(int argc, char **argv);
 
 /* prints "space: <verb>: <message>" on stderr; returns 1 */
 int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* --api-url / --api-key, accepted by every verb that talks to space-control;
+ * they override SPACE_API_URL / SPACE_API_KEY */
+#define CLI_OPT_API_URL 0x100
+#define CLI_OPT_API_KEY 0x101
+#define CLI_API_LONGOPTS \
+	{ "api-url", required_argument, NULL, CLI_OPT_API_URL }, \
+	{ "api-key", required_argument, NULL, CLI_OPT_API_KEY }, \
+	{ "help", no_argument, NULL, 'h' }
+struct cli_api {
+	const char *url;
+	const char *key;
+};
+/* 1 when c was one of the two API options (recorded), 0 otherwise */
+int cli_api_opt(struct cli_api *api, int c, const char *arg);
+/* the client; NULL after printing why (no URL, no key, bad URL) */
+struct space_client *cli_client(const char *verb, const struct cli_api *api);
+/* prints "usage: space VERB USAGE" on stdout (help) or stderr; returns 0 or 2 */
+int cli_usage(const char *verb, const char *usage, int help);
+/* prints the answer's error as "space: VERB: code: message"; returns 1 */
+int cli_answer_fail(const char *verb, const struct space_answer *a);
+int cli_print_json(const json_t *j);
+/* a sandbox id as the control plane makes them: [A-Za-z0-9_-]{1,64} */
+int cli_sbx_valid(const char *s);
+const char *cli_jstr(const json_t *o, const char *key, const char *dflt);
+void cli_jscalar(char *buf, size_t cap, const json_t *v);
 #endif

@@ -1,0 +1,111 @@
+/* Helpers shared by the verbs: the client from the environment, option
+ * parsing conventions, error reporting. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "client.h"
+#include "limits.h"
+#include "space.h"
+
+int
+cli_usage(const char *verb, const char *usage, int help)
+{
+	fprintf(help ? stdout : stderr, "usage: space %s %s\n", verb, usage);
+	return help ? 0 : 2;
+}
+
+int
+cli_api_opt(struct cli_api *api, int c, const char *arg)
+{
+	if (c == CLI_OPT_API_URL)
+		api->url = arg;
+	else if (c == CLI_OPT_API_KEY)
+		api->key = arg;
+	else
+		return 0;
+	return 1;
+}
+
+struct space_client *
+cli_client(const char *verb, const struct cli_api *api)
+{
+	const char *url = api->url ? api->url : getenv("SPACE_API_URL");
+	const char *key = api->key ? api->key : getenv("SPACE_API_KEY");
+	struct space_client *c;
+
+	if (url == NULL || url[0] == '\0') {
+		cli_fail(verb, "SPACE_API_URL is not set (use --api-url, or `. .space/env` "
+		    "after `space up`)");
+		return NULL;
+	}
+	if (key == NULL || key[0] == '\0') {
+		cli_fail(verb, "SPACE_API_KEY is not set (use --api-key, or `. .space/env` "
+		    "after `space up`)");
+		return NULL;
+	}
+	if ((c = space_client_new(url, key)) == NULL) {
+		if (errno == EINVAL)
+			cli_fail(verb, "bad API URL '%s' (want http://HOST:PORT)", url);
+		else
+			cli_fail(verb, "%s", strerror(errno));
+	}
+	return c;
+}
+
+int
+cli_answer_fail(const char *verb, const struct space_answer *a)
+{
+	char buf[1024];
+
+	return cli_fail(verb, "%s", space_answer_strerror(a, buf, sizeof(buf)));
+}
+
+int
+cli_print_json(const json_t *j)
+{
+	if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY) < 0)
+		return -EIO;
+	fputc('\n', stdout);
+	return fflush(stdout) == 0 ? 0 : -EIO;
+}
+
+int
+cli_sbx_valid(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++) {
+		char ch = s[n];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+			return 0;
+	}
+	return n > 0 && n <= SPACE_ID_MAX;
+}
+
+const char *
+cli_jstr(const json_t *o, const char *key, const char *dflt)
+{
+	const json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? json_string_value(v) : dflt;
+}
+
+/* integers print as numbers, strings as themselves, null/absent as "-" */
+void
+cli_jscalar(char *buf, size_t cap, const json_t *v)
+{
+	if (json_is_integer(v))
+		snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	else if (json_is_string(v))
+		snprintf(buf, cap, "%s", json_string_value(v));
+	else if (json_is_true(v) || json_is_false(v))
+		snprintf(buf, cap, "%s", json_is_true(v) ? "true" : "false");
+	else
+		snprintf(buf, cap, "-");
+}
