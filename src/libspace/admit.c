@@ -77,7 +77,7 @@ admit_profile(const struct capability *cap, enum receiver_kind kind)
 		    (cap->proto != PROTO_HTTP && cap->proto != PROTO_TCP))
 			return result(ADMIT_DENY, R_BAD_PROFILE);
 	}
-	return result(ADMIT_ALLOW, R_OK);
+	return result(ADMIT_ALLOW, R_NONE);
 }
 
 struct admit_result
@@ -201,7 +201,7 @@ admit(const struct capability *cap, const struct runtime_record *rec,
 	}
 
 	/* Step 8 */
-	return result(ADMIT_ALLOW, R_OK);
+	return result(ADMIT_ALLOW, R_NONE);
 }
 
 struct admit_result
@@ -238,7 +238,7 @@ static const char *const outcome_names[] = {
 };
 
 static const char *const reason_names[R__COUNT] = {
-	[R_OK] = "ok",
+	[R_NONE] = "ok",
 	[R_MALFORMED] = "malformed_token",
 	[R_UNKNOWN_KID] = "unknown_kid",
 	[R_BAD_SIGNATURE] = "bad_signature",

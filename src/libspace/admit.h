@@ -17,7 +17,9 @@ enum admit_outcome {
 /* one reason per rule; the string form (admit_reason_str) is what
  * HTTP bodies, metrics and audit logs carry */
 enum admit_reason {
-	R_OK = 0,
+	/* not R_OK: <unistd.h> defines R_OK (4) for access(), which would
+	 * silently turn "no reason" into R_BAD_CLAIMS */
+	R_NONE = 0,
 	/* step 1: DENY */
 	R_MALFORMED,            /* "malformed_token" */
 	R_UNKNOWN_KID,          /* "unknown_kid" */
