@@ -1,0 +1,44 @@
+/* Content-addressed snapshots of a sandbox's writable layer (DESIGN 9, 11).
+ *
+ * An archive is one file STORE/<hex BLAKE2b-256>.snap in a simple framed
+ * format (docs/recovery.md): regular files, directories, symlinks and
+ * overlay whiteouts with their permission bits and mtimes; ownership is not
+ * recorded (the substrate assigns it when it resumes the layer). The name is
+ * the digest of the archive body, which is also stored as the trailer, so a
+ * restore verifies the whole file before it creates anything. */
+#ifndef SPACE_SNAPSHOT_H
+#define SPACE_SNAPSHOT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define SNAPSHOT_DIGEST_LEN     32                      /* BLAKE2b-256 */
+#define SNAPSHOT_DIGEST_HEX     (2 * SNAPSHOT_DIGEST_LEN)
+
+struct snapshot_stats {
+	uint64_t entries;       /* archived (create) or extracted (restore) */
+	uint64_t bytes;         /* file data bytes */
+	uint64_t skipped;       /* create only: devices, fifos, sockets left out */
+};
+
+/* Archives layer_dir (never following a symlink inside it) into store_dir,
+ * which is created 0700 when missing. Streams through a temporary file that
+ * is fsync'd and renamed to <digest>.snap (mode 0444); an existing archive
+ * of that name holds the same content. digest_out gets lowercase hex.
+ * stats may be NULL. Returns 0 or a negative errno: -EBUSY when the layer
+ * changed while it was read, -E2BIG / -ENAMETOOLONG over a limit. */
+int snapshot_create(const char *layer_dir, const char *store_dir,
+    char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats);
+
+/* Verifies store_dir/<digest>.snap (BLAKE2b-256 recomputed and compared in
+ * constant time with the name and the trailer) and parses every entry
+ * before creating anything, then extracts it into dest_dir, which must be
+ * missing (it is created 0755) or empty. Extraction never follows a
+ * symlink and never writes outside dest_dir. On any failure what was
+ * extracted is removed again and dest_dir is left as it was found.
+ * Returns 0, -EINVAL for a malformed digest string, -ENOENT when there is no
+ * such archive, -EBADMSG when it fails verification or is malformed,
+ * -ENOTEMPTY when dest_dir has content, or another negative errno; *why
+ * (may be NULL) gets a static reason for a refused archive. */
+int snapshot_restore(const char *store_dir, const char *digest,
+    const char *dest_dir, struct snapshot_stats *stats, const char **why);
+#endif
