@@ -17,6 +17,7 @@ static const struct verb verbs[] = {
 	{ "route",   cmd_route,   "get a route (endpoint + capability) to a sandbox" },
 	{ "exec",    cmd_exec,    "run a command in a sandbox" },
 	{ "fs",      cmd_fs,      "read, write, list and change files of a sandbox" },
+	{ "up",      cmd_up,      "start and supervise a single-machine platform" },
 };
 
 int

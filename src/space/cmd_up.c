@@ -1,0 +1,406 @@
+/* space up: start a complete single-machine platform (space-control and N
+ * workers, each an sbx-manager and a node-api) and supervise it until
+ * SIGINT or SIGTERM. A second run on the same data directory continues
+ * where the first stopped: the API key, the worker credentials and every
+ * daemon's data are reused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "client.h"
+#include "space.h"
+#include "up.h"
+#include "util.h"
+
+#define USAGE "[--data-dir DIR] [--workers N] [--port BASE] [--foreground]\n" \
+	"  Start space-control on 127.0.0.1:BASE (default 7700) and N workers\n" \
+	"  (default 2) w1..wN, each an sbx-manager and a node-api on\n" \
+	"  127.0.0.1:BASE+I, all with data under DIR (default ./.space), and\n" \
+	"  supervise them: a crashed process is restarted, ^C or SIGTERM stops\n" \
+	"  everything. Logs go to DIR/logs/; DIR/env holds SPACE_API_URL and\n" \
+	"  SPACE_API_KEY. space up stays in the foreground (--foreground says\n" \
+	"  so explicitly). Running it again on DIR continues where it stopped."
+
+#define READY_TIMEOUT_MS 30000
+#define KEY_MAX          1024
+
+static int
+healthy(const char *url)
+{
+	struct space_answer a;
+	int ok;
+
+	space_answer_init(&a);
+	ok = space_http(url, NULL, "GET", NULL, -1, -1, 1, 2, &a) == 0 && space_answer_ok(&a);
+	space_answer_clear(&a);
+	return ok;
+}
+
+/* pump the loop until cond(arg) holds, the child died for good, or time
+ * runs out; 0 when it holds */
+static int
+wait_for(struct up *up, int (*cond)(const char *), const char *arg, unsigned ms)
+{
+	unsigned waited = 0;
+
+	while (!up->stopping) {
+		if (cond(arg))
+			return 0;
+		if (waited >= ms)
+			return -ETIMEDOUT;
+		up_pump(up, 100);
+		waited += 100;
+	}
+	return -ECANCELED;
+}
+
+static int
+exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+static int
+bindir_find(struct up *up)
+{
+	static const char *const need[] = { "space-control", "sbx-manager", "node-api" };
+	char exe[UP_PATH_MAX], path[UP_PATH_MAX + 32], *slash;
+	ssize_t n;
+	size_t i;
+	int ret = 0;
+
+	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) < 0)
+		return cli_fail("up", "cannot find my own binary: %s", strerror(errno));
+	exe[n] = '\0';
+	if ((slash = strrchr(exe, '/')) != NULL)
+		*slash = '\0';
+	snprintf(up->bindir, sizeof(up->bindir), "%s", exe);
+	for (i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", up->bindir, need[i]);
+		if (access(path, X_OK) != 0)
+			ret = cli_fail("up", "%s not found next to space in %s (run make all)",
+			    need[i], up->bindir);
+	}
+	return ret;
+}
+
+static int
+prepare_dirs(struct up *up, const char *dir)
+{
+	char sub[UP_PATH_MAX + 32], *real;
+	int i;
+
+	if (strlen(dir) >= UP_PATH_MAX - 256)
+		return cli_fail("up", "data directory path too long");
+	if (mkdir_p(dir, 0700) < 0)
+		return cli_fail("up", "cannot make %s: %s", dir, strerror(errno));
+	if ((real = realpath(dir, NULL)) == NULL)
+		return cli_fail("up", "%s: %s", dir, strerror(errno));
+	if (strlen(real) >= UP_PATH_MAX - 256) {
+		free(real);
+		return cli_fail("up", "data directory path too long");
+	}
+	snprintf(up->dir, sizeof(up->dir), "%s", real);
+	free(real);
+	chmod(up->dir, 0700);
+	snprintf(sub, sizeof(sub), "%s/logs", up->dir);
+	if (mkdir_p(sub, 0700) < 0)
+		return cli_fail("up", "cannot make %s: %s", sub, strerror(errno));
+	snprintf(sub, sizeof(sub), "%s/control", up->dir);
+	if (mkdir_p(sub, 0700) < 0)
+		return cli_fail("up", "cannot make %s: %s", sub, strerror(errno));
+	for (i = 1; i <= up->workers; i++) {
+		snprintf(sub, sizeof(sub), "%s/w%d", up->dir, i);
+		if (mkdir_p(sub, 0700) < 0)
+			return cli_fail("up", "cannot make %s: %s", sub, strerror(errno));
+	}
+	return 0;
+}
+
+/* run `space-control ARGS... --data-dir DIR/control`, first line of output */
+static int
+control_admin(struct up *up, const char *what, char *const args[], char *out, size_t cap)
+{
+	char bin[UP_PATH_MAX + 32], ddir[UP_PATH_MAX + 32], log[UP_PATH_MAX + 64];
+	char *argv[12];
+	int i = 0, j, rc;
+
+	snprintf(bin, sizeof(bin), "%s/space-control", up->bindir);
+	snprintf(ddir, sizeof(ddir), "%s/control", up->dir);
+	snprintf(log, sizeof(log), "%s/logs/space-control-admin.log", up->dir);
+	argv[i++] = bin;
+	for (j = 0; args[j] && i < 9; j++)
+		argv[i++] = args[j];
+	argv[i++] = "--data-dir";
+	argv[i++] = ddir;
+	argv[i] = NULL;
+	rc = up_capture(argv, log, out, cap);
+	if (rc == 0 && !up_token_ok(out))
+		rc = -EPROTO;
+	if (rc < 0)
+		cli_fail("up", "space-control %s failed (%s); see %s", what,
+		    rc == -EIO ? "non-zero exit" : rc == -EPROTO ? "unexpected output" :
+		    strerror(-rc), log);
+	return rc;
+}
+
+static int
+api_key(struct up *up, const char *url, char *key, size_t cap)
+{
+	char path[UP_PATH_MAX + 16], old[UP_PATH_MAX];
+	static char *const add[] = { "apikey", "add", "admin", NULL };
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/env", up->dir);
+	if (up_env_get(path, "SPACE_API_KEY", key, cap) == 0 && up_token_ok(key)) {
+		/* reused; rewritten only if --port changed the URL */
+		if (up_env_get(path, "SPACE_API_URL", old, sizeof(old)) == 0 &&
+		    strcmp(old, url) == 0)
+			return 0;
+	} else if ((rc = control_admin(up, "apikey add", add, key, cap)) < 0)
+		return rc;
+	if ((rc = up_env_write(path, url, key)) < 0)
+		return cli_fail("up", "cannot write %s: %s", path, strerror(-rc)), rc;
+	return 0;
+}
+
+static int
+worker_credential(struct up *up, int i)
+{
+	char path[UP_PATH_MAX + 32], name[16], cred[KEY_MAX];
+	char *add[] = { "worker", "add", name, NULL };
+	int rc;
+
+	snprintf(name, sizeof(name), "w%d", i);
+	snprintf(path, sizeof(path), "%s/w%d/credential", up->dir, i);
+	if (exists(path))
+		return 0;
+	if ((rc = control_admin(up, "worker add", add, cred, sizeof(cred))) < 0)
+		return rc;
+	rc = write_file_atomic(path, cred, strlen(cred), 0600);
+	sodium_memzero(cred, sizeof(cred));
+	if (rc < 0)
+		return cli_fail("up", "cannot write %s: %s", path, strerror(-rc)), rc;
+	return 0;
+}
+
+static int
+start_worker(struct up *up, int i, const char *root)
+{
+	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
+	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
+	char listen[64], wid[16], name[48];
+	int rc;
+
+	snprintf(wid, sizeof(wid), "w%d", i);
+	snprintf(wdir, sizeof(wdir), "%s/%s", up->dir, wid);
+	snprintf(cred, sizeof(cred), "%s/credential", wdir);
+	snprintf(ctl, sizeof(ctl), "http://127.0.0.1:%d", up->port);
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", up->port + i);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", up->port + i);
+	snprintf(sock, sizeof(sock), "%s/run/sbx-manager.sock", wdir);
+	snprintf(metrics, sizeof(metrics), "%s/metrics.prom", wdir);
+
+	snprintf(bin, sizeof(bin), "%s/sbx-manager", up->bindir);
+	{
+		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
+		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
+		    "--capacity", "16", NULL };
+		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
+		if ((rc = up_child_start(up, name, argv)) < 0)
+			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
+	}
+	snprintf(bin, sizeof(bin), "%s/node-api", up->bindir);
+	{
+		char *argv[] = { bin, "--listen", listen, "--manager-socket", sock,
+		    "--worker-id", wid, "--metrics-file", metrics, NULL };
+		snprintf(name, sizeof(name), "%s-node-api", wid);
+		if ((rc = up_child_start(up, name, argv)) < 0)
+			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
+	}
+	return 0;
+}
+
+static void
+summary(struct up *up, const char *url)
+{
+	int i;
+
+	printf("\nspace is up.\n");
+	printf("  space-control  %s\n", url);
+	for (i = 1; i <= up->workers; i++)
+		printf("  worker w%d      node-api http://127.0.0.1:%d, data %s/w%d\n", i,
+		    up->port + i, up->dir, i);
+	printf("  API key        SPACE_API_KEY in %s/env (mode 0600)\n", up->dir);
+	printf("  env file       %s/env\n", up->dir);
+	printf("  logs           %s/logs/\n", up->dir);
+	printf("\nTry, in another shell:\n");
+	printf("  export $(cat %s/env)      # or: set -a; . %s/env; set +a\n", up->dir, up->dir);
+	printf("  SBX=$(space create)\n");
+	printf("  space exec $SBX -- echo hello\n");
+	printf("  echo hi | space fs write $SBX /home/user/hi.txt\n");
+	printf("  space fs read $SBX /home/user/hi.txt\n");
+	printf("  space show $SBX; space list; space kill $SBX\n");
+	printf("\nPress ^C to stop everything.\n\n");
+	fflush(stdout);
+}
+
+static int
+sock_exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+int
+cmd_up(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "data-dir", required_argument, NULL, 'd' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct up *up = NULL;
+	const char *dir = ".space";
+	char url[64], health[96], key[KEY_MAX], root[KEY_MAX], *end;
+	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
+	char listen[32];
+	long workers = 2, port = 7700;
+	int ch, i, lockfd = -1, rc, ret = 1;
+
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd': dir = optarg; break;
+		case 'w':
+			errno = 0;
+			workers = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || workers < 0 || workers > UP_WORKERS_MAX) {
+				fprintf(stderr, "space: up: --workers is 0..%d\n", UP_WORKERS_MAX);
+				return 2;
+			}
+			break;
+		case 'p':
+			errno = 0;
+			port = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || port < 1 || port + UP_WORKERS_MAX > 65535) {
+				fprintf(stderr, "space: up: bad --port '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'f': break;        /* the only mode */
+		case 'h': return cli_usage("up", USAGE, 1);
+		default: return cli_usage("up", USAGE, 0);
+		}
+	}
+	if (optind != argc)
+		return cli_usage("up", USAGE, 0);
+	if ((up = calloc(1, sizeof(*up))) == NULL)
+		return cli_fail("up", "out of memory");
+	up->workers = (int)workers;
+	up->port = (int)port;
+	if (bindir_find(up) != 0 || prepare_dirs(up, dir) != 0) {
+		free(up);
+		return 1;
+	}
+	if ((rc = up_lock(up->dir, &lockfd)) < 0) {
+		ret = rc == -EWOULDBLOCK ?
+		    cli_fail("up", "another space up is running on %s (%s/up.lock)", up->dir, up->dir) :
+		    cli_fail("up", "cannot lock %s/up.lock: %s", up->dir, strerror(-rc));
+		free(up);
+		return ret;
+	}
+	if ((rc = up_init(up)) < 0) {
+		cli_fail("up", "event loop: %s", uv_strerror(rc));
+		close(lockfd);
+		free(up);
+		return 1;
+	}
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", up->port);
+	snprintf(health, sizeof(health), "%s/healthz", url);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", up->port);
+	snprintf(ctlbin, sizeof(ctlbin), "%s/space-control", up->bindir);
+	snprintf(ctldir, sizeof(ctldir), "%s/control", up->dir);
+	if (healthy(health)) {
+		cli_fail("up", "something already answers on %s; choose another --port", url);
+		goto out;
+	}
+	up_say("starting space-control on %s (data %s) ...", url, ctldir);
+	{
+		char *cargv[] = { ctlbin, "--data-dir", ctldir, "--listen", listen, NULL };
+		if ((rc = up_child_start(up, "space-control", cargv)) < 0) {
+			cli_fail("up", "cannot start space-control: %s", uv_strerror(rc));
+			goto out;
+		}
+	}
+	if ((rc = wait_for(up, healthy, health, READY_TIMEOUT_MS)) < 0) {
+		if (rc == -ETIMEDOUT)
+			cli_fail("up", "space-control did not answer %s within %d s; see %s/logs/space-control.log",
+			    health, READY_TIMEOUT_MS / 1000, up->dir);
+		goto stop;
+	}
+	up_say("space-control ready");
+	if (api_key(up, url, key, sizeof(key)) < 0)
+		goto stop;
+	for (i = 1; i <= up->workers; i++)
+		if (worker_credential(up, i) < 0)
+			goto stop;
+	if (up->workers > 0) {
+		static char *const rootargs[] = { "keys", "root", NULL };
+		if (control_admin(up, "keys root", rootargs, root, sizeof(root)) < 0)
+			goto stop;
+	}
+	for (i = 1; i <= up->workers; i++) {
+		up_say("starting worker w%d (sbx-manager, node-api on 127.0.0.1:%d) ...", i,
+		    up->port + i);
+		if (start_worker(up, i, root) < 0)
+			goto stop;
+	}
+	for (i = 1; i <= up->workers; i++) {
+		snprintf(path, sizeof(path), "%s/w%d/run/sbx-manager.sock", up->dir, i);
+		if ((rc = wait_for(up, sock_exists, path, READY_TIMEOUT_MS)) < 0) {
+			if (rc == -ETIMEDOUT)
+				cli_fail("up", "sbx-manager of w%d made no socket within %d s; see %s/logs/w%d-sbx-manager.log",
+				    i, READY_TIMEOUT_MS / 1000, up->dir, i);
+			goto stop;
+		}
+		snprintf(path, sizeof(path), "http://127.0.0.1:%d/healthz", up->port + i);
+		if ((rc = wait_for(up, healthy, path, READY_TIMEOUT_MS)) < 0) {
+			if (rc == -ETIMEDOUT)
+				cli_fail("up", "node-api of w%d did not answer %s within %d s; see %s/logs/w%d-node-api.log",
+				    i, path, READY_TIMEOUT_MS / 1000, up->dir, i);
+			goto stop;
+		}
+		up_say("worker w%d ready", i);
+	}
+	sodium_memzero(key, sizeof(key));
+	summary(up, url);
+	up_run(up);
+	ret = up->failed;
+	goto out;
+stop:
+	if (!up->stopping)
+		up->failed = 1;
+	ret = up->failed;
+out:
+	sodium_memzero(key, sizeof(key));
+	up_fini(up);
+	if (ret == 0)
+		up_say("stopped");
+	if (lockfd >= 0)
+		close(lockfd);
+	free(up);
+	return ret;
+}
