@@ -1,0 +1,462 @@
+/* The node-api socket: THE authoritative admission, then the relay to a
+ * verified bridge. One operation per connection, one thread per
+ * connection (bounded).
+ *
+ *   node-api --HELLO, REQUEST{op,sandbox,token,args}--> here
+ *   admit_token() against the committed record     (non-ALLOW: ERROR, stop)
+ *   connect + verify the bridge (bridge.c)          (failure: 503, stop)
+ *   lease, then HELLO, REQUEST{op,sandbox,claims,args} --> bridge
+ *   relay frames both ways, checking their types and the "serving"
+ *   identity of the RESPONSE against the record. */
+#include <errno.h>
+#include <grp.h>
+#include <jansson.h>
+#include <poll.h>
+#include <sodium.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proto.h"
+#include "sbx-manager.h"
+#include "util.h"
+
+static int listen_fd = -1;
+static atomic_uint nconns;
+
+static int
+send_error(int fd, int status, const char *code, const char *reason, const char *message)
+{
+	json_t *o = json_pack("{s:i, s:s}", "status", status, "error", code);
+	char *s;
+	int ret;
+
+	if (o == NULL)
+		return -ENOMEM;
+	if (reason)
+		json_object_set_new(o, "reason", json_string(reason));
+	if (message)
+		json_object_set_new(o, "message", json_string(message));
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (s == NULL)
+		return -ENOMEM;
+	ret = frame_write_json(fd, MSG_ERROR, s);
+	free(s);
+	return ret;
+}
+
+static const char *
+outcome_code(enum admit_outcome o)
+{
+	switch (o) {
+	case ADMIT_DENY: return "deny";
+	case ADMIT_EXPIRED: return "capability_expired";
+	case ADMIT_REFRESH_ROUTE: return "refresh_route";
+	default: return "internal";
+	}
+}
+
+struct op_req {
+	char op_name[32];
+	enum op_kind op;
+	char sandbox[SPACE_ID_MAX + 1];
+	char *token;
+	size_t token_len;
+	json_t *args;
+};
+
+/* strict: exactly op, sandbox, token, args; returns a reason or NULL */
+static const char *
+parse_request(const struct frame *f, struct op_req *r)
+{
+	json_error_t je;
+	json_t *j, *v;
+	const char *k, *why = NULL;
+
+	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
+	if (j == NULL || !json_is_object(j))
+		why = "request is not a JSON object";
+	else
+		json_object_foreach(j, k, v) {
+			if (strcmp(k, "op") == 0 && json_is_string(v) &&
+			    json_string_length(v) < sizeof(r->op_name))
+				snprintf(r->op_name, sizeof(r->op_name), "%s", json_string_value(v));
+			else if (strcmp(k, "sandbox") == 0 && json_is_string(v) &&
+			    id_valid(json_string_value(v)))
+				snprintf(r->sandbox, sizeof(r->sandbox), "%s", json_string_value(v));
+			else if (strcmp(k, "token") == 0 && json_is_string(v) &&
+			    json_string_length(v) <= SPACE_TOKEN_MAX) {
+				r->token_len = json_string_length(v);
+				r->token = strndup(json_string_value(v), r->token_len);
+			} else if (strcmp(k, "args") == 0 && json_is_object(v)) {
+				r->args = json_incref(v);
+			} else {
+				why = "unknown or invalid field in request";
+				break;
+			}
+		}
+	if (why == NULL && (r->op_name[0] == '\0' || op_parse(r->op_name, &r->op) != 0))
+		why = "unknown operation";
+	if (why == NULL && (r->sandbox[0] == '\0' || r->token == NULL || r->args == NULL))
+		why = "missing field in request";
+	json_decref(j);
+	return why;
+}
+
+static void
+op_req_free(struct op_req *r)
+{
+	if (r->token) {
+		sodium_memzero(r->token, r->token_len);
+		free(r->token);
+	}
+	json_decref(r->args);
+}
+
+/* the RESPONSE must come from the execution we admitted for */
+static bool
+serving_matches(const struct frame *f, const struct route_identity *want)
+{
+	struct route_identity got;
+	json_error_t je;
+	json_t *j, *s;
+	bool ok = false;
+
+	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
+	if (j && json_is_object(j) && (s = json_object_get(j, "serving")) != NULL &&
+	    route_identity_unpack(s, &got) == 0)
+		ok = route_identity_equal(&got, want);
+	json_decref(j);
+	return ok;
+}
+
+static int
+forward(int to, const struct frame *f)
+{
+	return frame_write(to, f->type, f->payload, f->len);
+}
+
+/* relay one operation; both fds are verified and the lease is held */
+static void
+relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *rec,
+    const struct capability *cap, const char *op_name)
+{
+	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
+	bool bridge_broken = false;
+	struct pollfd pf[2];
+	struct frame f;
+	int r;
+
+	for (;;) {
+		pf[0] = (struct pollfd){ .fd = bfd, .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = cfd, .events = bridge_broken ? 0 : POLLIN };
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (lease_cancelled(l))
+			goto cancelled;
+		if (pf[0].revents) {
+			memset(&f, 0, sizeof(f));
+			if ((r = frame_read(bfd, &f)) != 0) {
+				if (lease_cancelled(l))
+					goto cancelled;
+				if (!got_resp)
+					send_error(cfd, 503, "unavailable", NULL, "bridge connection lost");
+				break;
+			}
+			switch (f.type) {
+			case MSG_RESPONSE:
+				if (got_resp || !upload_done)
+					goto bridge_violation;
+				if (!serving_matches(&f, &rec->id)) {
+					metrics_inc(MC_SERVING_MISMATCH);
+					audit_refusal("serving_mismatch", op_name, rec->id.sandbox, cap,
+					    rec, "unavailable", "serving identity differs from the record");
+					send_error(cfd, 503, "unavailable", NULL, "execution identity mismatch");
+					frame_free(&f);
+					goto out;
+				}
+				got_resp = true;
+				r = forward(cfd, &f);
+				frame_free(&f);
+				if (r != 0 || op != OP_FS_READ)
+					goto out;
+				continue;
+			case MSG_DATA:
+			case MSG_END:
+				if (op != OP_FS_READ || !got_resp)
+					goto bridge_violation;
+				r = forward(cfd, &f);
+				if (r != 0 || f.type == MSG_END) {
+					frame_free(&f);
+					goto out;
+				}
+				frame_free(&f);
+				continue;
+			case MSG_ERROR:
+			case MSG_CANCEL:
+				forward(cfd, &f);
+				frame_free(&f);
+				goto out;
+			default:
+				goto bridge_violation;
+			}
+		}
+		if (pf[1].revents) {
+			memset(&f, 0, sizeof(f));
+			r = frame_read(cfd, &f);
+			if (r != 0) {
+				if (lease_cancelled(l))
+					goto cancelled;
+				break;          /* client gone: the bridge sees EOF */
+			}
+			if (upload && !upload_done && (f.type == MSG_DATA || f.type == MSG_END)) {
+				if (f.type == MSG_END)
+					upload_done = true;
+				/* a write failure: the bridge may have answered
+				 * with an ERROR already; read it before giving up */
+				if (forward(bfd, &f) != 0)
+					bridge_broken = true;
+				frame_free(&f);
+				continue;
+			}
+			frame_free(&f);
+			send_error(cfd, 400, "bad_request", NULL, "unexpected frame from client");
+			break;
+		}
+	}
+	goto out;
+bridge_violation:
+	log_warnx("relay %s: bridge sent %s out of order", rec->id.sandbox, msg_type_str(f.type));
+	frame_free(&f);
+	if (!got_resp)
+		send_error(cfd, 503, "unavailable", NULL, "bridge protocol violation");
+	goto out;
+cancelled:
+	frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
+out:
+	return;
+}
+
+static void
+handle(int cfd)
+{
+	struct timeval tv = { .tv_sec = MGR_IO_TIMEOUT_S }, stv = { .tv_sec = 120 };
+	struct op_req req = { 0 };
+	struct frame f = { 0 };
+	struct record rec, now_rec;
+	struct runtime_record rr;
+	struct admit_request ar;
+	struct admit_result res;
+	struct capability cap;
+	struct lease *l = NULL;
+	enum proto_role peer;
+	json_t *fwd = NULL;
+	char *claims = NULL, *fwd_s = NULL;
+	const char *why;
+	bool have;
+	int bfd = -1;
+
+	setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv));
+	if (proto_hello_server(cfd, ROLE_SBX_MANAGER, &peer) < 0 || peer != ROLE_NODE_API)
+		goto out;
+	if (frame_read(cfd, &f) != 0)
+		goto out;
+	metrics_inc(MC_REQUESTS);
+	if (f.type != MSG_REQUEST) {
+		metrics_inc(MC_BAD_REQUEST);
+		goto out;               /* an unexpected frame closes the connection */
+	}
+	if ((why = parse_request(&f, &req)) != NULL) {
+		metrics_inc(MC_BAD_REQUEST);
+		send_error(cfd, 400, "bad_request", NULL, why);
+		goto out;
+	}
+
+	/* admission against the committed record, on every operation: the
+	 * cache inside the verifier only skips the signature check */
+	memset(&cap, 0, sizeof(cap));
+	have = records_get(req.sandbox, &rec) == 0;
+	if (have)
+		rr = (struct runtime_record){ .id = rec.id, .state = rec.state, .epoch = rec.epoch };
+	ar = (struct admit_request){ .kind = RECV_SBX_MANAGER, .target_sandbox = req.sandbox,
+	    .receiver_sandbox = NULL, .need_access = op_access(req.op), .now = now_unix() };
+	res = admit_token(mgr_verifier, req.token, req.token_len, have ? &rr : NULL, &ar, &cap);
+	metrics_admission(res.outcome, res.reason);
+	if (res.outcome != ADMIT_ALLOW) {
+		audit_refusal("admission", req.op_name, req.sandbox, &cap, have ? &rec : NULL,
+		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
+		send_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
+		    admit_reason_str(res.reason), NULL);
+		goto out;
+	}
+
+	if ((bfd = bridge_connect(&rec, &why)) < 0) {
+		metrics_inc(bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
+		metrics_bridge_refusal(why);
+		audit_refusal("bridge", req.op_name, req.sandbox, &cap, &rec, "unavailable", why);
+		send_error(cfd, 503, "unavailable", NULL, "execution unavailable");
+		bfd = -1;
+		goto out;
+	}
+	/* the lease first, then re-read the durable record: a replacement
+	 * committed in between either shows here or cancels the lease */
+	if ((l = lease_add(&rec.id, rec.epoch, cfd, bfd)) == NULL) {
+		send_error(cfd, 503, "unavailable", NULL, "out of memory");
+		goto out;
+	}
+	if (records_get(req.sandbox, &now_rec) != 0 || now_rec.epoch != rec.epoch) {
+		have = records_get(req.sandbox, &now_rec) == 0;
+		if (have)
+			rr = (struct runtime_record){ .id = now_rec.id, .state = now_rec.state,
+			    .epoch = now_rec.epoch };
+		res = admit(&cap, have ? &rr : NULL, &ar);
+		if (res.outcome == ADMIT_ALLOW) {
+			res.outcome = ADMIT_REFRESH_ROUTE;
+			res.reason = R_NOT_SERVING;
+		}
+		metrics_admission(res.outcome, res.reason);
+		audit_refusal("admission", req.op_name, req.sandbox, &cap, have ? &now_rec : NULL,
+		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
+		send_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
+		    admit_reason_str(res.reason), NULL);
+		goto out;
+	}
+	{
+		struct timeval btv = { .tv_sec = MGR_IO_TIMEOUT_S };
+		setsockopt(bfd, SOL_SOCKET, SO_RCVTIMEO, &btv, sizeof(btv));
+		setsockopt(bfd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv));
+	}
+	if (proto_hello_client(bfd, ROLE_SBX_MANAGER, &peer) < 0 || peer != ROLE_SPACED_HOST) {
+		send_error(cfd, 503, "unavailable", NULL, "bridge handshake failed");
+		goto out;
+	}
+	if (claims_encode(&cap, &claims) != 0 ||
+	    (fwd = json_pack("{s:s, s:s, s:s, s:O}", "op", req.op_name, "sandbox", req.sandbox,
+	    "claims", claims, "args", req.args)) == NULL ||
+	    (fwd_s = json_dumps(fwd, JSON_COMPACT)) == NULL) {
+		send_error(cfd, 500, "internal", NULL, "cannot build request");
+		goto out;
+	}
+	if (strlen(fwd_s) > SPACE_FRAME_JSON_MAX) {
+		send_error(cfd, 413, "too_large", NULL, "request too large");
+		goto out;
+	}
+	if (frame_write_json(bfd, MSG_REQUEST, fwd_s) != 0) {
+		send_error(cfd, 503, "unavailable", NULL, "bridge connection lost");
+		goto out;
+	}
+	metrics_inc(MC_ALLOW);
+	relay(cfd, bfd, l, req.op, &rec, &cap, req.op_name);
+out:
+	/* the lease goes before the fds: a canceller never touches a
+	 * descriptor number that was closed and reused */
+	lease_remove(l);
+	if (bfd >= 0)
+		close(bfd);
+	free(claims);
+	free(fwd_s);
+	json_decref(fwd);
+	frame_free(&f);
+	op_req_free(&req);
+	close(cfd);
+}
+
+static void *
+conn_thread(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+
+	handle(fd);
+	atomic_fetch_sub(&nconns, 1);
+	return NULL;
+}
+
+int
+api_listen(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	/* never world-connectable, not even between bind and chmod */
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		umask(old);
+		close(fd);
+		return -errno;
+	}
+	umask(old);
+	if (cfg.api_gid != (gid_t)-1 && (chown(path, 0, cfg.api_gid) != 0 || chmod(path, 0660) != 0)) {
+		close(fd);
+		return -errno;
+	}
+	if (listen(fd, 128) != 0) {
+		close(fd);
+		return -errno;
+	}
+	listen_fd = fd;
+	return 0;
+}
+
+void *
+api_accept_thread(void *arg)
+{
+	struct ucred cr;
+	socklen_t crl;
+	pthread_attr_t attr;
+	pthread_t t;
+	int fd;
+
+	(void)arg;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	while (!mgr_stopping) {
+		fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EINTR && errno != ECONNABORTED)
+				usleep(10000);
+			continue;
+		}
+		/* the file mode already limits who connects; the kernel's
+		 * word on the peer is checked as well */
+		crl = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0 ||
+		    !(cr.uid == 0 || (cfg.api_gid != (gid_t)-1 && cr.gid == cfg.api_gid))) {
+			metrics_inc(MC_PEER_REFUSED);
+			log_warnx("api: refused peer uid %u gid %u", (unsigned)cr.uid, (unsigned)cr.gid);
+			close(fd);
+			continue;
+		}
+		if (atomic_fetch_add(&nconns, 1) >= MGR_CONN_MAX) {
+			atomic_fetch_sub(&nconns, 1);
+			metrics_inc(MC_CONN_LIMIT);
+			close(fd);
+			continue;
+		}
+		if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)fd) != 0) {
+			atomic_fetch_sub(&nconns, 1);
+			close(fd);
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return NULL;
+}

@@ -1,0 +1,472 @@
+/* Desired state from the control plane: install and retire executions,
+ * reconcile after a restart, notice bridges that die.
+ *
+ * Order is the whole point here: a change is committed to records.db
+ * BEFORE it is reported, and a retirement is committed BEFORE the bridge is
+ * signalled, so from the commit on every request for the old execution is
+ * answered REFRESH_ROUTE, whatever happens to the process afterwards. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+#include "util.h"
+
+#define LIVE_MAX 1024
+
+/* pidfds of the bridges this process launched or adopted */
+static struct {
+	char sandbox[SPACE_ID_MAX + 1];
+	pid_t pid;
+	int pidfd;
+} live[LIVE_MAX];
+static pthread_mutex_t assign_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* assign_lock held for all of these */
+static int
+live_find(const char *sandbox)
+{
+	int i;
+
+	for (i = 0; i < LIVE_MAX; i++)
+		if (live[i].pidfd > 0 && strcmp(live[i].sandbox, sandbox) == 0)
+			return i;
+	return -1;
+}
+
+static void
+live_set(const char *sandbox, pid_t pid, int pidfd)
+{
+	int i = live_find(sandbox);
+
+	if (i >= 0)
+		close(live[i].pidfd);
+	else
+		for (i = 0; i < LIVE_MAX && live[i].pidfd > 0; i++)
+			;
+	if (i == LIVE_MAX) {
+		/* only the exit monitor loses sight of it; stop falls back
+		 * to a checked pidfd_open */
+		close(pidfd);
+		return;
+	}
+	snprintf(live[i].sandbox, sizeof(live[i].sandbox), "%s", sandbox);
+	live[i].pid = pid;
+	live[i].pidfd = pidfd;
+}
+
+/* stop the bridge of rec, if it is still the recorded process */
+static void
+stop_bridge(const struct record *rec)
+{
+	int i = live_find(rec->id.sandbox), pfd;
+
+	if (i >= 0 && live[i].pid == rec->bridge_pid) {
+		pfd = live[i].pidfd;
+		live[i].pidfd = 0;
+	} else {
+		if (i >= 0) {
+			close(live[i].pidfd);
+			live[i].pidfd = 0;
+		}
+		/* never signal a bare pid: it may belong to someone else now */
+		if ((pfd = bridge_pidfd_open_checked(rec)) < 0)
+			return;
+	}
+	bridge_stop(pfd);
+	waitid(P_PIDFD, (id_t)pfd, NULL, WEXITED | WNOHANG);
+	close(pfd);
+}
+
+static void
+paths_for(struct record *r)
+{
+	snprintf(r->run_dir, sizeof(r->run_dir), "%s/run/%s.g%llu", cfg.data_dir,
+	    r->id.sandbox, (unsigned long long)r->id.generation);
+	snprintf(r->layer_dir, sizeof(r->layer_dir), "%s/exec/%s.g%llu/layer", cfg.data_dir,
+	    r->id.sandbox, (unsigned long long)r->id.generation);
+}
+
+/* a fresh 0700 run directory: whatever was there (a stale socket from an
+ * earlier activation) is not trusted */
+static int
+make_run_dir(const char *dir)
+{
+	char sock[PATH_MAX + 16];
+	struct stat st;
+
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0)
+		return -EPERM;
+	if (chmod(dir, 0700) != 0)
+		return -errno;
+	snprintf(sock, sizeof(sock), "%s/bridge.sock", dir);
+	unlink(sock);
+	return 0;
+}
+
+/* start (or restart) the bridge for r, whose identity is already set;
+ * commits starting, then serving or failed; reports the result */
+static int
+launch(struct record *r)
+{
+	const char *why = NULL;
+	int pidfd = -1, ret;
+
+	r->state = EXEC_STARTING;
+	r->bridge_pid = 0;
+	r->bridge_start = 0;
+	r->exe_dev = r->exe_ino = 0;
+	r->exe_hash[0] = '\0';
+	if ((ret = records_put(r)) != 0)
+		return ret;
+	lease_cancel_before(r->id.sandbox, r->epoch);
+	if ((ret = make_run_dir(r->run_dir)) != 0 || (ret = mkdir_p(r->layer_dir, 0711)) != 0) {
+		why = "cannot create the execution directories";
+		goto failed;
+	}
+	if ((ret = bridge_spawn(r, &pidfd, &why)) != 0)
+		goto failed;
+	r->state = EXEC_SERVING;
+	if ((ret = records_put(r)) != 0) {
+		why = "cannot commit the record";
+		bridge_stop(pidfd);
+		close(pidfd);
+		goto failed;
+	}
+	live_set(r->id.sandbox, r->bridge_pid, pidfd);
+	log_info("serving %s g%llu a%u (bridge pid %d)", r->id.sandbox,
+	    (unsigned long long)r->id.generation, r->id.activation, (int)r->bridge_pid);
+	control_report(&r->id, "serving", NULL);
+	return 0;
+failed:
+	metrics_inc(MC_INSTALL_FAILED);
+	log_warnx("install %s g%llu failed: %s", r->id.sandbox,
+	    (unsigned long long)r->id.generation, why ? why : "error");
+	r->state = EXEC_FAILED;
+	r->epoch++;
+	if (records_put(r) == 0)
+		control_report(&r->id, "failed", why ? why : "install failed");
+	lease_cancel_before(r->id.sandbox, r->epoch);
+	return ret ? ret : -EIO;
+}
+
+static int
+spec_u32(json_t *res, const char *key, uint32_t def, uint32_t max, uint32_t *out)
+{
+	json_t *v = res ? json_object_get(res, key) : NULL;
+
+	if (v == NULL || json_is_null(v)) {
+		*out = def;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
+		return -EINVAL;
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+static void
+do_install(const struct route_identity *id, json_t *spec)
+{
+	struct record old, r;
+	bool have_old;
+	json_t *res = spec ? json_object_get(spec, "resources") : NULL;
+	const char *tmpl = "host";
+	json_t *t = spec ? json_object_get(spec, "template") : NULL;
+
+	metrics_inc(MC_INSTALLS);
+	/* an assignment for another worker or another incarnation of this
+	 * one must not become a record that could admit its capabilities */
+	if (strcmp(id->worker, cfg.worker_id) != 0 || strcmp(id->resident, cfg.incarnation) != 0) {
+		control_report(id, "failed", "identity names another worker or incarnation");
+		return;
+	}
+	if (strcmp(id->substrate, "jail") != 0) {
+		control_report(id, "failed", "substrate not supported on this worker");
+		return;
+	}
+	if (t && json_is_string(t))
+		tmpl = json_string_value(t);
+	memset(&r, 0, sizeof(r));
+	r.id = *id;
+	if (!id_valid(tmpl) || strlen(tmpl) >= sizeof(r.template_name) ||
+	    spec_u32(res, "memory_mb", 512, 1u << 20, &r.memory_mb) != 0 ||
+	    spec_u32(res, "pids", 256, 1u << 22, &r.pids) != 0 ||
+	    spec_u32(res, "cpu_percent", 100, 100000, &r.cpu_percent) != 0) {
+		control_report(id, "failed", "invalid spec");
+		return;
+	}
+	snprintf(r.template_name, sizeof(r.template_name), "%s", tmpl);
+	have_old = records_get(id->sandbox, &old) == 0;
+	if (have_old) {
+		if (old.id.generation > id->generation) {
+			log_info("install %s g%llu: stale (holding g%llu)", id->sandbox,
+			    (unsigned long long)id->generation,
+			    (unsigned long long)old.id.generation);
+			return;
+		}
+		if (old.id.generation == id->generation) {
+			if (old.state == EXEC_SERVING) {
+				/* already done (a replayed assignment) */
+				control_report(&old.id, "serving", NULL);
+				return;
+			}
+			if (old.state == EXEC_RETIRED) {
+				control_report(id, "failed", "generation already retired");
+				return;
+			}
+		}
+	}
+	if (records_free_slot(id->sandbox, &r.slot) != 0) {
+		control_report(id, "failed", "no uid range left");
+		return;
+	}
+	r.uid_base = MGR_UID_BASE0 + r.slot * MGR_UID_RANGE;
+	r.epoch = have_old ? old.epoch + 1 : 1;
+	paths_for(&r);
+	/* the new record goes in (state starting, new epoch) before the old
+	 * bridge is stopped: from here on the old generation gets
+	 * REFRESH_ROUTE and its streams are cancelled */
+	r.state = EXEC_STARTING;
+	if (records_put(&r) != 0) {
+		log_warnx("install %s: cannot commit", id->sandbox);
+		return;
+	}
+	if (have_old) {
+		metrics_inc(MC_LEASES_CANCELLED);
+		lease_cancel_before(id->sandbox, r.epoch);
+		if (old.state != EXEC_RETIRED && old.state != EXEC_FAILED) {
+			stop_bridge(&old);
+			if (old.id.generation != id->generation)
+				control_report(&old.id, "retired", NULL);
+		}
+	}
+	launch(&r);
+}
+
+static void
+do_retire(const struct route_identity *id)
+{
+	struct record r;
+
+	metrics_inc(MC_RETIRES);
+	if (records_get(id->sandbox, &r) != 0 || r.id.generation != id->generation ||
+	    r.state == EXEC_RETIRED) {
+		/* nothing of that generation runs here (never installed, or
+		 * replaced already): it is retired as far as we are concerned */
+		control_report(id, "retired", NULL);
+		return;
+	}
+	r.state = EXEC_RETIRED;
+	r.epoch++;
+	if (records_put(&r) != 0) {
+		log_warnx("retire %s: cannot commit", id->sandbox);
+		return;
+	}
+	lease_cancel_before(r.id.sandbox, r.epoch);
+	stop_bridge(&r);
+	log_info("retired %s g%llu", r.id.sandbox, (unsigned long long)r.id.generation);
+	control_report(&r.id, "retired", NULL);
+}
+
+static int
+apply(json_t *a)
+{
+	struct route_identity id;
+	const char *action;
+	json_t *jid, *spec = NULL;
+
+	if (json_unpack(a, "{s:s, s:o, s?o}", "action", &action, "identity", &jid,
+	    "spec", &spec) != 0 || route_identity_unpack(jid, &id) != 0) {
+		log_warnx("assignments: malformed assignment skipped");
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&assign_lock);
+	if (strcmp(action, "install") == 0)
+		do_install(&id, spec);
+	else if (strcmp(action, "retire") == 0)
+		do_retire(&id);
+	else
+		log_warnx("assignments: unknown action skipped");
+	pthread_mutex_unlock(&assign_lock);
+	return 0;
+}
+
+void *
+assign_thread(void *arg)
+{
+	uint64_t rev = 0, r;
+	json_error_t je;
+	json_t *j, *list, *a, *jr;
+	char *body;
+	size_t i;
+
+	(void)arg;
+	if (records_meta_get("assign_rev", &rev) != 0)
+		rev = 0;
+	while (!mgr_stopping) {
+		body = NULL;
+		if (control_assignments(rev, 25, &body) != 0) {
+			sleep(2);
+			continue;
+		}
+		j = json_loads(body, JSON_REJECT_DUPLICATES, &je);
+		free(body);
+		if (j == NULL || json_unpack(j, "{s:I, s:o}", "revision", (json_int_t *)&r,
+		    "assignments", &list) != 0 || !json_is_array(list)) {
+			log_warnx("assignments: malformed answer");
+			json_decref(j);
+			sleep(2);
+			continue;
+		}
+		json_array_foreach(list, i, a) {
+			apply(a);
+			/* persisted per assignment: a crash re-applies at most
+			 * the one in progress, and apply is idempotent */
+			if ((jr = json_object_get(a, "revision")) && json_is_integer(jr) &&
+			    (uint64_t)json_integer_value(jr) > rev) {
+				rev = (uint64_t)json_integer_value(jr);
+				records_meta_set("assign_rev", rev);
+			}
+		}
+		if (r != rev) {
+			if (r < rev)
+				log_warnx("assignments: revision went back from %llu to %llu",
+				    (unsigned long long)rev, (unsigned long long)r);
+			rev = r;
+			records_meta_set("assign_rev", rev);
+		}
+		json_decref(j);
+	}
+	return NULL;
+}
+
+/* after a restart: adopt every serving bridge that is still the recorded
+ * process; relaunch (activation + 1) the ones that are not. */
+int
+assign_reconcile(void)
+{
+	struct record *all = NULL, r;
+	const char *why;
+	size_t n, i;
+	int pfd;
+
+	if (records_all(&all, &n) != 0)
+		return -ENOMEM;
+	pthread_mutex_lock(&assign_lock);
+	for (i = 0; i < n; i++) {
+		r = all[i];
+		if (r.state == EXEC_SERVING && bridge_identity_check(&r, &why) == 0 &&
+		    (pfd = bridge_pidfd_open_checked(&r)) >= 0) {
+			live_set(r.id.sandbox, r.bridge_pid, pfd);
+			log_info("adopted bridge of %s g%llu a%u (pid %d)", r.id.sandbox,
+			    (unsigned long long)r.id.generation, r.id.activation, (int)r.bridge_pid);
+			control_report(&r.id, "serving", NULL);
+			continue;
+		}
+		if (r.state == EXEC_SERVING || r.state == EXEC_STARTING) {
+			/* the recorded bridge is gone or is not the same process
+			 * any more (pid reused, binary changed): a new activation,
+			 * so capabilities for the old one are refused */
+			log_warnx("bridge of %s g%llu a%u not adoptable (%s): relaunching",
+			    r.id.sandbox, (unsigned long long)r.id.generation, r.id.activation,
+			    r.state == EXEC_STARTING ? "install interrupted" : why);
+			metrics_inc(MC_RELAUNCHES);
+			r.id.activation++;
+			r.epoch++;
+			launch(&r);
+			continue;
+		}
+		if (r.state == EXEC_RETIRED || r.state == EXEC_FAILED || r.state == EXEC_RETIRING) {
+			/* a crash between commit and SIGTERM: finish the stop, but
+			 * only if the pid is still the recorded bridge */
+			if (r.bridge_pid > 0 && bridge_identity_check(&r, &why) == 0)
+				stop_bridge(&r);
+		}
+	}
+	pthread_mutex_unlock(&assign_lock);
+	free(all);
+	return 0;
+}
+
+/* a bridge that exits on its own: the execution failed. Committed, then
+ * reported; the control plane decides what comes next. */
+void *
+assign_monitor_thread(void *arg)
+{
+	struct pollfd pf[LIVE_MAX];
+	char sbx[LIVE_MAX][SPACE_ID_MAX + 1];
+	pid_t pids[LIVE_MAX];
+	struct record r;
+	int i, n, k;
+
+	(void)arg;
+	while (!mgr_stopping) {
+		n = 0;
+		pthread_mutex_lock(&assign_lock);
+		for (i = 0; i < LIVE_MAX; i++)
+			if (live[i].pidfd > 0) {
+				int d = fcntl(live[i].pidfd, F_DUPFD_CLOEXEC, 3);
+				if (d < 0)
+					continue;
+				pf[n] = (struct pollfd){ .fd = d, .events = POLLIN };
+				memcpy(sbx[n], live[i].sandbox, sizeof(sbx[n]));
+				pids[n] = live[i].pid;
+				n++;
+			}
+		pthread_mutex_unlock(&assign_lock);
+		if (poll(pf, (nfds_t)n, 1000) > 0) {
+			pthread_mutex_lock(&assign_lock);
+			for (k = 0; k < n; k++) {
+				if (!(pf[k].revents & POLLIN))
+					continue;
+				waitid(P_PIDFD, (id_t)pf[k].fd, NULL, WEXITED | WNOHANG);
+				i = live_find(sbx[k]);
+				if (i < 0 || live[i].pid != pids[k])
+					continue;       /* stopped on purpose */
+				close(live[i].pidfd);
+				live[i].pidfd = 0;
+				if (records_get(sbx[k], &r) != 0 || r.state != EXEC_SERVING ||
+				    r.bridge_pid != pids[k])
+					continue;
+				log_warnx("bridge of %s g%llu a%u exited", r.id.sandbox,
+				    (unsigned long long)r.id.generation, r.id.activation);
+				r.state = EXEC_FAILED;
+				r.epoch++;
+				if (records_put(&r) == 0) {
+					lease_cancel_before(r.id.sandbox, r.epoch);
+					control_report(&r.id, "failed", "bridge exited");
+				}
+			}
+			pthread_mutex_unlock(&assign_lock);
+		}
+		for (k = 0; k < n; k++)
+			close(pf[k].fd);
+	}
+	return NULL;
+}
+
+void
+assign_shutdown(void)
+{
+	int i;
+
+	pthread_mutex_lock(&assign_lock);
+	for (i = 0; i < LIVE_MAX; i++)
+		if (live[i].pidfd > 0) {
+			close(live[i].pidfd);
+			live[i].pidfd = 0;
+		}
+	pthread_mutex_unlock(&assign_lock);
+}

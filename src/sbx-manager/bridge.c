@@ -1,0 +1,404 @@
+/* spaced-host: launching it, and verifying it on every connection.
+ *
+ * What we record when a bridge says "ready", and why each item:
+ *   pid + uid      what SO_PEERCRED must report for its listener;
+ *   start time     (/proc/PID/stat field 22) a PID can be reused by an
+ *                  unrelated process after the bridge dies: same pid,
+ *                  different start time;
+ *   exe dev+inode  (stat of /proc/PID/exe) a process that exec'd another
+ *                  program keeps its pid and start time, not its exe;
+ *   binary hash    what the binary was at start; checked again when a
+ *                  restarted sbx-manager adopts a bridge.
+ * The on-disk spaced-host must also still be the file the bridge was
+ * started from: a binary replaced on disk means the code we vouch for is
+ * no longer the code we would run, so we stop trusting the bridge
+ * (in-place edits of a running binary fail with ETXTBSY, so dev+inode is
+ * enough to see a replacement). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+#include "util.h"
+
+int
+proc_start_time(pid_t pid, uint64_t *out)
+{
+	char path[64], *buf = NULL, *p, *save = NULL, *tok;
+	size_t len;
+	int i, ret = -EINVAL;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((ret = read_file(path, 4096, &buf, &len)) < 0)
+		return ret;
+	ret = -EINVAL;
+	/* comm (field 2) may contain spaces and ')': parse after the last ')' */
+	if ((p = strrchr(buf, ')')) == NULL)
+		goto out;
+	p++;
+	for (i = 3, tok = strtok_r(p, " ", &save); tok; i++, tok = strtok_r(NULL, " ", &save))
+		if (i == 22) {
+			char *end;
+			errno = 0;
+			*out = strtoull(tok, &end, 10);
+			if (errno == 0 && end != tok)
+				ret = 0;
+			break;
+		}
+out:
+	free(buf);
+	return ret;
+}
+
+static int
+proc_euid(pid_t pid, uid_t *out)
+{
+	char path[64], *buf = NULL, *p;
+	unsigned long r, e;
+	size_t len;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((ret = read_file(path, 65536, &buf, &len)) < 0)
+		return ret;
+	ret = -EINVAL;
+	if ((p = strstr(buf, "\nUid:")) != NULL && sscanf(p + 5, "%lu %lu", &r, &e) == 2) {
+		*out = (uid_t)e;
+		ret = 0;
+	}
+	free(buf);
+	return ret;
+}
+
+static int
+hash_file(const char *path, char hex[MGR_HASH_HEX + 1])
+{
+	crypto_generichash_state st;
+	unsigned char buf[65536], h[32];
+	ssize_t n;
+	int fd, ret = 0;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	crypto_generichash_init(&st, NULL, 0, sizeof(h));
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			goto out;
+		}
+		crypto_generichash_update(&st, buf, (size_t)n);
+	}
+	crypto_generichash_final(&st, h, sizeof(h));
+	hex_encode(h, sizeof(h), hex, MGR_HASH_HEX + 1);
+out:
+	close(fd);
+	return ret;
+}
+
+int
+bridge_identity_check(const struct record *r, const char **why)
+{
+	char exe[64];
+	uint64_t start;
+	struct stat st, disk;
+
+	if (r->bridge_pid <= 0) {
+		*why = "no bridge recorded";
+		return -ESRCH;
+	}
+	/* a PID that was reused has another start time */
+	if (proc_start_time(r->bridge_pid, &start) != 0) {
+		*why = "bridge process gone";
+		return -ESRCH;
+	}
+	if (start != r->bridge_start) {
+		*why = "bridge start time differs (pid reused)";
+		return -EPERM;
+	}
+	/* same pid and start time but another program (execve) */
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)r->bridge_pid);
+	if (stat(exe, &st) != 0) {
+		*why = "bridge executable unreadable";
+		return -EPERM;
+	}
+	if ((uint64_t)st.st_dev != r->exe_dev || (uint64_t)st.st_ino != r->exe_ino) {
+		*why = "bridge executable differs";
+		return -EPERM;
+	}
+	/* the binary on disk was replaced since this bridge started */
+	if (stat(cfg.spaced_host, &disk) != 0 || (uint64_t)disk.st_dev != r->exe_dev ||
+	    (uint64_t)disk.st_ino != r->exe_ino) {
+		*why = "bridge binary replaced on disk";
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* a pidfd for the recorded bridge, only if it is still that process */
+int
+bridge_pidfd_open_checked(const struct record *r)
+{
+	uint64_t start;
+	int pfd;
+
+	if (r->bridge_pid <= 0)
+		return -ESRCH;
+	if ((pfd = pidfd_open(r->bridge_pid, 0)) < 0)
+		return -errno;
+	/* checked after opening: the pidfd pins that exact process, so if the
+	 * start time matches now, the pidfd is the bridge */
+	if (proc_start_time(r->bridge_pid, &start) != 0 || start != r->bridge_start) {
+		close(pfd);
+		return -ESRCH;
+	}
+	return pfd;
+}
+
+static void
+u64str(char *buf, size_t cap, uint64_t v)
+{
+	snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+int
+bridge_spawn(struct record *r, int *pidfd_out, const char **why)
+{
+	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], exe[64];
+	char line[64];
+	size_t got = 0;
+	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull;
+	pid_t pid;
+	struct stat st, disk;
+	uint64_t deadline;
+	struct pollfd pf[2];
+
+	*pidfd_out = -1;
+	*why = "spawn failed";
+	u64str(gen, sizeof(gen), r->id.generation);
+	u64str(act, sizeof(act), r->id.activation);
+	u64str(uidb, sizeof(uidb), r->uid_base);
+	u64str(mem, sizeof(mem), r->memory_mb);
+	u64str(pids, sizeof(pids), r->pids);
+	u64str(cpu, sizeof(cpu), r->cpu_percent);
+	char *const argv[] = {
+		cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
+		"--activation", act, "--worker", r->id.worker, "--resident", r->id.resident,
+		"--substrate", r->id.substrate, "--template", r->template_name,
+		"--run-dir", r->run_dir, "--layer-dir", r->layer_dir, "--uid-base", uidb,
+		"--memory-mb", mem, "--pids", pids, "--cpu-percent", cpu, NULL
+	};
+
+	if (pipe2(pfd, O_CLOEXEC) != 0)
+		goto out;
+	pid = fork();
+	if (pid < 0)
+		goto out;
+	if (pid == 0) {
+		/* own session: a bridge outlives a restart of sbx-manager and
+		 * must not get the signals of its process group */
+		setsid();
+		devnull = open("/dev/null", O_RDONLY);
+		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(pfd[1], 1) < 0)
+			_exit(127);
+		close_range(3, ~0u, 0);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		execv(cfg.spaced_host, argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	pfd[1] = -1;
+	/* a pidfd of our own unreaped child: it cannot be another process */
+	if ((pidfd = pidfd_open(pid, 0)) < 0) {
+		kill(pid, SIGKILL);
+		goto out;
+	}
+	deadline = now_mono_ns() + (uint64_t)MGR_READY_TIMEOUT_MS * 1000000u;
+	for (;;) {
+		uint64_t now = now_mono_ns();
+		ssize_t n;
+		int pr;
+
+		if (now >= deadline) {
+			*why = "bridge not ready in time";
+			ret = -ETIMEDOUT;
+			goto fail;
+		}
+		pf[0] = (struct pollfd){ .fd = pfd[0], .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+		pr = poll(pf, 2, (int)((deadline - now) / 1000000u) + 1);
+		if (pr < 0 && errno != EINTR)
+			goto fail;
+		if (pr <= 0)
+			continue;
+		if (pf[0].revents & (POLLIN | POLLHUP)) {
+			n = read(pfd[0], line + got, sizeof(line) - 1 - got);
+			if (n <= 0) {
+				*why = "bridge exited before ready";
+				goto fail;
+			}
+			got += (size_t)n;
+			line[got] = '\0';
+			if (memchr(line, '\n', got))
+				break;
+			if (got == sizeof(line) - 1) {
+				*why = "bridge said something else than ready";
+				goto fail;
+			}
+			continue;
+		}
+		if (pf[1].revents & POLLIN) {
+			*why = "bridge exited before ready";
+			goto fail;
+		}
+	}
+	if (strcmp(line, "ready\n") != 0) {
+		*why = "bridge said something else than ready";
+		goto fail;
+	}
+	r->bridge_pid = pid;
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if (proc_start_time(pid, &r->bridge_start) != 0 || proc_euid(pid, &r->bridge_uid) != 0 ||
+	    stat(exe, &st) != 0 || hash_file(exe, r->exe_hash) != 0) {
+		*why = "cannot read the bridge's process identity";
+		goto fail;
+	}
+	r->exe_dev = (uint64_t)st.st_dev;
+	r->exe_ino = (uint64_t)st.st_ino;
+	if (stat(cfg.spaced_host, &disk) != 0 || disk.st_dev != st.st_dev ||
+	    disk.st_ino != st.st_ino) {
+		*why = "spaced-host replaced while starting";
+		goto fail;
+	}
+	/* still alive now, so everything read from /proc above was this child */
+	pf[0] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+	if (poll(pf, 1, 0) != 0) {
+		*why = "bridge exited after ready";
+		goto fail;
+	}
+	*pidfd_out = pidfd;
+	pidfd = -1;
+	ret = 0;
+	goto out;
+fail:
+	if (ret == -EIO)
+		ret = -ECHILD;
+	if (pidfd >= 0) {
+		bridge_stop(pidfd);
+		waitid(P_PIDFD, (id_t)pidfd, NULL, WEXITED | WNOHANG);
+	}
+out:
+	if (pidfd >= 0)
+		close(pidfd);
+	if (pfd[0] >= 0)
+		close(pfd[0]);
+	if (pfd[1] >= 0)
+		close(pfd[1]);
+	return ret;
+}
+
+void
+bridge_stop(int pidfd)
+{
+	struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+
+	if (pidfd < 0)
+		return;
+	if (pidfd_send_signal(pidfd, SIGTERM, NULL, 0) != 0)
+		return;
+	if (poll(&pf, 1, MGR_STOP_GRACE_MS) == 1)
+		return;
+	pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+	poll(&pf, 1, MGR_STOP_GRACE_MS);
+}
+
+int
+bridge_connect(const struct record *r, const char **why)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 5 };
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	struct stat st;
+	int dfd = -1, fd = -1, ret, n;
+
+	*why = "bridge unreachable";
+	/* the socket lives in a 0700 root directory named after the
+	 * generation; refuse a directory that someone else could have
+	 * populated */
+	dfd = open(r->run_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, &st) != 0) {
+		ret = -ENOENT;
+		goto fail;
+	}
+	if (st.st_uid != 0 || (st.st_mode & 077) != 0) {
+		*why = "bridge directory not private";
+		ret = -EPERM;
+		goto fail;
+	}
+	/* through /proc/self/fd: no sun_path length limit, no re-resolution
+	 * of the directory path after the check above */
+	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/bridge.sock", dfd);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
+		ret = -ENAMETOOLONG;
+		goto fail;
+	}
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		ret = -errno;
+		goto fail;
+	}
+	/* who called listen() on the socket we reached */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (cr.pid != r->bridge_pid || cr.uid != r->bridge_uid) {
+		*why = "peer is not the recorded bridge (SO_PEERCRED)";
+		ret = -EPERM;
+		goto fail;
+	}
+	if ((ret = bridge_identity_check(r, why)) != 0) {
+		ret = -EPERM;
+		goto fail;
+	}
+	/* the listener must be a socket that process holds (see sockdiag.c) */
+	if ((ret = sockdiag_peer_owned_by(fd, r->bridge_pid, why)) != 0) {
+		ret = -EPERM;
+		goto fail;
+	}
+	/* again: the pid must not have changed hands while we looked */
+	if ((ret = bridge_identity_check(r, why)) != 0) {
+		ret = -EPERM;
+		goto fail;
+	}
+	close(dfd);
+	return fd;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	return ret < 0 ? ret : -EIO;
+}

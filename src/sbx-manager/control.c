@@ -1,0 +1,272 @@
+/* The control-plane client: register, heartbeat, key bundles, assignment
+ * long-poll and status reports (docs/protocol.md section 3). The worker
+ * credential is the only secret here; it is sent as a bearer and never
+ * logged. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keys.h"
+#include "log.h"
+#include "sbx-manager.h"
+#include "verifier.h"
+
+#define RESP_MAX (4u << 20)
+
+struct buf {
+	char *p;
+	size_t n;
+	bool over;
+};
+
+static size_t
+on_body(char *data, size_t sz, size_t nm, void *arg)
+{
+	struct buf *b = arg;
+	size_t n = sz * nm;
+	char *np;
+
+	if (b->n + n > RESP_MAX) {
+		b->over = true;
+		return 0;
+	}
+	if ((np = realloc(b->p, b->n + n + 1)) == NULL)
+		return 0;
+	b->p = np;
+	memcpy(b->p + b->n, data, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return n;
+}
+
+/* one request; *status the HTTP status, *body_out malloc'd (may be NULL) */
+static int
+http_call(const char *method, const char *path, const char *body, long timeout_s,
+    bool auth, long *status, char **body_out)
+{
+	char url[2048], authz[600];
+	struct curl_slist *h = NULL;
+	struct buf b = { 0 };
+	CURL *c;
+	CURLcode rc;
+	int ret = -EIO;
+
+	*status = 0;
+	if (body_out)
+		*body_out = NULL;
+	if ((c = curl_easy_init()) == NULL)
+		return -ENOMEM;
+	snprintf(url, sizeof(url), "%s%s", cfg.control_url, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	if (auth) {
+		snprintf(authz, sizeof(authz), "Authorization: Bearer %s", cfg.credential);
+		h = curl_slist_append(h, authz);
+		explicit_bzero(authz, sizeof(authz));
+	}
+	if (body) {
+		h = curl_slist_append(h, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	rc = curl_easy_perform(c);
+	if (rc != CURLE_OK) {
+		log_debug("control: %s %s: %s", method, path, curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	if (body_out) {
+		*body_out = b.p;
+		b.p = NULL;
+	}
+	ret = 0;
+out:
+	free(b.p);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return ret;
+}
+
+int
+control_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+}
+
+int
+control_register(void)
+{
+	char path[256], *body = NULL;
+	long st;
+	json_t *req;
+	int ret;
+
+	req = json_pack("{s:s, s:s, s:i}", "incarnation", cfg.incarnation,
+	    "endpoint", cfg.endpoint, "capacity", (json_int_t)cfg.capacity);
+	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
+		json_decref(req);
+		return -ENOMEM;
+	}
+	json_decref(req);
+	snprintf(path, sizeof(path), "/v1/workers/%s/register", cfg.worker_id);
+	ret = http_call("POST", path, body, 10, true, &st, NULL);
+	free(body);
+	if (ret == 0 && st != 200 && st != 201) {
+		log_warnx("control: register answered %ld", st);
+		ret = -EPERM;
+	}
+	return ret;
+}
+
+void *
+control_heartbeat_thread(void *arg)
+{
+	char path[256], body[256];
+	long st;
+	bool was_ok = true;
+
+	(void)arg;
+	snprintf(path, sizeof(path), "/v1/workers/%s/heartbeat", cfg.worker_id);
+	snprintf(body, sizeof(body), "{\"incarnation\":\"%s\"}", cfg.incarnation);
+	while (!mgr_stopping) {
+		sleep(5);
+		if (http_call("POST", path, body, 5, true, &st, NULL) != 0 || st != 200) {
+			if (was_ok)
+				log_warnx("control: heartbeat failed (status %ld)", st);
+			was_ok = false;
+			/* the control plane may have lost us (it restarted from an
+			 * older state): register again, it is idempotent */
+			if (st == 404 || st == 409)
+				control_register();
+		} else
+			was_ok = true;
+	}
+	return NULL;
+}
+
+/* fetch GET /v1/keys, verify the bundle under the PINNED root key (never
+ * the "root" the answer carries) and install it; a lower version than the
+ * one installed is refused (a replayed old bundle could resurrect a
+ * withdrawn key). */
+int
+control_fetch_keys(void)
+{
+	char *body = NULL;
+	const char *bundle;
+	struct key_bundle kb;
+	json_error_t je;
+	json_t *j = NULL;
+	long st;
+	int ret;
+
+	if ((ret = http_call("GET", "/v1/keys", NULL, 10, false, &st, &body)) != 0)
+		return ret;
+	ret = -EINVAL;
+	if (st != 200 || body == NULL)
+		goto out;
+	j = json_loads(body, JSON_REJECT_DUPLICATES, &je);
+	if (j == NULL || json_unpack(j, "{s:s}", "bundle", &bundle) != 0)
+		goto out;
+	if (strlen(bundle) > SPACE_BUNDLE_TOKEN_MAX)
+		goto out;
+	if ((ret = bundle_verify(bundle, strlen(bundle), cfg.root_pk, &kb)) != 0) {
+		log_warnx("control: key bundle does not verify under the pinned root key");
+		goto out;
+	}
+	if (kb.version < verifier_bundle_version(mgr_verifier)) {
+		log_warnx("control: refusing key bundle version %llu (have %llu)",
+		    (unsigned long long)kb.version,
+		    (unsigned long long)verifier_bundle_version(mgr_verifier));
+		ret = -ESTALE;
+		goto out;
+	}
+	if (kb.version == verifier_bundle_version(mgr_verifier)) {
+		ret = 0;
+		goto out;
+	}
+	ret = verifier_set_bundle(mgr_verifier, &kb);
+	if (ret == 0)
+		log_info("control: key bundle version %llu installed (%zu keys)",
+		    (unsigned long long)kb.version, kb.n);
+out:
+	json_decref(j);
+	free(body);
+	return ret;
+}
+
+void *
+control_keys_thread(void *arg)
+{
+	(void)arg;
+	while (!mgr_stopping) {
+		sleep(10);
+		control_fetch_keys();
+	}
+	return NULL;
+}
+
+int
+control_assignments(uint64_t after, int wait_s, char **body_out)
+{
+	char path[256];
+	long st;
+	int ret;
+
+	snprintf(path, sizeof(path), "/v1/workers/%s/assignments?after=%llu&wait=%d",
+	    cfg.worker_id, (unsigned long long)after, wait_s);
+	ret = http_call("GET", path, NULL, wait_s + 10, true, &st, body_out);
+	if (ret == 0 && st != 200) {
+		log_warnx("control: assignments answered %ld", st);
+		free(*body_out);
+		*body_out = NULL;
+		ret = st == 401 || st == 403 ? -EPERM : -EIO;
+	}
+	return ret;
+}
+
+int
+control_report(const struct route_identity *id, const char *state, const char *error)
+{
+	char path[256], *body = NULL;
+	json_t *req;
+	long st;
+	int ret, tries;
+
+	req = json_pack("{s:o, s:s}", "identity", route_identity_pack(id), "state", state);
+	if (req == NULL)
+		return -ENOMEM;
+	if (error)
+		json_object_set_new(req, "error", json_string(error));
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (body == NULL)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/v1/workers/%s/status", cfg.worker_id);
+	/* the state is already committed locally; retry the report a few
+	 * times, and a restart reports again from the records */
+	for (tries = 0; tries < 5 && !mgr_stopping; tries++) {
+		ret = http_call("POST", path, body, 10, true, &st, NULL);
+		if (ret == 0 && st == 200)
+			break;
+		if (ret == 0 && st >= 400 && st < 500) {
+			log_warnx("control: status %s for %s g%llu answered %ld", state,
+			    id->sandbox, (unsigned long long)id->generation, st);
+			ret = -EINVAL;
+			break;
+		}
+		ret = -EIO;
+		sleep(1);
+	}
+	free(body);
+	return ret;
+}

@@ -1,0 +1,247 @@
+/* sbx-manager: the worker agent (runs as root). Holds the runtime records,
+ * launches one spaced-host per execution, and is the authoritative
+ * admission point between node-api and the bridges. See docs/worker.md. */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "paseto.h"
+#include "sbx-manager.h"
+#include "util.h"
+#include "verifier.h"
+
+struct mgr_config cfg;
+struct verifier *mgr_verifier;
+volatile int mgr_stopping;
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
+	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
+	    "       [--api-group GROUP] [--spaced-host PATH] [-v]\n");
+	exit(2);
+}
+
+static void
+copy_opt(char *dst, size_t cap, const char *src, const char *name)
+{
+	if (strlen(src) >= cap)
+		fatalx("--%s too long", name);
+	memcpy(dst, src, strlen(src) + 1);
+}
+
+/* D/incarnation: made once with the data directory; it is the `resident`
+ * of every route here, so a re-created worker never matches old routes */
+static void
+load_incarnation(void)
+{
+	char path[PATH_MAX + 32], id[SPACE_ID_MAX + 1], *buf = NULL;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/incarnation", cfg.data_dir);
+	if (read_file(path, 256, &buf, &len) == 0) {
+		while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+			buf[--len] = '\0';
+		if (!id_valid(buf) || len >= sizeof(cfg.incarnation))
+			fatalx("%s is corrupt", path);
+		memcpy(cfg.incarnation, buf, len + 1);
+		free(buf);
+		return;
+	}
+	if (id_random("inc_", id, sizeof(id)) != 0)
+		fatalx("cannot make an incarnation id");
+	if (write_file_atomic(path, id, strlen(id), 0644) != 0)
+		fatal("write %s", path);
+	memcpy(cfg.incarnation, id, strlen(id) + 1);
+}
+
+static void
+load_credential(const char *file)
+{
+	char *buf = NULL;
+	size_t len;
+
+	if (read_file(file, sizeof(cfg.credential) - 1, &buf, &len) != 0)
+		fatalx("cannot read the credential file %s", file);
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+		buf[--len] = '\0';
+	if (len == 0 || strpbrk(buf, "\r\n \t") != NULL)
+		fatalx("the credential file %s is not one token", file);
+	memcpy(cfg.credential, buf, len + 1);
+	sodium_memzero(buf, len);
+	free(buf);
+}
+
+static void
+make_dirs(void)
+{
+	char p[PATH_MAX + 32];
+
+	if (mkdir_p(cfg.data_dir, 0711) != 0)
+		fatal("mkdir %s", cfg.data_dir);
+	/* node-api (unprivileged) must traverse D and D/run to reach the
+	 * socket and read D/metrics.prom; it cannot list them */
+	chmod(cfg.data_dir, 0711);
+	snprintf(p, sizeof(p), "%s/run", cfg.data_dir);
+	if (mkdir_p(p, 0710) != 0)
+		fatal("mkdir %s", p);
+	if (cfg.api_gid != (gid_t)-1) {
+		if (chown(p, 0, cfg.api_gid) != 0)
+			fatal("chown %s", p);
+		chmod(p, 0710);
+	} else
+		chmod(p, 0700);
+	snprintf(p, sizeof(p), "%s/exec", cfg.data_dir);
+	if (mkdir_p(p, 0711) != 0)
+		fatal("mkdir %s", p);
+}
+
+static void *
+start(void *(*fn)(void *))
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, fn, NULL) != 0)
+		fatalx("pthread_create");
+	pthread_detach(t);
+	return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "data-dir", required_argument, NULL, 'd' },
+		{ "control", required_argument, NULL, 'c' },
+		{ "worker-id", required_argument, NULL, 'w' },
+		{ "credential-file", required_argument, NULL, 'f' },
+		{ "root-key", required_argument, NULL, 'k' },
+		{ "endpoint", required_argument, NULL, 'e' },
+		{ "capacity", required_argument, NULL, 'n' },
+		{ "api-group", required_argument, NULL, 'g' },
+		{ "spaced-host", required_argument, NULL, 's' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 }
+	};
+	char path[PATH_MAX + 32], self[PATH_MAX], *cred = NULL, *rootk = NULL;
+	char *host = NULL, *end;
+	sigset_t set;
+	struct group *gr;
+	int c, sig, verbose = 0, r;
+	unsigned long cap = 0;
+
+	cfg.api_gid = (gid_t)-1;
+	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': copy_opt(cfg.data_dir, sizeof(cfg.data_dir), optarg, "data-dir"); break;
+		case 'c': copy_opt(cfg.control_url, sizeof(cfg.control_url), optarg, "control"); break;
+		case 'w': copy_opt(cfg.worker_id, sizeof(cfg.worker_id), optarg, "worker-id"); break;
+		case 'f': cred = optarg; break;
+		case 'k': rootk = optarg; break;
+		case 'e': copy_opt(cfg.endpoint, sizeof(cfg.endpoint), optarg, "endpoint"); break;
+		case 'n':
+			errno = 0;
+			cap = strtoul(optarg, &end, 10);
+			if (errno || *end || cap == 0 || cap > 100000)
+				usage();
+			break;
+		case 'g': copy_opt(cfg.api_group, sizeof(cfg.api_group), optarg, "api-group"); break;
+		case 's': host = optarg; break;
+		case 'v': verbose = 1; break;
+		default: usage();
+		}
+	}
+	if (optind != argc || !cfg.data_dir[0] || !cfg.control_url[0] || !cfg.worker_id[0] ||
+	    !cred || !rootk || !cfg.endpoint[0] || cap == 0)
+		usage();
+	log_init("sbx-manager", verbose);
+	if (sodium_init() < 0)
+		fatalx("sodium_init");
+	if (geteuid() != 0)
+		fatalx("sbx-manager runs as root (it launches jails)");
+	if (!id_valid(cfg.worker_id))
+		fatalx("invalid --worker-id");
+	cfg.capacity = (unsigned)cap;
+	/* the pinned root key: the only first trust in key bundles */
+	if (public_key_parse(rootk, cfg.root_pk) != 0)
+		fatalx("invalid --root-key");
+	load_credential(cred);
+	if (cfg.api_group[0]) {
+		if ((gr = getgrnam(cfg.api_group)) == NULL)
+			fatalx("unknown group %s", cfg.api_group);
+		cfg.api_gid = gr->gr_gid;
+	}
+	/* the bridge binary: resolved once, its identity is what we check */
+	if (host == NULL) {
+		ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (l <= 0)
+			fatal("readlink /proc/self/exe");
+		self[l] = '\0';
+		snprintf(path, sizeof(path), "%s/spaced-host", dirname(self));
+		host = path;
+	}
+	if (realpath(host, cfg.spaced_host) == NULL)
+		fatal("spaced-host %s", host);
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	make_dirs();
+	load_incarnation();
+	snprintf(path, sizeof(path), "%s/records.db", cfg.data_dir);
+	if (records_open(path) != 0)
+		fatalx("cannot open %s", path);
+	chmod(path, 0600);
+	if ((mgr_verifier = verifier_new(SPACE_VCACHE_ENTRIES)) == NULL)
+		fatalx("verifier_new");
+	if (control_init() != 0)
+		fatalx("curl init");
+	log_info("worker %s incarnation %s, control %s", cfg.worker_id, cfg.incarnation,
+	    cfg.control_url);
+	while ((r = control_register()) != 0) {
+		log_warnx("register failed; retrying");
+		sleep(1);
+	}
+	if (control_fetch_keys() != 0)
+		log_warnx("no key bundle yet: every capability is refused until one verifies");
+	/* adopt or relaunch before anyone can ask for an operation */
+	assign_reconcile();
+	snprintf(path, sizeof(path), "%s/run/sbx-manager.sock", cfg.data_dir);
+	if ((r = api_listen(path)) != 0) {
+		errno = -r;
+		fatal("listen %s", path);
+	}
+	metrics_write();
+	start(control_heartbeat_thread);
+	start(control_keys_thread);
+	start(assign_thread);
+	start(assign_monitor_thread);
+	start(metrics_thread);
+	start(api_accept_thread);
+	log_info("ready on %s", path);
+
+	while (sigwait(&set, &sig) == 0)
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+	mgr_stopping = 1;
+	log_info("stopping on signal %d; bridges keep running and are adopted on restart", sig);
+	/* the records are committed as they change: nothing to flush. The
+	 * other threads may be inside curl or a blocking read; leave. */
+	sodium_memzero(cfg.credential, sizeof(cfg.credential));
+	_exit(0);
+}

@@ -1,0 +1,185 @@
+/* Counters of sbx-manager and the audit log of refusals.
+ * sbx-manager speaks no HTTP: it rewrites D/metrics.prom (Prometheus text,
+ * atomically) every few seconds and node-api appends that file to its own
+ * GET /metrics. */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+#include "util.h"
+#include "verifier.h"
+
+#define REFUSAL_KINDS 32
+
+static const char *const counter_names[MC__COUNT] = {
+	[MC_REQUESTS] = "space_sbxmgr_requests_total",
+	[MC_ALLOW] = "space_sbxmgr_forwarded_total",
+	[MC_BAD_REQUEST] = "space_sbxmgr_bad_requests_total",
+	[MC_BRIDGE_REFUSED] = "space_sbxmgr_bridge_refused_total",
+	[MC_BRIDGE_UNREACHABLE] = "space_sbxmgr_bridge_unreachable_total",
+	[MC_SERVING_MISMATCH] = "space_sbxmgr_serving_mismatch_total",
+	[MC_LEASES_CANCELLED] = "space_sbxmgr_leases_cancelled_total",
+	[MC_INSTALLS] = "space_sbxmgr_installs_total",
+	[MC_INSTALL_FAILED] = "space_sbxmgr_install_failures_total",
+	[MC_RETIRES] = "space_sbxmgr_retires_total",
+	[MC_RELAUNCHES] = "space_sbxmgr_relaunches_total",
+	[MC_PEER_REFUSED] = "space_sbxmgr_peer_refused_total",
+	[MC_CONN_LIMIT] = "space_sbxmgr_connection_limit_total",
+};
+
+static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t counters[MC__COUNT];
+static uint64_t admissions[4][R__COUNT];
+static struct { const char *why; uint64_t n; } refusals[REFUSAL_KINDS];
+
+void
+metrics_inc(enum mgr_counter c)
+{
+	pthread_mutex_lock(&mlock);
+	counters[c]++;
+	pthread_mutex_unlock(&mlock);
+}
+
+void
+metrics_admission(enum admit_outcome o, enum admit_reason r)
+{
+	if ((unsigned)o >= 4 || (unsigned)r >= R__COUNT)
+		return;
+	pthread_mutex_lock(&mlock);
+	admissions[o][r]++;
+	pthread_mutex_unlock(&mlock);
+}
+
+/* why is always a static string from bridge.c / sockdiag.c */
+void
+metrics_bridge_refusal(const char *why)
+{
+	int i;
+
+	pthread_mutex_lock(&mlock);
+	for (i = 0; i < REFUSAL_KINDS; i++) {
+		if (refusals[i].why == NULL)
+			refusals[i].why = why;
+		if (refusals[i].why == why || strcmp(refusals[i].why, why) == 0) {
+			refusals[i].n++;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mlock);
+}
+
+int
+metrics_write(void)
+{
+	char path[PATH_MAX + 32], *buf = NULL;
+	size_t len = 0;
+	struct vcache_stats vs;
+	FILE *f;
+	int i, o, r, ret;
+
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		return -1;
+	pthread_mutex_lock(&mlock);
+	for (i = 0; i < MC__COUNT; i++)
+		fprintf(f, "# TYPE %s counter\n%s %llu\n", counter_names[i], counter_names[i],
+		    (unsigned long long)counters[i]);
+	fprintf(f, "# TYPE space_sbxmgr_admission_total counter\n");
+	for (o = 0; o < 4; o++)
+		for (r = 0; r < R__COUNT; r++)
+			if (admissions[o][r])
+				fprintf(f, "space_sbxmgr_admission_total{outcome=\"%s\",reason=\"%s\"} %llu\n",
+				    admit_outcome_str((enum admit_outcome)o),
+				    admit_reason_str((enum admit_reason)r),
+				    (unsigned long long)admissions[o][r]);
+	fprintf(f, "# TYPE space_sbxmgr_bridge_refusal_total counter\n");
+	for (i = 0; i < REFUSAL_KINDS && refusals[i].why; i++)
+		fprintf(f, "space_sbxmgr_bridge_refusal_total{why=\"%s\"} %llu\n",
+		    refusals[i].why, (unsigned long long)refusals[i].n);
+	pthread_mutex_unlock(&mlock);
+	fprintf(f, "# TYPE space_sbxmgr_leases gauge\nspace_sbxmgr_leases %u\n", lease_count());
+	if (mgr_verifier) {
+		verifier_stats(mgr_verifier, &vs);
+		fprintf(f, "# TYPE space_sbxmgr_vcache_hits_total counter\n"
+		    "space_sbxmgr_vcache_hits_total %llu\n"
+		    "# TYPE space_sbxmgr_vcache_misses_total counter\n"
+		    "space_sbxmgr_vcache_misses_total %llu\n"
+		    "# TYPE space_sbxmgr_bundle_version gauge\n"
+		    "space_sbxmgr_bundle_version %llu\n",
+		    (unsigned long long)vs.hits, (unsigned long long)vs.misses,
+		    (unsigned long long)verifier_bundle_version(mgr_verifier));
+	}
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/metrics.prom", cfg.data_dir);
+	/* 0644: counters only, and node-api (unprivileged) appends them */
+	ret = write_file_atomic(path, buf, len, 0644);
+	free(buf);
+	return ret;
+}
+
+void *
+metrics_thread(void *arg)
+{
+	(void)arg;
+	while (!mgr_stopping) {
+		metrics_write();
+		sleep(2);
+	}
+	return NULL;
+}
+
+static char *
+identity_json(const struct route_identity *id)
+{
+	json_t *j;
+	char *s;
+
+	if (id == NULL || id->sandbox[0] == '\0')
+		return strdup("null");
+	if ((j = route_identity_pack(id)) == NULL)
+		return strdup("null");
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return s ? s : strdup("null");
+}
+
+void
+audit_refusal(const char *what, const char *op, const char *sandbox,
+    const struct capability *cap, const struct record *rec, const char *outcome,
+    const char *reason)
+{
+	char *capj = identity_json(cap ? &cap->route : NULL);
+	char *recj = identity_json(rec ? &rec->id : NULL);
+	char *fields = NULL;
+	json_t *o;
+
+	/* ids, op names and reasons are validated or static; json_pack
+	 * escapes anyway so a hostile value cannot forge log fields */
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?}", "audit", what,
+	    "outcome", outcome, "reason", reason, "op", op ? op : "",
+	    "sandbox", sandbox ? sandbox : "",
+	    "record_state", rec ? exec_state_str(rec->state) : NULL,
+	    "jti", cap && cap->jti[0] ? cap->jti : NULL);
+	if (o != NULL) {
+		fields = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+	}
+	if (fields != NULL && capj != NULL && recj != NULL) {
+		size_t l = strlen(fields);
+		char *all = malloc(l + strlen(capj) + strlen(recj) + 64);
+		if (all != NULL) {
+			/* strip the braces of the object and add both identities */
+			fields[l - 1] = '\0';
+			sprintf(all, "%s,\"cap_route\":%s,\"record_route\":%s", fields + 1, capj, recj);
+			log_event("warn", "refused", all);
+			free(all);
+		}
+	}
+	free(fields);
+	free(capj);
+	free(recj);
+}

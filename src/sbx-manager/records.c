@@ -1,0 +1,317 @@
+/* Durable runtime records. records.db is the truth: every change is
+ * committed (WAL, synchronous=FULL) before the in-memory mirror changes and
+ * before anyone is told about it, so what admission reads is always
+ * something that survives kill -9. One row per sandbox: installing a new
+ * generation replaces the row, and a retired execution keeps its row (state
+ * retired) so late requests get REFRESH_ROUTE rather than "unknown". */
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+
+static sqlite3 *db;
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct record *mirror;
+static size_t nmirror, capmirror;
+
+static const char schema[] =
+	"CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS records ("
+	" sandbox TEXT PRIMARY KEY, generation INTEGER NOT NULL, worker TEXT NOT NULL,"
+	" substrate TEXT NOT NULL, activation INTEGER NOT NULL, resident TEXT NOT NULL,"
+	" state TEXT NOT NULL, epoch INTEGER NOT NULL, slot INTEGER NOT NULL,"
+	" uid_base INTEGER NOT NULL, template TEXT NOT NULL, memory_mb INTEGER NOT NULL,"
+	" pids INTEGER NOT NULL, cpu_percent INTEGER NOT NULL,"
+	" bridge_pid INTEGER NOT NULL, bridge_uid INTEGER NOT NULL,"
+	" bridge_start INTEGER NOT NULL, exe_dev INTEGER NOT NULL, exe_ino INTEGER NOT NULL,"
+	" exe_hash TEXT NOT NULL, run_dir TEXT NOT NULL, layer_dir TEXT NOT NULL);";
+
+static void
+copy_text(char *dst, size_t cap, const unsigned char *src)
+{
+	size_t l;
+
+	if (src == NULL) {
+		dst[0] = '\0';
+		return;
+	}
+	l = strlen((const char *)src);
+	if (l >= cap)
+		l = cap - 1;
+	memcpy(dst, src, l);
+	dst[l] = '\0';
+}
+
+static int
+row_to_record(sqlite3_stmt *st, struct record *r)
+{
+	const char *state = (const char *)sqlite3_column_text(st, 6);
+
+	memset(r, 0, sizeof(*r));
+	copy_text(r->id.sandbox, sizeof(r->id.sandbox), sqlite3_column_text(st, 0));
+	r->id.generation = (uint64_t)sqlite3_column_int64(st, 1);
+	copy_text(r->id.worker, sizeof(r->id.worker), sqlite3_column_text(st, 2));
+	copy_text(r->id.substrate, sizeof(r->id.substrate), sqlite3_column_text(st, 3));
+	r->id.activation = (uint32_t)sqlite3_column_int64(st, 4);
+	copy_text(r->id.resident, sizeof(r->id.resident), sqlite3_column_text(st, 5));
+	if (state == NULL || exec_state_parse(state, &r->state) != 0)
+		return -EINVAL;
+	r->epoch = (uint64_t)sqlite3_column_int64(st, 7);
+	r->slot = (uint32_t)sqlite3_column_int64(st, 8);
+	r->uid_base = (uint32_t)sqlite3_column_int64(st, 9);
+	copy_text(r->template_name, sizeof(r->template_name), sqlite3_column_text(st, 10));
+	r->memory_mb = (uint32_t)sqlite3_column_int64(st, 11);
+	r->pids = (uint32_t)sqlite3_column_int64(st, 12);
+	r->cpu_percent = (uint32_t)sqlite3_column_int64(st, 13);
+	r->bridge_pid = (pid_t)sqlite3_column_int64(st, 14);
+	r->bridge_uid = (uid_t)sqlite3_column_int64(st, 15);
+	r->bridge_start = (uint64_t)sqlite3_column_int64(st, 16);
+	r->exe_dev = (uint64_t)sqlite3_column_int64(st, 17);
+	r->exe_ino = (uint64_t)sqlite3_column_int64(st, 18);
+	copy_text(r->exe_hash, sizeof(r->exe_hash), sqlite3_column_text(st, 19));
+	copy_text(r->run_dir, sizeof(r->run_dir), sqlite3_column_text(st, 20));
+	copy_text(r->layer_dir, sizeof(r->layer_dir), sqlite3_column_text(st, 21));
+	return 0;
+}
+
+/* mirror helpers; rec_lock held */
+static struct record *
+mirror_find(const char *sandbox)
+{
+	size_t i;
+
+	for (i = 0; i < nmirror; i++)
+		if (strcmp(mirror[i].id.sandbox, sandbox) == 0)
+			return &mirror[i];
+	return NULL;
+}
+
+static int
+mirror_set(const struct record *r)
+{
+	struct record *slot = mirror_find(r->id.sandbox), *n;
+
+	if (slot == NULL) {
+		if (nmirror == capmirror) {
+			size_t nc = capmirror ? capmirror * 2 : 16;
+			n = realloc(mirror, nc * sizeof(*n));
+			if (n == NULL)
+				return -ENOMEM;
+			mirror = n;
+			capmirror = nc;
+		}
+		slot = &mirror[nmirror++];
+	}
+	*slot = *r;
+	return 0;
+}
+
+int
+records_open(const char *path)
+{
+	sqlite3_stmt *st = NULL;
+	struct record r;
+	int rc, ret = -EIO;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+		log_warnx("records: open %s: %s", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	sqlite3_busy_timeout(db, 5000);
+	/* WAL + FULL: a commit is on disk when sqlite3_step returns, which is
+	 * what "committed before acknowledged" relies on */
+	if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+	    NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+		log_warnx("records: schema: %s", sqlite3_errmsg(db));
+		goto out;
+	}
+	if (sqlite3_prepare_v2(db, "SELECT sandbox, generation, worker, substrate, activation,"
+	    " resident, state, epoch, slot, uid_base, template, memory_mb, pids, cpu_percent,"
+	    " bridge_pid, bridge_uid, bridge_start, exe_dev, exe_ino, exe_hash, run_dir,"
+	    " layer_dir FROM records", -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (row_to_record(st, &r) != 0) {
+			log_warnx("records: a row with an unknown state; refusing to start");
+			goto out;
+		}
+		if (mirror_set(&r) != 0)
+			goto out;
+	}
+	if (rc != SQLITE_DONE)
+		goto out;
+	ret = 0;
+out:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+void
+records_close(void)
+{
+	pthread_mutex_lock(&rec_lock);
+	sqlite3_close(db);
+	db = NULL;
+	free(mirror);
+	mirror = NULL;
+	nmirror = capmirror = 0;
+	pthread_mutex_unlock(&rec_lock);
+}
+
+int
+records_get(const char *sandbox, struct record *out)
+{
+	struct record *r;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&rec_lock);
+	if ((r = mirror_find(sandbox)) != NULL) {
+		*out = *r;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&rec_lock);
+	return ret;
+}
+
+int
+records_all(struct record **out, size_t *n)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&rec_lock);
+	*n = nmirror;
+	*out = malloc((nmirror ? nmirror : 1) * sizeof(**out));
+	if (*out == NULL)
+		ret = -ENOMEM;
+	else if (nmirror)
+		memcpy(*out, mirror, nmirror * sizeof(**out));
+	pthread_mutex_unlock(&rec_lock);
+	return ret;
+}
+
+int
+records_put(const struct record *r)
+{
+	sqlite3_stmt *st = NULL;
+	int ret = -EIO;
+
+	pthread_mutex_lock(&rec_lock);
+	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO records (sandbox, generation,"
+	    " worker, substrate, activation, resident, state, epoch, slot, uid_base, template,"
+	    " memory_mb, pids, cpu_percent, bridge_pid, bridge_uid, bridge_start, exe_dev,"
+	    " exe_ino, exe_hash, run_dir, layer_dir) VALUES"
+	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, r->id.sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)r->id.generation);
+	sqlite3_bind_text(st, 3, r->id.worker, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, r->id.substrate, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, r->id.activation);
+	sqlite3_bind_text(st, 6, r->id.resident, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, exec_state_str(r->state), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)r->epoch);
+	sqlite3_bind_int64(st, 9, r->slot);
+	sqlite3_bind_int64(st, 10, r->uid_base);
+	sqlite3_bind_text(st, 11, r->template_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 12, r->memory_mb);
+	sqlite3_bind_int64(st, 13, r->pids);
+	sqlite3_bind_int64(st, 14, r->cpu_percent);
+	sqlite3_bind_int64(st, 15, r->bridge_pid);
+	sqlite3_bind_int64(st, 16, r->bridge_uid);
+	sqlite3_bind_int64(st, 17, (sqlite3_int64)r->bridge_start);
+	sqlite3_bind_int64(st, 18, (sqlite3_int64)r->exe_dev);
+	sqlite3_bind_int64(st, 19, (sqlite3_int64)r->exe_ino);
+	sqlite3_bind_text(st, 20, r->exe_hash, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 21, r->run_dir, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 22, r->layer_dir, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		log_warnx("records: commit %s: %s", r->id.sandbox, sqlite3_errmsg(db));
+		goto out;
+	}
+	/* only a committed record becomes visible to admission */
+	ret = mirror_set(r);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&rec_lock);
+	return ret;
+}
+
+int
+records_free_slot(const char *sandbox, uint32_t *slot)
+{
+	uint32_t s;
+	size_t i;
+	bool used;
+	struct record *own;
+
+	pthread_mutex_lock(&rec_lock);
+	/* a sandbox keeps its uid range across generations */
+	own = mirror_find(sandbox);
+	if (own != NULL) {
+		*slot = own->slot;
+		pthread_mutex_unlock(&rec_lock);
+		return 0;
+	}
+	for (s = 0; s < MGR_SLOTS_MAX; s++) {
+		used = false;
+		for (i = 0; i < nmirror && !used; i++)
+			if (mirror[i].slot == s && mirror[i].state != EXEC_RETIRED &&
+			    mirror[i].state != EXEC_FAILED)
+				used = true;
+		if (!used)
+			break;
+	}
+	pthread_mutex_unlock(&rec_lock);
+	if (s == MGR_SLOTS_MAX)
+		return -ENOSPC;
+	*slot = s;
+	return 0;
+}
+
+int
+records_meta_get(const char *key, uint64_t *val)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -EIO;
+
+	pthread_mutex_lock(&rec_lock);
+	if (sqlite3_prepare_v2(db, "SELECT v FROM meta WHERE k = ?", -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*val = (uint64_t)sqlite3_column_int64(st, 0);
+		ret = 0;
+	} else if (rc == SQLITE_DONE)
+		ret = -ENOENT;
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&rec_lock);
+	return ret;
+}
+
+int
+records_meta_set(const char *key, uint64_t val)
+{
+	sqlite3_stmt *st = NULL;
+	int ret = -EIO;
+
+	pthread_mutex_lock(&rec_lock);
+	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
+	    -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)val);
+	if (sqlite3_step(st) == SQLITE_DONE)
+		ret = 0;
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&rec_lock);
+	return ret;
+}

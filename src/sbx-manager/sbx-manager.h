@@ -1,0 +1,150 @@
+/* sbx-manager: the privileged worker agent. One file per role:
+ *   main.c     options, data directory, threads
+ *   records.c  durable runtime records (SQLite) and their in-memory mirror
+ *   bridge.c   spawning spaced-host and verifying it on every connection
+ *   sockdiag.c kernel socket evidence (NETLINK_SOCK_DIAG, AF_UNIX)
+ *   control.c  the control-plane client (register, heartbeat, keys, status)
+ *   assign.c   install / retire / restart reconciliation
+ *   api.c      the node-api socket: admission and relay
+ *   lease.c    stream leases and their cancellation
+ *   metrics.c  counters, written to D/metrics.prom */
+#ifndef SBX_MANAGER_H
+#define SBX_MANAGER_H
+#include <linux/limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "admit.h"
+#include "claims.h"
+#include "limits.h"
+#include "verifier.h"
+
+#define MGR_UID_BASE0        200000u
+#define MGR_UID_RANGE        65536u
+#define MGR_SLOTS_MAX        60000u
+#define MGR_READY_TIMEOUT_MS 20000
+#define MGR_STOP_GRACE_MS    5000
+#define MGR_CONN_MAX         256        /* concurrent node-api connections */
+#define MGR_IO_TIMEOUT_S     30         /* a frame stalled half-way */
+#define MGR_HASH_HEX         64         /* BLAKE2b-256 in hex */
+
+struct mgr_config {
+	char data_dir[1024];
+	char control_url[1024];
+	char worker_id[SPACE_ID_MAX + 1];
+	char credential[512];
+	uint8_t root_pk[32];
+	char endpoint[1024];
+	unsigned capacity;
+	char api_group[64];
+	gid_t api_gid;                  /* (gid_t)-1: root only */
+	char spaced_host[PATH_MAX];
+	char incarnation[SPACE_ID_MAX + 1];
+};
+
+/* one runtime record; the durable copy is the row in records.db */
+struct record {
+	struct route_identity id;
+	enum exec_state state;
+	uint64_t epoch;
+	uint32_t slot;
+	uint32_t uid_base;
+	char template_name[SPACE_ID_MAX + 1];
+	uint32_t memory_mb, pids, cpu_percent;
+	/* the bridge process as it was when it said "ready" */
+	pid_t bridge_pid;
+	uid_t bridge_uid;
+	uint64_t bridge_start;          /* /proc/PID/stat field 22 */
+	uint64_t exe_dev, exe_ino;      /* stat of /proc/PID/exe */
+	char exe_hash[MGR_HASH_HEX + 1];
+	char run_dir[PATH_MAX];
+	char layer_dir[PATH_MAX];
+};
+
+extern struct mgr_config cfg;
+extern struct verifier *mgr_verifier;
+extern volatile int mgr_stopping;
+
+/* records.c */
+int records_open(const char *path);
+void records_close(void);
+/* copy of the record of sandbox; -ENOENT when there is none */
+int records_get(const char *sandbox, struct record *out);
+/* commit r (insert or replace), then update the mirror; 0 or -EIO */
+int records_put(const struct record *r);
+/* every record, malloc'd array */
+int records_all(struct record **out, size_t *n);
+/* lowest slot not held by a live (not retired / failed) record of another sandbox */
+int records_free_slot(const char *sandbox, uint32_t *slot);
+int records_meta_get(const char *key, uint64_t *val);
+int records_meta_set(const char *key, uint64_t val);
+
+/* bridge.c */
+/* spawn spaced-host for r and wait for "ready"; fills the bridge fields.
+ * *pidfd_out is a pidfd of the bridge. 0 or -errno, *why set. */
+int bridge_spawn(struct record *r, int *pidfd_out, const char **why);
+/* connect to r's bridge.sock and verify the peer (DESIGN section 6);
+ * returns the connected fd or -errno with *why set. Nothing is written
+ * to the socket before this returns a fd. */
+int bridge_connect(const struct record *r, const char **why);
+/* the process identity checks alone (pid alive, start time, exe) */
+int bridge_identity_check(const struct record *r, const char **why);
+/* SIGTERM through a pidfd, SIGKILL after the grace period */
+void bridge_stop(int pidfd);
+int bridge_pidfd_open_checked(const struct record *r);
+int proc_start_time(pid_t pid, uint64_t *out);
+
+/* sockdiag.c */
+/* 0 when the peer of our connected unix socket fd belongs to a socket
+ * that process pid holds (the listener with our connection queued, or
+ * the accepted socket); -EPERM when not; other -errno on failure */
+int sockdiag_peer_owned_by(int fd, pid_t pid, const char **why);
+
+/* control.c */
+int control_init(void);
+int control_register(void);
+void *control_heartbeat_thread(void *arg);
+void *control_keys_thread(void *arg);
+int control_fetch_keys(void);
+/* long-poll; *body_out malloc'd JSON text */
+int control_assignments(uint64_t after, int wait_s, char **body_out);
+int control_report(const struct route_identity *id, const char *state, const char *error);
+
+/* assign.c */
+void *assign_thread(void *arg);
+int assign_reconcile(void);
+void *assign_monitor_thread(void *arg);
+void assign_shutdown(void);
+
+/* lease.c */
+struct lease;
+struct lease *lease_add(const struct route_identity *id, uint64_t epoch, int cfd, int bfd);
+void lease_remove(struct lease *l);
+bool lease_cancelled(struct lease *l);
+/* cancel every lease of sandbox with an epoch below `epoch` */
+unsigned lease_cancel_before(const char *sandbox, uint64_t epoch);
+unsigned lease_count(void);
+
+/* api.c */
+int api_listen(const char *path);
+void *api_accept_thread(void *arg);
+
+/* metrics.c */
+enum mgr_counter {
+	MC_REQUESTS, MC_ALLOW, MC_BAD_REQUEST, MC_BRIDGE_REFUSED, MC_BRIDGE_UNREACHABLE,
+	MC_SERVING_MISMATCH, MC_LEASES_CANCELLED, MC_INSTALLS, MC_INSTALL_FAILED,
+	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC__COUNT
+};
+void metrics_inc(enum mgr_counter c);
+void metrics_admission(enum admit_outcome o, enum admit_reason r);
+void metrics_bridge_refusal(const char *why);
+void *metrics_thread(void *arg);
+int metrics_write(void);
+
+/* audit: one log line with both identities */
+void audit_refusal(const char *what, const char *op, const char *sandbox,
+    const struct capability *cap, const struct record *rec, const char *outcome,
+    const char *reason);
+#endif
