@@ -1,0 +1,147 @@
+/* POST /v1/sandboxes/{id}/routes: resolve the current execution of a
+ * sandbox and issue a capability bound to exactly that route. This is the
+ * route-repair entry point of clients (DESIGN 8): a client that got
+ * REFRESH_ROUTE sends the route that was rejected; if it is still the
+ * current one the platform is converging, and issuing the same route again
+ * would only make the client loop, so the answer is 503 + Retry-After. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_common.h"
+#include "control.h"
+#include "util.h"
+
+static int
+parse_access(struct req *r, json_t *a, uint32_t *bits)
+{
+	size_t i;
+	json_t *v;
+	uint32_t b;
+
+	*bits = 0;
+	if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 8) {
+		reply_error(r, 400, "bad_request", "\"access\" must be a non-empty array");
+		return 0;
+	}
+	json_array_foreach(a, i, v) {
+		if (!json_is_string(v) || acc_parse(json_string_value(v), &b) < 0) {
+			reply_error(r, 400, "bad_request",
+			    "\"access\" entries are \"exec\", \"fs:r\", \"fs:w\", \"pty\", \"watch\"");
+			return 0;
+		}
+		if (*bits & b) {
+			reply_error(r, 400, "bad_request", "duplicate access \"%s\"",
+			    json_string_value(v));
+			return 0;
+		}
+		*bits |= b;
+	}
+	return 1;
+}
+
+void
+api_routes(struct req *r)
+{
+	static const char *const keys[] = { "access", "port", "proto", "rejected", NULL };
+	struct ctl *c = r->ctl;
+	struct exec_view ev;
+	struct route_identity rejected;
+	json_t *in, *v, *route = NULL;
+	enum cap_purpose pur;
+	enum cap_proto proto = PROTO_NONE;
+	uint32_t acc = 0;
+	uint16_t port = 0;
+	char *token = NULL, exps[RFC3339_LEN + 1];
+	int64_t exp = 0;
+	bool have_rejected = false;
+	int rc;
+
+	if ((in = req_json(r, false)) == NULL)
+		return;
+	if (!json_keys_only(r, in, keys))
+		goto out;
+	if (json_object_get(in, "access") != NULL) {
+		if (json_object_get(in, "port") || json_object_get(in, "proto")) {
+			reply_error(r, 400, "bad_request", "give either \"access\" or \"port\"/\"proto\"");
+			goto out;
+		}
+		if (!parse_access(r, json_object_get(in, "access"), &acc))
+			goto out;
+		pur = PUR_CONTROL;
+	} else if ((v = json_object_get(in, "port")) != NULL) {
+		json_t *p = json_object_get(in, "proto");
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65535) {
+			reply_error(r, 400, "bad_request", "\"port\" must be an integer in 1..65535");
+			goto out;
+		}
+		port = (uint16_t)json_integer_value(v);
+		if (p == NULL || !json_is_string(p)) {
+			reply_error(r, 400, "bad_request", "\"proto\" must be \"http\" or \"tcp\"");
+			goto out;
+		}
+		if (strcmp(json_string_value(p), "http") == 0)
+			proto = PROTO_HTTP;
+		else if (strcmp(json_string_value(p), "tcp") == 0)
+			proto = PROTO_TCP;
+		else {
+			reply_error(r, 400, "bad_request", "\"proto\" must be \"http\" or \"tcp\"");
+			goto out;
+		}
+		pur = PUR_SERVICE;
+	} else {
+		reply_error(r, 400, "bad_request", "\"access\" or \"port\" is required");
+		goto out;
+	}
+	if ((v = json_object_get(in, "rejected")) != NULL && !json_is_null(v)) {
+		if (!json_is_object(v) || route_identity_unpack(v, &rejected) < 0) {
+			reply_error(r, 400, "bad_request", "\"rejected\" must be a route identity");
+			goto out;
+		}
+		have_rejected = true;
+	}
+
+	rc = c->st->ops->sandbox_current(c->st, r->principal, r->params[0], &ev);
+	if (rc < 0) {
+		reply_store_error(r, rc, "sandbox");
+		goto out;
+	}
+	if (strcmp(ev.sandbox_state, "killed") == 0 || strcmp(ev.sandbox_state, "stopping") == 0) {
+		reply_error(r, 409, "conflict", "sandbox is %s", ev.sandbox_state);
+		goto out;
+	}
+	/* a capability names one execution; there is none to name until the
+	 * worker reports it serving */
+	if (ev.route.generation == 0 || strcmp(ev.state, "serving") != 0) {
+		r->retry_after = 1;
+		reply_error(r, 503, "unavailable", "execution is not serving yet");
+		goto out;
+	}
+	if (strcmp(ev.worker_state, "live") != 0) {
+		r->retry_after = 1;
+		reply_error(r, 503, "unavailable", "the execution's worker is not live");
+		goto out;
+	}
+	if (have_rejected && route_identity_equal(&rejected, &ev.route)) {
+		r->retry_after = 1;
+		reply_error(r, 503, "unavailable", "route is converging");
+		goto out;
+	}
+	rc = capability_issue(c, r->principal, &ev.route, pur, acc, port, proto, &token, &exp);
+	if (rc < 0) {
+		r->retry_after = 1;
+		reply_error(r, 503, "unavailable", "cannot issue a capability now");
+		goto out;
+	}
+	rfc3339_format(exp, exps);
+	if ((route = route_identity_pack(&ev.route)) == NULL) {
+		reply_error(r, 500, "internal", "out of memory");
+		goto out;
+	}
+	reply_json(r, 200, json_pack("{s:s,s:s,s:o,s:s}", "endpoint", ev.endpoint,
+	    "capability", token, "route", route, "expires_at", exps));
+out:
+	if (token)
+		free(token);
+	json_decref(in);
+}

@@ -1,0 +1,216 @@
+/* Worker API: register, heartbeat, the assignment stream (long-poll) and
+ * execution status reports. The path's {id} was already checked against
+ * the credential (auth.c), so a worker can only speak for itself. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_common.h"
+#include "control.h"
+#include "log.h"
+#include "util.h"
+
+#define ENDPOINT_MAX 255
+#define STATUS_ERROR_MAX 1024
+
+static const char *
+str_field(struct req *r, json_t *o, const char *k, bool id)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (v == NULL || !json_is_string(v) || (id && !id_valid(json_string_value(v)))) {
+		reply_error(r, 400, "bad_request", "\"%s\" must be %s", k,
+		    id ? "an id ([A-Za-z0-9_-]{1,64})" : "a string");
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static bool
+endpoint_valid(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > ENDPOINT_MAX)
+		return false;
+	if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
+		return false;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f || s[i] == '"' || s[i] == '\\')
+			return false;
+	return true;
+}
+
+void
+api_worker_register(struct req *r)
+{
+	static const char *const keys[] = { "incarnation", "endpoint", "capacity", NULL };
+	struct ctl *c = r->ctl;
+	json_t *in, *cap, *out = NULL;
+	const char *inc, *ep;
+	int64_t rev = 0;
+	int reassigned = 0, rc;
+
+	if ((in = req_json(r, false)) == NULL)
+		return;
+	if (!json_keys_only(r, in, keys))
+		goto out;
+	if ((inc = str_field(r, in, "incarnation", true)) == NULL ||
+	    (ep = str_field(r, in, "endpoint", false)) == NULL)
+		goto out;
+	if (!endpoint_valid(ep)) {
+		reply_error(r, 400, "bad_request", "\"endpoint\" must be an http(s) URL of at most %d bytes",
+		    ENDPOINT_MAX);
+		goto out;
+	}
+	cap = json_object_get(in, "capacity");
+	if (cap == NULL || !json_is_integer(cap) || json_integer_value(cap) < 0 ||
+	    json_integer_value(cap) > CONTROL_CAPACITY_MAX) {
+		reply_error(r, 400, "bad_request", "\"capacity\" must be an integer in 0..%d",
+		    CONTROL_CAPACITY_MAX);
+		goto out;
+	}
+	rc = c->st->ops->worker_register(c->st, r->params[0], inc, ep,
+	    (int64_t)json_integer_value(cap), &out, &rev, &reassigned);
+	if (rc < 0) {
+		reply_store_error(r, rc, "worker");
+		goto out;
+	}
+	if (reassigned > 0)
+		assign_notify(c);
+	log_info("worker %s registered (%d execution(s) re-assigned)", r->params[0], reassigned);
+	reply_json(r, 200, json_pack("{s:o,s:I}", "worker", out, "revision", (json_int_t)rev));
+out:
+	json_decref(in);
+}
+
+void
+api_worker_heartbeat(struct req *r)
+{
+	static const char *const keys[] = { "incarnation", NULL };
+	json_t *in;
+	const char *inc;
+	int rc;
+
+	if ((in = req_json(r, false)) == NULL)
+		return;
+	if (!json_keys_only(r, in, keys) || (inc = str_field(r, in, "incarnation", true)) == NULL)
+		goto out;
+	rc = r->ctl->st->ops->worker_heartbeat(r->ctl->st, r->params[0], inc);
+	if (rc == -ESTALE)
+		reply_error(r, 409, "conflict", "incarnation is not the registered one; register again");
+	else if (rc < 0)
+		reply_store_error(r, rc, "worker");
+	else
+		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+out:
+	json_decref(in);
+}
+
+/* strict non-negative decimal */
+static int
+parse_u(const char *s, int64_t max, int64_t *out)
+{
+	int64_t v = 0;
+
+	if (s == NULL || *s == '\0' || strlen(s) > 19)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		v = v * 10 + (*s - '0');
+	}
+	if (v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+void
+api_worker_assignments(struct req *r)
+{
+	struct ctl *c = r->ctl;
+	const char *a = req_query(r, "after"), *w = req_query(r, "wait");
+	int64_t after = 0, wait = 0, rev = 0;
+	uint64_t deadline, seq;
+	json_t *arr = NULL;
+	int rc;
+
+	if (r->body_len > 0) {
+		reply_error(r, 400, "bad_request", "no body expected");
+		return;
+	}
+	if ((a && parse_u(a, INT64_MAX / 2, &after) < 0) ||
+	    (w && parse_u(w, SPACE_LONGPOLL_MAX, &wait) < 0)) {
+		reply_error(r, 400, "bad_request", "after must be a revision, wait 0..%d seconds",
+		    SPACE_LONGPOLL_MAX);
+		return;
+	}
+	deadline = now_mono_ns() + (uint64_t)wait * 1000000000ull;
+	for (;;) {
+		/* read the sequence first: a commit after it wakes the wait */
+		seq = assign_seq(c);
+		rc = c->st->ops->assignments_after(c->st, r->params[0], after, &arr, &rev);
+		if (rc < 0) {
+			reply_store_error(r, rc, "worker");
+			return;
+		}
+		if (json_array_size(arr) > 0 || now_mono_ns() >= deadline || c->stopping)
+			break;
+		json_decref(arr);
+		arr = NULL;
+		assign_wait(c, seq, deadline);
+	}
+	reply_json(r, 200, json_pack("{s:I,s:o}", "revision", (json_int_t)rev, "assignments", arr));
+}
+
+void
+api_worker_status(struct req *r)
+{
+	static const char *const keys[] = { "identity", "state", "error", NULL };
+	struct route_identity id;
+	json_t *in, *e;
+	const char *state, *err = NULL, *why = NULL;
+	int rc;
+
+	if ((in = req_json(r, false)) == NULL)
+		return;
+	if (!json_keys_only(r, in, keys))
+		goto out;
+	if (json_object_get(in, "identity") == NULL ||
+	    route_identity_unpack(json_object_get(in, "identity"), &id) < 0) {
+		reply_error(r, 400, "bad_request", "\"identity\" must be a route identity");
+		goto out;
+	}
+	if ((state = str_field(r, in, "state", false)) == NULL)
+		goto out;
+	if (strcmp(state, "serving") != 0 && strcmp(state, "failed") != 0 &&
+	    strcmp(state, "retired") != 0) {
+		reply_error(r, 400, "bad_request", "\"state\" must be serving, failed or retired");
+		goto out;
+	}
+	if ((e = json_object_get(in, "error")) != NULL && !json_is_null(e)) {
+		if (!json_is_string(e) || strlen(json_string_value(e)) > STATUS_ERROR_MAX) {
+			reply_error(r, 400, "bad_request", "\"error\" must be a string of at most %d bytes",
+			    STATUS_ERROR_MAX);
+			goto out;
+		}
+		err = json_string_value(e);
+	}
+	rc = r->ctl->st->ops->execution_status(r->ctl->st, r->params[0], &id, state, err, &why);
+	if (rc == -EPERM)
+		reply_error(r, 403, "forbidden", "%s", why);
+	else if (rc == -ESTALE)
+		reply_error(r, 409, "conflict", "%s", why);
+	else if (rc == -ENOENT)
+		reply_error(r, 404, "not_found", "%s", why ? why : "no such execution");
+	else if (rc < 0)
+		reply_store_error(r, rc, "execution");
+	else {
+		log_info("execution %s g%llu a%u on %s: %s", id.sandbox,
+		    (unsigned long long)id.generation, id.activation, r->params[0], state);
+		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+	}
+out:
+	json_decref(in);
+}

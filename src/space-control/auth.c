@@ -1,0 +1,138 @@
+/* Authentication of callers. Two kinds of bearer secret, never accepted on
+ * each other's endpoints: API keys ("sk_...", users) and worker credentials
+ * ("wk_...", one per worker). A secret is 32 random bytes; the store keeps
+ * its first characters as a public lookup id and the BLAKE2b-256 of the
+ * whole secret, so a copy of the database does not hold usable keys. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sodium.h>
+
+#include "control.h"
+#include "util.h"
+
+#define PREFIX_LEN 3    /* "sk_", "wk_" */
+
+int
+auth_secret_new(const char *prefix, char *out, size_t cap, char id[STORE_CREDID_LEN + 1],
+    uint8_t hash[STORE_HASH_LEN])
+{
+	uint8_t raw[32];
+	char body[SECRET_BODY_LEN + 1];
+	int rc = 0;
+
+	if (cap < PREFIX_LEN + SECRET_BODY_LEN + 1)
+		return -ENOSPC;
+	randombytes_buf(raw, sizeof(raw));
+	if (b64url_encode(raw, sizeof(raw), body, sizeof(body)) != SECRET_BODY_LEN) {
+		rc = -EIO;
+		goto out;
+	}
+	snprintf(out, cap, "%s%s", prefix, body);
+	memcpy(id, body, STORE_CREDID_LEN);
+	id[STORE_CREDID_LEN] = '\0';
+	crypto_generichash(hash, STORE_HASH_LEN, (const uint8_t *)out, strlen(out), NULL, 0);
+out:
+	sodium_memzero(raw, sizeof(raw));
+	sodium_memzero(body, sizeof(body));
+	return rc;
+}
+
+/* shape check before any lookup: prefix, exact length, base64url alphabet */
+static bool
+secret_shape(const char *s, const char *prefix)
+{
+	size_t i;
+
+	if (strncmp(s, prefix, PREFIX_LEN) != 0 || strlen(s) != PREFIX_LEN + SECRET_BODY_LEN)
+		return false;
+	for (i = PREFIX_LEN; s[i]; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_'))
+			return false;
+	}
+	return true;
+}
+
+/* look the secret up by its id and compare the full hash in constant
+ * time: the id only narrows the search, the hash decides */
+static int
+check_secret(const char *secret, int (*lookup)(struct store *, const char *, char *, uint8_t *),
+    struct store *st, char name[SPACE_ID_MAX + 1])
+{
+	char id[STORE_CREDID_LEN + 1];
+	uint8_t want[STORE_HASH_LEN], got[STORE_HASH_LEN];
+	int rc;
+
+	memcpy(id, secret + PREFIX_LEN, STORE_CREDID_LEN);
+	id[STORE_CREDID_LEN] = '\0';
+	crypto_generichash(got, sizeof(got), (const uint8_t *)secret, strlen(secret), NULL, 0);
+	rc = lookup(st, id, name, want);
+	if (rc == -ENOENT) {
+		/* same work whether or not the id exists */
+		memset(want, 0, sizeof(want));
+		(void)ct_equal(want, got, sizeof(got));
+		return -EACCES;
+	}
+	if (rc < 0)
+		return -EIO;
+	if (!ct_equal(want, got, sizeof(got)))
+		return -EACCES;
+	return 0;
+}
+
+int
+auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 1],
+    const char **kind)
+{
+	int rc;
+
+	if (bearer == NULL) {
+		*kind = "missing";
+		return -EACCES;
+	}
+	if (strncmp(bearer, "wk_", PREFIX_LEN) == 0) {
+		*kind = "worker_credential_on_user_endpoint";
+		return -EACCES;
+	}
+	if (!secret_shape(bearer, "sk_")) {
+		*kind = "malformed";
+		return -EACCES;
+	}
+	rc = check_secret(bearer, c->st->ops->apikey_lookup, c->st, principal);
+	if (rc == -EACCES)
+		*kind = "bad_api_key";
+	return rc;
+}
+
+int
+auth_worker(struct ctl *c, const char *bearer, const char *path_worker, const char **kind)
+{
+	char worker[SPACE_ID_MAX + 1];
+	int rc;
+
+	if (bearer == NULL) {
+		*kind = "missing";
+		return -EACCES;
+	}
+	if (strncmp(bearer, "sk_", PREFIX_LEN) == 0) {
+		*kind = "api_key_on_worker_endpoint";
+		return -EACCES;
+	}
+	if (!secret_shape(bearer, "wk_")) {
+		*kind = "malformed";
+		return -EACCES;
+	}
+	rc = check_secret(bearer, c->st->ops->worker_cred_lookup, c->st, worker);
+	if (rc == -EACCES)
+		*kind = "bad_worker_credential";
+	if (rc < 0)
+		return rc;
+	/* a worker speaks only for itself: its credential names one worker */
+	if (strcmp(worker, path_worker) != 0) {
+		*kind = "wrong_worker";
+		return -EPERM;
+	}
+	return 0;
+}

@@ -1,0 +1,104 @@
+/* space-control: the control plane daemon. Internal interfaces between its
+ * roles (one file each): http, auth, the API handlers, scheduler, keyring,
+ * capability issuance, metrics. */
+#ifndef SPACE_CONTROL_CONTROL_H
+#define SPACE_CONTROL_CONTROL_H
+#include <linux/limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "claims.h"
+#include "keys.h"
+#include "limits.h"
+#include "store.h"
+
+#define CONTROL_PROG            "space-control"
+#define CONTROL_LISTEN_DEFAULT  "127.0.0.1:7700"
+#define CONTROL_HEARTBEAT_DEF   15      /* seconds without heartbeat -> lost */
+#define CONTROL_PUBLISH_DELAY   30      /* seconds a new key is published before use */
+#define CONTROL_CAPACITY_MAX    100000
+
+struct config {
+	char    data_dir[PATH_MAX];
+	char    listen[128];
+	char    tls_cert[PATH_MAX];
+	char    tls_key[PATH_MAX];
+	char    store[PATH_MAX + 8];
+	int     heartbeat_timeout;
+	int     test_cap_backdate;
+	int     rotate_publish_delay;
+	int     verbose;
+};
+
+/* signing keys in memory; refreshed from the store at most every second */
+struct keyring {
+	pthread_mutex_t mu;
+	struct signing_key root;
+	char    root_paserk[PASERK_K4_PUBLIC_LEN + 1];
+	size_t  n;
+	struct signing_key keys[SPACE_BUNDLE_KEYS_MAX];
+	struct key_row rows[SPACE_BUNDLE_KEYS_MAX];
+	int64_t stamp;                  /* store change stamp of the loaded set */
+	uint64_t bundle_version;
+	char   *bundle;                 /* latest bundle token */
+	char    keydir[PATH_MAX];
+};
+
+struct ctl {
+	struct config cfg;
+	struct store *st;
+	struct keyring kr;
+	struct http *http;
+
+	/* long-poll wakeups: bumped after an assignment row is committed */
+	pthread_mutex_t assign_mu;
+	pthread_cond_t  assign_cv;
+	uint64_t        assign_seq;
+	volatile int    stopping;
+};
+
+/* keyring.c */
+int  keyring_init(struct keyring *kr, struct store *st, const char *data_dir);
+void keyring_free(struct keyring *kr);
+int  keyring_refresh(struct keyring *kr, struct store *st);
+int  keyring_rotate(struct store *st, const char *data_dir, int publish_delay,
+    char kid_out[PASERK_K4_PID_LEN + 1]);
+/* copy of the key to sign with at now (wipe after use) */
+int  keyring_current(struct keyring *kr, struct store *st, int64_t now,
+    struct signing_key *out);
+/* latest bundle token (malloc'd) and root PASERK */
+int  keyring_bundle(struct keyring *kr, struct store *st, char **bundle,
+    char root[PASERK_K4_PUBLIC_LEN + 1]);
+
+/* capability.c */
+int  capability_issue(struct ctl *c, const char *principal,
+    const struct route_identity *route, enum cap_purpose pur, uint32_t acc,
+    uint16_t port, enum cap_proto proto, char **token, int64_t *exp);
+
+/* auth.c: secrets are "<prefix>" + base64url(32 random bytes) */
+#define SECRET_BODY_LEN 43
+int  auth_secret_new(const char *prefix, char *out, size_t cap,
+    char id[STORE_CREDID_LEN + 1], uint8_t hash[STORE_HASH_LEN]);
+int  auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 1],
+    const char **kind);
+int  auth_worker(struct ctl *c, const char *bearer, const char *path_worker,
+    const char **kind);
+
+/* scheduler.c */
+int  scheduler_start(struct ctl *c);
+void scheduler_stop(struct ctl *c);
+void assign_notify(struct ctl *c);
+/* waits until an assignment newer than seq may exist or deadline passes */
+uint64_t assign_seq(struct ctl *c);
+void assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns);
+
+/* metrics.c */
+void metrics_request(const char *route, unsigned status);
+void metrics_capability(enum cap_purpose pur);
+void metrics_auth_failure(const char *kind);
+void metrics_store_latency(double seconds);
+char *metrics_render(struct ctl *c);
+void metrics_free(void);
+#endif

@@ -1,0 +1,75 @@
+/* libmicrohttpd wrapper: one thread per connection, bounded connections
+ * and bodies, a routing table, JSON answers. */
+#ifndef SPACE_CONTROL_HTTP_H
+#define SPACE_CONTROL_HTTP_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <jansson.h>
+#include "limits.h"
+
+struct ctl;
+struct http;
+
+enum auth_kind { AUTH_NONE, AUTH_USER, AUTH_WORKER };
+
+#define REQ_PARAMS_MAX 2
+
+struct req {
+	struct ctl *ctl;
+	struct MHD_Connection *conn;
+	const char *method;
+	const char *url;
+	char   *body;
+	size_t  body_len;
+	bool    too_large;
+	char    params[REQ_PARAMS_MAX][SPACE_ID_MAX + 1];   /* '*' path segments */
+	char    principal[SPACE_ID_MAX + 1];                /* AUTH_USER */
+	/* the answer */
+	unsigned status;
+	char   *text;           /* body (JSON or Prometheus text) */
+	const char *content_type;
+	int     retry_after;    /* seconds, 0 = no header */
+	const char *route_name;
+};
+
+typedef void (*handler_fn)(struct req *);
+
+struct route {
+	const char *method;
+	const char *pattern;    /* '*' matches one id segment */
+	handler_fn  handler;
+	enum auth_kind auth;
+};
+
+int  http_start(struct ctl *c, const char *listen, const char *cert, const char *key,
+    struct http **out);
+void http_stop(struct http *h);
+
+/* answers; reply_json steals obj */
+void reply_json(struct req *r, unsigned status, json_t *obj);
+void reply_error(struct req *r, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void reply_text(struct req *r, unsigned status, char *text, const char *ctype);
+
+/* the body as a JSON object (empty body = {} when empty_ok); on failure
+ * answers 400/413 itself and returns NULL */
+json_t *req_json(struct req *r, bool empty_ok);
+/* 1 when every key of obj is in allowed (NULL-terminated); otherwise
+ * answers 400 naming the field and returns 0 */
+int json_keys_only(struct req *r, json_t *obj, const char *const *allowed);
+const char *req_query(struct req *r, const char *name);
+
+/* handlers (api_*.c) */
+void api_healthz(struct req *);
+void api_metrics(struct req *);
+void api_keys(struct req *);
+void api_sandbox_create(struct req *);
+void api_sandbox_list(struct req *);
+void api_sandbox_get(struct req *);
+void api_sandbox_delete(struct req *);
+void api_routes(struct req *);
+void api_worker_register(struct req *);
+void api_worker_heartbeat(struct req *);
+void api_worker_assignments(struct req *);
+void api_worker_status(struct req *);
+#endif

@@ -1,0 +1,423 @@
+/* space-control: the control plane daemon and its administrative
+ * subcommands. Subcommands are rows of the table below.
+ *
+ *   space-control [serve] --data-dir D [--listen ADDR:PORT] [--config FILE] ...
+ *   space-control apikey add NAME --data-dir D
+ *   space-control worker add NAME --data-dir D
+ *   space-control keys rotate --data-dir D [--rotate-publish-delay S]
+ *   space-control keys root --data-dir D */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sodium.h>
+
+#include "control.h"
+#include "http.h"
+#include "log.h"
+#include "util.h"
+
+enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_BACKDATE, O_DELAY,
+    O_VERBOSE, O_HELP };
+
+static const struct option opts[] = {
+	{ "data-dir",             required_argument, NULL, O_DATA },
+	{ "listen",               required_argument, NULL, O_LISTEN },
+	{ "tls-cert",             required_argument, NULL, O_CERT },
+	{ "tls-key",              required_argument, NULL, O_KEY },
+	{ "store",                required_argument, NULL, O_STORE },
+	{ "config",               required_argument, NULL, O_CONFIG },
+	{ "heartbeat-timeout",    required_argument, NULL, O_HB },
+	{ "test-cap-backdate",    required_argument, NULL, O_BACKDATE },
+	{ "rotate-publish-delay", required_argument, NULL, O_DELAY },
+	{ "verbose",              no_argument,       NULL, O_VERBOSE },
+	{ "help",                 no_argument,       NULL, O_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: space-control [serve] --data-dir D [--listen 127.0.0.1:7700]\n"
+	    "           [--tls-cert F --tls-key F] [--store sqlite:PATH] [--config FILE]\n"
+	    "           [--heartbeat-timeout S] [--rotate-publish-delay S] [--verbose]\n"
+	    "           [--test-cap-backdate S]\n"
+	    "       space-control apikey add NAME --data-dir D\n"
+	    "       space-control worker add NAME --data-dir D\n"
+	    "       space-control keys rotate --data-dir D [--rotate-publish-delay S]\n"
+	    "       space-control keys root --data-dir D\n");
+}
+
+static int
+set_int(const char *name, const char *v, int lo, int hi, int *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < lo || n > hi) {
+		fprintf(stderr, "space-control: %s must be an integer in %d..%d\n", name, lo, hi);
+		return -EINVAL;
+	}
+	*out = (int)n;
+	return 0;
+}
+
+static int
+set_str(const char *name, const char *v, char *dst, size_t cap)
+{
+	if (strlen(v) >= cap) {
+		fprintf(stderr, "space-control: %s is too long\n", name);
+		return -EINVAL;
+	}
+	strcpy(dst, v);
+	return 0;
+}
+
+static int
+apply(struct config *cfg, int opt, const char *name, const char *v)
+{
+	switch (opt) {
+	case O_DATA:     return set_str(name, v, cfg->data_dir, sizeof(cfg->data_dir));
+	case O_LISTEN:   return set_str(name, v, cfg->listen, sizeof(cfg->listen));
+	case O_CERT:     return set_str(name, v, cfg->tls_cert, sizeof(cfg->tls_cert));
+	case O_KEY:      return set_str(name, v, cfg->tls_key, sizeof(cfg->tls_key));
+	case O_STORE:    return set_str(name, v, cfg->store, sizeof(cfg->store));
+	case O_CONFIG:   return 0;
+	case O_HB:       return set_int(name, v, 1, 86400, &cfg->heartbeat_timeout);
+	case O_BACKDATE: return set_int(name, v, 0, 86400, &cfg->test_cap_backdate);
+	case O_DELAY:    return set_int(name, v, 0, 86400, &cfg->rotate_publish_delay);
+	case O_VERBOSE:
+		if (v == NULL || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
+			cfg->verbose = 1;
+		else
+			cfg->verbose = 0;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* config file: "name = value" lines with the flags' names, '#' comments */
+static int
+load_config(struct config *cfg, const char *path)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t len, i;
+	int rc, lineno = 0;
+
+	if ((rc = read_file(path, 64 << 10, &text, &len)) < 0) {
+		fprintf(stderr, "space-control: cannot read config %s: %s\n", path, strerror(-rc));
+		return rc;
+	}
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *k = line, *eq, *v, *e;
+		lineno++;
+		while (*k == ' ' || *k == '\t')
+			k++;
+		if (*k == '#' || *k == '\0' || *k == '\r')
+			continue;
+		if ((eq = strchr(k, '=')) == NULL) {
+			fprintf(stderr, "space-control: %s:%d: expected name = value\n", path, lineno);
+			rc = -EINVAL;
+			break;
+		}
+		for (e = eq; e > k && (e[-1] == ' ' || e[-1] == '\t'); e--)
+			;
+		*e = '\0';
+		v = eq + 1;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'); e--)
+			;
+		*e = '\0';
+		for (i = 0; opts[i].name; i++)
+			if (strcmp(opts[i].name, k) == 0)
+				break;
+		if (opts[i].name == NULL || opts[i].val == O_CONFIG || opts[i].val == O_HELP) {
+			fprintf(stderr, "space-control: %s:%d: unknown setting \"%s\"\n", path,
+			    lineno, k);
+			rc = -EINVAL;
+			break;
+		}
+		if ((rc = apply(cfg, opts[i].val, k, v)) < 0)
+			break;
+	}
+	free(text);
+	return rc < 0 ? rc : 0;
+}
+
+/* flags override the config file: read --config first, then every flag */
+static int
+parse(int argc, char **argv, struct config *cfg)
+{
+	const char *config = NULL;
+	int o;
+
+	memset(cfg, 0, sizeof(*cfg));
+	strcpy(cfg->listen, CONTROL_LISTEN_DEFAULT);
+	cfg->heartbeat_timeout = CONTROL_HEARTBEAT_DEF;
+	cfg->rotate_publish_delay = CONTROL_PUBLISH_DELAY;
+	opterr = 0;
+	optind = 0;
+	while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1)
+		if (o == O_CONFIG)
+			config = optarg;
+	if (config && load_config(cfg, config) < 0)
+		return 2;
+	opterr = 1;
+	optind = 0;
+	while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (o == O_HELP) {
+			usage(stdout);
+			exit(0);
+		}
+		if (o == '?' || o == ':') {
+			usage(stderr);
+			return 2;
+		}
+		if (apply(cfg, o, opts[o - 1].name, optarg) < 0)
+			return 2;
+	}
+	if (optind != argc) {
+		fprintf(stderr, "space-control: unexpected argument \"%s\"\n", argv[optind]);
+		return 2;
+	}
+	if (cfg->data_dir[0] == '\0') {
+		fprintf(stderr, "space-control: --data-dir is required\n");
+		return 2;
+	}
+	if (!!cfg->tls_cert[0] != !!cfg->tls_key[0]) {
+		fprintf(stderr, "space-control: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	return 0;
+}
+
+static struct store *
+open_store(struct config *cfg)
+{
+	struct store *st;
+	char spec[sizeof(cfg->store)];
+	int rc;
+
+	if ((rc = mkdir_p(cfg->data_dir, 0700)) < 0) {
+		fprintf(stderr, "space-control: %s: %s\n", cfg->data_dir, strerror(-rc));
+		return NULL;
+	}
+	if (cfg->store[0])
+		snprintf(spec, sizeof(spec), "%s", cfg->store);
+	else if ((size_t)snprintf(spec, sizeof(spec), "sqlite:%s/control.db", cfg->data_dir) >=
+	    sizeof(spec))
+		return NULL;
+	if ((st = store_open(spec)) == NULL)
+		fprintf(stderr, "space-control: cannot open store %s: %s\n", spec, strerror(errno));
+	return st;
+}
+
+static int
+cmd_serve(int argc, char **argv)
+{
+	struct ctl *c;
+	pthread_condattr_t ca;
+	sigset_t set;
+	int rc, sig, ret = 1;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return 1;
+	if ((rc = parse(argc, argv, &c->cfg)) != 0) {
+		free(c);
+		return rc;
+	}
+	log_init(CONTROL_PROG, c->cfg.verbose);
+	/* signals are taken synchronously below; every thread inherits the mask */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	pthread_mutex_init(&c->assign_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->assign_cv, &ca);
+	pthread_condattr_destroy(&ca);
+
+	if ((c->st = open_store(&c->cfg)) == NULL)
+		goto out;
+	if ((rc = keyring_init(&c->kr, c->st, c->cfg.data_dir)) < 0) {
+		log_warnx("keyring: %s", strerror(-rc));
+		goto out;
+	}
+	if (c->cfg.test_cap_backdate > 0)
+		log_warnx("TEST MODE: capabilities are issued %d s in the past "
+		    "(--test-cap-backdate); never use this in production", c->cfg.test_cap_backdate);
+	store_observe = metrics_store_latency;
+	if ((rc = scheduler_start(c)) < 0)
+		goto out;
+	if ((rc = http_start(c, c->cfg.listen, c->cfg.tls_cert, c->cfg.tls_key, &c->http)) < 0) {
+		log_warnx("cannot listen on %s: %s", c->cfg.listen, strerror(-rc));
+		goto out;
+	}
+	log_info("listening on %s (%s), data in %s", c->cfg.listen,
+	    c->cfg.tls_cert[0] ? "https" : "http", c->cfg.data_dir);
+	for (;;) {
+		if (sigwait(&set, &sig) == 0 && (sig == SIGINT || sig == SIGTERM))
+			break;
+	}
+	log_info("stopping on signal %d", sig);
+	ret = 0;
+out:
+	c->stopping = 1;
+	scheduler_stop(c);          /* wakes long-polls so their threads end */
+	http_stop(c->http);
+	store_observe = NULL;
+	keyring_free(&c->kr);
+	if (c->st)
+		c->st->ops->close(c->st);
+	pthread_cond_destroy(&c->assign_cv);
+	pthread_mutex_destroy(&c->assign_mu);
+	free(c);
+	return ret;
+}
+
+/* apikey add NAME / worker add NAME: the secret is printed once, alone */
+static int
+cmd_add(int argc, char **argv, const char *what)
+{
+	struct config cfg;
+	struct store *st = NULL;
+	char secret[64], id[STORE_CREDID_LEN + 1];
+	uint8_t hash[STORE_HASH_LEN];
+	const char *name;
+	int rc, ret = 1;
+
+	if (argc < 3 || strcmp(argv[1], "add") != 0) {
+		usage(stderr);
+		return 2;
+	}
+	name = argv[2];
+	if (!id_valid(name)) {
+		fprintf(stderr, "space-control: %s: NAME must match [A-Za-z0-9_-]{1,%d}\n", what,
+		    SPACE_ID_MAX);
+		return 2;
+	}
+	if ((rc = parse(argc - 2, argv + 2, &cfg)) != 0)
+		return rc;
+	log_init(CONTROL_PROG, cfg.verbose);
+	if ((st = open_store(&cfg)) == NULL)
+		return 1;
+	if (strcmp(what, "apikey") == 0) {
+		if (auth_secret_new("sk_", secret, sizeof(secret), id, hash) < 0)
+			goto out;
+		rc = st->ops->apikey_add(st, name, id, hash);
+	} else {
+		if (auth_secret_new("wk_", secret, sizeof(secret), id, hash) < 0)
+			goto out;
+		rc = st->ops->worker_add(st, name, id, hash);
+	}
+	if (rc == -EEXIST) {
+		fprintf(stderr, "space-control: %s add: %s already exists\n", what, name);
+		goto out;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "space-control: %s add: %s\n", what, strerror(-rc));
+		goto out;
+	}
+	printf("%s\n", secret);
+	ret = fflush(stdout) == 0 ? 0 : 1;
+out:
+	sodium_memzero(secret, sizeof(secret));
+	st->ops->close(st);
+	return ret;
+}
+
+static int
+cmd_apikey(int argc, char **argv)
+{
+	return cmd_add(argc, argv, "apikey");
+}
+
+static int
+cmd_worker(int argc, char **argv)
+{
+	return cmd_add(argc, argv, "worker");
+}
+
+static int
+cmd_keys(int argc, char **argv)
+{
+	struct config cfg;
+	struct keyring kr;
+	struct store *st;
+	char kid[PASERK_K4_PID_LEN + 1];
+	int rc, ret = 1;
+
+	if (argc < 2 || (strcmp(argv[1], "rotate") != 0 && strcmp(argv[1], "root") != 0)) {
+		usage(stderr);
+		return 2;
+	}
+	if ((rc = parse(argc - 1, argv + 1, &cfg)) != 0)
+		return rc;
+	log_init(CONTROL_PROG, cfg.verbose);
+	if ((st = open_store(&cfg)) == NULL)
+		return 1;
+	if (strcmp(argv[1], "rotate") == 0) {
+		rc = keyring_rotate(st, cfg.data_dir, cfg.rotate_publish_delay, kid);
+		if (rc < 0) {
+			fprintf(stderr, "space-control: keys rotate: %s\n", strerror(-rc));
+			goto out;
+		}
+		printf("%s\n", kid);
+	} else {
+		if ((rc = keyring_init(&kr, st, cfg.data_dir)) < 0) {
+			fprintf(stderr, "space-control: keys root: %s\n", strerror(-rc));
+			keyring_free(&kr);
+			goto out;
+		}
+		printf("%s\n", kr.root_paserk);
+		keyring_free(&kr);
+	}
+	ret = 0;
+out:
+	st->ops->close(st);
+	return ret;
+}
+
+static const struct {
+	const char *name;
+	int (*run)(int, char **);
+} cmds[] = {
+	{ "serve",  cmd_serve },
+	{ "apikey", cmd_apikey },
+	{ "worker", cmd_worker },
+	{ "keys",   cmd_keys },
+};
+
+int
+main(int argc, char **argv)
+{
+	size_t i;
+
+	if (sodium_init() < 0) {
+		fprintf(stderr, "space-control: libsodium init failed\n");
+		return 1;
+	}
+	if (argc < 2 || argv[1][0] == '-') {
+		if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+			usage(stdout);
+			return 0;
+		}
+		return cmd_serve(argc, argv);
+	}
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (strcmp(argv[1], cmds[i].name) == 0)
+			return cmds[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "space-control: unknown command \"%s\"\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

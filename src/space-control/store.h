@@ -1,0 +1,118 @@
+/* The one store interface of space-control. A backend is a table of
+ * operations behind an opaque handle; SQLite (store_sqlite.c) is the
+ * embedded default, a PostgreSQL backend fills the same table.
+ *
+ * Every operation that changes more than one row does it in one
+ * transaction. Errors follow docs/errors.md: 0 or a negative errno
+ * (-ENOENT unknown id, -EEXIST duplicate, -EAGAIN no capacity, -EIO
+ * storage failure); refusals that the caller shows set *why. */
+#ifndef SPACE_CONTROL_STORE_H
+#define SPACE_CONTROL_STORE_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "claims.h"
+#include "keys.h"
+
+#define STORE_STATE_MAX  15
+#define STORE_ENDPOINT_MAX 255
+#define STORE_HASH_LEN   32     /* BLAKE2b-256 of a secret */
+#define STORE_CREDID_LEN 12     /* public lookup prefix of a secret */
+
+/* the current execution of a sandbox, as routes need it */
+struct exec_view {
+	struct route_identity route;
+	char    state[STORE_STATE_MAX + 1];          /* execution state */
+	char    sandbox_state[STORE_STATE_MAX + 1];
+	char    endpoint[STORE_ENDPOINT_MAX + 1];    /* worker's node-api */
+	char    worker_state[STORE_STATE_MAX + 1];   /* live / lost */
+};
+
+/* a new sandbox: strings are validated JSON texts owned by the caller */
+struct sandbox_spec {
+	const char *template_;
+	const char *resources;
+	const char *timeouts;
+	const char *metadata;
+	const char *pinned;             /* NULL = scheduler's choice */
+};
+
+struct key_row {
+	char    kid[PASERK_K4_PID_LEN + 1];
+	uint8_t pk[32];
+	int64_t activate_at;            /* signing starts (publish delay) */
+	int64_t not_before, not_after;  /* not_after 0 = open */
+};
+
+/* a placement candidate: a worker and its load, read inside the create
+ * transaction; scheduler_pick() (scheduler.c) holds the policy */
+struct worker_load {
+	char    id[SPACE_ID_MAX + 1];
+	char    incarnation[SPACE_ID_MAX + 1];
+	int64_t capacity;
+	int64_t active;                 /* pending, starting or serving executions */
+	bool    live;
+};
+/* index of the chosen worker, or -ENOENT (pinned unknown), -EHOSTDOWN
+ * (pinned lost), -EAGAIN (no free capacity), with *why set */
+int scheduler_pick(const struct worker_load *w, size_t n, const char *pinned,
+    const char **why);
+
+struct store;
+struct store_ops {
+	void (*close)(struct store *);
+
+	/* credentials: id is the public prefix, hash the BLAKE2b-256 of the secret */
+	int (*apikey_add)(struct store *, const char *principal, const char *key_id,
+	    const uint8_t hash[STORE_HASH_LEN]);
+	int (*apikey_lookup)(struct store *, const char *key_id,
+	    char principal[SPACE_ID_MAX + 1], uint8_t hash[STORE_HASH_LEN]);
+	int (*worker_add)(struct store *, const char *worker, const char *cred_id,
+	    const uint8_t hash[STORE_HASH_LEN]);
+	int (*worker_cred_lookup)(struct store *, const char *cred_id,
+	    char worker[SPACE_ID_MAX + 1], uint8_t hash[STORE_HASH_LEN]);
+
+	/* sandboxes; owner scopes every lookup (another owner's id is -ENOENT).
+	 * create: *why set on -ENOENT / -EHOSTDOWN / -EAGAIN of a pinned worker */
+	int (*sandbox_create)(struct store *, const char *owner, const char *id,
+	    const struct sandbox_spec *, json_t **out, const char **why);
+	int (*sandbox_get)(struct store *, const char *owner, const char *id, json_t **out);
+	int (*sandbox_list)(struct store *, const char *owner, json_t **out);
+	int (*sandbox_kill)(struct store *, const char *owner, const char *id, json_t **out);
+	int (*sandbox_current)(struct store *, const char *owner, const char *id,
+	    struct exec_view *out);
+
+	/* workers; register returns the worker object and the newest revision */
+	int (*worker_register)(struct store *, const char *worker, const char *incarnation,
+	    const char *endpoint, int64_t capacity, json_t **out, int64_t *revision,
+	    int *reassigned);
+	int (*worker_heartbeat)(struct store *, const char *worker, const char *incarnation);
+	int (*assignments_after)(struct store *, const char *worker, int64_t after,
+	    json_t **out, int64_t *revision);
+	int (*execution_status)(struct store *, const char *worker,
+	    const struct route_identity *, const char *state, const char *error,
+	    const char **why);
+	int (*workers_reap)(struct store *, int64_t older_than);
+	int (*worker_counts)(struct store *, int64_t *live, int64_t *lost);
+
+	/* signing keys and bundles */
+	int (*key_add)(struct store *, const struct key_row *, int64_t old_not_after);
+	int (*keys_list)(struct store *, struct key_row *rows, size_t cap, size_t *n);
+	int (*keys_changed)(struct store *, int64_t *stamp);
+	int (*bundle_latest)(struct store *, uint64_t *version, char **token);
+	int (*bundle_add)(struct store *, uint64_t version, const char *token);
+
+	int (*audit)(struct store *, const char *principal, const char *action,
+	    const char *target, const char *detail);
+};
+struct store {
+	const struct store_ops *ops;
+};
+
+/* "sqlite:PATH" (or a bare path). Runs pending migrations. NULL + errno. */
+struct store *store_open(const char *spec);
+struct store *store_sqlite_open(const char *path);
+
+/* latency observer the daemon installs (metrics); NULL outside serve */
+extern void (*store_observe)(double seconds);
+#endif

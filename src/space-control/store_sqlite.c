@@ -1,0 +1,1275 @@
+/* The SQLite backend of the store (store.h): the embedded default.
+ *
+ * One connection per process, serialized by a mutex, so that a transaction
+ * of one thread never interleaves with another's statements. Other
+ * processes (the `apikey add`, `worker add`, `keys rotate` subcommands)
+ * share the file through WAL and busy_timeout. Every multi-row change runs
+ * in BEGIN IMMEDIATE ... COMMIT: the write lock is taken at BEGIN, so the
+ * reads inside (MAX(generation), worker load) see the rows the change is
+ * based on, and a kill -9 leaves either all rows of a change or none. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sqlite3.h>
+
+#include "claims.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+void (*store_observe)(double seconds);
+
+struct sq {
+	struct store base;      /* first: a struct store * is a struct sq * */
+	sqlite3 *db;
+	pthread_mutex_t mu;
+	struct timespec t0;
+};
+
+/* Versioned migrations: entry i brings the schema from user_version i to
+ * i + 1. Append, never edit a shipped entry. */
+static const char *const migrations[] = {
+	/* 1: the initial schema */
+	"CREATE TABLE principals ("
+	"  id TEXT PRIMARY KEY, created_at INTEGER NOT NULL);"
+	"CREATE TABLE api_keys ("
+	"  id TEXT PRIMARY KEY,"                       /* public lookup prefix */
+	"  principal TEXT NOT NULL REFERENCES principals(id),"
+	"  hash BLOB NOT NULL,"                        /* BLAKE2b-256 of the key */
+	"  created_at INTEGER NOT NULL);"
+	"CREATE TABLE workers ("
+	"  id TEXT PRIMARY KEY, incarnation TEXT, endpoint TEXT,"
+	"  capacity INTEGER NOT NULL DEFAULT 0,"
+	"  cred_id TEXT NOT NULL UNIQUE, cred_hash BLOB NOT NULL,"
+	"  state TEXT NOT NULL DEFAULT 'lost' CHECK (state IN ('live','lost')),"
+	"  last_heartbeat INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL);"
+	"CREATE TABLE sandboxes ("
+	"  id TEXT PRIMARY KEY, owner TEXT NOT NULL REFERENCES principals(id),"
+	"  state TEXT NOT NULL, template TEXT NOT NULL, resources TEXT NOT NULL,"
+	"  timeouts TEXT NOT NULL, metadata TEXT NOT NULL, pinned_worker TEXT,"
+	"  created_at INTEGER NOT NULL, lease_owner TEXT, lease_expiry INTEGER);"
+	"CREATE INDEX sandboxes_owner ON sandboxes(owner, created_at);"
+	"CREATE TABLE executions ("
+	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  generation INTEGER NOT NULL CHECK (generation >= 1),"
+	"  worker TEXT NOT NULL REFERENCES workers(id),"
+	"  substrate TEXT NOT NULL,"
+	"  activation INTEGER NOT NULL CHECK (activation >= 1),"
+	"  resident TEXT NOT NULL,"
+	"  state TEXT NOT NULL CHECK (state IN ('pending','starting','serving','retiring','retired','failed')),"
+	"  error TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (sandbox, generation));"
+	"CREATE INDEX executions_worker ON executions(worker, resident, state);"
+	"CREATE TABLE assignments ("
+	"  revision INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  worker TEXT NOT NULL REFERENCES workers(id),"
+	"  sandbox TEXT NOT NULL, generation INTEGER NOT NULL,"
+	"  action TEXT NOT NULL CHECK (action IN ('install','retire')),"
+	"  spec TEXT NOT NULL, created_at INTEGER NOT NULL,"
+	"  FOREIGN KEY (sandbox, generation) REFERENCES executions(sandbox, generation));"
+	"CREATE INDEX assignments_worker ON assignments(worker, revision);"
+	"CREATE TABLE snapshots ("
+	"  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  generation INTEGER NOT NULL, digest TEXT NOT NULL, size INTEGER NOT NULL,"
+	"  created_at INTEGER NOT NULL);"
+	"CREATE TABLE signing_keys ("
+	"  kid TEXT PRIMARY KEY, public TEXT NOT NULL,"
+	"  activate_at INTEGER NOT NULL,"              /* first second it signs */
+	"  not_before INTEGER NOT NULL, not_after INTEGER NOT NULL DEFAULT 0,"
+	"  created INTEGER NOT NULL);"
+	"CREATE TABLE bundles ("
+	"  version INTEGER PRIMARY KEY, token TEXT NOT NULL, created INTEGER NOT NULL);"
+	"CREATE TABLE audit ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL, principal TEXT,"
+	"  action TEXT NOT NULL, target TEXT, detail TEXT);"
+	"CREATE TABLE meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
+	"INSERT INTO meta VALUES ('keys_serial', 0);",
+};
+#define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+static struct sq *
+SQ(struct store *s)
+{
+	return (struct sq *)s;
+}
+
+static void
+lock(struct sq *q)
+{
+	pthread_mutex_lock(&q->mu);
+	clock_gettime(CLOCK_MONOTONIC, &q->t0);
+}
+
+static void
+unlock(struct sq *q)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pthread_mutex_unlock(&q->mu);
+	if (store_observe)
+		store_observe((double)(t1.tv_sec - q->t0.tv_sec) +
+		    (double)(t1.tv_nsec - q->t0.tv_nsec) / 1e9);
+}
+
+static int
+xexec(sqlite3 *db, const char *sql)
+{
+	char *err = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+		log_warnx("store: %s: %s", sql[0] == 'B' || sql[0] == 'C' ||
+		    sql[0] == 'R' ? sql : "statement", err ? err : "?");
+		sqlite3_free(err);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int begin(sqlite3 *db)    { return xexec(db, "BEGIN IMMEDIATE"); }
+static int commit(sqlite3 *db)   { return xexec(db, "COMMIT"); }
+static void rollback(sqlite3 *db)
+{
+	if (!sqlite3_get_autocommit(db))
+		(void)xexec(db, "ROLLBACK");
+}
+
+/* prepare and bind: fmt letters s (text, NULL allowed), i (int64),
+ * b (blob: pointer, int length) */
+static sqlite3_stmt *
+prep(sqlite3 *db, const char *sql, const char *fmt, ...)
+{
+	sqlite3_stmt *st = NULL;
+	va_list ap;
+	int i, rc = SQLITE_OK;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_warnx("store: prepare: %s", sqlite3_errmsg(db));
+		return NULL;
+	}
+	va_start(ap, fmt);
+	for (i = 0; fmt && fmt[i] && rc == SQLITE_OK; i++) {
+		if (fmt[i] == 's') {
+			const char *v = va_arg(ap, const char *);
+			rc = v ? sqlite3_bind_text(st, i + 1, v, -1, SQLITE_TRANSIENT)
+			       : sqlite3_bind_null(st, i + 1);
+		} else if (fmt[i] == 'i') {
+			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+		} else if (fmt[i] == 'b') {
+			const void *p = va_arg(ap, const void *);
+			int n = va_arg(ap, int);
+			rc = sqlite3_bind_blob(st, i + 1, p, n, SQLITE_TRANSIENT);
+		}
+	}
+	va_end(ap);
+	if (rc != SQLITE_OK) {
+		log_warnx("store: bind: %s", sqlite3_errmsg(db));
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	return st;
+}
+
+/* run a statement that returns no row; finalizes it */
+static int
+run(sqlite3 *db, sqlite3_stmt *st)
+{
+	int rc;
+
+	if (st == NULL)
+		return -EIO;
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_CONSTRAINT)
+		return -EEXIST;
+	if (rc != SQLITE_DONE) {
+		log_warnx("store: step: %s", sqlite3_errmsg(db));
+		return -EIO;
+	}
+	return 0;
+}
+
+static int
+step_row(sqlite3 *db, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	log_warnx("store: step: %s", sqlite3_errmsg(db));
+	return -EIO;
+}
+
+static void
+col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+/* a stored JSON text as a value (stored texts were validated on the way in) */
+static json_t *
+col_json(sqlite3_stmt *st, int i)
+{
+	const char *t = (const char *)sqlite3_column_text(st, i);
+	json_t *v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
+
+	return v ? v : json_null();
+}
+
+static int
+migrate(sqlite3 *db)
+{
+	sqlite3_stmt *st;
+	int v = 0, rc = 0;
+	char sql[64];
+
+	if (begin(db) < 0)
+		return -EIO;
+	st = prep(db, "PRAGMA user_version", NULL);
+	if (st && step_row(db, st) == 1)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (v > NMIGRATIONS) {
+		log_warnx("store: schema version %d is newer than this build (%d)", v, NMIGRATIONS);
+		rc = -EPROTO;
+		goto out;
+	}
+	for (; v < NMIGRATIONS; v++) {
+		if ((rc = xexec(db, migrations[v])) < 0)
+			goto out;
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
+		if ((rc = xexec(db, sql)) < 0)
+			goto out;
+		log_info("store: migrated schema to version %d", v + 1);
+	}
+	rc = commit(db);
+out:
+	if (rc < 0)
+		rollback(db);
+	return rc;
+}
+
+/* ---- credentials ---- */
+
+static int
+sq_apikey_add(struct store *s, const char *principal, const char *key_id,
+    const uint8_t hash[STORE_HASH_LEN])
+{
+	struct sq *q = SQ(s);
+	int64_t now = now_unix();
+	int rc;
+
+	lock(q);
+	if ((rc = begin(q->db)) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT OR IGNORE INTO principals VALUES (?,?)",
+	    "si", principal, now))) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO api_keys VALUES (?,?,?,?)",
+	    "ssbi", key_id, principal, hash, STORE_HASH_LEN, now))) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
+	    "VALUES (?,?,'apikey.add',?)", "iss", now, principal, key_id))) < 0)
+		goto out;
+	rc = commit(q->db);
+out:
+	if (rc < 0)
+		rollback(q->db);
+	unlock(q);
+	return rc;
+}
+
+static int
+lookup_cred(struct sq *q, const char *sql, const char *id, char name[SPACE_ID_MAX + 1],
+    uint8_t hash[STORE_HASH_LEN])
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	lock(q);
+	st = prep(q->db, sql, "s", id);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = step_row(q->db, st);
+	if (rc == 1 && sqlite3_column_bytes(st, 1) == STORE_HASH_LEN) {
+		col_copy(st, 0, name, SPACE_ID_MAX + 1);
+		memcpy(hash, sqlite3_column_blob(st, 1), STORE_HASH_LEN);
+		rc = 0;
+	} else if (rc >= 0) {
+		rc = -ENOENT;
+	}
+	sqlite3_finalize(st);
+out:
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_apikey_lookup(struct store *s, const char *key_id, char principal[SPACE_ID_MAX + 1],
+    uint8_t hash[STORE_HASH_LEN])
+{
+	return lookup_cred(SQ(s), "SELECT principal, hash FROM api_keys WHERE id = ?",
+	    key_id, principal, hash);
+}
+
+static int
+sq_worker_cred_lookup(struct store *s, const char *cred_id, char worker[SPACE_ID_MAX + 1],
+    uint8_t hash[STORE_HASH_LEN])
+{
+	return lookup_cred(SQ(s), "SELECT id, cred_hash FROM workers WHERE cred_id = ?",
+	    cred_id, worker, hash);
+}
+
+static int
+sq_worker_add(struct store *s, const char *worker, const char *cred_id,
+    const uint8_t hash[STORE_HASH_LEN])
+{
+	struct sq *q = SQ(s);
+	int64_t now = now_unix();
+	int rc;
+
+	lock(q);
+	if ((rc = begin(q->db)) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO workers (id, cred_id, cred_hash, created_at) "
+	    "VALUES (?,?,?,?)", "ssbi", worker, cred_id, hash, STORE_HASH_LEN, now))) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,action,target) "
+	    "VALUES (?,'worker.add',?)", "is", now, worker))) < 0)
+		goto out;
+	rc = commit(q->db);
+out:
+	if (rc < 0)
+		rollback(q->db);
+	unlock(q);
+	return rc;
+}
+
+/* ---- sandboxes ---- */
+
+#define SANDBOX_SELECT \
+	"SELECT s.id, s.state, s.template, s.resources, s.timeouts, s.metadata, s.created_at," \
+	" e.generation, e.worker, e.substrate, e.activation, e.resident, e.state, w.endpoint" \
+	" FROM sandboxes s" \
+	" LEFT JOIN executions e ON e.sandbox = s.id AND e.generation =" \
+	"   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)" \
+	" LEFT JOIN workers w ON w.id = e.worker"
+
+static json_t *
+sandbox_row(sqlite3_stmt *st)
+{
+	char ts[RFC3339_LEN + 1];
+	json_t *o, *ex = json_null();
+	const char *ep;
+
+	rfc3339_format(sqlite3_column_int64(st, 6), ts);
+	if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
+		ep = (const char *)sqlite3_column_text(st, 13);
+		ex = json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s?}",
+		    "generation", (json_int_t)sqlite3_column_int64(st, 7),
+		    "worker", (const char *)sqlite3_column_text(st, 8),
+		    "substrate", (const char *)sqlite3_column_text(st, 9),
+		    "activation", (json_int_t)sqlite3_column_int64(st, 10),
+		    "resident", (const char *)sqlite3_column_text(st, 11),
+		    "state", (const char *)sqlite3_column_text(st, 12),
+		    "endpoint", ep);
+	}
+	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o}",
+	    "id", (const char *)sqlite3_column_text(st, 0),
+	    "state", (const char *)sqlite3_column_text(st, 1),
+	    "template", (const char *)sqlite3_column_text(st, 2),
+	    "resources", col_json(st, 3),
+	    "timeouts", col_json(st, 4),
+	    "metadata", col_json(st, 5),
+	    "created_at", ts,
+	    "execution", ex ? ex : json_null());
+	return o;
+}
+
+/* the sandbox object; caller holds the lock */
+static int
+sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out)
+{
+	sqlite3_stmt *st = prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? AND s.id = ?",
+	    "ss", owner, id);
+	int rc;
+
+	if (st == NULL)
+		return -EIO;
+	rc = step_row(q->db, st);
+	if (rc == 1) {
+		*out = sandbox_row(st);
+		rc = *out ? 0 : -ENOMEM;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Place a new execution of sandbox on a worker: the next generation, an
+ * install assignment. Caller is inside a write transaction, which is what
+ * makes MAX(generation) + 1 unique and increasing: no other writer can
+ * commit between the read and the insert. */
+static int
+place_execution(struct sq *q, const char *sandbox, const char *pinned, const char *spec,
+    const char **why)
+{
+	struct worker_load wl[64];
+	sqlite3_stmt *st;
+	size_t n = 0;
+	int64_t gen = 0, now = now_unix();
+	int rc, pick;
+
+	st = prep(q->db,
+	    "SELECT w.id, COALESCE(w.incarnation,''), w.capacity, w.state = 'live',"
+	    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id AND e.resident = w.incarnation"
+	    "   AND e.state IN ('pending','starting','serving'))"
+	    " FROM workers w WHERE (?1 IS NULL AND w.state = 'live' AND w.incarnation IS NOT NULL)"
+	    "   OR w.id = ?1 ORDER BY 5, w.id LIMIT 64", "s", pinned);
+	if (st == NULL)
+		return -EIO;
+	while ((rc = step_row(q->db, st)) == 1) {
+		col_copy(st, 0, wl[n].id, sizeof(wl[n].id));
+		col_copy(st, 1, wl[n].incarnation, sizeof(wl[n].incarnation));
+		wl[n].capacity = sqlite3_column_int64(st, 2);
+		wl[n].live = sqlite3_column_int(st, 3) && wl[n].incarnation[0];
+		wl[n].active = sqlite3_column_int64(st, 4);
+		n++;
+	}
+	sqlite3_finalize(st);
+	if (rc < 0)
+		return rc;
+	pick = scheduler_pick(wl, n, pinned, why);
+	if (pick < 0)
+		return pick;
+
+	st = prep(q->db, "SELECT COALESCE(MAX(generation), 0) + 1 FROM executions WHERE sandbox = ?",
+	    "s", sandbox);
+	if (st == NULL)
+		return -EIO;
+	if (step_row(q->db, st) == 1)
+		gen = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (gen < 1)
+		return -EIO;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO executions (sandbox, generation, worker,"
+	    " substrate, activation, resident, state, created_at, updated_at)"
+	    " VALUES (?,?,?,'jail',1,?,'pending',?,?)", "sissii", sandbox, gen, wl[pick].id,
+	    wl[pick].incarnation, now, now))) < 0)
+		return rc;
+	return run(q->db, prep(q->db, "INSERT INTO assignments (worker, sandbox, generation,"
+	    " action, spec, created_at) VALUES (?,?,?,'install',?,?)", "ssisi",
+	    wl[pick].id, sandbox, gen, spec, now));
+}
+
+static char *
+spec_json(const char *template_, const char *resources)
+{
+	json_t *res = json_loads(resources, 0, NULL);
+	json_t *o = json_pack("{s:s,s:o,s:n}", "template", template_, "resources",
+	    res ? res : json_object(), "snapshot");
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	json_decref(o);
+	return s;
+}
+
+static int
+sq_sandbox_create(struct store *s, const char *owner, const char *id,
+    const struct sandbox_spec *sp, json_t **out, const char **why)
+{
+	struct sq *q = SQ(s);
+	int64_t now = now_unix();
+	char *spec = spec_json(sp->template_, sp->resources);
+	int rc;
+
+	if (spec == NULL)
+		return -ENOMEM;
+	lock(q);
+	if ((rc = begin(q->db)) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO sandboxes (id, owner, state, template,"
+	    " resources, timeouts, metadata, pinned_worker, created_at)"
+	    " VALUES (?,?,'creating',?,?,?,?,?,?)", "sssssssi", id, owner, sp->template_,
+	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now))) < 0)
+		goto out;
+	if ((rc = place_execution(q, id, sp->pinned, spec, why)) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
+	    "VALUES (?,?,'sandbox.create',?)", "iss", now, owner, id))) < 0)
+		goto out;
+	if ((rc = sandbox_load(q, owner, id, out)) < 0)
+		goto out;
+	if ((rc = commit(q->db)) < 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
+out:
+	if (rc < 0)
+		rollback(q->db);
+	unlock(q);
+	free(spec);
+	return rc;
+}
+
+static int
+sq_sandbox_get(struct store *s, const char *owner, const char *id, json_t **out)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	lock(q);
+	rc = sandbox_load(q, owner, id, out);
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_sandbox_list(struct store *s, const char *owner, json_t **out)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	json_t *arr = json_array(), *o;
+	int rc;
+
+	if (arr == NULL)
+		return -ENOMEM;
+	lock(q);
+	st = prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? ORDER BY s.created_at, s.id",
+	    "s", owner);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	while ((rc = step_row(q->db, st)) == 1) {
+		if ((o = sandbox_row(st)) == NULL || json_array_append_new(arr, o) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+out:
+	unlock(q);
+	if (rc < 0) {
+		json_decref(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
+static int
+sq_sandbox_kill(struct store *s, const char *owner, const char *id, json_t **out)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int64_t now = now_unix(), gen = 0;
+	char worker[SPACE_ID_MAX + 1] = "", state[STORE_STATE_MAX + 1] = "";
+	char *spec = NULL;
+	int rc;
+
+	lock(q);
+	if ((rc = begin(q->db)) < 0)
+		goto out;
+	st = prep(q->db, "SELECT s.template, s.resources, e.generation, e.worker, e.state"
+	    " FROM sandboxes s LEFT JOIN executions e ON e.sandbox = s.id AND e.generation ="
+	    " (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)"
+	    " WHERE s.owner = ? AND s.id = ?", "ss", owner, id);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = step_row(q->db, st);
+	if (rc == 1) {
+		spec = spec_json((const char *)sqlite3_column_text(st, 0),
+		    (const char *)sqlite3_column_text(st, 1));
+		gen = sqlite3_column_int64(st, 2);
+		col_copy(st, 3, worker, sizeof(worker));
+		col_copy(st, 4, state, sizeof(state));
+	}
+	sqlite3_finalize(st);
+	if (rc == 0)
+		rc = -ENOENT;
+	if (rc < 0)
+		goto out;
+	if (spec == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'killed' WHERE id = ?",
+	    "s", id))) < 0)
+		goto out;
+	if (gen > 0 && (strcmp(state, "pending") == 0 || strcmp(state, "starting") == 0 ||
+	    strcmp(state, "serving") == 0)) {
+		if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'retiring',"
+		    " updated_at = ? WHERE sandbox = ? AND generation = ?", "isi", now, id, gen))) < 0)
+			goto out;
+		if ((rc = run(q->db, prep(q->db, "INSERT INTO assignments (worker, sandbox,"
+		    " generation, action, spec, created_at) VALUES (?,?,?,'retire',?,?)",
+		    "ssisi", worker, id, gen, spec, now))) < 0)
+			goto out;
+	}
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
+	    "VALUES (?,?,'sandbox.kill',?)", "iss", now, owner, id))) < 0)
+		goto out;
+	if ((rc = sandbox_load(q, owner, id, out)) < 0)
+		goto out;
+	if ((rc = commit(q->db)) < 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
+out:
+	if (rc < 0)
+		rollback(q->db);
+	unlock(q);
+	free(spec);
+	return rc;
+}
+
+static int
+sq_sandbox_current(struct store *s, const char *owner, const char *id, struct exec_view *v)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	lock(q);
+	st = prep(q->db, "SELECT s.state, e.generation, e.worker, e.substrate, e.activation,"
+	    " e.resident, e.state, w.endpoint, w.state FROM sandboxes s"
+	    " LEFT JOIN executions e ON e.sandbox = s.id AND e.generation ="
+	    "   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)"
+	    " LEFT JOIN workers w ON w.id = e.worker"
+	    " WHERE s.owner = ? AND s.id = ?", "ss", owner, id);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = step_row(q->db, st);
+	if (rc == 1) {
+		col_copy(st, 0, v->sandbox_state, sizeof(v->sandbox_state));
+		snprintf(v->route.sandbox, sizeof(v->route.sandbox), "%s", id);
+		if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
+			v->route.generation = (uint64_t)sqlite3_column_int64(st, 1);
+			col_copy(st, 2, v->route.worker, sizeof(v->route.worker));
+			col_copy(st, 3, v->route.substrate, sizeof(v->route.substrate));
+			v->route.activation = (uint32_t)sqlite3_column_int64(st, 4);
+			col_copy(st, 5, v->route.resident, sizeof(v->route.resident));
+			col_copy(st, 6, v->state, sizeof(v->state));
+			col_copy(st, 7, v->endpoint, sizeof(v->endpoint));
+			col_copy(st, 8, v->worker_state, sizeof(v->worker_state));
+		}
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	sqlite3_finalize(st);
+out:
+	unlock(q);
+	return rc;
+}
+
+/* ---- workers ---- */
+
+static int64_t
+worker_revision(struct sq *q, const char *worker)
+{
+	sqlite3_stmt *st = prep(q->db, "SELECT COALESCE(MAX(revision), 0) FROM assignments"
+	    " WHERE worker = ?", "s", worker);
+	int64_t r = -EIO;
+
+	if (st && step_row(q->db, st) == 1)
+		r = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* A worker that registers with a new incarnation was re-created: whatever
+ * ran under the old incarnation is gone. Its executions fail, and each
+ * sandbox that was live on one gets a new execution (next generation) in
+ * the same transaction. */
+static int
+reassign_lost(struct sq *q, const char *worker, const char *old_inc, int *reassigned)
+{
+	sqlite3_stmt *st;
+	char (*ids)[SPACE_ID_MAX + 1] = NULL;
+	char **specs = NULL, **pins = NULL;
+	size_t n = 0, cap = 0, i;
+	int64_t now = now_unix();
+	int rc;
+
+	st = prep(q->db, "SELECT e.sandbox, s.template, s.resources, s.pinned_worker"
+	    " FROM executions e JOIN sandboxes s ON s.id = e.sandbox"
+	    " WHERE e.worker = ? AND e.resident = ? AND e.state IN ('pending','starting','serving')"
+	    " AND s.state IN ('creating','running')"
+	    " AND e.generation = (SELECT MAX(generation) FROM executions WHERE sandbox = e.sandbox)",
+	    "ss", worker, old_inc);
+	if (st == NULL)
+		return -EIO;
+	while ((rc = step_row(q->db, st)) == 1) {
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			void *a = realloc(ids, nc * sizeof(*ids));
+			if (a == NULL) { rc = -ENOMEM; break; }
+			ids = a;
+			if ((a = realloc(specs, nc * sizeof(*specs))) == NULL) { rc = -ENOMEM; break; }
+			specs = a;
+			if ((a = realloc(pins, nc * sizeof(*pins))) == NULL) { rc = -ENOMEM; break; }
+			pins = a;
+			cap = nc;
+		}
+		col_copy(st, 0, ids[n], sizeof(ids[n]));
+		specs[n] = spec_json((const char *)sqlite3_column_text(st, 1),
+		    (const char *)sqlite3_column_text(st, 2));
+		pins[n] = sqlite3_column_type(st, 3) == SQLITE_NULL ? NULL :
+		    strdup((const char *)sqlite3_column_text(st, 3));
+		n++;
+	}
+	sqlite3_finalize(st);
+	if (rc < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'failed',"
+	    " error = 'worker re-created', updated_at = ? WHERE worker = ? AND resident = ?"
+	    " AND state NOT IN ('retired','failed')", "iss", now, worker, old_inc))) < 0)
+		goto out;
+	for (i = 0; i < n; i++) {
+		const char *why = NULL;
+		if (specs[i] == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		rc = place_execution(q, ids[i], pins[i], specs[i], &why);
+		if (rc == -EAGAIN || rc == -EHOSTDOWN || rc == -ENOENT) {
+			/* nowhere to run it now: the sandbox fails visibly */
+			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'failed'"
+			    " WHERE id = ?", "s", ids[i]));
+		} else if (rc == 0) {
+			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'creating'"
+			    " WHERE id = ?", "s", ids[i]));
+			(*reassigned)++;
+		}
+		if (rc < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; i < n; i++) {
+		free(specs[i]);
+		free(pins[i]);
+	}
+	free(ids);
+	free(specs);
+	free(pins);
+	return rc;
+}
+
+static int
+sq_worker_register(struct store *s, const char *worker, const char *incarnation,
+    const char *endpoint, int64_t capacity, json_t **out, int64_t *revision, int *reassigned)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	char old[SPACE_ID_MAX + 1] = "";
+	int64_t now = now_unix();
+	int rc;
+
+	*reassigned = 0;
+	lock(q);
+	if ((rc = begin(q->db)) < 0)
+		goto out;
+	st = prep(q->db, "SELECT COALESCE(incarnation, '') FROM workers WHERE id = ?", "s", worker);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = step_row(q->db, st);
+	if (rc == 1)
+		col_copy(st, 0, old, sizeof(old));
+	sqlite3_finalize(st);
+	if (rc == 0)
+		rc = -ENOENT;
+	if (rc < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "UPDATE workers SET incarnation = ?, endpoint = ?,"
+	    " capacity = ?, state = 'live', last_heartbeat = ? WHERE id = ?", "ssiis",
+	    incarnation, endpoint, capacity, now, worker))) < 0)
+		goto out;
+	if (old[0] && strcmp(old, incarnation) != 0) {
+		log_info("worker %s re-created (incarnation changed)", worker);
+		if ((rc = reassign_lost(q, worker, old, reassigned)) < 0)
+			goto out;
+	}
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,action,target,detail) "
+	    "VALUES (?,'worker.register',?,?)", "iss", now, worker, incarnation))) < 0)
+		goto out;
+	if ((*revision = worker_revision(q, worker)) < 0) {
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = commit(q->db)) < 0)
+		goto out;
+	*out = json_pack("{s:s,s:s,s:s,s:I,s:s}", "id", worker, "incarnation", incarnation,
+	    "endpoint", endpoint, "capacity", (json_int_t)capacity, "state", "live");
+	if (*out == NULL)
+		rc = -ENOMEM;
+out:
+	if (rc < 0)
+		rollback(q->db);
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_worker_heartbeat(struct store *s, const char *worker, const char *incarnation)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	lock(q);
+	rc = run(q->db, prep(q->db, "UPDATE workers SET last_heartbeat = ?, state = 'live'"
+	    " WHERE id = ? AND incarnation = ?", "iss", now_unix(), worker, incarnation));
+	if (rc == 0 && sqlite3_changes(q->db) == 0)
+		rc = -ESTALE;
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t **out,
+    int64_t *revision)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	struct route_identity r;
+	json_t *arr = json_array(), *o, *id;
+	int64_t rev = after;
+	int rc;
+
+	if (arr == NULL)
+		return -ENOMEM;
+	lock(q);
+	/* only what concerns the worker's current incarnation: a re-created
+	 * worker must not install the executions of its previous life */
+	st = prep(q->db, "SELECT a.revision, a.action, a.spec, e.sandbox, e.generation, e.worker,"
+	    " e.substrate, e.activation, e.resident FROM assignments a"
+	    " JOIN executions e ON e.sandbox = a.sandbox AND e.generation = a.generation"
+	    " JOIN workers w ON w.id = a.worker"
+	    " WHERE a.worker = ? AND a.revision > ? AND e.resident = w.incarnation"
+	    " ORDER BY a.revision LIMIT 1000", "si", worker, after);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	while ((rc = step_row(q->db, st)) == 1) {
+		memset(&r, 0, sizeof(r));
+		rev = sqlite3_column_int64(st, 0);
+		col_copy(st, 3, r.sandbox, sizeof(r.sandbox));
+		r.generation = (uint64_t)sqlite3_column_int64(st, 4);
+		col_copy(st, 5, r.worker, sizeof(r.worker));
+		col_copy(st, 6, r.substrate, sizeof(r.substrate));
+		r.activation = (uint32_t)sqlite3_column_int64(st, 7);
+		col_copy(st, 8, r.resident, sizeof(r.resident));
+		id = route_identity_pack(&r);
+		o = json_pack("{s:I,s:s,s:o,s:o}", "revision", (json_int_t)rev,
+		    "action", (const char *)sqlite3_column_text(st, 1),
+		    "identity", id ? id : json_null(), "spec", col_json(st, 2));
+		if (o == NULL || json_array_append_new(arr, o) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+out:
+	unlock(q);
+	if (rc < 0) {
+		json_decref(arr);
+		return rc;
+	}
+	*out = arr;
+	*revision = rev;
+	return 0;
+}
+
+static bool
+streq(const char *a, const char *b)
+{
+	return strcmp(a, b) == 0;
+}
+
+static int
+sq_execution_status(struct store *s, const char *worker, const struct route_identity *r,
+    const char *state, const char *error, const char **why)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	char ew[SPACE_ID_MAX + 1], es[SPACE_SUBSTRATE_MAX + 2], er[SPACE_ID_MAX + 1];
+	char estate[STORE_STATE_MAX + 1], sstate[STORE_STATE_MAX + 1];
+	int64_t act = 0, maxgen = 0, now = now_unix();
+	int rc;
+
+	lock(q);
+	if ((rc = begin(q->db)) < 0)
+		goto out;
+	st = prep(q->db, "SELECT e.worker, e.substrate, e.resident, e.activation, e.state, s.state,"
+	    " (SELECT MAX(generation) FROM executions WHERE sandbox = e.sandbox)"
+	    " FROM executions e JOIN sandboxes s ON s.id = e.sandbox"
+	    " WHERE e.sandbox = ? AND e.generation = ?", "si", r->sandbox, (int64_t)r->generation);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = step_row(q->db, st);
+	if (rc == 1) {
+		col_copy(st, 0, ew, sizeof(ew));
+		col_copy(st, 1, es, sizeof(es));
+		col_copy(st, 2, er, sizeof(er));
+		act = sqlite3_column_int64(st, 3);
+		col_copy(st, 4, estate, sizeof(estate));
+		col_copy(st, 5, sstate, sizeof(sstate));
+		maxgen = sqlite3_column_int64(st, 6);
+	}
+	sqlite3_finalize(st);
+	if (rc == 0) {
+		*why = "no such execution";
+		rc = -ENOENT;
+	}
+	if (rc < 0)
+		goto out;
+	/* a worker reports only on what was placed on it, in its current life */
+	if (!streq(ew, worker) || !streq(r->worker, worker)) {
+		*why = "execution is not placed on this worker";
+		rc = -EPERM;
+		goto out;
+	}
+	if (!streq(es, r->substrate) || !streq(er, r->resident)) {
+		*why = "identity does not match the execution";
+		rc = -ESTALE;
+		goto out;
+	}
+	if ((int64_t)r->activation < act) {
+		*why = "activation is older than the recorded one";
+		rc = -ESTALE;
+		goto out;
+	}
+	if (streq(state, "serving")) {
+		if (!streq(estate, "pending") && !streq(estate, "starting") && !streq(estate, "serving")) {
+			*why = "execution is no longer wanted";
+			rc = -ESTALE;
+			goto out;
+		}
+		/* a new activation is a bridge relaunch of the same execution:
+		 * only the current generation may move forward */
+		if ((int64_t)r->activation > act && (int64_t)r->generation != maxgen) {
+			*why = "activation change on a replaced generation";
+			rc = -ESTALE;
+			goto out;
+		}
+		if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'serving',"
+		    " activation = ?, error = NULL, updated_at = ? WHERE sandbox = ? AND generation = ?",
+		    "iisi", (int64_t)r->activation, now, r->sandbox, (int64_t)r->generation))) < 0)
+			goto out;
+		if ((int64_t)r->generation == maxgen && (streq(sstate, "creating") ||
+		    streq(sstate, "running")))
+			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'running'"
+			    " WHERE id = ?", "s", r->sandbox));
+	} else if (streq(state, "failed")) {
+		if (streq(estate, "retired")) {
+			*why = "execution is already retired";
+			rc = -ESTALE;
+			goto out;
+		}
+		if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'failed',"
+		    " error = ?, updated_at = ? WHERE sandbox = ? AND generation = ?", "sisi",
+		    error ? error : "failed", now, r->sandbox, (int64_t)r->generation))) < 0)
+			goto out;
+		if ((int64_t)r->generation == maxgen && (streq(sstate, "creating") ||
+		    streq(sstate, "running")))
+			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'failed'"
+			    " WHERE id = ?", "s", r->sandbox));
+	} else {
+		rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'retired',"
+		    " updated_at = ? WHERE sandbox = ? AND generation = ? AND state <> 'failed'",
+		    "isi", now, r->sandbox, (int64_t)r->generation));
+	}
+	if (rc < 0)
+		goto out;
+	rc = commit(q->db);
+out:
+	if (rc < 0)
+		rollback(q->db);
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_workers_reap(struct store *s, int64_t older_than)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	lock(q);
+	rc = run(q->db, prep(q->db, "UPDATE workers SET state = 'lost'"
+	    " WHERE state = 'live' AND last_heartbeat < ?", "i", older_than));
+	if (rc == 0)
+		rc = sqlite3_changes(q->db);
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_worker_counts(struct store *s, int64_t *live, int64_t *lost)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int rc = -EIO;
+
+	lock(q);
+	st = prep(q->db, "SELECT COALESCE(SUM(state = 'live'), 0), COALESCE(SUM(state = 'lost'), 0)"
+	    " FROM workers", NULL);
+	if (st && step_row(q->db, st) == 1) {
+		*live = sqlite3_column_int64(st, 0);
+		*lost = sqlite3_column_int64(st, 1);
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	unlock(q);
+	return rc;
+}
+
+/* ---- keys ---- */
+
+static int
+sq_key_add(struct store *s, const struct key_row *k, int64_t old_not_after)
+{
+	struct sq *q = SQ(s);
+	char pub[PASERK_K4_PUBLIC_LEN + 1];
+	int64_t now = now_unix();
+	int rc;
+
+	if ((rc = paserk_k4_public_encode(k->pk, pub)) < 0)
+		return rc;
+	lock(q);
+	if ((rc = begin(q->db)) < 0)
+		goto out;
+	/* every key still open stops being valid once its last token can
+	 * have expired: tokens signed up to the switch live 120 s + skew */
+	if ((rc = run(q->db, prep(q->db, "UPDATE signing_keys SET not_after = ?"
+	    " WHERE not_after = 0", "i", old_not_after))) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO signing_keys VALUES (?,?,?,?,?,?)",
+	    "ssiiii", k->kid, pub, k->activate_at, k->not_before, k->not_after, now))) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "UPDATE meta SET v = v + 1 WHERE k = 'keys_serial'",
+	    NULL))) < 0)
+		goto out;
+	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,action,target) "
+	    "VALUES (?,'keys.add',?)", "is", now, k->kid))) < 0)
+		goto out;
+	rc = commit(q->db);
+out:
+	if (rc < 0)
+		rollback(q->db);
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_keys_list(struct store *s, struct key_row *rows, size_t cap, size_t *n)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int rc;
+
+	*n = 0;
+	lock(q);
+	/* the newest keys that may still be in use, newest first */
+	st = prep(q->db, "SELECT kid, public, activate_at, not_before, not_after FROM signing_keys"
+	    " WHERE not_after = 0 OR not_after >= ? ORDER BY activate_at DESC, created DESC LIMIT ?",
+	    "ii", now_unix(), (int64_t)cap);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	while ((rc = step_row(q->db, st)) == 1 && *n < cap) {
+		struct key_row *k = &rows[*n];
+		col_copy(st, 0, k->kid, sizeof(k->kid));
+		if (paserk_k4_public_decode((const char *)sqlite3_column_text(st, 1), k->pk) < 0) {
+			rc = -EIO;
+			break;
+		}
+		k->activate_at = sqlite3_column_int64(st, 2);
+		k->not_before = sqlite3_column_int64(st, 3);
+		k->not_after = sqlite3_column_int64(st, 4);
+		(*n)++;
+	}
+	sqlite3_finalize(st);
+out:
+	unlock(q);
+	return rc < 0 ? rc : 0;
+}
+
+static int
+sq_keys_changed(struct store *s, int64_t *stamp)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int rc = -EIO;
+
+	lock(q);
+	st = prep(q->db, "SELECT v FROM meta WHERE k = 'keys_serial'", NULL);
+	if (st && step_row(q->db, st) == 1) {
+		*stamp = sqlite3_column_int64(st, 0);
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_bundle_latest(struct store *s, uint64_t *version, char **token)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int rc;
+
+	*version = 0;
+	*token = NULL;
+	lock(q);
+	st = prep(q->db, "SELECT version, token FROM bundles ORDER BY version DESC LIMIT 1", NULL);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = step_row(q->db, st);
+	if (rc == 1) {
+		*version = (uint64_t)sqlite3_column_int64(st, 0);
+		*token = strdup((const char *)sqlite3_column_text(st, 1));
+		rc = *token ? 0 : -ENOMEM;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	sqlite3_finalize(st);
+out:
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_bundle_add(struct store *s, uint64_t version, const char *token)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	lock(q);
+	rc = run(q->db, prep(q->db, "INSERT INTO bundles VALUES (?,?,?)", "isi",
+	    (int64_t)version, token, now_unix()));
+	unlock(q);
+	return rc;
+}
+
+static int
+sq_audit(struct store *s, const char *principal, const char *action, const char *target,
+    const char *detail)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	lock(q);
+	rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target,detail)"
+	    " VALUES (?,?,?,?,?)", "issss", now_unix(), principal, action, target, detail));
+	unlock(q);
+	return rc;
+}
+
+static void
+sq_close(struct store *s)
+{
+	struct sq *q = SQ(s);
+
+	if (q == NULL)
+		return;
+	sqlite3_close(q->db);
+	pthread_mutex_destroy(&q->mu);
+	free(q);
+}
+
+static const struct store_ops sqlite_ops = {
+	.close = sq_close,
+	.apikey_add = sq_apikey_add,
+	.apikey_lookup = sq_apikey_lookup,
+	.worker_add = sq_worker_add,
+	.worker_cred_lookup = sq_worker_cred_lookup,
+	.sandbox_create = sq_sandbox_create,
+	.sandbox_get = sq_sandbox_get,
+	.sandbox_list = sq_sandbox_list,
+	.sandbox_kill = sq_sandbox_kill,
+	.sandbox_current = sq_sandbox_current,
+	.worker_register = sq_worker_register,
+	.worker_heartbeat = sq_worker_heartbeat,
+	.assignments_after = sq_assignments_after,
+	.execution_status = sq_execution_status,
+	.workers_reap = sq_workers_reap,
+	.worker_counts = sq_worker_counts,
+	.key_add = sq_key_add,
+	.keys_list = sq_keys_list,
+	.keys_changed = sq_keys_changed,
+	.bundle_latest = sq_bundle_latest,
+	.bundle_add = sq_bundle_add,
+	.audit = sq_audit,
+};
+
+struct store *
+store_sqlite_open(const char *path)
+{
+	struct sq *q;
+	int rc;
+
+	if ((q = calloc(1, sizeof(*q))) == NULL)
+		return NULL;
+	q->base.ops = &sqlite_ops;
+	pthread_mutex_init(&q->mu, NULL);
+	rc = sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	    SQLITE_OPEN_FULLMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_warnx("store: open %s: %s", path, q->db ? sqlite3_errmsg(q->db) : "?");
+		goto fail;
+	}
+	sqlite3_busy_timeout(q->db, 10000);
+	/* WAL lets the subcommands write while the daemon runs; FULL makes
+	 * every acknowledged commit survive power loss, not only kill -9 */
+	if (xexec(q->db, "PRAGMA journal_mode = WAL") < 0 ||
+	    xexec(q->db, "PRAGMA synchronous = FULL") < 0 ||
+	    xexec(q->db, "PRAGMA foreign_keys = ON") < 0)
+		goto fail;
+	if (migrate(q->db) < 0)
+		goto fail;
+	return &q->base;
+fail:
+	sq_close(&q->base);
+	errno = EIO;
+	return NULL;
+}
+
+struct store *
+store_open(const char *spec)
+{
+	if (strncmp(spec, "sqlite:", 7) == 0)
+		return store_sqlite_open(spec + 7);
+	if (strstr(spec, "://") != NULL || strncmp(spec, "postgres", 8) == 0) {
+		errno = ENOTSUP;
+		return NULL;
+	}
+	return store_sqlite_open(spec);
+}
