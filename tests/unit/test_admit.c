@@ -103,7 +103,8 @@ test_step1(void)
 	/* tampering with the signed payload */
 	tok = ct_mint(&K, &c);
 	bad = strdup(tok);
-	bad[strlen(PASETO_V4_PUBLIC_HDR) + 30] ^= 0x01;
+	/* another base64url letter in the middle of the signed payload */
+	bad[strlen(PASETO_V4_PUBLIC_HDR) + 30] = bad[strlen(PASETO_V4_PUBLIC_HDR) + 30] == 'A' ? 'B' : 'A';
 	expect(run_token(bad, &rec, &q), ADMIT_DENY, R_BAD_SIGNATURE, "tampered token: bad_signature");
 	expect(run_token(tok, &rec, &q), ADMIT_ALLOW, R_NONE, "the untampered original still passes");
 	free(bad);
