@@ -114,6 +114,9 @@ hex_decode(const char *in, size_t len, void *out, size_t outcap)
 
 /* ---- RFC 3339 ---- */
 
+#define RFC3339_MIN (-62167219200LL)    /* 0000-01-01T00:00:00Z */
+#define RFC3339_MAX 253402300799LL      /* 9999-12-31T23:59:59Z */
+
 /* days since 1970-01-01 of a proleptic Gregorian date (y >= 0) */
 static int64_t
 days_from_civil(int64_t y, unsigned m, unsigned d)
@@ -220,8 +223,12 @@ rfc3339_parse(const char *s, size_t len, int64_t *unix_out)
 		return -EINVAL;
 	if (p != len)
 		return -EINVAL;
-	t = days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + mi * 60 + sec;
-	*unix_out = t - off;
+	t = days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + mi * 60 + sec - off;
+	/* an offset can carry 0000-01-01 or 9999-12-31 out of the four-digit
+	 * years: refuse what rfc3339_format could not write back */
+	if (t < RFC3339_MIN || t > RFC3339_MAX)
+		return -EINVAL;
+	*unix_out = t;
 	return 0;
 }
 
@@ -232,7 +239,7 @@ rfc3339_format(int64_t unix_time, char out[RFC3339_LEN + 1])
 	unsigned m, d;
 
 	/* 0000-01-01T00:00:00Z .. 9999-12-31T23:59:59Z: four-digit years only */
-	if (unix_time < -62167219200LL || unix_time > 253402300799LL)
+	if (unix_time < RFC3339_MIN || unix_time > RFC3339_MAX)
 		return -ERANGE;
 	days = unix_time / 86400;
 	rem = unix_time % 86400;
