@@ -1,0 +1,98 @@
+#!/bin/sh
+# space-control: authentication and tenancy, from the attacker's side.
+# No key, a wrong key, a worker credential on user endpoints, an API key on
+# worker endpoints, another worker's path, another principal's sandbox.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+D=$T/data
+PORT=$(free_port)
+U=http://127.0.0.1:$PORT
+PID=
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT INT TERM
+
+# req METHOD PATH BEARER [BODY]: body -> $T/body, prints the status
+req() {
+	_m=$1 _p=$2 _b=$3
+	shift 3
+	set -- -s -o "$T/body" -w '%{http_code}' -X "$_m" "$@"
+	[ -n "$_b" ] && set -- "$@" -H "Authorization: Bearer $_b"
+	curl "$@" "$U$_p"
+}
+post() { _p=$1 _b=$2 _d=$3; curl -s -o "$T/body" -w '%{http_code}' -X POST \
+	-H "Authorization: Bearer $_b" -H 'Content-Type: application/json' --data-binary "$_d" "$U$_p"; }
+jget() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "$T/body" "$1"; }
+
+KA=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
+KB=$(space-control apikey add bob --data-dir "$D" 2>>"$T/log")
+W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
+W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
+check "apikey add prints one sk_ key" sh -c "echo '$KA' | grep -Eq '^sk_[A-Za-z0-9_-]{43}$'"
+check "worker add prints one wk_ credential" sh -c "echo '$W1' | grep -Eq '^wk_[A-Za-z0-9_-]{43}$'"
+check "worker add refuses an existing worker" sh -c "! space-control worker add w1 --data-dir '$D' 2>/dev/null"
+check "keys are stored hashed, never in clear" sh -c "! sqlite3 '$D/control.db' .dump | grep -q -- '${KA#sk_}'"
+
+space-control --data-dir "$D" --listen "127.0.0.1:$PORT" 2>>"$T/log" &
+PID=$!
+check "daemon answers /healthz" wait_http "$U/healthz" 10
+
+is "worker registers with its credential" "$(post /v1/workers/w1/register "$W1" \
+	'{"incarnation":"inc1","endpoint":"http://127.0.0.1:1","capacity":8}')" 200
+
+# no key, garbage, wrong key of the right shape, truncated key
+is "no key -> 401" "$(req GET /v1/sandboxes '')" 401
+is "no key -> unauthenticated" "$(jget error)" unauthenticated
+is "garbage key -> 401" "$(req GET /v1/sandboxes 'nonsense')" 401
+is "unknown well-formed key -> 401" "$(req GET /v1/sandboxes 'sk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')" 401
+KX=$(echo "$KA" | cut -c1-15)AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
+is "key with a valid lookup id but wrong secret -> 401" "$(req GET /v1/sandboxes "$KX")" 401
+is "truncated key -> 401" "$(req GET /v1/sandboxes "$(echo "$KA" | cut -c1-20)")" 401
+is "Basic instead of Bearer -> 401" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Basic $KA" "$U/v1/sandboxes")" 401
+
+# cross-kind credentials
+is "worker credential on a user endpoint -> 401" "$(req GET /v1/sandboxes "$W1")" 401
+is "worker credential on create -> 401" "$(post /v1/sandboxes "$W1" '{}')" 401
+is "API key on worker register -> 401" "$(post /v1/workers/w1/register "$KA" \
+	'{"incarnation":"inc1","endpoint":"http://127.0.0.1:1","capacity":8}')" 401
+is "API key on worker assignments -> 401" "$(req GET '/v1/workers/w1/assignments?after=0' "$KA")" 401
+is "API key on worker status -> 401" "$(post /v1/workers/w1/status "$KA" '{}')" 401
+is "worker w2's credential on w1's path -> 403" "$(req GET '/v1/workers/w1/assignments?after=0' "$W2")" 403
+is "worker w2's credential cannot register as w1" "$(post /v1/workers/w1/register "$W2" \
+	'{"incarnation":"evil","endpoint":"http://127.0.0.1:2","capacity":8}')" 403
+is "no credential on a worker endpoint -> 401" "$(req GET '/v1/workers/w1/assignments?after=0' '')" 401
+
+# tenancy
+is "alice creates a sandbox" "$(post /v1/sandboxes "$KA" '{}')" 201
+SA=$(jget id)
+is "bob creates a sandbox" "$(post /v1/sandboxes "$KB" '{}')" 201
+SB=$(jget id)
+is "alice can read her sandbox" "$(req GET "/v1/sandboxes/$SA" "$KA")" 200
+is "bob cannot read alice's sandbox (404)" "$(req GET "/v1/sandboxes/$SA" "$KB")" 404
+is "... answered not_found, like an unknown id" "$(jget error)" not_found
+is "unknown sandbox id is the same 404" "$(req GET "/v1/sandboxes/sbx_doesnotexist" "$KB")" 404
+req GET /v1/sandboxes "$KB" >/dev/null
+is "bob's list holds only his sandbox" "$(python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(open(sys.argv[1]))["sandboxes"]))' "$T/body")" "$SB"
+# make alice's execution serving so that only ownership can refuse
+post /v1/workers/w1/status "$W1" "{\"identity\":{\"sandbox\":\"$SA\",\"generation\":1,\"worker\":\"w1\",\"substrate\":\"jail\",\"activation\":1,\"resident\":\"inc1\"},\"state\":\"serving\"}" >/dev/null
+is "alice gets routes for her serving sandbox" "$(post "/v1/sandboxes/$SA/routes" "$KA" '{"access":["exec"]}')" 200
+is "bob cannot get routes for alice's sandbox (404)" "$(post "/v1/sandboxes/$SA/routes" "$KB" '{"access":["exec"]}')" 404
+is "bob cannot delete alice's sandbox (404)" "$(req DELETE "/v1/sandboxes/$SA" "$KB")" 404
+req GET "/v1/sandboxes/$SA" "$KA" >/dev/null
+is "alice's sandbox is untouched" "$(jget state)" running
+is "worker credential cannot report on another worker's execution" "$(post /v1/workers/w2/register "$W2" \
+	'{"incarnation":"inc2","endpoint":"http://127.0.0.1:3","capacity":8}')" 200
+is "w2 reporting alice's w1 execution -> 403" "$(post /v1/workers/w2/status "$W2" "{\"identity\":{\"sandbox\":\"$SA\",\"generation\":1,\"worker\":\"w1\",\"substrate\":\"jail\",\"activation\":1,\"resident\":\"inc1\"},\"state\":\"failed\"}")" 403
+is "alice deletes her sandbox" "$(req DELETE "/v1/sandboxes/$SA" "$KA")" 200
+is "... state killed" "$(jget state)" killed
+
+curl -s "$U/metrics" >"$T/metrics"
+check "auth failures are counted by kind" grep -q 'space_control_auth_failures_total{kind="worker_credential_on_user_endpoint"} [1-9]' "$T/metrics"
+check "wrong-worker failures are counted" grep -q 'space_control_auth_failures_total{kind="wrong_worker"} [1-9]' "$T/metrics"
+check "requests are counted by route and status" grep -q 'space_control_requests_total{route="/v1/sandboxes",status="401"}' "$T/metrics"
+check "no key material in the logs" sh -c "! grep -q -- '${KA#sk_}' '$T/log' && ! grep -q -- '${W1#wk_}' '$T/log'"
+done_testing
