@@ -70,7 +70,7 @@ exists(const char *path)
 static int
 bindir_find(struct up *up)
 {
-	static const char *const need[] = { "space-control", "sbx-manager", "node-api" };
+	static const char *const need[] = { "space-control", "sbx-manager", "spaced-host", "node-api" };
 	char exe[UP_PATH_MAX], path[UP_PATH_MAX + 32], *slash;
 	ssize_t n;
 	size_t i;

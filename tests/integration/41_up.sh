@@ -1,0 +1,189 @@
+#!/bin/sh
+# space up, as a newcomer uses it: start a platform with two workers, source
+# its env file, create a sandbox, run commands and move files; then the
+# supervisor's own duties: a killed node-api comes back, SIGTERM stops every
+# process, a second space up on the same directory is refused, and a new one
+# after the stop continues with the same key, credentials and sandbox.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+D="$T/data"
+UP=""
+kids=""
+stop_up() { # SIGTERM the supervisor and wait for it, at most 20 s
+	[ -n "$UP" ] || return 0
+	kill -TERM "$UP" 2>/dev/null
+	i=0
+	while kill -0 "$UP" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+	wait "$UP" 2>/dev/null
+	up_rc=$?
+	UP=""
+}
+cleanup() {
+	stop_up
+	for p in $kids; do kill -9 "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+unset SPACE_API_URL SPACE_API_KEY
+
+# three consecutive free ports: BASE, BASE+1, BASE+2
+port_free() { ! curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/"; }
+P=""
+for try in 1 2 3 4 5 6 7 8 9 10; do
+	b=$(free_port)
+	if [ "$b" -lt 65500 ] && port_free $((b + 1)) && port_free $((b + 2)); then P=$b; break; fi
+done
+[ -n "$P" ] || { not_ok "three free ports"; done_testing; exit; }
+
+start_up() { # log file
+	space up --data-dir "$D" --workers 2 --port "$P" >"$1" 2>&1 &
+	UP=$!
+	i=0
+	while [ $i -lt 900 ]; do
+		grep -q "space is up" "$1" && return 0
+		kill -0 "$UP" 2>/dev/null || { wait "$UP"; UP=""; return 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	return 1
+}
+children() { pgrep -P "$UP" | tr '\n' ' '; }
+
+if start_up "$T/up1.log"; then
+	ok "space up starts a platform with two workers"
+else
+	not_ok "space up starts a platform with two workers"
+	tail -20 "$T/up1.log" | sed 's/^/# up: /'
+	for f in "$D"/logs/*.log; do [ -f "$f" ] && tail -5 "$f" | sed "s|^|# $(basename "$f"): |"; done
+	done_testing
+	exit
+fi
+kids=$(children)
+is "it supervises five processes" "$(echo $kids | wc -w)" 5
+check "the summary names the env file" grep -q "$D/env" "$T/up1.log"
+check "and the next commands" grep -q "space exec" "$T/up1.log"
+check "env file exists" test -f "$D/env"
+is "env file is mode 0600" "$(stat -c %a "$D/env")" 600
+is "credential of w1 is mode 0600" "$(stat -c %a "$D/w1/credential")" 600
+check "one log per process" test -f "$D/logs/space-control.log" -a -f "$D/logs/w1-sbx-manager.log" \
+	-a -f "$D/logs/w2-node-api.log"
+
+# a second supervisor on the same data directory is refused
+space up --data-dir "$D" --workers 2 --port $((P + 10)) >"$T/second.log" 2>&1; rc=$?
+is "a second space up on the same directory exits 1" "$rc" 1
+check "and says another one runs" grep -q "another space up is running" "$T/second.log"
+
+# as a newcomer: the env file, then the verbs
+export $(cat "$D/env")
+is "SPACE_API_URL points at space-control" "$SPACE_API_URL" "http://127.0.0.1:$P"
+KEY1=$SPACE_API_KEY
+SBX=$(space create 2>"$T/err"); rc=$?
+is "space create exits 0" "$rc" 0
+[ "$rc" = 0 ] || diag "$(cat "$T/err")"
+out=$(space exec "$SBX" -- echo hello </dev/null 2>"$T/err"); rc=$?
+is "exec echo hello: stdout" "$out" "hello"
+is "exec echo hello: exit status" "$rc" 0
+[ "$rc" = 0 ] || diag "$(cat "$T/err")"
+space exec "$SBX" -- sh -c 'exit 3' </dev/null 2>"$T/err"; rc=$?
+is "exec sh -c 'exit 3' exits 3" "$rc" 3
+out=$(echo piped | space exec "$SBX" -- cat 2>"$T/err")
+is "exec passes stdin" "$out" "piped"
+
+head -c 3000000 /dev/urandom >"$T/blob"
+space fs write "$SBX" /home/user/blob <"$T/blob" 2>"$T/err"; rc=$?
+is "fs write exits 0" "$rc" 0
+[ "$rc" = 0 ] || diag "$(cat "$T/err")"
+space fs read "$SBX" /home/user/blob >"$T/blob.back" 2>"$T/err"
+check "fs write / read round trip (3 MB of random bytes)" cmp "$T/blob" "$T/blob.back"
+echo hi | space fs write "$SBX" /home/user/hi.txt
+is "fs read of a small file" "$(space fs read "$SBX" /home/user/hi.txt 2>&1)" "hi"
+out=$(space fs stat "$SBX" /home/user/blob --json 2>&1)
+check "fs stat --json: file of the written size" python3 -c '
+import json, sys
+s = json.loads(sys.argv[1]); assert s["type"] == "file" and s["size"] == 3000000, s' "$out"
+check "fs mkdir -p" space fs mkdir -p "$SBX" /home/user/d1/d2
+out=$(space fs ls "$SBX" /home/user 2>&1)
+case "$out" in *d1*) ok "fs ls shows the new directory" ;; *) not_ok "fs ls shows the new directory"; diag "$out" ;; esac
+out=$(space fs ls "$SBX" /home/user --json 2>&1)
+check "fs ls --json has blob as a file" python3 -c '
+import json, sys
+e = {x["name"]: x for x in json.loads(sys.argv[1])["entries"]}
+assert e["blob"]["type"] == "file" and e["d1"]["type"] == "dir", e' "$out"
+check "fs mv" space fs mv "$SBX" /home/user/hi.txt /home/user/d1/d2/hi.txt
+is "the moved file reads back" "$(space fs read "$SBX" /home/user/d1/d2/hi.txt 2>&1)" "hi"
+space fs stat "$SBX" /home/user/hi.txt >/dev/null 2>"$T/err"; rc=$?
+is "the old name is gone" "$rc" 1
+check "and the error says not_found" grep -q "not_found" "$T/err"
+check "fs rm -r" space fs rm -r "$SBX" /home/user/d1
+space fs stat "$SBX" /home/user/d1 >/dev/null 2>&1; is "the removed tree is gone" "$?" 1
+
+# a node-api killed with SIGKILL is restarted
+NA=""
+for p in $kids; do
+	case "$(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null)" in
+	*node-api*"--listen 127.0.0.1:$((P + 1))"*) NA=$p ;;
+	esac
+done
+if [ -n "$NA" ]; then
+	kill -9 "$NA"
+	i=0; new=""
+	while [ $i -lt 150 ]; do
+		for p in $(children); do
+			case "$(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null)" in
+			*node-api*"--listen 127.0.0.1:$((P + 1))"*) [ "$p" != "$NA" ] && new=$p ;;
+			esac
+		done
+		[ -n "$new" ] && curl -sf -o /dev/null "http://127.0.0.1:$((P + 1))/healthz" && break
+		sleep 0.1; i=$((i + 1))
+	done
+	if [ -n "$new" ]; then ok "the killed node-api was restarted (pid $NA -> $new)"; else not_ok "the killed node-api was restarted"; fi
+	check "the restarted node-api answers /healthz" wait_http "http://127.0.0.1:$((P + 1))/healthz" 10
+	check "the restart is logged" grep -q "restarted" "$D/logs/w1-node-api.log"
+	kids=$(children)
+else
+	not_ok "found the node-api of w1 among the children"
+fi
+out=$(space exec "$SBX" -- echo again </dev/null 2>&1)
+is "exec works after the restart" "$out" "again"
+
+# SIGTERM stops everything
+before=$kids
+stop_up
+is "space up exits 0 on SIGTERM" "$up_rc" 0
+left=""
+for p in $before; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+is "every child is gone" "$left" ""
+for port in $P $((P + 1)) $((P + 2)); do
+	port_free "$port" && ok "nothing listens on $port any more" || not_ok "nothing listens on $port any more"
+done
+
+# again, on the same directory: same key, same credentials, same sandbox
+cred1=$(sha256sum "$D/w1/credential" "$D/w2/credential")
+if start_up "$T/up2.log"; then ok "space up starts again on the same directory"; else
+	not_ok "space up starts again on the same directory"; tail -20 "$T/up2.log" | sed 's/^/# up: /'; fi
+kids=$(children)
+export $(cat "$D/env")
+is "the API key is reused" "$SPACE_API_KEY" "$KEY1"
+is "the worker credentials are reused" "$(sha256sum "$D/w1/credential" "$D/w2/credential")" "$cred1"
+st=$(space show "$SBX" --json 2>"$T/err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+is "the sandbox is still known" "$st" "$SBX"
+i=0
+while [ $i -lt 30 ]; do
+	out=$(space exec "$SBX" -- echo back </dev/null 2>"$T/err") && break
+	sleep 1; i=$((i + 1))
+done
+is "the sandbox serves again" "$out" "back"
+[ "$out" = back ] || diag "$(cat "$T/err")"
+space fs read "$SBX" /home/user/blob >"$T/blob.again" 2>"$T/err"
+check "its files survived the restart" cmp "$T/blob" "$T/blob.again"
+check "space kill" sh -c 'space kill "$1" >/dev/null' sh "$SBX"
+before=$kids
+stop_up
+is "the second space up exits 0 on SIGTERM" "$up_rc" 0
+left=""
+for p in $before; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+is "every child of the second run is gone" "$left" ""
+kids=""
+
+done_testing
