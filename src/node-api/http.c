@@ -1,0 +1,501 @@
+/* HTTP routes of node-api (docs/protocol.md section 2) on libmicrohttpd,
+ * thread per connection.
+ *
+ * Everything that can be refused without a key is refused here, before a
+ * byte reaches sbx-manager: unknown routes, oversized URLs and bodies, bad
+ * sandbox ids, a missing bearer (401) or one that is not shaped like a
+ * v4.public capability (403 malformed_token). Admission itself (signature,
+ * expiry, identity) is sbx-manager's; its ERROR frames are mapped to HTTP
+ * with the statuses of DESIGN section 4.
+ *
+ * File bodies stream: GET reads DATA frames into the response as the client
+ * takes them, PUT turns each piece of the upload into DATA frames as it
+ * arrives. Neither holds more than one chunk. */
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "claims.h"
+#include "log.h"
+#include "node-api.h"
+#include "proto.h"
+#include "util.h"
+
+enum kind { K_JSON, K_QUERY, K_DOWNLOAD, K_UPLOAD };
+
+struct route {
+	const char *method, *suffix, *op, *label;
+	enum kind kind;
+};
+
+static const struct route routes[] = {
+	{ "POST", "exec",      "exec",      "exec",      K_JSON },
+	{ "GET",  "files",     "fs.read",   "files_get", K_DOWNLOAD },
+	{ "PUT",  "files",     "fs.write",  "files_put", K_UPLOAD },
+	{ "GET",  "fs/list",   "fs.list",   "fs_list",   K_QUERY },
+	{ "GET",  "fs/stat",   "fs.stat",   "fs_stat",   K_QUERY },
+	{ "POST", "fs/mkdir",  "fs.mkdir",  "fs_mkdir",  K_JSON },
+	{ "POST", "fs/remove", "fs.remove", "fs_remove", K_JSON },
+	{ "POST", "fs/rename", "fs.rename", "fs_rename", K_JSON },
+};
+
+struct req {
+	size_t uri_len;
+	bool started;
+	const struct route *rt;
+	const char *label;
+	char sbx[SPACE_ID_MAX + 1];
+	char *token;
+	size_t token_len;
+	/* K_JSON */
+	char *body;
+	size_t blen;
+	bool too_large;
+	/* manager connection */
+	int mfd;
+	bool upload_broken;
+	/* K_DOWNLOAD */
+	uint64_t size, sent;
+	struct frame cur;
+	size_t cur_off;
+};
+
+#define PREFIX "/v1/sandboxes/"
+
+static enum MHD_Result
+queue(struct MHD_Connection *c, struct req *r, unsigned status, struct MHD_Response *resp)
+{
+	enum MHD_Result ret;
+
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	ret = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	metrics_request(r && r->label ? r->label : "other", status);
+	return ret;
+}
+
+static enum MHD_Result
+respond_text(struct MHD_Connection *c, struct req *r, unsigned status, const char *ctype,
+    const char *body, size_t len, const struct route_identity *serving)
+{
+	struct MHD_Response *resp;
+	char gen[24];
+
+	resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	if (serving) {
+		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)serving->generation);
+		MHD_add_response_header(resp, "X-Space-Generation", gen);
+		MHD_add_response_header(resp, "X-Space-Worker", serving->worker);
+	}
+	return queue(c, r, status, resp);
+}
+
+static enum MHD_Result
+respond_error(struct MHD_Connection *c, struct req *r, unsigned status, const char *code,
+    const char *reason, const char *message)
+{
+	json_t *o = json_pack("{s:s}", "error", code);
+	char *s;
+	enum MHD_Result ret;
+
+	if (o == NULL)
+		return MHD_NO;
+	if (reason)
+		json_object_set_new(o, "reason", json_string(reason));
+	if (message)
+		json_object_set_new(o, "message", json_string(message));
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (s == NULL)
+		return MHD_NO;
+	if (strcmp(code, "unauthenticated") == 0 || strcmp(code, "deny") == 0 ||
+	    strcmp(code, "refresh_route") == 0 || strcmp(code, "capability_expired") == 0)
+		metrics_admission(code, reason);
+	ret = respond_text(c, r, status, "application/json", s, strlen(s), NULL);
+	free(s);
+	return ret;
+}
+
+static int
+parse_serving(json_t *j, struct route_identity *id)
+{
+	json_t *s = json_object_get(j, "serving");
+
+	return s ? route_identity_unpack(s, id) : -EINVAL;
+}
+
+/* map the manager's first reply frame; for K_DOWNLOAD a RESPONSE starts the
+ * streamed body instead */
+static ssize_t dl_reader(void *cls, uint64_t pos, char *buf, size_t max);
+
+static enum MHD_Result
+reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
+{
+	struct route_identity serving;
+	struct MHD_Response *resp;
+	json_error_t je;
+	json_t *j = NULL, *res, *st;
+	const char *code, *reason = NULL, *message = NULL;
+	char *s, gen[24];
+	enum MHD_Result ret;
+	json_int_t status;
+
+	if (f->type == MSG_CANCEL) {
+		/* replaced after the request was forwarded: a transport failure
+		 * for the client (retry rules per operation), not a route signal */
+		return respond_error(c, r, 503, "unavailable", "execution_replaced", NULL);
+	}
+	if (f->type != MSG_ERROR && f->type != MSG_RESPONSE)
+		goto bad;
+	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
+	if (j == NULL || !json_is_object(j))
+		goto bad;
+	if (f->type == MSG_ERROR) {
+		st = json_object_get(j, "status");
+		if (json_unpack(j, "{s:s}", "error", &code) != 0 || !json_is_integer(st))
+			goto bad;
+		status = json_integer_value(st);
+		if (status < 400 || status > 599)
+			goto bad;
+		json_unpack(j, "{s?s, s?s}", "reason", &reason, "message", &message);
+		/* DESIGN section 4: an expired capability is just that */
+		if (strcmp(code, "capability_expired") == 0)
+			reason = NULL;
+		ret = respond_error(c, r, (unsigned)status, code, reason, message);
+		json_decref(j);
+		return ret;
+	}
+	if (parse_serving(j, &serving) != 0 || (res = json_object_get(j, "result")) == NULL ||
+	    !json_is_object(res))
+		goto bad;
+	if (r->rt->kind == K_DOWNLOAD) {
+		json_t *sz = json_object_get(res, "size");
+		if (!json_is_integer(sz) || json_integer_value(sz) < 0)
+			goto bad;
+		r->size = (uint64_t)json_integer_value(sz);
+		resp = MHD_create_response_from_callback(r->size, SPACE_CHUNK, dl_reader, r, NULL);
+		if (resp == NULL)
+			goto bad;
+		MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)serving.generation);
+		MHD_add_response_header(resp, "X-Space-Generation", gen);
+		MHD_add_response_header(resp, "X-Space-Worker", serving.worker);
+		json_decref(j);
+		return queue(c, r, 200, resp);
+	}
+	s = json_dumps(res, JSON_COMPACT);
+	json_decref(j);
+	if (s == NULL)
+		return MHD_NO;
+	ret = respond_text(c, r, 200, "application/json", s, strlen(s), &serving);
+	free(s);
+	return ret;
+bad:
+	json_decref(j);
+	log_warnx("node-api: unexpected %s from sbx-manager", msg_type_str(f->type));
+	return respond_error(c, r, 502, "internal", NULL, "bad answer from the worker");
+}
+
+static ssize_t
+dl_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct req *r = cls;
+	size_t n;
+
+	(void)pos;
+	while (r->cur_off >= r->cur.len) {
+		frame_free(&r->cur);
+		memset(&r->cur, 0, sizeof(r->cur));
+		r->cur_off = 0;
+		if (frame_read(r->mfd, &r->cur) != 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (r->cur.type == MSG_END)
+			return r->sent == r->size ? MHD_CONTENT_READER_END_OF_STREAM :
+			    MHD_CONTENT_READER_END_WITH_ERROR;
+		/* CANCEL (execution replaced) or anything else: cut the body
+		 * short, the client sees an incomplete transfer */
+		if (r->cur.type != MSG_DATA)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	n = r->cur.len - r->cur_off;
+	if (n > max)
+		n = max;
+	if (r->sent + n > r->size)      /* more than announced */
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	memcpy(buf, r->cur.payload + r->cur_off, n);
+	r->cur_off += n;
+	r->sent += n;
+	return (ssize_t)n;
+}
+
+/* read the manager's first answer and map it */
+static enum MHD_Result
+finish(struct MHD_Connection *c, struct req *r)
+{
+	struct frame f = { 0 };
+	enum MHD_Result ret;
+
+	if (frame_read(r->mfd, &f) != 0)
+		return respond_error(c, r, 503, "unavailable", NULL, "worker connection lost");
+	ret = reply(c, r, &f);
+	frame_free(&f);
+	return ret;
+}
+
+static enum MHD_Result
+open_manager(struct MHD_Connection *c, struct req *r, json_t *args)
+{
+	r->mfd = manager_open(r->rt->op, r->sbx, r->token, args);
+	if (r->mfd == -EMSGSIZE)
+		return respond_error(c, r, 413, "too_large", NULL, "request too large");
+	if (r->mfd < 0)
+		return respond_error(c, r, 503, "unavailable", NULL, NULL);
+	return MHD_YES;
+}
+
+static json_t *
+path_args(struct MHD_Connection *c, bool with_mode, const char **why)
+{
+	const char *p = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path");
+	const char *m = with_mode ? MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "mode") : NULL;
+	unsigned long mode;
+	char *end;
+	json_t *a;
+
+	if (p == NULL || p[0] == '\0' || strlen(p) > SPACE_PATH_MAX) {
+		*why = "path query parameter missing or too long";
+		return NULL;
+	}
+	if ((a = json_pack("{s:s}", "path", p)) == NULL)
+		return NULL;
+	if (m != NULL) {
+		errno = 0;
+		mode = strtoul(m, &end, 8);
+		if (errno || end == m || *end || mode > 07777) {
+			*why = "mode must be octal, at most 07777";
+			json_decref(a);
+			return NULL;
+		}
+		json_object_set_new(a, "mode", json_integer((json_int_t)mode));
+	}
+	return a;
+}
+
+/* first call: everything that needs no body */
+static enum MHD_Result
+start_request(struct MHD_Connection *c, struct req *r, const char *url, const char *method)
+{
+	const char *rest, *slash, *auth, *why, *cl;
+	size_t i, idlen;
+	json_t *args;
+	enum MHD_Result ret;
+
+	r->started = true;
+	r->mfd = -1;
+	if (r->uri_len > SPACE_HTTP_URL_MAX)
+		return respond_error(c, r, 414, "too_large", NULL, "URL too long");
+	if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
+		r->label = "healthz";
+		return respond_text(c, r, 200, "application/json", "{\"ok\":true}", 11, NULL);
+	}
+	if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {
+		size_t len;
+		char *m = metrics_render(&len);
+		r->label = "metrics";
+		if (m == NULL)
+			return respond_error(c, r, 500, "internal", NULL, NULL);
+		ret = respond_text(c, r, 200, "text/plain; version=0.0.4", m, len, NULL);
+		free(m);
+		return ret;
+	}
+	if (strncmp(url, PREFIX, strlen(PREFIX)) != 0)
+		return respond_error(c, r, 404, "not_found", NULL, "no such route");
+	rest = url + strlen(PREFIX);
+	if ((slash = strchr(rest, '/')) == NULL)
+		return respond_error(c, r, 404, "not_found", NULL, "no such route");
+	idlen = (size_t)(slash - rest);
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (strcmp(slash + 1, routes[i].suffix) == 0 && strcmp(method, routes[i].method) == 0)
+			r->rt = &routes[i];
+	if (r->rt == NULL) {
+		for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+			if (strcmp(slash + 1, routes[i].suffix) == 0)
+				return respond_error(c, r, 405, "bad_request", NULL, "method not allowed");
+		return respond_error(c, r, 404, "not_found", NULL, "no such route");
+	}
+	r->label = r->rt->label;
+
+	/* the bearer: present, and shaped like a capability */
+	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+		return respond_error(c, r, 401, "unauthenticated", NULL, "a capability bearer is required");
+	auth += 7;
+	while (*auth == ' ')
+		auth++;
+	r->token_len = strlen(auth);
+	while (r->token_len && auth[r->token_len - 1] == ' ')
+		r->token_len--;
+	if (r->token_len == 0)
+		return respond_error(c, r, 401, "unauthenticated", NULL, "a capability bearer is required");
+	if (token_shape_check(auth, r->token_len, &why) != 0)
+		return respond_error(c, r, 403, "deny", why, NULL);
+	if ((r->token = strndup(auth, r->token_len)) == NULL)
+		return MHD_NO;
+
+	if (idlen == 0 || idlen > SPACE_ID_MAX)
+		return respond_error(c, r, 400, "bad_request", NULL, "invalid sandbox id");
+	memcpy(r->sbx, rest, idlen);
+	r->sbx[idlen] = '\0';
+	if (!id_valid(r->sbx))
+		return respond_error(c, r, 400, "bad_request", NULL, "invalid sandbox id");
+
+	switch (r->rt->kind) {
+	case K_JSON:
+		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > SPACE_HTTP_BODY_MAX)
+			return respond_error(c, r, 413, "too_large", NULL, "body too large");
+		return MHD_YES;         /* body follows */
+	case K_QUERY:
+	case K_DOWNLOAD:
+		if ((args = path_args(c, false, &why)) == NULL)
+			return respond_error(c, r, 400, "bad_request", NULL, why);
+		ret = open_manager(c, r, args);
+		json_decref(args);
+		if (r->mfd < 0)
+			return ret;
+		return finish(c, r);
+	case K_UPLOAD:
+		if ((args = path_args(c, true, &why)) == NULL)
+			return respond_error(c, r, 400, "bad_request", NULL, why);
+		ret = open_manager(c, r, args);
+		json_decref(args);
+		return ret;     /* either an error was queued, or the body follows */
+	}
+	return MHD_NO;
+}
+
+static enum MHD_Result
+handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+    const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+	struct req *r = *con_cls;
+	size_t n = *upload_data_size, off, chunk;
+	json_error_t je;
+	json_t *args;
+	enum MHD_Result ret;
+
+	(void)cls;
+	(void)version;
+	if (r == NULL)
+		return MHD_NO;
+	if (!r->started)
+		return start_request(c, r, url, method);
+	if (r->rt == NULL)
+		return MHD_NO;
+	if (r->rt->kind == K_UPLOAD) {
+		if (n) {
+			/* straight through: one DATA frame per piece MHD hands us */
+			for (off = 0; off < n && !r->upload_broken; off += chunk) {
+				chunk = n - off > SPACE_CHUNK ? SPACE_CHUNK : n - off;
+				if (frame_write(r->mfd, MSG_DATA, upload_data + off, chunk) != 0)
+					r->upload_broken = true;
+			}
+			/* after a refusal the rest of the body is read and
+			 * dropped: MHD cannot answer in the middle of a body */
+			*upload_data_size = 0;
+			return MHD_YES;
+		}
+		if (!r->upload_broken)
+			frame_write(r->mfd, MSG_END, NULL, 0);
+		return finish(c, r);
+	}
+	if (r->rt->kind == K_JSON) {
+		if (n) {
+			if (!r->too_large && r->blen + n <= SPACE_HTTP_BODY_MAX) {
+				char *nb = realloc(r->body, r->blen + n + 1);
+				if (nb == NULL)
+					return MHD_NO;
+				r->body = nb;
+				memcpy(r->body + r->blen, upload_data, n);
+				r->blen += n;
+			} else
+				r->too_large = true;
+			*upload_data_size = 0;
+			return MHD_YES;
+		}
+		if (r->too_large)
+			return respond_error(c, r, 413, "too_large", NULL, "body too large");
+		args = json_loadb(r->body ? r->body : "", r->blen, JSON_REJECT_DUPLICATES, &je);
+		if (args == NULL || !json_is_object(args)) {
+			json_decref(args);
+			return respond_error(c, r, 400, "bad_request", NULL, "body must be a JSON object");
+		}
+		ret = open_manager(c, r, args);
+		json_decref(args);
+		if (r->mfd < 0)
+			return ret;
+		return finish(c, r);
+	}
+	return MHD_NO;
+}
+
+static void *
+uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct req *r = calloc(1, sizeof(*r));
+
+	(void)cls;
+	(void)c;
+	if (r != NULL) {
+		r->uri_len = strlen(uri);
+		r->mfd = -1;
+	}
+	return r;
+}
+
+static void
+done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct req *r = *con_cls;
+
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (r == NULL)
+		return;
+	if (r->mfd >= 0)
+		close(r->mfd);
+	frame_free(&r->cur);
+	free(r->body);
+	if (r->token) {
+		sodium_memzero(r->token, r->token_len);
+		free(r->token);
+	}
+	free(r);
+	*con_cls = NULL;
+}
+
+struct MHD_Daemon *
+http_start(int listen_fd)
+{
+	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	    MHD_USE_ERROR_LOG, 0, NULL, NULL, handler, NULL,
+	    MHD_OPTION_LISTEN_SOCKET, listen_fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SPACE_HTTP_CONN_MAX,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SPACE_HTTP_CONN_PER_IP,
+	    /* bounds the request line and headers too: MHD answers 414/431 */
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10),
+	    MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+	    MHD_OPTION_URI_LOG_CALLBACK, uri_cb, NULL,
+	    MHD_OPTION_NOTIFY_COMPLETED, done_cb, NULL,
+	    MHD_OPTION_END);
+}

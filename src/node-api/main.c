@@ -1,0 +1,153 @@
+/* node-api: the unprivileged HTTP edge of a worker. It binds its port,
+ * drops to an unprivileged user for good, and then parses untrusted HTTP.
+ * It holds no key and no record: sbx-manager decides (docs/worker.md). */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "node-api.h"
+#include "util.h"
+
+struct napi_config ncfg;
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: node-api --listen ADDR:PORT --manager-socket PATH --worker-id ID\n"
+	    "       [--user nobody] [--metrics-file PATH] [-v]\n");
+	exit(2);
+}
+
+static int
+listen_tcp(const char *spec)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	char host[64];
+	const char *colon = strrchr(spec, ':');
+	unsigned long port;
+	char *end;
+	int fd, one = 1;
+
+	if (colon == NULL || (size_t)(colon - spec) >= sizeof(host))
+		fatalx("--listen wants ADDR:PORT");
+	memcpy(host, spec, (size_t)(colon - spec));
+	host[colon - spec] = '\0';
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || port == 0 || port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		fatalx("--listen wants an IPv4 ADDR:PORT");
+	sa.sin_port = htons((uint16_t)port);
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		fatal("socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		fatal("bind %s", spec);
+	if (listen(fd, 512) != 0)
+		fatal("listen");
+	return fd;
+}
+
+/* for good: groups, gid, uid, then prove it cannot come back */
+static void
+drop_privileges(const char *user)
+{
+	struct passwd *pw;
+	uid_t uid;
+	gid_t gid;
+
+	if (geteuid() != 0) {
+		log_warnx("not started as root: keeping uid %u", (unsigned)geteuid());
+		goto nnp;
+	}
+	if ((pw = getpwnam(user)) == NULL)
+		fatalx("unknown user %s", user);
+	uid = pw->pw_uid;
+	gid = pw->pw_gid;
+	if (uid == 0)
+		fatalx("--user must not be root");
+	/* only the user's primary group: that is the group sbx-manager's
+	 * socket is shared with (--api-group) */
+	if (setgroups(1, &gid) != 0 || setresgid(gid, gid, gid) != 0 ||
+	    setresuid(uid, uid, uid) != 0)
+		fatal("dropping privileges to %s", user);
+	if (setuid(0) == 0 || seteuid(0) == 0 || setgid(0) == 0)
+		fatalx("privileges could be regained after the drop");
+	if (getuid() != uid || geteuid() != uid || getgid() != gid || getegid() != gid)
+		fatalx("privilege drop incomplete");
+nnp:
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		fatal("PR_SET_NO_NEW_PRIVS");
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "manager-socket", required_argument, NULL, 'm' },
+		{ "worker-id", required_argument, NULL, 'w' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "metrics-file", required_argument, NULL, 'M' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *listen_spec = NULL, *user = "nobody";
+	struct MHD_Daemon *d;
+	sigset_t set;
+	int c, fd, sig, verbose = 0;
+
+	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': listen_spec = optarg; break;
+		case 'm':
+			if (strlen(optarg) >= sizeof(ncfg.manager_socket))
+				fatalx("--manager-socket path too long");
+			strcpy(ncfg.manager_socket, optarg);
+			break;
+		case 'w':
+			if (!id_valid(optarg))
+				fatalx("invalid --worker-id");
+			strcpy(ncfg.worker_id, optarg);
+			break;
+		case 'u': user = optarg; break;
+		case 'M': ncfg.metrics_file = optarg; break;
+		case 'v': verbose = 1; break;
+		default: usage();
+		}
+	}
+	if (optind != argc || listen_spec == NULL || !ncfg.manager_socket[0] || !ncfg.worker_id[0])
+		usage();
+	log_init("node-api", verbose);
+	if (sodium_init() < 0)
+		fatalx("sodium_init");
+	signal(SIGPIPE, SIG_IGN);
+	fd = listen_tcp(listen_spec);
+	drop_privileges(user);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if ((d = http_start(fd)) == NULL)
+		fatalx("cannot start the HTTP daemon");
+	log_info("listening on %s as uid %u, worker %s", listen_spec, (unsigned)getuid(),
+	    ncfg.worker_id);
+	while (sigwait(&set, &sig) == 0)
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+	MHD_stop_daemon(d);
+	close(fd);
+	return 0;
+}

@@ -1,0 +1,41 @@
+/* node-api: the unprivileged HTTP edge of a worker. One file per role:
+ *   main.c     options, listening socket, privilege drop, MHD daemon
+ *   http.c     routes, cheap rejection, request/response mapping
+ *   token.c    the cheap bearer shape check (no signature: sbx-manager does it)
+ *   manager.c  one framed connection to sbx-manager per operation
+ *   metrics.c  counters and GET /metrics */
+#ifndef NODE_API_H
+#define NODE_API_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limits.h"
+
+struct napi_config {
+	char manager_socket[108];
+	char worker_id[SPACE_ID_MAX + 1];
+	const char *metrics_file;       /* sbx-manager's counters, appended to /metrics */
+};
+extern struct napi_config ncfg;
+
+/* http.c */
+struct MHD_Daemon;
+struct MHD_Daemon *http_start(int listen_fd);
+
+/* token.c: 0 when the bearer has the shape of a v4.public capability;
+ * -EINVAL otherwise (*why static) */
+int token_shape_check(const char *tok, size_t len, const char **why);
+
+/* manager.c: connect, HELLO, REQUEST {op, sandbox, token, args};
+ * returns the fd or -errno */
+struct json_t;
+int manager_open(const char *op, const char *sandbox, const char *token,
+    struct json_t *args);
+
+/* metrics.c */
+void metrics_request(const char *route, unsigned status);
+void metrics_admission(const char *error, const char *reason);
+/* Prometheus text, malloc'd */
+char *metrics_render(size_t *len);
+#endif
