@@ -337,7 +337,8 @@ keyring_bundle(struct keyring *kr, struct store *st, char **bundle,
 	int rc = 0;
 
 	pthread_mutex_lock(&kr->mu);
-	maybe_refresh(kr, st);
+	/* always current: a rotation by the subcommand is visible at once */
+	(void)refresh_locked(kr, st);
 	if (kr->bundle == NULL)
 		rc = -ENOENT;
 	else if ((*bundle = strdup(kr->bundle)) == NULL)

@@ -1,0 +1,183 @@
+#!/bin/sh
+# space-control: capabilities verify against the published bundle (with
+# the C library through `space token` and with an independent Python
+# verifier), carry exactly the current route, live 120 s; rotation keeps
+# old tokens valid and switches signing after the publish delay; rejected
+# routes and non-serving executions get 503 + Retry-After.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+D=$T/data
+PORT=$(free_port)
+U=http://127.0.0.1:$PORT
+PID=
+CHECK="$SPACE_TOP/tests/tools/paseto_check.py"
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT INT TERM
+
+get() { curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $2" "$U$1"; }
+post() { curl -s -D "$T/headers" -o "$T/body" -w '%{http_code}' -X POST \
+	-H "Authorization: Bearer $2" --data-binary "$3" "$U$1"; }
+jget() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
+start() {
+	space-control --data-dir "$D" --listen "127.0.0.1:$PORT" "$@" 2>>"$T/log" &
+	PID=$!
+	wait_http "$U/healthz" 10
+}
+stop() { kill "$PID"; wait "$PID" 2>/dev/null; PID=; }
+ident() { echo "{\"sandbox\":\"$1\",\"generation\":${2:-1},\"worker\":\"w1\",\"substrate\":\"jail\",\"activation\":${3:-1},\"resident\":\"inc1\"}"; }
+
+# verify.py KEYS_JSON TOKEN: verifies the bundle under the root (pinned
+# from `space-control keys root`), finds the token's kid in it, verifies the
+# token with that key, all with paseto_check.py; prints a JSON summary
+cat >"$T/verify.py" <<'PY'
+import base64, json, subprocess, sys
+def b64d(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+def pk_hex(paserk):
+    assert paserk.startswith("k4.public.")
+    return b64d(paserk[len("k4.public."):]).hex()
+check, keys, token, pinned = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
+def verify(pub, tok, implicit):
+    r = subprocess.run(["/usr/bin/python3", check, "verify", pub, tok, implicit],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("verification failed: " + r.stderr)
+    return json.loads(r.stdout)
+bundle = verify(pk_hex(pinned), keys["bundle"], "space-key-bundle-v1")
+kid = json.loads(b64d(token.split(".")[3]))["kid"]
+match = [k for k in bundle["keys"] if k["kid"] == kid]
+if not match:
+    sys.exit("kid not in bundle")
+claims = verify(pk_hex(match[0]["public"]), token, "space-capability-v1")
+print(json.dumps({"kid": kid, "public": match[0]["public"], "claims": claims,
+                  "version": bundle["version"], "nkeys": len(bundle["keys"]),
+                  "not_after": {k["kid"]: k["not_after"] for k in bundle["keys"]}}))
+PY
+# seconds between two RFC 3339 instants
+span() { python3 -c 'import sys,datetime as d
+f=lambda s: d.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")
+print(int((f(sys.argv[2]) - f(sys.argv[1])).total_seconds()))' "$1" "$2"; }
+
+K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
+W=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
+ROOT=$(space-control keys root --data-dir "$D" 2>>"$T/log")
+check "keys root prints a k4.public PASERK" sh -c "echo '$ROOT' | grep -Eq '^k4\.public\.[A-Za-z0-9_-]{43}$'"
+check "key files are 0600 in a 0700 directory" sh -c \
+	"[ \$(stat -c %a '$D/keys') = 700 ] && [ -z \"\$(find '$D/keys' -name '*.key' ! -perm 600)\" ] && [ \$(ls '$D/keys'/*.key | wc -l) = 2 ]"
+start --rotate-publish-delay 2
+check "daemon started" true
+
+curl -s "$U/v1/keys" >"$T/keys"
+is "GET /v1/keys publishes the pinned root" "$(jget root "$T/keys")" "$ROOT"
+post /v1/workers/w1/register "$W" '{"incarnation":"inc1","endpoint":"http://127.0.0.1:7811","capacity":4}' >/dev/null
+is "create a sandbox" "$(post /v1/sandboxes "$K" '{}')" 201
+S=$(jget id)
+
+is "routes while pending -> 503" "$(post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}')" 503
+is "... with the documented message" "$(jget message)" "execution is not serving yet"
+check "... and Retry-After" grep -qi '^Retry-After: 1' "$T/headers"
+
+is "worker reports serving" "$(post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S"),\"state\":\"serving\"}")" 200
+is "routes for a serving execution -> 200" "$(post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec","fs:r"]}')" 200
+cp "$T/body" "$T/r1"
+TOK1=$(jget capability "$T/r1")
+is "endpoint is the worker's node-api" "$(jget endpoint "$T/r1")" "http://127.0.0.1:7811"
+is "route is the current execution" "$(jget route "$T/r1")" "$(echo "$(ident "$S")" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin), sort_keys=True))')"
+python3 "$T/verify.py" "$CHECK" "$T/keys" "$TOK1" "$ROOT" >"$T/v1" 2>>"$T/log"
+check "capability verifies (paseto_check.py) under a key of the bundle signed by the pinned root" test -s "$T/v1"
+check "space token verify accepts it with the bundle key" sh -c \
+	"space token verify --public-key '$(jget public "$T/v1")' --implicit space-capability-v1 '$TOK1' >/dev/null 2>&1"
+check "space token verify refuses it without the capability assertion" sh -c \
+	"! space token verify --public-key '$(jget public "$T/v1")' '$TOK1' >/dev/null 2>&1"
+check "space token verify refuses it under the root key" sh -c \
+	"! space token verify --public-key '$ROOT' --implicit space-capability-v1 '$TOK1' >/dev/null 2>&1"
+is "claims: iss" "$(jget claims.iss "$T/v1")" space-control
+is "claims: sub is the principal" "$(jget claims.sub "$T/v1")" alice
+is "claims: aud node-api" "$(jget claims.aud "$T/v1")" node-api
+is "claims: pur control" "$(jget claims.pur "$T/v1")" control
+is "claims: acc" "$(jget claims.acc "$T/v1")" '["exec", "fs:r"]'
+is "claims: route = sandbox" "$(jget claims.sbx "$T/v1")" "$S"
+is "claims: route = generation" "$(jget claims.gen "$T/v1")" 1
+is "claims: route = worker" "$(jget claims.wrk "$T/v1")" w1
+is "claims: route = substrate" "$(jget claims.sst "$T/v1")" jail
+is "claims: route = activation" "$(jget claims.act "$T/v1")" 1
+is "claims: route = resident" "$(jget claims.res "$T/v1")" inc1
+is "claims: exp - iat = 120" "$(span "$(jget claims.iat "$T/v1")" "$(jget claims.exp "$T/v1")")" 120
+is "expires_at = exp" "$(jget expires_at "$T/r1")" "$(jget claims.exp "$T/v1")"
+check "claims: jti is 128 bits base64url" sh -c "echo '$(jget claims.jti "$T/v1")' | grep -Eq '^[A-Za-z0-9_-]{22}$'"
+KID1=$(jget kid "$T/v1")
+post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec","fs:r"]}' >/dev/null
+TOK1B=$(jget capability)
+python3 "$T/verify.py" "$CHECK" "$T/keys" "$TOK1B" "$ROOT" >"$T/v1b" 2>>"$T/log"
+check "each issuance has a fresh jti" test "$(jget claims.jti "$T/v1")" != "$(jget claims.jti "$T/v1b")"
+
+is "service route -> 200" "$(post "/v1/sandboxes/$S/routes" "$K" '{"port":8080,"proto":"http"}')" 200
+python3 "$T/verify.py" "$CHECK" "$T/keys" "$(jget capability)" "$ROOT" >"$T/vs" 2>>"$T/log"
+is "service capability: aud netgtw" "$(jget claims.aud "$T/vs")" netgtw
+is "service capability: pur service, port, proto" \
+	"$(jget claims.pur "$T/vs") $(jget claims.port "$T/vs") $(jget claims.proto "$T/vs")" "service 8080 http"
+check "service capability has no acc" sh -c "! grep -q '\"acc\"' '$T/vs'"
+
+# route repair: the client names the route that was rejected
+is "rejected == current route -> 503" "$(post "/v1/sandboxes/$S/routes" "$K" "{\"access\":[\"exec\"],\"rejected\":$(ident "$S")}")" 503
+is "... route is converging" "$(jget message)" "route is converging"
+check "... with Retry-After" grep -qi '^Retry-After:' "$T/headers"
+is "bridge relaunch: worker reports activation 2" "$(post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S" 1 2),\"state\":\"serving\"}")" 200
+is "rejected = the old activation -> a new capability" "$(post "/v1/sandboxes/$S/routes" "$K" "{\"access\":[\"exec\"],\"rejected\":$(ident "$S" 1 1)}")" 200
+is "... carrying activation 2" "$(jget route.activation)" 2
+is "an older activation report is refused (409)" "$(post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S" 1 1),\"state\":\"serving\"}")" 409
+is "a malformed rejected route -> 400" "$(post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"],"rejected":{"sandbox":"x"}}')" 400
+
+# rotation while the daemon runs
+V1=$(jget version "$T/v1")
+NEWKID=$(space-control keys rotate --data-dir "$D" --rotate-publish-delay 2 2>>"$T/log")
+check "keys rotate prints the new kid" sh -c "echo '$NEWKID' | grep -Eq '^k4\.pid\.'"
+post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}' >/dev/null
+TOK2=$(jget capability)
+curl -s "$U/v1/keys" >"$T/keys2"
+python3 "$T/verify.py" "$CHECK" "$T/keys2" "$TOK2" "$ROOT" >"$T/v2" 2>>"$T/log"
+is "right after rotate: still signed with the old key" "$(jget kid "$T/v2")" "$KID1"
+is "... the new key is already published (2 keys)" "$(jget nkeys "$T/v2")" 2
+check "... in a newer bundle version" test "$(jget version "$T/v2")" -gt "$V1"
+python3 "$T/verify.py" "$CHECK" "$T/keys2" "$TOK1" "$ROOT" >"$T/v1r" 2>>"$T/log"
+check "the token issued before rotation verifies against the new bundle" test -s "$T/v1r"
+NA=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["not_after"][sys.argv[2]])' "$T/v2" "$KID1")
+check "the old key's not_after covers its last token (>= now + 120 + 15)" sh -c \
+	"[ \$(( \$(date -d '$NA' +%s) - \$(date +%s) )) -ge 134 ]"
+sleep 3
+post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}' >/dev/null
+TOK3=$(jget capability)
+curl -s "$U/v1/keys" >"$T/keys3"
+python3 "$T/verify.py" "$CHECK" "$T/keys3" "$TOK3" "$ROOT" >"$T/v3" 2>>"$T/log"
+is "after the publish delay: signed with the new key" "$(jget kid "$T/v3")" "$NEWKID"
+python3 "$T/verify.py" "$CHECK" "$T/keys3" "$TOK1" "$ROOT" >"$T/v1rr" 2>>"$T/log"
+check "old tokens still verify after the switch" test -s "$T/v1rr"
+
+# non-serving executions
+post /v1/sandboxes "$K" '{}' >/dev/null
+S2=$(jget id)
+post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S2"),\"state\":\"failed\",\"error\":\"boom\"}" >/dev/null
+is "failed execution -> 503" "$(post "/v1/sandboxes/$S2/routes" "$K" '{"access":["exec"]}')" 503
+curl -s -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$S" >/dev/null
+is "killed sandbox -> no capability (409)" "$(post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}')" 409
+check "issuances counted by purpose" sh -c \
+	"curl -s '$U/metrics' | grep -Eq 'space_control_capabilities_issued_total\\{purpose=\"control\"\\} ([5-9]|[1-9][0-9])'"
+
+# test-only backdating gives an already expired capability
+stop
+start --test-cap-backdate 300
+post /v1/sandboxes "$K" '{}' >/dev/null
+S3=$(jget id)
+post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S3"),\"state\":\"serving\"}" >/dev/null
+post "/v1/sandboxes/$S3/routes" "$K" '{"access":["exec"]}' >/dev/null
+curl -s "$U/v1/keys" >"$T/keys4"
+python3 "$T/verify.py" "$CHECK" "$T/keys4" "$(jget capability)" "$ROOT" >"$T/v4" 2>>"$T/log"
+check "backdated capability is already expired" sh -c \
+	"[ \$(date -d '$(jget claims.exp "$T/v4")' +%s) -lt \$(date +%s) ]"
+is "... and still exp - iat = 120" "$(span "$(jget claims.iat "$T/v4")" "$(jget claims.exp "$T/v4")")" 120
+check "backdating is logged as a warning" grep -q 'test-cap-backdate' "$T/log"
+done_testing
