@@ -1,0 +1,44 @@
+/* spaced-guest: PID 1 of an execution. main.c is the init process and the
+ * control channel; every operation runs in a forked child that has become
+ * the sandbox user (op.c dispatches to op_exec.c, op_fs.c). */
+#ifndef SPACED_GUEST_H
+#define SPACED_GUEST_H
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#define GUEST_USER_UID  1000
+#define GUEST_USER_GID  1000
+#define GUEST_HOME      "/home/user"
+
+struct guest_limits {
+	unsigned nproc, nofile, fsize_mb;
+};
+
+/* confine.c: rlimits, capabilities, no_new_privs, seccomp for PID 1 and
+ * everything it starts; 0 or -errno */
+int confine_guest(const struct guest_limits *l);
+/* in an operation child, before anything of the request is looked at */
+int become_user(void);
+
+/* op.c: serve one operation on fd (REQUEST then the op's frames) */
+void op_serve(int fd);
+
+/* helpers shared by the operations */
+int send_error(int fd, int status, const char *code, const char *message);
+int send_errno(int fd, int err, const char *what);      /* err > 0 */
+int send_result(int fd, json_t *result);                /* steals result */
+/* a path argument: string, no NUL, shorter than SPACE_PATH_MAX; NULL if not */
+const char *arg_path(json_t *args, const char *key);
+/* args must hold only keys from allowed (NULL-terminated) */
+int args_only(json_t *args, const char *const *allowed, const char **bad);
+
+void op_exec(int fd, json_t *args);
+void op_fs_read(int fd, json_t *args);
+void op_fs_write(int fd, json_t *args);
+void op_fs_list(int fd, json_t *args);
+void op_fs_stat(int fd, json_t *args);
+void op_fs_mkdir(int fd, json_t *args);
+void op_fs_remove(int fd, json_t *args);
+void op_fs_rename(int fd, json_t *args);
+#endif

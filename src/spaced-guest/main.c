@@ -1,0 +1,289 @@
+/* spaced-guest: PID 1 of a jail (DESIGN sections 6 and 10).
+ *
+ * Launched by spaced-host with the control socket on fd 3 and the
+ * per-activation secret on the pipe at fd 4 (never argv or environment).
+ * It confines itself, answers the bridge's challenge, then for every
+ * MSG_OPEN on the control channel forks a child that becomes the sandbox
+ * user and serves that one operation on the passed socket. As PID 1 it
+ * reaps every orphan of the namespace; SIGTERM is forwarded to all
+ * processes, then it exits, which makes the kernel kill what is left. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "guest.h"
+#include "guestmac.h"
+#include "limits.h"
+#include "log.h"
+#include "proto.h"
+#include "util.h"
+
+struct guest {
+	char sandbox[SPACE_ID_MAX + 1];
+	uint64_t generation;
+	uint32_t activation;
+	int control, secret_fd;
+	struct guest_limits lim;
+};
+
+static noreturn void
+usage(void)
+{
+	fprintf(stderr, "usage: spaced-guest --sandbox S --generation G --activation A "
+	    "--control-fd N --secret-fd N [--nproc N] [--nofile N] [--fsize-mb N]\n");
+	exit(2);
+}
+
+static uint64_t
+num_arg(const char *s, uint64_t max)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *s == '\0' || *end != '\0' || *s == '-' || v > max)
+		usage();
+	return v;
+}
+
+static void
+parse_args(struct guest *g, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sandbox", required_argument, NULL, 's' },
+		{ "generation", required_argument, NULL, 'g' },
+		{ "activation", required_argument, NULL, 'a' },
+		{ "control-fd", required_argument, NULL, 'c' },
+		{ "secret-fd", required_argument, NULL, 'k' },
+		{ "nproc", required_argument, NULL, 'p' },
+		{ "nofile", required_argument, NULL, 'n' },
+		{ "fsize-mb", required_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int ch;
+
+	g->control = g->secret_fd = -1;
+	g->lim = (struct guest_limits){ 256, 1024, 1025 };
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			if (!id_valid(optarg))
+				usage();
+			snprintf(g->sandbox, sizeof(g->sandbox), "%s", optarg);
+			break;
+		case 'g': g->generation = num_arg(optarg, UINT64_MAX); break;
+		case 'a': g->activation = (uint32_t)num_arg(optarg, UINT32_MAX); break;
+		case 'c': g->control = (int)num_arg(optarg, 1024); break;
+		case 'k': g->secret_fd = (int)num_arg(optarg, 1024); break;
+		case 'p': g->lim.nproc = (unsigned)num_arg(optarg, 1u << 22); break;
+		case 'n': g->lim.nofile = (unsigned)num_arg(optarg, 1u << 20); break;
+		case 'f': g->lim.fsize_mb = (unsigned)num_arg(optarg, 1u << 30); break;
+		default: usage();
+		}
+	}
+	if (optind != argc || g->sandbox[0] == '\0' || g->generation == 0 ||
+	    g->activation == 0 || g->control < 0 || g->secret_fd < 0)
+		usage();
+}
+
+static int
+read_secret(int fd, uint8_t secret[GUEST_SECRET_LEN])
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < GUEST_SECRET_LEN) {
+		n = read(fd, secret + got, GUEST_SECRET_LEN - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPROTO;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* CHALLENGE {"nonce"} -> CHALLENGE_REPLY {"sandbox","generation","activation","mac"} */
+static int
+answer_challenge(struct guest *g, const uint8_t secret[GUEST_SECRET_LEN])
+{
+	struct frame f = { 0 };
+	json_t *o = NULL, *nonce;
+	json_error_t jerr;
+	uint8_t n[GUEST_NONCE_LEN], mac[GUEST_MAC_LEN];
+	char macb[64];
+	char *out = NULL;
+	int r;
+
+	if ((r = frame_read(g->control, &f)) < 0)
+		return r;
+	r = -EPROTO;
+	if (f.type != MSG_CHALLENGE)
+		goto out;
+	o = json_loadb((const char *)f.payload, f.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (o == NULL || !json_is_object(o) || json_object_size(o) != 1 ||
+	    !json_is_string(nonce = json_object_get(o, "nonce")) ||
+	    b64url_decode(json_string_value(nonce), json_string_length(nonce), n,
+	    sizeof(n)) != GUEST_NONCE_LEN)
+		goto out;
+	if ((r = guest_mac(secret, n, g->sandbox, g->generation, g->activation, mac)) < 0 ||
+	    (r = (int)b64url_encode(mac, sizeof(mac), macb, sizeof(macb))) < 0)
+		goto out;
+	json_decref(o);
+	o = json_pack("{s:s,s:I,s:I,s:s}", "sandbox", g->sandbox,
+	    "generation", (json_int_t)g->generation, "activation",
+	    (json_int_t)g->activation, "mac", macb);
+	if (o == NULL || (out = json_dumps(o, JSON_COMPACT)) == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = frame_write_json(g->control, MSG_CHALLENGE_REPLY, out);
+out:
+	sodium_memzero(mac, sizeof(mac));
+	free(out);
+	json_decref(o);
+	frame_free(&f);
+	return r;
+}
+
+static void
+reap(void)
+{
+	int st;
+
+	while (waitpid(-1, &st, WNOHANG) > 0)
+		;
+}
+
+/* an operation: fork a child that serves it as the sandbox user */
+static void
+start_op(struct guest *g, int opfd, int sigfd)
+{
+	sigset_t none;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		log_warn("fork for an operation");
+		send_error(opfd, 503, "unavailable", "cannot start the operation");
+		return;
+	}
+	if (pid > 0)
+		return;
+	close(g->control);
+	close(sigfd);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	op_serve(opfd);
+	_exit(0);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct guest g;
+	uint8_t secret[GUEST_SECRET_LEN];
+	struct pollfd pfd[2];
+	sigset_t mask;
+	int sigfd, r, quit = 0;
+
+	memset(&g, 0, sizeof(g));
+	log_init("spaced-guest", 0);
+	parse_args(&g, argc, argv);
+	if (getpid() != 1)
+		fatalx("must run as PID 1 of its own pid namespace");
+	/* memory holding the secret is not readable through /proc/1/mem,
+	 * and no core dump can carry it */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (sodium_init() < 0)
+		fatalx("sodium_init");
+	r = read_secret(g.secret_fd, secret);
+	close(g.secret_fd);
+	if (r < 0)
+		fatalx("cannot read the activation secret: %s", strerror(-r));
+	if ((r = confine_guest(&g.lim)) < 0)
+		fatalx("cannot confine: %s", strerror(-r));
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if ((sigfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0)
+		fatal("signalfd");
+
+	r = answer_challenge(&g, secret);
+	sodium_memzero(secret, sizeof(secret));
+	if (r < 0)
+		fatalx("challenge failed: %s", strerror(-r));
+
+	while (!quit) {
+		pfd[0] = (struct pollfd){ .fd = g.control, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fatal("poll");
+		}
+		if (pfd[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD)
+					reap();
+				else
+					quit = 1;
+				if (quit)
+					break;
+			}
+		}
+		if (!quit && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			struct frame f = { 0 };
+			int opfd = -1;
+
+			r = frame_read_fd(g.control, &f, &opfd);
+			if (r < 0) {
+				/* the bridge is gone: without it nobody can
+				 * reach this execution, so it ends */
+				log_info("control channel closed: %s", strerror(-r));
+				quit = 1;
+			} else if (f.type != MSG_OPEN || opfd < 0) {
+				log_warnx("unexpected %s on the control channel",
+				    msg_type_str(f.type));
+				quit = 1;
+			} else
+				start_op(&g, opfd, sigfd);
+			if (opfd >= 0)
+				close(opfd);
+			frame_free(&f);
+		}
+	}
+	/* forward the stop to every process of the namespace, give them a
+	 * moment, then our exit kills the rest */
+	kill(-1, SIGTERM);
+	for (int i = 0; i < 20; i++) {
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		reap();
+		if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	close(sigfd);
+	close(g.control);
+	return 0;
+}

@@ -1,0 +1,183 @@
+/* One operation, in its own child: become the sandbox user, read the
+ * REQUEST, dispatch through the table, answer. Everything here treats the
+ * request as hostile: the bridge admitted the caller, not the content. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "limits.h"
+#include "log.h"
+#include "proto.h"
+
+static const struct {
+	enum op_kind op;
+	void (*fn)(int, json_t *);
+} op_table[] = {
+	{ OP_EXEC, op_exec },
+	{ OP_FS_READ, op_fs_read },
+	{ OP_FS_WRITE, op_fs_write },
+	{ OP_FS_LIST, op_fs_list },
+	{ OP_FS_STAT, op_fs_stat },
+	{ OP_FS_MKDIR, op_fs_mkdir },
+	{ OP_FS_REMOVE, op_fs_remove },
+	{ OP_FS_RENAME, op_fs_rename },
+};
+
+int
+send_result(int fd, json_t *result)
+{
+	json_t *o;
+	char *s;
+	int r;
+
+	if (result == NULL)
+		return send_error(fd, 500, "internal", "out of memory");
+	o = json_pack("{s:i,s:o}", "status", 200, "result", result);
+	if (o == NULL || (s = json_dumps(o, JSON_COMPACT)) == NULL) {
+		json_decref(o);
+		return send_error(fd, 500, "internal", "out of memory");
+	}
+	json_decref(o);
+	r = frame_write_json(fd, MSG_RESPONSE, s);
+	free(s);
+	return r;
+}
+
+int
+send_error(int fd, int status, const char *code, const char *message)
+{
+	json_t *o = json_pack("{s:i,s:s,s:s}", "status", status, "error", code,
+	    "message", message ? message : code);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	int r = -ENOMEM;
+
+	if (s)
+		r = frame_write_json(fd, MSG_ERROR, s);
+	free(s);
+	json_decref(o);
+	return r;
+}
+
+/* docs/protocol.md, "Error statuses" */
+int
+send_errno(int fd, int err, const char *what)
+{
+	char msg[256];
+	int status = 500;
+	const char *code = "internal";
+
+	switch (err) {
+	case ENOENT: status = 404; code = "not_found"; break;
+	case EACCES: case EPERM: status = 403; code = "permission_denied"; break;
+	/* the template is read-only: writing there is not allowed to the user */
+	case EROFS: status = 403; code = "permission_denied"; break;
+	case EISDIR: status = 409; code = "is_a_directory"; break;
+	case ENOTDIR: status = 409; code = "not_a_directory"; break;
+	case EEXIST: status = 409; code = "exists"; break;
+	case ENOTEMPTY: status = 409; code = "not_empty"; break;
+	case ENOSPC: case EDQUOT: status = 507; code = "no_space"; break;
+	case EFBIG: status = 413; code = "too_large"; break;
+	case ENAMETOOLONG: case EINVAL: status = 400; code = "bad_request"; break;
+	}
+	snprintf(msg, sizeof(msg), "%s: %s", what, strerror(err));
+	return send_error(fd, status, code, msg);
+}
+
+const char *
+arg_path(json_t *args, const char *key)
+{
+	json_t *v = json_object_get(args, key);
+	size_t n;
+
+	if (!json_is_string(v))
+		return NULL;
+	n = json_string_length(v);
+	/* an embedded NUL would make the kernel see another path than the one
+	 * we checked */
+	if (n == 0 || n >= SPACE_PATH_MAX || strlen(json_string_value(v)) != n)
+		return NULL;
+	return json_string_value(v);
+}
+
+int
+args_only(json_t *args, const char *const *allowed, const char **bad)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach(args, k, v) {
+		for (i = 0; allowed[i]; i++)
+			if (strcmp(k, allowed[i]) == 0)
+				break;
+		if (allowed[i] == NULL) {
+			*bad = k;
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+void
+op_serve(int fd)
+{
+	static const char *const req_keys[] = { "op", "args", NULL };
+	struct frame f = { 0 };
+	json_error_t jerr;
+	json_t *req = NULL, *op, *args;
+	enum op_kind kind;
+	const char *bad;
+	char msg[128];
+	size_t i;
+	int r;
+
+	if ((r = become_user()) < 0) {
+		log_warnx("cannot become the sandbox user: %s", strerror(-r));
+		send_error(fd, 500, "internal", "cannot become the sandbox user");
+		goto out;
+	}
+	umask(022);
+	if (chdir(GUEST_HOME) < 0) {
+		send_errno(fd, errno, GUEST_HOME);
+		goto out;
+	}
+	if ((r = frame_read(fd, &f)) < 0)
+		goto out;
+	if (f.type != MSG_REQUEST) {
+		send_error(fd, 400, "bad_request", "expected REQUEST");
+		goto out;
+	}
+	req = json_loadb((const char *)f.payload, f.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (req == NULL || !json_is_object(req)) {
+		send_error(fd, 400, "bad_request", "REQUEST is not a JSON object");
+		goto out;
+	}
+	if (args_only(req, req_keys, &bad) < 0) {
+		snprintf(msg, sizeof(msg), "unknown field in REQUEST");
+		send_error(fd, 400, "bad_request", msg);
+		goto out;
+	}
+	op = json_object_get(req, "op");
+	args = json_object_get(req, "args");
+	if (!json_is_string(op) || op_parse(json_string_value(op), &kind) < 0) {
+		send_error(fd, 400, "bad_request", "unknown op");
+		goto out;
+	}
+	if (!json_is_object(args)) {
+		send_error(fd, 400, "bad_request", "args must be an object");
+		goto out;
+	}
+	for (i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++)
+		if (op_table[i].op == kind) {
+			op_table[i].fn(fd, args);
+			goto out;
+		}
+	send_error(fd, 400, "bad_request", "op not served here");
+out:
+	json_decref(req);
+	frame_free(&f);
+	close(fd);
+}

@@ -1,0 +1,444 @@
+/* File operations, run as the sandbox user (the operation child has
+ * already become uid 1000), so the kernel applies the user's permissions
+ * and the jail's mounts: no path check here decides what is reachable.
+ * Relative paths are relative to /home/user (the child's cwd). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "limits.h"
+#include "proto.h"
+#include "util.h"
+
+#define FS_MODE_DEFAULT 0644
+/* a listing answer must fit one RESPONSE frame (plus the bridge's
+ * "serving" field); what does not fit is cut and flagged */
+#define FS_LIST_SLACK 2048
+
+static const char *
+type_str(mode_t m)
+{
+	if (S_ISREG(m))
+		return "file";
+	if (S_ISDIR(m))
+		return "dir";
+	if (S_ISLNK(m))
+		return "symlink";
+	return "other";
+}
+
+static json_t *
+stat_obj(const char *name, const struct stat *st)
+{
+	char t[RFC3339_LEN + 1];
+	json_t *n = json_string(name);
+
+	if (n == NULL)
+		return NULL;    /* not UTF-8: cannot be named in JSON */
+	rfc3339_format((int64_t)st->st_mtime, t);
+	return json_pack("{s:o,s:s,s:I,s:i,s:s}", "name", n, "type", type_str(st->st_mode),
+	    "size", (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777), "mtime", t);
+}
+
+static bool
+bad_args(int fd, json_t *args, const char *const *keys)
+{
+	const char *bad;
+
+	if (args_only(args, keys, &bad) < 0) {
+		send_error(fd, 400, "bad_request", "unknown field in args");
+		return true;
+	}
+	return false;
+}
+
+static const char *
+need_path(int fd, json_t *args, const char *key)
+{
+	const char *p = arg_path(args, key);
+
+	if (p == NULL)
+		send_error(fd, 400, "bad_request", "a path argument is missing or invalid");
+	return p;
+}
+
+static bool
+opt_bool(json_t *args, const char *key, bool *out)
+{
+	json_t *v = json_object_get(args, key);
+
+	if (v == NULL)
+		return true;
+	if (!json_is_boolean(v))
+		return false;
+	*out = json_is_true(v);
+	return true;
+}
+
+void
+op_fs_read(int fd, json_t *args)
+{
+	static const char *const keys[] = { "path", NULL };
+	const char *path;
+	struct stat st;
+	char *buf = NULL;
+	ssize_t n;
+	int f = -1;
+
+	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
+		return;
+	/* O_NONBLOCK: opening a FIFO must not hang the operation */
+	if ((f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0) {
+		send_errno(fd, errno, "open");
+		return;
+	}
+	if (fstat(f, &st) < 0) {
+		send_errno(fd, errno, "stat");
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		send_errno(fd, EISDIR, "read");
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		send_error(fd, 400, "bad_request", "not a regular file");
+		goto out;
+	}
+	if ((buf = malloc(SPACE_CHUNK)) == NULL) {
+		send_error(fd, 500, "internal", "out of memory");
+		goto out;
+	}
+	if (send_result(fd, json_pack("{s:I}", "size", (json_int_t)st.st_size)) < 0)
+		goto out;
+	/* streamed chunk by chunk: memory stays at one chunk whatever the size */
+	for (;;) {
+		n = read(f, buf, SPACE_CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			send_errno(fd, errno, "read");
+			goto out;
+		}
+		if (n == 0)
+			break;
+		if (frame_write(fd, MSG_DATA, buf, (size_t)n) < 0)
+			goto out;       /* the bridge left */
+	}
+	frame_write(fd, MSG_END, NULL, 0);
+out:
+	free(buf);
+	close(f);
+}
+
+static int
+fsync_dir_of(const char *path)
+{
+	char *d = strdup(path);
+	int f, r = 0;
+
+	if (d == NULL)
+		return -ENOMEM;
+	if ((f = open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		r = -errno;
+	else {
+		if (fsync(f) < 0)
+			r = -errno;
+		close(f);
+	}
+	free(d);
+	return r;
+}
+
+void
+op_fs_write(int fd, json_t *args)
+{
+	static const char *const keys[] = { "path", "mode", NULL };
+	const char *path;
+	json_t *jm = json_object_get(args, "mode");
+	char tmp[SPACE_PATH_MAX + 64], *d = NULL, *b = NULL;
+	struct frame f = { 0 };
+	struct stat st;
+	mode_t mode = FS_MODE_DEFAULT;
+	uint64_t size = 0;
+	int out = -1, r;
+
+	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
+		return;
+	if (jm != NULL) {
+		if (!json_is_integer(jm) || json_integer_value(jm) < 0 ||
+		    json_integer_value(jm) > 0777) {
+			send_error(fd, 400, "bad_request", "mode must be an integer 0..0777");
+			return;
+		}
+		mode = (mode_t)json_integer_value(jm);
+	}
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		send_errno(fd, EISDIR, "write");
+		return;
+	}
+	if ((d = strdup(path)) == NULL || (b = strdup(path)) == NULL) {
+		send_error(fd, 500, "internal", "out of memory");
+		goto out;
+	}
+	/* the temporary file lives next to the target, so the rename that
+	 * publishes it is atomic and never crosses a file system */
+	snprintf(tmp, sizeof(tmp), "%s/.%s.space-XXXXXX", dirname(d), basename(b));
+	if ((out = mkostemp(tmp, O_CLOEXEC)) < 0) {
+		send_errno(fd, errno, "create");
+		goto out;
+	}
+	for (;;) {
+		if ((r = frame_read(fd, &f)) < 0)
+			goto fail_quiet;        /* the bridge left: nothing to answer */
+		if (f.type == MSG_END)
+			break;
+		if (f.type != MSG_DATA) {
+			send_error(fd, 400, "bad_request", "expected DATA or END");
+			goto fail_quiet;
+		}
+		for (size_t off = 0; off < f.len;) {
+			ssize_t n = write(out, f.payload + off, f.len - off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				send_errno(fd, errno, "write");
+				goto fail_quiet;
+			}
+			off += (size_t)n;
+		}
+		size += f.len;
+		frame_free(&f);
+	}
+	/* acknowledged only once the bytes and the new name are on disk */
+	if (fchmod(out, mode) < 0 || fsync(out) < 0) {
+		send_errno(fd, errno, "fsync");
+		goto fail_quiet;
+	}
+	close(out);
+	out = -1;
+	if (rename(tmp, path) < 0) {
+		send_errno(fd, errno, "rename");
+		goto fail_quiet;
+	}
+	if ((r = fsync_dir_of(path)) < 0) {
+		send_errno(fd, -r, "fsync directory");
+		goto out;
+	}
+	send_result(fd, json_pack("{s:I}", "size", (json_int_t)size));
+	goto out;
+fail_quiet:
+	unlink(tmp);
+out:
+	frame_free(&f);
+	if (out >= 0)
+		close(out);
+	free(d);
+	free(b);
+}
+
+void
+op_fs_list(int fd, json_t *args)
+{
+	static const char *const keys[] = { "path", NULL };
+	const char *path;
+	json_t *arr = NULL, *e;
+	struct dirent *de;
+	struct stat st;
+	size_t used = 64;
+	bool truncated = false;
+	DIR *dir;
+
+	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
+		return;
+	if ((dir = opendir(path)) == NULL) {
+		send_errno(fd, errno, "list");
+		return;
+	}
+	if ((arr = json_array()) == NULL)
+		goto oom;
+	while ((de = readdir(dir)) != NULL) {
+		char *s;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;       /* removed meanwhile */
+		if ((e = stat_obj(de->d_name, &st)) == NULL)
+			continue;
+		s = json_dumps(e, JSON_COMPACT);
+		used += (s ? strlen(s) : 0) + 1;
+		free(s);
+		if (used + FS_LIST_SLACK > frame_max_len(MSG_RESPONSE)) {
+			json_decref(e);
+			truncated = true;
+			break;
+		}
+		json_array_append_new(arr, e);
+	}
+	closedir(dir);
+	dir = NULL;
+	send_result(fd, truncated ? json_pack("{s:o,s:b}", "entries", arr, "truncated", 1) :
+	    json_pack("{s:o}", "entries", arr));
+	return;
+oom:
+	json_decref(arr);
+	if (dir)
+		closedir(dir);
+	send_error(fd, 500, "internal", "out of memory");
+}
+
+void
+op_fs_stat(int fd, json_t *args)
+{
+	static const char *const keys[] = { "path", NULL };
+	const char *path;
+	struct stat st;
+	char *b;
+	json_t *o;
+
+	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
+		return;
+	if (lstat(path, &st) < 0) {
+		send_errno(fd, errno, "stat");
+		return;
+	}
+	if ((b = strdup(path)) == NULL) {
+		send_error(fd, 500, "internal", "out of memory");
+		return;
+	}
+	o = stat_obj(basename(b), &st);
+	free(b);
+	if (o == NULL)
+		send_error(fd, 400, "bad_request", "the name is not UTF-8");
+	else
+		send_result(fd, o);
+}
+
+static int
+mkdir_parents(const char *path)
+{
+	char *p = strdup(path), *s;
+	struct stat st;
+	int r = 0;
+
+	if (p == NULL)
+		return -ENOMEM;
+	for (s = p + 1; ; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0) {
+			if (errno != EEXIST) {
+				r = -errno;
+				break;
+			}
+			/* an existing component must be a directory */
+			if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
+				r = c == '\0' ? -EEXIST : -ENOTDIR;
+				break;
+			}
+		}
+		*s = c;
+		if (c == '\0')
+			break;
+	}
+	free(p);
+	return r;
+}
+
+void
+op_fs_mkdir(int fd, json_t *args)
+{
+	static const char *const keys[] = { "path", "parents", NULL };
+	const char *path;
+	bool parents = false;
+
+	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
+		return;
+	if (!opt_bool(args, "parents", &parents)) {
+		send_error(fd, 400, "bad_request", "parents must be a boolean");
+		return;
+	}
+	if (parents) {
+		int r = mkdir_parents(path);
+		if (r < 0) {
+			send_errno(fd, -r, "mkdir");
+			return;
+		}
+	} else if (mkdir(path, 0755) < 0) {
+		send_errno(fd, errno, "mkdir");
+		return;
+	}
+	send_result(fd, json_object());
+}
+
+static int
+rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP ? rmdir(p) : unlink(p))
+		return errno;
+	return 0;
+}
+
+void
+op_fs_remove(int fd, json_t *args)
+{
+	static const char *const keys[] = { "path", "recursive", NULL };
+	const char *path;
+	bool recursive = false;
+	struct stat st;
+	int r;
+
+	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
+		return;
+	if (!opt_bool(args, "recursive", &recursive)) {
+		send_error(fd, 400, "bad_request", "recursive must be a boolean");
+		return;
+	}
+	if (lstat(path, &st) < 0) {
+		send_errno(fd, errno, "remove");
+		return;
+	}
+	if (!S_ISDIR(st.st_mode))
+		r = unlink(path) < 0 ? errno : 0;
+	else if (!recursive)
+		r = rmdir(path) < 0 ? errno : 0;
+	else {
+		/* FTW_PHYS: a symlink is removed, never followed; FTW_MOUNT:
+		 * never descend into another mount */
+		r = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+		if (r < 0)
+			r = errno;
+	}
+	if (r != 0) {
+		send_errno(fd, r, "remove");
+		return;
+	}
+	send_result(fd, json_object());
+}
+
+void
+op_fs_rename(int fd, json_t *args)
+{
+	static const char *const keys[] = { "from", "to", NULL };
+	const char *from, *to;
+
+	if (bad_args(fd, args, keys) || (from = need_path(fd, args, "from")) == NULL ||
+	    (to = need_path(fd, args, "to")) == NULL)
+		return;
+	if (rename(from, to) < 0) {
+		send_errno(fd, errno, "rename");
+		return;
+	}
+	send_result(fd, json_object());
+}

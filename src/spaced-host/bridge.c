@@ -1,0 +1,410 @@
+/* One connection of sbx-manager: HELLO, REQUEST, the comparator on our own
+ * record, then the operation relayed to the guest on a fresh socket.
+ *
+ * The bridge trusts neither side's frames: sbx-manager's request is checked
+ * again (defence in depth, DESIGN section 6) and the guest runs code of the
+ * sandbox, so every frame it sends is checked against what the operation
+ * allows at that point before it is passed on. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "claims.h"
+#include "host.h"
+#include "limits.h"
+#include "log.h"
+#include "proto.h"
+#include "util.h"
+
+/* an idle peer (no frame for this long in a phase where one is due) is
+ * dropped, so a stalled upload cannot hold an operation slot forever */
+#define BRIDGE_IDLE_SECONDS 120
+
+static int
+send_err(int fd, int status, const char *code, const char *reason, const char *message)
+{
+	json_t *o = json_pack("{s:i,s:s}", "status", status, "error", code);
+	char *s;
+	int r = -ENOMEM;
+
+	if (o == NULL)
+		return r;
+	if (reason)
+		json_object_set_new(o, "reason", json_string(reason));
+	if (message)
+		json_object_set_new(o, "message", json_string(message));
+	if ((s = json_dumps(o, JSON_COMPACT)) != NULL) {
+		r = frame_write_json(fd, MSG_ERROR, s);
+		free(s);
+	}
+	json_decref(o);
+	return r;
+}
+
+void
+bridge_refuse(int fd, int status, const char *code, const char *message)
+{
+	send_err(fd, status, code, NULL, message);
+	close(fd);
+}
+
+static const char *
+outcome_code(enum admit_outcome o)
+{
+	switch (o) {
+	case ADMIT_DENY: return "deny";
+	case ADMIT_EXPIRED: return "capability_expired";
+	case ADMIT_REFRESH_ROUTE: return "refresh_route";
+	default: return "deny";
+	}
+}
+
+static void
+set_timeouts(int fd, int seconds)
+{
+	struct timeval tv = { seconds, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* the guest's RESPONSE {"status":200,"result":{...}} -> ours, with
+ * "serving" (and oom_killed for an exec whose command the kernel killed) */
+static int
+relay_response(struct host *h, int client, const struct frame *f, bool check_oom,
+    uint64_t oom_before)
+{
+	json_t *o, *res, *serving;
+	json_error_t jerr;
+	char *s;
+	int r = -EPROTO;
+
+	o = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (o == NULL || !json_is_object(o) || json_object_size(o) != 2 ||
+	    !json_is_integer(json_object_get(o, "status")) ||
+	    json_integer_value(json_object_get(o, "status")) != 200 ||
+	    !json_is_object(res = json_object_get(o, "result")))
+		goto out;
+	if (check_oom) {
+		uint64_t after;
+		json_t *sig = json_object_get(res, "signal");
+		if (h->ops->oom_kills(h->sub, &after) == 0 && after > oom_before &&
+		    json_is_integer(sig) && json_integer_value(sig) == 9)
+			json_object_set_new(res, "oom_killed", json_true());
+	}
+	if ((serving = route_identity_pack(&h->rec.id)) == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	json_object_set_new(o, "serving", serving);
+	if ((s = json_dumps(o, JSON_COMPACT)) == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = frame_write_json(client, MSG_RESPONSE, s);
+	free(s);
+out:
+	json_decref(o);
+	return r;
+}
+
+/* the guest's ERROR, passed on only if it is the JSON object it should be */
+static int
+relay_error(int client, const struct frame *f)
+{
+	json_t *o;
+	json_error_t jerr;
+
+	o = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (o == NULL || !json_is_object(o) || !json_is_integer(json_object_get(o, "status")) ||
+	    !json_is_string(json_object_get(o, "error"))) {
+		json_decref(o);
+		return send_err(client, 500, "internal", NULL, "malformed error from the guest");
+	}
+	json_decref(o);
+	return frame_write(client, MSG_ERROR, f->payload, f->len);
+}
+
+/* the guest side broke before it answered */
+static void
+guest_lost(struct host *h, int client)
+{
+	if (atomic_load(&h->guest_dead))
+		send_err(client, 503, "unavailable", NULL, "the execution ended");
+	else
+		send_err(client, 500, "internal", NULL, "the guest dropped the operation");
+}
+
+/* fs.write: client DATA* END -> guest, watching the guest for an early ERROR */
+static int
+relay_upload(struct host *h, int client, int guest, bool *answered)
+{
+	struct frame f = { 0 };
+	struct pollfd p[2];
+	int r;
+
+	for (;;) {
+		p[0] = (struct pollfd){ .fd = client, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = guest, .events = POLLIN };
+		r = poll(p, 2, BRIDGE_IDLE_SECONDS * 1000);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			send_err(client, 400, "bad_request", NULL, "upload stalled");
+			*answered = true;
+			return -ETIMEDOUT;
+		}
+		if (p[1].revents) {
+			/* the guest ends the operation early (no space, no such
+			 * directory): that answer is final, stop the upload */
+			if ((r = frame_read(guest, &f)) < 0) {
+				guest_lost(h, client);
+			} else if (f.type == MSG_ERROR) {
+				relay_error(client, &f);
+			} else {
+				send_err(client, 500, "internal", NULL, "unexpected frame from the guest");
+			}
+			*answered = true;
+			frame_free(&f);
+			return -EPROTO;
+		}
+		if ((r = frame_read(client, &f)) < 0)
+			return r;       /* the client left: closing the guest side aborts */
+		if (f.type != MSG_DATA && f.type != MSG_END) {
+			send_err(client, 400, "bad_request", NULL, "expected DATA or END");
+			*answered = true;
+			frame_free(&f);
+			return -EPROTO;
+		}
+		r = frame_write(guest, f.type, f.payload, f.len);
+		if (f.type == MSG_END || r < 0) {
+			/* done, or the guest side closed: either way its answer
+			 * (or its absence) is read next */
+			frame_free(&f);
+			return 0;
+		}
+		frame_free(&f);
+	}
+}
+
+/* fs.read after RESPONSE: DATA* then END (or ERROR) from the guest */
+static int
+relay_download(struct host *h, int client, int guest)
+{
+	struct frame f = { 0 };
+	int r;
+
+	for (;;) {
+		if ((r = frame_read(guest, &f)) < 0)
+			return r;       /* no END: the client sees a cut stream */
+		if (f.type == MSG_DATA) {
+			r = frame_write(client, MSG_DATA, f.payload, f.len);
+		} else if (f.type == MSG_END) {
+			r = frame_write(client, MSG_END, NULL, 0);
+			frame_free(&f);
+			return r;
+		} else if (f.type == MSG_ERROR) {
+			r = relay_error(client, &f);
+			frame_free(&f);
+			return r < 0 ? r : -EIO;
+		} else
+			r = -EPROTO;
+		frame_free(&f);
+		if (r < 0)
+			return r;
+	}
+}
+
+static int
+parse_request(const struct frame *f, json_t **req, enum op_kind *op,
+    struct capability *cap, const char **why)
+{
+	static const char *const keys[] = { "op", "sandbox", "claims", "args" };
+	json_t *o, *c;
+	json_error_t jerr;
+	char *cj = NULL;
+	const char *cjs;
+	size_t i, cl;
+	int r;
+
+	*req = NULL;
+	o = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (o == NULL || !json_is_object(o)) {
+		json_decref(o);
+		return *why = "REQUEST is not a JSON object", -EINVAL;
+	}
+	*req = o;
+	if (json_object_size(o) != 4)
+		return *why = "REQUEST must hold op, sandbox, claims and args", -EINVAL;
+	for (i = 0; i < 4; i++)
+		if (json_object_get(o, keys[i]) == NULL)
+			return *why = "REQUEST must hold op, sandbox, claims and args", -EINVAL;
+	if (!json_is_string(json_object_get(o, "op")) ||
+	    op_parse(json_string_value(json_object_get(o, "op")), op) < 0)
+		return *why = "unknown op", -EINVAL;
+	if (!json_is_string(json_object_get(o, "sandbox")) ||
+	    !id_valid(json_string_value(json_object_get(o, "sandbox"))))
+		return *why = "sandbox is not a valid id", -EINVAL;
+	if (!json_is_object(json_object_get(o, "args")))
+		return *why = "args must be an object", -EINVAL;
+	/* claims: the claims JSON text (claims_encode), or the object itself */
+	c = json_object_get(o, "claims");
+	if (json_is_string(c)) {
+		cjs = json_string_value(c);
+		cl = json_string_length(c);
+	} else if (json_is_object(c)) {
+		if ((cj = json_dumps(c, JSON_COMPACT)) == NULL)
+			return *why = "out of memory", -ENOMEM;
+		cjs = cj;
+		cl = strlen(cj);
+	} else
+		return *why = "claims must be the claims JSON", -EINVAL;
+	if (cl > SPACE_CLAIMS_MAX) {
+		free(cj);
+		return *why = "claims too large", -EACCES;
+	}
+	r = claims_decode(cjs, cl, cap, why);
+	free(cj);
+	return r < 0 ? -EACCES : 0;
+}
+
+static void
+serve(struct host *h, int client)
+{
+	struct frame f = { 0 }, g = { 0 };
+	json_t *req = NULL, *fwd = NULL;
+	struct capability cap;
+	struct admit_request ar;
+	struct admit_result res;
+	enum proto_role peer;
+	enum op_kind op;
+	const char *why = NULL;
+	char open_json[48], *s = NULL;
+	int sp[2] = { -1, -1 }, r;
+	uint64_t oom_before = 0;
+	bool answered = false;
+
+	set_timeouts(client, BRIDGE_IDLE_SECONDS);
+	if (proto_hello_server(client, ROLE_SPACED_HOST, &peer) < 0)
+		goto out;
+	if (peer != ROLE_SBX_MANAGER) {
+		send_err(client, 403, "forbidden", NULL, "only sbx-manager talks to a bridge");
+		goto out;
+	}
+	if ((r = frame_read(client, &f)) < 0)
+		goto out;
+	if (f.type != MSG_REQUEST) {
+		send_err(client, 400, "bad_request", NULL, "expected REQUEST");
+		goto out;
+	}
+	memset(&cap, 0, sizeof(cap));
+	r = parse_request(&f, &req, &op, &cap, &why);
+	if (r == -EACCES) {
+		/* claims we cannot read are refused like a bad token */
+		send_err(client, admit_http_status(ADMIT_DENY), "deny",
+		    admit_reason_str(R_BAD_CLAIMS), why);
+		goto out;
+	}
+	if (r < 0) {
+		send_err(client, 400, "bad_request", NULL, why);
+		goto out;
+	}
+	/* the one comparator, against our own record: sbx-manager admitted
+	 * this request already, but a confused or compromised forwarder
+	 * must still not reach another sandbox, generation or activation */
+	ar = (struct admit_request){
+		.kind = RECV_BRIDGE,
+		.target_sandbox = json_string_value(json_object_get(req, "sandbox")),
+		.receiver_sandbox = h->rec.id.sandbox,
+		.need_access = op_access(op),
+		.now = now_unix(),
+	};
+	res = admit(&cap, &h->rec, &ar);
+	if (res.outcome != ADMIT_ALLOW) {
+		log_info("refused %s: %s (%s)", op_name(op), admit_outcome_str(res.outcome),
+		    admit_reason_str(res.reason));
+		send_err(client, admit_http_status(res.outcome), outcome_code(res.outcome),
+		    admit_reason_str(res.reason), NULL);
+		goto out;
+	}
+	if (atomic_load(&h->guest_dead)) {
+		send_err(client, 503, "unavailable", NULL, "the execution ended");
+		goto out;
+	}
+	/* a socket of its own per operation, passed over the verified
+	 * control channel: nothing else can ever connect to the guest */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		send_err(client, 503, "unavailable", NULL, "cannot open an operation socket");
+		goto out;
+	}
+	snprintf(open_json, sizeof(open_json), "{\"op_id\":%llu}",
+	    (unsigned long long)atomic_fetch_add(&h->op_seq, 1) + 1);
+	pthread_mutex_lock(&h->control_mu);
+	r = frame_write_fd(h->control, MSG_OPEN, open_json, strlen(open_json), sp[1]);
+	pthread_mutex_unlock(&h->control_mu);
+	close(sp[1]);
+	sp[1] = -1;
+	if (r < 0) {
+		send_err(client, 503, "unavailable", NULL, "the execution ended");
+		goto out;
+	}
+	fwd = json_pack("{s:O,s:O}", "op", json_object_get(req, "op"), "args",
+	    json_object_get(req, "args"));
+	if (fwd == NULL || (s = json_dumps(fwd, JSON_COMPACT)) == NULL) {
+		send_err(client, 500, "internal", NULL, "out of memory");
+		goto out;
+	}
+	if (op == OP_EXEC)
+		h->ops->oom_kills(h->sub, &oom_before);
+	if (frame_write_json(sp[0], MSG_REQUEST, s) < 0) {
+		guest_lost(h, client);
+		goto out;
+	}
+	if (op == OP_FS_WRITE) {
+		set_timeouts(sp[0], BRIDGE_IDLE_SECONDS);
+		if (relay_upload(h, client, sp[0], &answered) < 0 || answered)
+			goto out;
+	}
+	/* an exec may run for its whole timeout: no idle limit on the answer */
+	if (op == OP_EXEC) {
+		struct timeval tv = { 0, 0 };
+		setsockopt(sp[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	if (frame_read(sp[0], &g) < 0) {
+		guest_lost(h, client);
+		goto out;
+	}
+	if (g.type == MSG_ERROR) {
+		relay_error(client, &g);
+		goto out;
+	}
+	if (g.type != MSG_RESPONSE || relay_response(h, client, &g, op == OP_EXEC, oom_before) < 0) {
+		send_err(client, 500, "internal", NULL, "bad answer from the guest");
+		goto out;
+	}
+	if (op == OP_FS_READ)
+		relay_download(h, client, sp[0]);
+out:
+	free(s);
+	json_decref(fwd);
+	json_decref(req);
+	frame_free(&f);
+	frame_free(&g);
+	if (sp[0] >= 0)
+		close(sp[0]);
+	explicit_bzero(&cap, sizeof(cap));
+}
+
+void
+bridge_serve(struct host *h, int fd)
+{
+	serve(h, fd);
+	close(fd);
+}

@@ -1,0 +1,248 @@
+/* cgroup v1 and v2 handling for one execution.
+ *
+ * The execution's group is made under the cgroup spaced-host itself runs
+ * in (read from /proc/self/cgroup), never at the hierarchy root: limits
+ * then nest inside whatever the operator gave the worker, and nothing is
+ * moved out of a parent's accounting. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "log.h"
+
+#define CG_ROOT "/sys/fs/cgroup"
+
+static const char *const cg_v1_name[CG__N] = { "memory", "pids", "cpu" };
+
+static int
+write_str(const char *dir, const char *file, const char *val)
+{
+	char p[1100];
+	int fd, r = 0;
+	size_t n = strlen(val);
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	if ((fd = open(p, O_WRONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (write(fd, val, n) != (ssize_t)n)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+static int
+read_str(const char *dir, const char *file, char *buf, size_t cap)
+{
+	char p[1100];
+	int fd;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* this process's cgroup path in the hierarchy holding ctrl ("" = v2) */
+static int
+own_path(const char *ctrl, char *out, size_t cap)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[1024];
+	int r = -ENOENT;
+
+	if (f == NULL)
+		return -errno;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *c1 = strchr(line, ':'), *c2, *tok, *save;
+		if (c1 == NULL || (c2 = strchr(c1 + 1, ':')) == NULL)
+			continue;
+		*c2 = '\0';
+		line[strcspn(c2 + 1, "\n") + (size_t)(c2 + 1 - line)] = '\0';
+		if (*ctrl == '\0') {
+			if (c1[1] != '\0')
+				continue;
+		} else {
+			bool hit = false;
+			for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+				if (strcmp(tok, ctrl) == 0)
+					hit = true;
+			if (!hit)
+				continue;
+		}
+		snprintf(out, cap, "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+		r = 0;
+		break;
+	}
+	fclose(f);
+	return r;
+}
+
+static int
+mkdir_one(const char *p)
+{
+	if (mkdir(p, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int
+cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l)
+{
+	char own[300], base[400], v[64];
+	int r, i;
+
+	memset(cg, 0, sizeof(*cg));
+	cg->v2 = access(CG_ROOT "/cgroup.controllers", F_OK) == 0;
+	if (cg->v2) {
+		if ((r = own_path("", own, sizeof(own))) < 0)
+			return r;
+		snprintf(base, sizeof(base), CG_ROOT "%s", own);
+		/* v2 only lets a group use the controllers its parent delegates;
+		 * a parent holding processes cannot delegate ("no internal
+		 * processes"), which the operator must arrange (e.g. systemd
+		 * Delegate=yes): report it instead of running unlimited */
+		if ((r = write_str(base, "cgroup.subtree_control", "+memory +pids +cpu")) < 0)
+			log_warnx("cgroup v2: cannot delegate controllers in %s: %s", base, strerror(-r));
+		snprintf(cg->path[0], sizeof(cg->path[0]), "%s/space", base);
+		if ((r = mkdir_one(cg->path[0])) < 0)
+			return r;
+		if ((r = write_str(cg->path[0], "cgroup.subtree_control", "+memory +pids +cpu")) < 0)
+			return r;
+		snprintf(cg->path[0], sizeof(cg->path[0]), "%s/space/%s", base, name);
+		if ((r = mkdir_one(cg->path[0])) < 0)
+			return r;
+		cg->made[0] = true;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
+		if ((r = write_str(cg->path[0], "memory.max", v)) < 0)
+			goto fail;
+		/* no swap: the memory limit is the memory limit */
+		(void)write_str(cg->path[0], "memory.swap.max", "0");
+		snprintf(v, sizeof(v), "%u", l->pids);
+		if ((r = write_str(cg->path[0], "pids.max", v)) < 0)
+			goto fail;
+		snprintf(v, sizeof(v), "%u 100000", l->cpu_percent * 1000);
+		if ((r = write_str(cg->path[0], "cpu.max", v)) < 0)
+			goto fail;
+		return 0;
+	}
+	for (i = 0; i < CG__N; i++) {
+		if ((r = own_path(cg_v1_name[i], own, sizeof(own))) < 0)
+			goto fail;
+		snprintf(base, sizeof(base), CG_ROOT "/%s%s/space", cg_v1_name[i], own);
+		if ((r = mkdir_one(base)) < 0)
+			goto fail;
+		snprintf(cg->path[i], sizeof(cg->path[i]), "%s/%s", base, name);
+		if ((r = mkdir_one(cg->path[i])) < 0)
+			goto fail;
+		cg->made[i] = true;
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
+	if ((r = write_str(cg->path[CG_MEMORY], "memory.limit_in_bytes", v)) < 0)
+		goto fail;
+	/* memory+swap too when the kernel accounts swap */
+	(void)write_str(cg->path[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
+	snprintf(v, sizeof(v), "%u", l->pids);
+	if ((r = write_str(cg->path[CG_PIDS], "pids.max", v)) < 0)
+		goto fail;
+	if ((r = write_str(cg->path[CG_CPU], "cpu.cfs_period_us", "100000")) < 0)
+		goto fail;
+	snprintf(v, sizeof(v), "%u", l->cpu_percent * 1000);
+	if ((r = write_str(cg->path[CG_CPU], "cpu.cfs_quota_us", v)) < 0)
+		goto fail;
+	return 0;
+fail:
+	log_warnx("cgroup setup failed: %s", strerror(-r));
+	cgroup_destroy(cg);
+	return r;
+}
+
+int
+cgroup_add(const struct cgroup *cg, pid_t pid)
+{
+	char v[32];
+	int i, r;
+
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	for (i = 0; i < CG__N; i++) {
+		if (!cg->made[i])
+			continue;
+		if ((r = write_str(cg->path[i], "cgroup.procs", v)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+int
+cgroup_oom_kills(const struct cgroup *cg, uint64_t *n)
+{
+	char buf[4096], *p;
+	int r;
+
+	if (cg->v2)
+		r = read_str(cg->path[0], "memory.events", buf, sizeof(buf));
+	else
+		r = read_str(cg->path[CG_MEMORY], "memory.oom_control", buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	if ((p = strstr(buf, "oom_kill ")) == NULL)
+		return -ENOTSUP;
+	*n = strtoull(p + 9, NULL, 10);
+	return 0;
+}
+
+/* SIGKILL every process listed in dir/cgroup.procs; number seen */
+static int
+kill_all(const char *dir)
+{
+	char buf[8192], *p, *e;
+	int n = 0;
+
+	if (read_str(dir, "cgroup.procs", buf, sizeof(buf)) < 0)
+		return 0;
+	for (p = buf; *p; p = e) {
+		long pid = strtol(p, &e, 10);
+		if (e == p)
+			break;
+		if (pid > 1) {
+			kill((pid_t)pid, SIGKILL);
+			n++;
+		}
+	}
+	return n;
+}
+
+void
+cgroup_destroy(struct cgroup *cg)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	int i, tries;
+
+	for (i = 0; i < CG__N; i++) {
+		if (!cg->made[i])
+			continue;
+		/* a process that escaped the guest's process group is still
+		 * in the group: the group is the execution's boundary */
+		for (tries = 0; tries < 300; tries++) {
+			kill_all(cg->path[i]);
+			if (rmdir(cg->path[i]) == 0 || errno == ENOENT)
+				break;
+			nanosleep(&ts, NULL);
+		}
+		if (tries == 300)
+			log_warn("cannot remove cgroup %s", cg->path[i]);
+		cg->made[i] = false;
+	}
+}

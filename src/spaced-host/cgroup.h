@@ -1,0 +1,28 @@
+/* Resource limits of one execution: cgroup v1 (one hierarchy per
+ * controller, the hybrid layout of our machines) or v2 (unified). */
+#ifndef SPACED_HOST_CGROUP_H
+#define SPACED_HOST_CGROUP_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum { CG_MEMORY, CG_PIDS, CG_CPU, CG__N };
+
+struct cgroup {
+	bool v2;
+	char path[CG__N][1024];          /* v1: one per controller; v2: path[0] only */
+	bool made[CG__N];
+};
+
+struct cgroup_limits {
+	unsigned memory_mb, pids, cpu_percent;
+};
+
+/* create space/<name> under this process's own cgroup of each controller
+ * and write the limits; 0 or -errno */
+int cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l);
+int cgroup_add(const struct cgroup *cg, pid_t pid);
+int cgroup_oom_kills(const struct cgroup *cg, uint64_t *n);
+/* kill what is left inside, then remove the directories */
+void cgroup_destroy(struct cgroup *cg);
+#endif

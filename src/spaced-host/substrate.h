@@ -1,0 +1,70 @@
+/* The execution substrate behind spaced-host: one small table of
+ * operations per implementation (substrate_<impl>.c), so the bridge does
+ * not know whether its guest is a jail or a microVM.
+ *
+ * launch() starts the guest (spaced-guest as the first process of the
+ * execution) and hands back the host end of the control channel: a stream
+ * socket whose peer is that guest and nothing else. It gives the guest the
+ * per-activation secret by a channel no other process can read (jail: an
+ * inherited pipe). The bridge then challenges the guest over the channel.
+ *
+ * Firecracker (designed, not built here: no microVM boots on these
+ * machines): launch() would start firecracker under its jailer with the
+ * template's kernel and a rootfs drive plus the writable layer as a second
+ * drive, check that the vsock UDS listener belongs to that firecracker
+ * process (DESIGN section 6), connect the vsock port of spaced-guest and
+ * return that connection as the control channel; the secret would travel
+ * in the VM's MMDS or a one-shot vsock port read before the guest opens the
+ * control port. Operation sockets cannot be passed over vsock, so that
+ * implementation would set `passes_fds = false` and the bridge would open
+ * one vsock connection per operation instead of MSG_OPEN. See docs/jail.md. */
+#ifndef SPACE_SUBSTRATE_H
+#define SPACE_SUBSTRATE_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "guestmac.h"
+
+struct substrate_config {
+	const char *sandbox;
+	uint64_t generation;
+	uint32_t activation;
+	const char *template_name;      /* "host" */
+	const char *run_dir;            /* 0700, made by sbx-manager */
+	const char *layer_dir;          /* persistent writable layer */
+	const char *guest_path;         /* the spaced-guest binary on the host */
+	uid_t uid_base;                 /* host uids uid_base .. +65535 */
+	unsigned memory_mb, pids, cpu_percent, disk_mb;
+	/* test-only: the identity the guest is told to claim; NULL = the
+	 * real one. Lets a test prove the bridge refuses a guest that
+	 * reports another identity; it can only make a launch fail. */
+	const char *guest_sandbox_override;
+	bool guest_secret_corrupt;      /* test-only: give the guest a wrong secret */
+};
+
+struct substrate;
+
+struct substrate_ops {
+	const char *name;
+	bool passes_fds;                /* control channel can carry SCM_RIGHTS */
+	/* start the guest; *control gets the host end of the control channel
+	 * (O_CLOEXEC). 0 or -errno; on failure everything made is undone. */
+	int (*launch)(const struct substrate_config *cfg,
+	    const uint8_t secret[GUEST_SECRET_LEN], struct substrate **out, int *control);
+	/* the host pid whose exit means the guest is gone */
+	pid_t (*guest_pid)(const struct substrate *s);
+	/* note that the guest pid was reaped by the caller (SIGCHLD) */
+	void (*guest_reaped)(struct substrate *s, int wstatus);
+	/* number of OOM kills in the execution so far (-errno if unknown) */
+	int (*oom_kills)(const struct substrate *s, uint64_t *n);
+	/* stop the guest (kill, wait), release cgroups, mounts, devices;
+	 * idempotent */
+	int (*stop)(struct substrate *s);
+	void (*free)(struct substrate *s);
+};
+
+extern const struct substrate_ops substrate_jail;
+/* "jail" -> &substrate_jail; NULL for a substrate this build cannot run */
+const struct substrate_ops *substrate_find(const char *name);
+#endif

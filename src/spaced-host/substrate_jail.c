@@ -1,0 +1,768 @@
+/* The jail substrate: Linux namespaces, a pivot_root'ed rootfs built from
+ * the `host` template, cgroup limits and a size-bounded writable layer
+ * (DESIGN section 10, docs/jail.md).
+ *
+ * Parent (spaced-host, real root)          child (becomes spaced-guest, PID 1)
+ *   cgroup, disk image mounted at RUNDIR/rw
+ *   clone(NEWUSER|NEWNS|NEWPID|...) ------> waits on the sync pipe
+ *   uid_map, setgroups deny, gid_map
+ *   cgroup.procs <- child
+ *   "go" + secret ----------------------->  setresuid(0) in the new user ns
+ *                                           NEWCGROUP, rootfs, pivot_root
+ *                                           lo up, hostname, exec guest
+ *   error pipe EOF = exec happened  <-----  (or an error line, then exit)
+ *
+ * What the guest does to itself after exec (capabilities, no_new_privs,
+ * seccomp, rlimits) is in src/spaced-guest/confine.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <linux/loop.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "cgroup.h"
+#include "limits.h"
+#include "log.h"
+#include "substrate.h"
+
+#define JAIL_IDS        65536           /* ids mapped into the user ns */
+#define JAIL_USER_UID   1000            /* the sandbox user inside */
+#define JAIL_ROOT       "/tmp"          /* where the new root is assembled, inside the child's mount ns */
+#define GUEST_FD_CONTROL 3
+#define GUEST_FD_SECRET  4
+
+struct substrate {
+	pid_t pid;                      /* host pid of the guest; 0 once reaped */
+	struct cgroup cg;
+	char rw[1024];                  /* RUNDIR/rw: the mounted writable layer */
+	bool rw_mounted;
+};
+
+/* ---- writable layer: an ext4 image, so the sandbox can fill only it ---- */
+
+static int
+run_mkfs(const char *img, uid_t base)
+{
+	char owner[64];
+	pid_t pid;
+	int st;
+
+	snprintf(owner, sizeof(owner), "root_owner=%u:%u", (unsigned)base, (unsigned)base);
+	if ((pid = fork()) < 0)
+		return -errno;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+		}
+		execl("/sbin/mkfs.ext4", "mkfs.ext4", "-q", "-F", "-E", owner,
+		    "-m", "0", img, (char *)NULL);
+		execl("/usr/sbin/mkfs.ext4", "mkfs.ext4", "-q", "-F", "-E", owner,
+		    "-m", "0", img, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+/* attach img to a free loop device (autoclear: it goes away with the last
+ * mount) and mount it at dir, nosuid/nodev */
+static int
+loop_mount(const char *img, const char *dir)
+{
+	struct loop_config lc;
+	char dev[64];
+	int ctl = -1, lfd = -1, ifd = -1, r, n, tries;
+
+	if ((ifd = open(img, O_RDWR | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* another process may take the device between GET_FREE and CONFIGURE */
+	for (tries = 0; tries < 16; tries++) {
+		if ((n = ioctl(ctl, LOOP_CTL_GET_FREE)) < 0) {
+			r = -errno;
+			goto out;
+		}
+		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
+		if ((lfd = open(dev, O_RDWR | O_CLOEXEC)) < 0) {
+			r = -errno;
+			goto out;
+		}
+		memset(&lc, 0, sizeof(lc));
+		lc.fd = (uint32_t)ifd;
+		lc.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+		if (ioctl(lfd, LOOP_CONFIGURE, &lc) == 0)
+			break;
+		r = -errno;
+		close(lfd);
+		lfd = -1;
+		if (r != -EBUSY)
+			goto out;
+	}
+	if (lfd < 0) {
+		r = -EBUSY;
+		goto out;
+	}
+	r = 0;
+	if (mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV, "errors=remount-ro") < 0)
+		r = -errno;
+out:
+	/* with AUTOCLEAR the device detaches when lfd closes and no mount
+	 * holds it, so a failed mount leaves nothing behind */
+	if (lfd >= 0)
+		close(lfd);
+	if (ctl >= 0)
+		close(ctl);
+	if (ifd >= 0)
+		close(ifd);
+	return r;
+}
+
+/* ids of the previous owner of the layer, to move files to our range */
+static uid_t shift_from, shift_to;
+
+static int
+shift_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	uid_t u = st->st_uid;
+	gid_t g = st->st_gid;
+
+	if (u >= shift_from && u - shift_from < JAIL_IDS)
+		u = u - shift_from + shift_to;
+	if (g >= shift_from && g - shift_from < JAIL_IDS)
+		g = g - shift_from + shift_to;
+	if ((u != st->st_uid || g != st->st_gid) && lchown(p, u, g) < 0)
+		return -1;
+	/* lchown clears set-id bits; the layer is nosuid anyway */
+	return 0;
+}
+
+static int
+ensure_dir(const char *path, mode_t mode, uid_t uid, gid_t gid)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return -errno;
+	if (chown(path, uid, gid) < 0 || chmod(path, mode) < 0)
+		return -errno;
+	return 0;
+}
+
+static int
+layer_prepare(struct substrate *s, const struct substrate_config *cfg)
+{
+	char img[1024], p[1100];
+	struct stat st;
+	int fd, r;
+
+	snprintf(img, sizeof(img), "%s/disk.img", cfg->layer_dir);
+	if (stat(img, &st) < 0) {
+		/* first run of this layer: a sparse image, so only what the
+		 * sandbox writes uses host disk, and never more than disk_mb */
+		if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+			return -errno;
+		r = ftruncate(fd, (off_t)cfg->disk_mb << 20) < 0 ? -errno : 0;
+		close(fd);
+		if (r == 0)
+			r = run_mkfs(img, cfg->uid_base);
+		if (r < 0) {
+			unlink(img);
+			log_warnx("cannot make the layer image %s: %s", img, strerror(-r));
+			return r;
+		}
+	} else if (st.st_size < ((off_t)cfg->disk_mb << 20)) {
+		log_info("layer image %s is smaller than --disk-mb; kept as is", img);
+	}
+	snprintf(s->rw, sizeof(s->rw), "%s/rw", cfg->run_dir);
+	if (mkdir(s->rw, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if ((r = loop_mount(img, s->rw)) < 0) {
+		log_warnx("cannot mount the layer image %s: %s", img, strerror(-r));
+		return r;
+	}
+	s->rw_mounted = true;
+	/* a layer restored on another worker carries that worker's uid range:
+	 * move it to ours, or the user could not read its own files */
+	if (stat(s->rw, &st) < 0)
+		return -errno;
+	if (st.st_uid != cfg->uid_base) {
+		shift_from = st.st_uid;
+		shift_to = cfg->uid_base;
+		if (nftw(s->rw, shift_one, 32, FTW_PHYS | FTW_MOUNT) != 0)
+			return -EIO;
+	}
+	/* the layer root: owned by root of the sandbox, not writable by the user */
+	if (chown(s->rw, cfg->uid_base, cfg->uid_base) < 0 || chmod(s->rw, 0755) < 0)
+		return -errno;
+	snprintf(p, sizeof(p), "%s/home", s->rw);
+	if ((r = ensure_dir(p, 0755, cfg->uid_base + JAIL_USER_UID, cfg->uid_base + JAIL_USER_UID)) < 0)
+		return r;
+	snprintf(p, sizeof(p), "%s/tmp", s->rw);
+	if ((r = ensure_dir(p, 01777, cfg->uid_base, cfg->uid_base)) < 0)
+		return r;
+	snprintf(p, sizeof(p), "%s/lost+found", s->rw);
+	(void)chmod(p, 0700);
+	return 0;
+}
+
+/* ---- child side: runs in the new namespaces, reports errors on a pipe ---- */
+
+static int child_err_fd = -1;
+
+static noreturn void __attribute__((format(printf, 1, 2)))
+child_die(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int e = errno, n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(msg))
+		n = sizeof(msg) - 1;
+	n += snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", strerror(e));
+	if ((size_t)n >= sizeof(msg))
+		n = sizeof(msg) - 1;
+	if (write(child_err_fd, msg, (size_t)n) < 0) {
+		/* nothing left to tell */
+	}
+	_exit(1);
+}
+
+/* flags a remount must keep: in a user namespace the kernel refuses to
+ * clear the ones it locked on a mount inherited from the host */
+static unsigned long
+locked_flags(const char *path)
+{
+	struct statvfs sv;
+	unsigned long f = 0;
+
+	if (statvfs(path, &sv) < 0)
+		return 0;
+	if (sv.f_flag & ST_NOSUID)
+		f |= MS_NOSUID;
+	if (sv.f_flag & ST_NODEV)
+		f |= MS_NODEV;
+	if (sv.f_flag & ST_NOEXEC)
+		f |= MS_NOEXEC;
+	if (sv.f_flag & ST_NOATIME)
+		f |= MS_NOATIME;
+	if (sv.f_flag & ST_NODIRATIME)
+		f |= MS_NODIRATIME;
+	if (sv.f_flag & ST_RELATIME)
+		f |= MS_RELATIME;
+	return f;
+}
+
+/* bind src onto dst (which exists), then make it read-only or not;
+ * never suid, never device nodes unless dev */
+static void
+bind_path(const char *src, const char *dst, bool ro, bool dev)
+{
+	unsigned long f;
+
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		child_die("bind %s", src);
+	f = MS_REMOUNT | MS_BIND | MS_NOSUID | locked_flags(dst);
+	if (ro)
+		f |= MS_RDONLY;
+	if (!dev)
+		f |= MS_NODEV;
+	if (mount(NULL, dst, NULL, f, NULL) < 0)
+		child_die("remount %s", dst);
+}
+
+static void
+make_file(const char *path, const char *content, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	size_t n = content ? strlen(content) : 0;
+
+	if (fd < 0)
+		child_die("create %s", path);
+	if (n && write(fd, content, n) != (ssize_t)n)
+		child_die("write %s", path);
+	close(fd);
+}
+
+static void
+make_dir(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		child_die("mkdir %s", path);
+}
+
+/* host path -> same path in the new root: a symlink stays a symlink (usrmerge:
+ * /bin -> usr/bin), a directory or file is bound read-only */
+static void
+mirror_ro(const char *host)
+{
+	char dst[512], target[512];
+	struct stat st;
+	ssize_t n;
+
+	if (lstat(host, &st) < 0)
+		return;                 /* not on this host: not in the template */
+	snprintf(dst, sizeof(dst), JAIL_ROOT "%s", host);
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlink(host, target, sizeof(target) - 1)) < 0)
+			child_die("readlink %s", host);
+		target[n] = '\0';
+		if (symlink(target, dst) < 0)
+			child_die("symlink %s", dst);
+	} else if (S_ISDIR(st.st_mode)) {
+		make_dir(dst, 0755);
+		bind_path(host, dst, true, false);
+	} else if (S_ISREG(st.st_mode)) {
+		make_file(dst, NULL, 0644);
+		bind_path(host, dst, true, false);
+	}
+}
+
+static void
+build_rootfs(const struct substrate_config *cfg)
+{
+	static const char *const usr[] = {
+		"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", NULL
+	};
+	/* the few /etc files programs need to start: the loader cache, the
+	 * alternatives symlinks Debian's /usr/bin points into, name service
+	 * switch and time zone. Nothing with secrets (no shadow, no ssh). */
+	static const char *const etc[] = {
+		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+		"/etc/alternatives", "/etc/nsswitch.conf", "/etc/localtime",
+		"/etc/protocols", "/etc/services", "/etc/mime.types", NULL
+	};
+	static const char *const devs[] = {
+		"null", "zero", "full", "random", "urandom", "tty", NULL
+	};
+	char p[512], q[512];
+	int i;
+
+	(void)cfg;
+	/* nothing we mount may propagate back to the host */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		child_die("make / private");
+	/* a fresh tmpfs is the new root: only what we put in it is visible */
+	if (mount("tmpfs", JAIL_ROOT, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=0755,size=1m,nr_inodes=4096") < 0)
+		child_die("mount root tmpfs");
+	for (i = 0; usr[i]; i++)
+		mirror_ro(usr[i]);
+	make_dir(JAIL_ROOT "/etc", 0755);
+	for (i = 0; etc[i]; i++)
+		mirror_ro(etc[i]);
+	make_file(JAIL_ROOT "/etc/passwd",
+	    "root:x:0:0:root:/root:/bin/sh\n"
+	    "user:x:1000:1000:user:/home/user:/bin/sh\n"
+	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", 0644);
+	make_file(JAIL_ROOT "/etc/group",
+	    "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n", 0644);
+	make_file(JAIL_ROOT "/etc/hosts",
+	    "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n", 0644);
+	make_file(JAIL_ROOT "/etc/hostname", "sandbox\n", 0644);
+	make_file(JAIL_ROOT "/etc/resolv.conf", "", 0644);
+
+	/* the writable layer: the child's cwd is the layer's root (the
+	 * parent chdir'ed there before clone), so these relative binds work
+	 * although RUNDIR itself is 0700 and closed to the sandbox's ids */
+	make_dir(JAIL_ROOT "/home", 0755);
+	make_dir(JAIL_ROOT "/home/user", 0755);
+	bind_path("home", JAIL_ROOT "/home/user", false, false);
+	make_dir(JAIL_ROOT "/tmp", 01777);
+	bind_path("tmp", JAIL_ROOT "/tmp", false, false);
+	make_dir(JAIL_ROOT "/root", 0700);
+
+	/* minimal /dev: a few harmless character devices and a private devpts */
+	make_dir(JAIL_ROOT "/dev", 0755);
+	if (mount("tmpfs", JAIL_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+	    "mode=0755,size=64k,nr_inodes=64") < 0)
+		child_die("mount /dev tmpfs");
+	for (i = 0; devs[i]; i++) {
+		snprintf(p, sizeof(p), "/dev/%s", devs[i]);
+		snprintf(q, sizeof(q), JAIL_ROOT "/dev/%s", devs[i]);
+		make_file(q, NULL, 0666);
+		bind_path(p, q, false, true);
+	}
+	make_dir(JAIL_ROOT "/dev/pts", 0755);
+	/* newinstance: the sandbox's ptys are its own, not the host's */
+	if (mount("devpts", JAIL_ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+	    "newinstance,ptmxmode=0666,mode=0620") < 0)
+		child_die("mount devpts");
+	if (symlink("pts/ptmx", JAIL_ROOT "/dev/ptmx") < 0 ||
+	    symlink("/proc/self/fd", JAIL_ROOT "/dev/fd") < 0 ||
+	    symlink("/proc/self/fd/0", JAIL_ROOT "/dev/stdin") < 0 ||
+	    symlink("/proc/self/fd/1", JAIL_ROOT "/dev/stdout") < 0 ||
+	    symlink("/proc/self/fd/2", JAIL_ROOT "/dev/stderr") < 0)
+		child_die("/dev symlinks");
+	if (mount(NULL, JAIL_ROOT "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY |
+	    MS_NOSUID | MS_NOEXEC, NULL) < 0)
+		child_die("remount /dev read-only");
+
+	/* a proc of our own pid namespace: host processes do not exist here */
+	make_dir(JAIL_ROOT "/proc", 0555);
+	if (mount("proc", JAIL_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		child_die("mount proc");
+
+	/* pivot_root(".", ".") stacks the old root under the new one; the
+	 * detach then drops every host mount from this namespace */
+	if (chdir(JAIL_ROOT) < 0)
+		child_die("chdir new root");
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		child_die("pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		child_die("detach old root");
+	if (chdir("/") < 0)
+		child_die("chdir /");
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		child_die("remount / read-only");
+}
+
+static void
+loopback_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		child_die("socket");
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		child_die("SIOCGIFFLAGS lo");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		child_die("SIOCSIFFLAGS lo");
+	close(s);
+}
+
+/* move fd to exactly target, without O_CLOEXEC */
+static void
+place_fd(int fd, int target)
+{
+	if (fd == target) {
+		if (fcntl(fd, F_SETFD, 0) < 0)
+			child_die("fcntl");
+		return;
+	}
+	if (dup2(fd, target) < 0)
+		child_die("dup2");
+}
+
+struct child_args {
+	const struct substrate_config *cfg;
+	int sync_fd, err_fd, control_fd, secret_fd, exe_fd;
+};
+
+static noreturn void
+child_main(struct child_args *a)
+{
+	const struct substrate_config *cfg = a->cfg;
+	char gen[24], act[16], nproc[16], fsize[24], nofile[16], c;
+	const char *sandbox = cfg->guest_sandbox_override ? cfg->guest_sandbox_override : cfg->sandbox;
+	char *argv[20];
+	char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	int n = 0, nul;
+
+	child_err_fd = a->err_fd;
+	/* wait until the parent has written our id maps and cgroup */
+	if (read(a->sync_fd, &c, 1) != 1)
+		_exit(1);
+	close(a->sync_fd);
+	/* we were created with the parent's (host root) ids, which are not
+	 * mapped here; become the namespace's root, i.e. host uid_base */
+	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+		child_die("become root of the user namespace");
+	/* now that we are in the execution's cgroup, make it our root */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		child_die("unshare cgroup");
+	build_rootfs(cfg);
+	if (sethostname("sandbox", 7) < 0)
+		child_die("sethostname");
+	loopback_up();
+
+	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+		child_die("open /dev/null");
+	/* fds 0..2: stdin null, stdout and stderr both to our stderr (the
+	 * log); our own stdout is the "ready" pipe of sbx-manager */
+	if (dup2(nul, 0) < 0 || dup2(2, 1) < 0)
+		child_die("dup2");
+	/* move everything we keep above the target numbers first */
+	a->control_fd = fcntl(a->control_fd, F_DUPFD_CLOEXEC, 10);
+	a->secret_fd = fcntl(a->secret_fd, F_DUPFD_CLOEXEC, 10);
+	a->exe_fd = fcntl(a->exe_fd, F_DUPFD_CLOEXEC, 10);
+	child_err_fd = fcntl(a->err_fd, F_DUPFD_CLOEXEC, 10);
+	if (a->control_fd < 0 || a->secret_fd < 0 || a->exe_fd < 0 || child_err_fd < 0)
+		child_die("dup");
+	place_fd(a->control_fd, GUEST_FD_CONTROL);
+	place_fd(a->secret_fd, GUEST_FD_SECRET);
+
+	snprintf(gen, sizeof(gen), "%" PRIu64, cfg->generation);
+	snprintf(act, sizeof(act), "%" PRIu32, cfg->activation);
+	snprintf(nproc, sizeof(nproc), "%u", cfg->pids);
+	/* a file may not grow past the disk: over-large writes fail with
+	 * ENOSPC from the image first; this is the second fence */
+	snprintf(fsize, sizeof(fsize), "%u", cfg->disk_mb + 1);
+	snprintf(nofile, sizeof(nofile), "%u", 1024u);
+	argv[n++] = "spaced-guest";
+	argv[n++] = "--sandbox";        argv[n++] = (char *)sandbox;
+	argv[n++] = "--generation";     argv[n++] = gen;
+	argv[n++] = "--activation";     argv[n++] = act;
+	argv[n++] = "--control-fd";     argv[n++] = "3";
+	argv[n++] = "--secret-fd";      argv[n++] = "4";
+	argv[n++] = "--nproc";          argv[n++] = nproc;
+	argv[n++] = "--fsize-mb";       argv[n++] = fsize;
+	argv[n++] = "--nofile";         argv[n++] = nofile;
+	argv[n] = NULL;
+	/* the binary was opened on the host before the pivot: it need not
+	 * (and does not) exist inside the rootfs */
+	syscall(SYS_execveat, a->exe_fd, "", argv, envp, AT_EMPTY_PATH);
+	child_die("exec spaced-guest");
+}
+
+/* ---- parent side ---- */
+
+static int
+write_proc(pid_t pid, const char *file, const char *val)
+{
+	char p[64];
+	int fd, r = 0;
+	size_t n = strlen(val);
+
+	snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
+	if ((fd = open(p, O_WRONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (write(fd, val, n) != (ssize_t)n)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+static void
+layer_release(struct substrate *s)
+{
+	if (s->rw_mounted) {
+		/* lazy: a process of the host still walking it (nftw, a
+		 * snapshot) does not keep the jail's layer busy forever */
+		if (umount2(s->rw, MNT_DETACH) < 0)
+			log_warn("umount %s", s->rw);
+		s->rw_mounted = false;
+	}
+}
+
+static int
+jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRET_LEN],
+    struct substrate **out, int *control)
+{
+	struct substrate *s;
+	struct cgroup_limits lim = { cfg->memory_mb, cfg->pids, cfg->cpu_percent };
+	struct child_args a;
+	uint8_t sec[GUEST_SECRET_LEN];
+	char name[SPACE_ID_MAX + 32], map[64], errbuf[512];
+	int sv[2] = { -1, -1 }, syncp[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	int secp[2] = { -1, -1 }, exe = -1, cwd = -1, r, st;
+	ssize_t n;
+	pid_t pid;
+
+	*out = NULL;
+	*control = -1;
+	if (strcmp(cfg->template_name, "host") != 0)
+		return -ENOENT;
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return -ENOMEM;
+	snprintf(name, sizeof(name), "%s.g%" PRIu64, cfg->sandbox, cfg->generation);
+	if ((r = cgroup_create(&s->cg, name, &lim)) < 0)
+		goto fail;
+	if ((r = layer_prepare(s, cfg)) < 0)
+		goto fail;
+	if ((exe = open(cfg->guest_path, O_RDONLY | O_CLOEXEC)) < 0) {
+		r = -errno;
+		log_warn("open guest %s", cfg->guest_path);
+		goto fail;
+	}
+	/* the guest end of this pair is the only way to reach the guest:
+	 * there is no path anyone else could bind or connect to */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(syncp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    pipe2(secp, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if ((cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 || chdir(s->rw) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	a = (struct child_args){ cfg, syncp[0], errp[1], sv[1], secp[0], exe };
+	/* raw clone without a stack argument behaves like fork(); the child
+	 * only runs child_main, which ends in exec or _exit */
+	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+	    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid == 0) {
+		close(syncp[1]);
+		close(errp[0]);
+		close(sv[0]);
+		close(secp[1]);
+		child_main(&a);
+	}
+	r = pid < 0 ? -errno : 0;
+	if (fchdir(cwd) < 0 && r == 0)
+		r = -errno;
+	if (r < 0)
+		goto fail;
+	s->pid = pid;
+	close(syncp[0]);
+	syncp[0] = -1;
+	close(errp[1]);
+	errp[1] = -1;
+	close(sv[1]);
+	sv[1] = -1;
+	close(secp[0]);
+	secp[0] = -1;
+
+	/* uid/gid 0..65535 inside are uid_base.. on the host: root inside is
+	 * an unprivileged host uid, distinct per sandbox */
+	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)cfg->uid_base, JAIL_IDS);
+	if ((r = write_proc(pid, "uid_map", map)) < 0 ||
+	    (r = write_proc(pid, "setgroups", "deny")) < 0 ||
+	    (r = write_proc(pid, "gid_map", map)) < 0) {
+		log_warnx("cannot write the id maps: %s", strerror(-r));
+		goto fail;
+	}
+	if ((r = cgroup_add(&s->cg, pid)) < 0) {
+		log_warnx("cannot join the cgroup: %s", strerror(-r));
+		goto fail;
+	}
+	memcpy(sec, secret, sizeof(sec));
+	if (cfg->guest_secret_corrupt)
+		sec[0] ^= 1;
+	/* 32 bytes fit in any pipe buffer: this cannot block */
+	n = write(secp[1], sec, sizeof(sec));
+	sodium_memzero(sec, sizeof(sec));
+	if (n != (ssize_t)sizeof(sec) || write(syncp[1], "g", 1) != 1) {
+		r = -EIO;
+		goto fail;
+	}
+	close(secp[1]);
+	secp[1] = -1;
+	close(syncp[1]);
+	syncp[1] = -1;
+	/* EOF on the error pipe: the exec happened (O_CLOEXEC closed it) */
+	do
+		n = read(errp[0], errbuf, sizeof(errbuf) - 1);
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		errbuf[n] = '\0';
+		log_warnx("jail setup failed: %s", errbuf);
+		r = -EIO;
+		goto fail;
+	}
+	close(errp[0]);
+	close(exe);
+	close(cwd);
+	*out = s;
+	*control = sv[0];
+	return 0;
+fail:
+	if (s->pid > 0) {
+		kill(s->pid, SIGKILL);
+		while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
+			;
+		s->pid = 0;
+	}
+	{
+		int fds[] = { sv[0], sv[1], syncp[0], syncp[1], errp[0], errp[1],
+		    secp[0], secp[1], exe, cwd };
+		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	}
+	layer_release(s);
+	cgroup_destroy(&s->cg);
+	free(s);
+	return r;
+}
+
+static pid_t
+jail_guest_pid(const struct substrate *s)
+{
+	return s->pid;
+}
+
+static void
+jail_guest_reaped(struct substrate *s, int wstatus)
+{
+	(void)wstatus;
+	s->pid = 0;
+}
+
+static int
+jail_oom_kills(const struct substrate *s, uint64_t *n)
+{
+	return cgroup_oom_kills(&s->cg, n);
+}
+
+static int
+jail_stop(struct substrate *s)
+{
+	int st;
+
+	if (s->pid > 0) {
+		/* killing PID 1 of the namespace kills every process in it */
+		kill(s->pid, SIGKILL);
+		while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
+			;
+		s->pid = 0;
+	}
+	cgroup_destroy(&s->cg);
+	layer_release(s);
+	return 0;
+}
+
+static void
+jail_free(struct substrate *s)
+{
+	free(s);
+}
+
+const struct substrate_ops substrate_jail = {
+	.name = "jail",
+	.passes_fds = true,
+	.launch = jail_launch,
+	.guest_pid = jail_guest_pid,
+	.guest_reaped = jail_guest_reaped,
+	.oom_kills = jail_oom_kills,
+	.stop = jail_stop,
+	.free = jail_free,
+};
+
+const struct substrate_ops *
+substrate_find(const char *name)
+{
+	if (strcmp(name, substrate_jail.name) == 0)
+		return &substrate_jail;
+	return NULL;
+}
