@@ -358,7 +358,7 @@ int
 assign_reconcile(void)
 {
 	struct record *all = NULL, r;
-	const char *why;
+	const char *why = "";
 	size_t n, i;
 	int pfd;
 
@@ -368,6 +368,7 @@ assign_reconcile(void)
 	for (i = 0; i < n; i++) {
 		r = all[i];
 		if (r.state == EXEC_SERVING && bridge_identity_check(&r, &why) == 0 &&
+		    bridge_hash_check(&r, &why) == 0 &&
 		    (pfd = bridge_pidfd_open_checked(&r)) >= 0) {
 			live_set(r.id.sandbox, r.bridge_pid, pfd);
 			log_info("adopted bridge of %s g%llu a%u (pid %d)", r.id.sandbox,
@@ -376,6 +377,11 @@ assign_reconcile(void)
 			continue;
 		}
 		if (r.state == EXEC_SERVING || r.state == EXEC_STARTING) {
+			/* our process (pid and start time match) running a binary
+			 * we no longer trust: stop it before the relaunch. A pid
+			 * that is someone else's now is never signalled. */
+			if (r.state == EXEC_SERVING && bridge_identity_check(&r, &why) == -EACCES)
+				stop_bridge(&r);
 			/* the recorded bridge is gone or is not the same process
 			 * any more (pid reused, binary changed): a new activation,
 			 * so capabilities for the old one are refused */
@@ -391,8 +397,8 @@ assign_reconcile(void)
 		if (r.state == EXEC_RETIRED || r.state == EXEC_FAILED || r.state == EXEC_RETIRING) {
 			/* a crash between commit and SIGTERM: finish the stop, but
 			 * only if the pid is still the recorded bridge */
-			if (r.bridge_pid > 0 && bridge_identity_check(&r, &why) == 0)
-				stop_bridge(&r);
+			if (r.bridge_pid > 0)
+				stop_bridge(&r);        /* checks the start time itself */
 		}
 	}
 	pthread_mutex_unlock(&assign_lock);

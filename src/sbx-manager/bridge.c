@@ -110,6 +110,8 @@ out:
 	return ret;
 }
 
+/* 0; -ESRCH the process is gone; -EPERM the pid is another process now;
+ * -EACCES it is the process we launched but no longer the binary we trust */
 int
 bridge_identity_check(const struct record *r, const char **why)
 {
@@ -134,17 +136,32 @@ bridge_identity_check(const struct record *r, const char **why)
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)r->bridge_pid);
 	if (stat(exe, &st) != 0) {
 		*why = "bridge executable unreadable";
-		return -EPERM;
+		return -EACCES;
 	}
 	if ((uint64_t)st.st_dev != r->exe_dev || (uint64_t)st.st_ino != r->exe_ino) {
 		*why = "bridge executable differs";
-		return -EPERM;
+		return -EACCES;
 	}
 	/* the binary on disk was replaced since this bridge started */
 	if (stat(cfg.spaced_host, &disk) != 0 || (uint64_t)disk.st_dev != r->exe_dev ||
 	    (uint64_t)disk.st_ino != r->exe_ino) {
 		*why = "bridge binary replaced on disk";
-		return -EPERM;
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* the content of the running executable against the hash taken at start;
+ * read through /proc/PID/exe, so it is the file the process runs */
+int
+bridge_hash_check(const struct record *r, const char **why)
+{
+	char exe[64], hex[MGR_HASH_HEX + 1];
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)r->bridge_pid);
+	if (hash_file(exe, hex) != 0 || !ct_equal(hex, r->exe_hash, MGR_HASH_HEX)) {
+		*why = "bridge binary hash differs";
+		return -EACCES;
 	}
 	return 0;
 }

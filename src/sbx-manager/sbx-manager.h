@@ -91,6 +91,8 @@ int bridge_spawn(struct record *r, int *pidfd_out, const char **why);
 int bridge_connect(const struct record *r, const char **why);
 /* the process identity checks alone (pid alive, start time, exe) */
 int bridge_identity_check(const struct record *r, const char **why);
+/* BLAKE2b of /proc/PID/exe against the hash recorded at start */
+int bridge_hash_check(const struct record *r, const char **why);
 /* SIGTERM through a pidfd, SIGKILL after the grace period */
 void bridge_stop(int pidfd);
 int bridge_pidfd_open_checked(const struct record *r);
