@@ -204,9 +204,13 @@ route_cache_put(struct route_cache *rc, const struct route_entry *e, int64_t now
 	struct rc_slot *s;
 	int r = 0;
 
+	if (now < 0 || now > INT64_MAX - rc->ttl) {
+		r = -EINVAL;
+		goto out;
+	}
 	t.cache_exp = now + rc->ttl;
 	t.flags = 0;
-	if (now < 0 || !entry_valid(&t)) {
+	if (!entry_valid(&t)) {
 		r = -EINVAL;
 		goto out;
 	}
