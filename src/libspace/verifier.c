@@ -346,6 +346,7 @@ verifier_check(struct verifier *v, const char *token, size_t len,
 	struct admit_result res;
 	const char *why = NULL;
 	uint64_t epoch = 0;
+	int64_t key_until = 0, until;
 	bool hit = false;
 	int r;
 
@@ -381,8 +382,10 @@ verifier_check(struct verifier *v, const char *token, size_t len,
 	}
 	pthread_mutex_lock(&v->mu);
 	bk = v->have_bundle ? bundle_find(&v->bundle, kid, now) : NULL;
-	if (bk != NULL)
+	if (bk != NULL) {
 		memcpy(pk, bk->pk, sizeof(pk));
+		key_until = bk->not_after;
+	}
 	epoch = v->epoch;
 	pthread_mutex_unlock(&v->mu);
 	/* unknown, not yet valid (not_before) or retired (not_after) key */
@@ -416,10 +419,15 @@ verifier_check(struct verifier *v, const char *token, size_t len,
 	/* Cache the authentic claims whatever the asking kind: audience,
 	 * purpose and profile are re-checked below on every call, hit or
 	 * miss. A token already past exp + skew is not worth an entry. */
-	if (now <= cap->exp + SPACE_CLOCK_SKEW) {
+	until = cap->exp + SPACE_CLOCK_SKEW;
+	/* nor may an entry outlive its key's window: a fresh verification
+	 * after not_after would refuse the token, so a cached one must too */
+	if (key_until != 0 && key_until < until)
+		until = key_until;
+	if (now <= until) {
 		pthread_mutex_lock(&v->mu);
 		if (epoch == v->epoch)
-			table_insert(v, key, cap, cap->exp + SPACE_CLOCK_SKEW);
+			table_insert(v, key, cap, until);
 		pthread_mutex_unlock(&v->mu);
 	}
 

@@ -156,6 +156,28 @@ test_expiry(void)
 	is_int(st.entries, 0, "an already expired token takes no cache entry");
 	free(tok);
 	verifier_free(v);
+
+	/* an entry does not outlive its key's not_after: a cached token of a
+	 * key that has just left its window is refused like a fresh one */
+	{
+		struct key_bundle kb = { 0 };
+		v = verifier_new(16);
+		kb.version = 1;
+		ct_bundle_add(&kb, &K1, T0 - 1000, T0 + 30);
+		verifier_set_bundle(v, &kb);
+		ct_control(&c, "sbx_a", 1, T0, ACC_EXEC);
+		tok = ct_mint(&K1, &c);
+		expect(verifier_check(v, tok, strlen(tok), RECV_SBX_MANAGER, T0, &out), ADMIT_ALLOW, R_NONE,
+		    "token of a key with not_after = now + 30 verifies");
+		expect(verifier_check(v, tok, strlen(tok), RECV_SBX_MANAGER, T0 + 30, &out), ADMIT_ALLOW, R_NONE,
+		    "  ... and is served from the cache up to not_after");
+		expect(verifier_check(v, tok, strlen(tok), RECV_SBX_MANAGER, T0 + 31, &out), ADMIT_DENY, R_UNKNOWN_KID,
+		    "  ... but not after it, although exp + skew is later");
+		verifier_stats(v, &st);
+		is_int(st.hits, 1, "exactly one hit (inside the key window)");
+		free(tok);
+		verifier_free(v);
+	}
 }
 
 static void
