@@ -373,6 +373,10 @@ snapshot_create(const char *layer_dir, const char *store_dir,
 	int lfd = -1, sfd = -1, r;
 	bool tmp_made = false;
 
+	/* idempotent; the hash and the temporary name need an initialised
+	 * libsodium whoever the caller is */
+	if (sodium_init() < 0)
+		return -EIO;
 	if ((c = calloc(1, sizeof(*c))) == NULL || (w = calloc(1, sizeof(*w))) == NULL) {
 		r = -ENOMEM;
 		goto out;
@@ -994,6 +998,8 @@ snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir
 		*why = "digest is not 64 lowercase hex digits";
 		return -EINVAL;
 	}
+	if (sodium_init() < 0)
+		return -EIO;
 	if ((rd = calloc(1, sizeof(*rd))) == NULL || (x = calloc(1, sizeof(*x))) == NULL ||
 	    (e = calloc(1, sizeof(*e))) == NULL) {
 		r = -ENOMEM;
@@ -1038,8 +1044,12 @@ snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir
 		goto out;
 	}
 	populated = true;
-	if ((r = extract_pass(x, rd, body, want, root, e, &st, why)) < 0)
+	if ((r = extract_pass(x, rd, body, want, root, e, &st, why)) < 0) {
+		/* the first pass accepted it: the file changed in between */
+		if (r == -EBADMSG && *why == NULL)
+			*why = "archive changed while it was restored";
 		goto out;
+	}
 	populated = false;
 	if (stats)
 		*stats = st;
