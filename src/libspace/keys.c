@@ -205,6 +205,12 @@ bundle_sign(const struct key_bundle *b, const struct signing_key *root, char **t
 		char pub[PASERK_K4_PUBLIC_LEN + 1], nb[RFC3339_LEN + 1], na[RFC3339_LEN + 1];
 		json_t *k;
 
+		/* never sign what bundle_verify would refuse */
+		if (bk->not_before < 0 || bk->not_after < 0 ||
+		    (bk->not_after != 0 && bk->not_after < bk->not_before)) {
+			r = -EINVAL;
+			goto out;
+		}
 		if (paserk_k4_public_encode(bk->pk, pub) < 0 ||
 		    rfc3339_format(bk->not_before, nb) < 0 ||
 		    (bk->not_after != 0 && rfc3339_format(bk->not_after, na) < 0)) {
@@ -272,6 +278,12 @@ bundle_key_decode(json_t *o, struct bundle_key *bk)
 		return -EINVAL;
 	if (time_field(json_object_get(o, "not_before"), false, &bk->not_before) < 0 ||
 	    time_field(json_object_get(o, "not_after"), true, &bk->not_after) < 0)
+		return -EINVAL;
+	/* 0 is how we spell "open" (JSON null): a key window ending at the
+	 * epoch would otherwise silently become a window that never ends.
+	 * Times before 1970 have no use and no canonical round trip. */
+	if (bk->not_before < 0 || bk->not_after < 0 ||
+	    (!json_is_null(json_object_get(o, "not_after")) && bk->not_after == 0))
 		return -EINVAL;
 	if (bk->not_after != 0 && bk->not_after < bk->not_before)
 		return -EINVAL;

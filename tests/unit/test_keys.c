@@ -189,6 +189,9 @@ test_bundles(void)
 			"{\"kid\":\"%s\",\"public\":\"%s\",\"not_before\":\"soon\",\"not_after\":null}",
 			"{\"kid\":\"%s\",\"public\":\"%s\",\"not_before\":\"2026-01-01T00:00:00Z\",\"not_after\":\"2025-01-01T00:00:00Z\"}",
 			"{\"kid\":\"%s\",\"public\":\"%s\",\"not_before\":null,\"not_after\":null}",
+			/* not_after at the epoch must not read as "open" */
+			"{\"kid\":\"%s\",\"public\":\"%s\",\"not_before\":\"1970-01-01T00:00:00Z\",\"not_after\":\"1970-01-01T00:00:00Z\"}",
+			"{\"kid\":\"%s\",\"public\":\"%s\",\"not_before\":\"1969-12-31T23:59:59Z\",\"not_after\":null}",
 		};
 		for (size_t i = 0; i < sizeof(keyfmts) / sizeof(keyfmts[0]); i++) {
 			char key[512];
