@@ -136,7 +136,7 @@ api_sandbox_create(struct req *r)
 		reply_error(r, 400, "bad_request", "\"metadata\" must be an object");
 		goto out;
 	}
-	meta = json_dumps(md ? md : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+	meta = md ? json_dumps(md, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
 	if (meta == NULL || strlen(meta) > SPACE_METADATA_MAX) {
 		reply_error(r, 413, "too_large", "\"metadata\" exceeds %u bytes", SPACE_METADATA_MAX);
 		goto out;

@@ -37,7 +37,7 @@ check "worker add prints one wk_ credential" sh -c "echo '$W1' | grep -Eq '^wk_[
 check "worker add refuses an existing worker" sh -c "! space-control worker add w1 --data-dir '$D' 2>/dev/null"
 check "keys are stored hashed, never in clear" sh -c "! sqlite3 '$D/control.db' .dump | grep -q -- '${KA#sk_}'"
 
-space-control --data-dir "$D" --listen "127.0.0.1:$PORT" 2>>"$T/log" &
+space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 2>>"$T/log" &
 PID=$!
 check "daemon answers /healthz" wait_http "$U/healthz" 10
 
@@ -95,4 +95,7 @@ check "auth failures are counted by kind" grep -q 'space_control_auth_failures_t
 check "wrong-worker failures are counted" grep -q 'space_control_auth_failures_total{kind="wrong_worker"} [1-9]' "$T/metrics"
 check "requests are counted by route and status" grep -q 'space_control_requests_total{route="/v1/sandboxes",status="401"}' "$T/metrics"
 check "no key material in the logs" sh -c "! grep -q -- '${KA#sk_}' '$T/log' && ! grep -q -- '${W1#wk_}' '$T/log'"
+kill "$PID"; wait "$PID"; RC=$?; PID=
+is "daemon stops cleanly on SIGTERM" "$RC" 0
+check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
 done_testing

@@ -33,7 +33,7 @@ reg() { post "/v1/workers/$1/register" "$2" "{\"incarnation\":\"$3\",\"endpoint\
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
-start
+start --heartbeat-timeout 3600
 check "daemon started" true
 is "w1 registers" "$(reg w1 "$W1" incA 1)" 200
 is "w2 registers" "$(reg w2 "$W2" incX 2)" 200
@@ -140,4 +140,7 @@ is "heartbeat with the registered incarnation" "$(post /v1/workers/w2/heartbeat 
 is "pinned to a lost worker -> 409" "$(post /v1/sandboxes "$K" '{"worker":"w1"}')" 409
 is "unpinned goes to the live worker" "$(post /v1/sandboxes "$K" '{}')" 201
 is "... w2" "$(jget execution.worker)" w2
+kill "$PID"; wait "$PID"; RC=$?; PID=
+is "daemon stops cleanly on SIGTERM" "$RC" 0
+check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
 done_testing

@@ -30,7 +30,7 @@ start() {
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 ROOT=$(space-control keys root --data-dir "$D" 2>>"$T/log")
-start
+start --heartbeat-timeout 3600
 check "daemon started" true
 post /v1/workers/w1/register "$W" '{"incarnation":"inc1","endpoint":"http://127.0.0.1:1","capacity":100000}' >/dev/null
 BUNDLE1=$(curl -s "$U/v1/keys" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bundle"])')
@@ -60,7 +60,7 @@ NACK=$(wc -l <"$T/acked")
 diag "acknowledged before kill -9: $NACK of 400"
 check "some creates were acknowledged before the kill" test "$NACK" -gt 0
 
-start
+start --heartbeat-timeout 3600
 check "daemon restarts on the same data" true
 is "integrity_check ok" "$(sql 'PRAGMA integrity_check')" ok
 is "no foreign key violation" "$(sql 'PRAGMA foreign_key_check' | wc -l)" 0
@@ -91,4 +91,7 @@ is "no duplicate generation" \
 	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1)")" 0
 is "store settings: WAL" "$(sql 'PRAGMA journal_mode')" wal
 is "schema is versioned" "$(sql 'PRAGMA user_version')" 1
+kill "$PID"; wait "$PID"; RC=$?; PID=
+is "daemon stops cleanly on SIGTERM" "$RC" 0
+check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
 done_testing

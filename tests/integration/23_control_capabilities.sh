@@ -68,7 +68,7 @@ ROOT=$(space-control keys root --data-dir "$D" 2>>"$T/log")
 check "keys root prints a k4.public PASERK" sh -c "echo '$ROOT' | grep -Eq '^k4\.public\.[A-Za-z0-9_-]{43}$'"
 check "key files are 0600 in a 0700 directory" sh -c \
 	"[ \$(stat -c %a '$D/keys') = 700 ] && [ -z \"\$(find '$D/keys' -name '*.key' ! -perm 600)\" ] && [ \$(ls '$D/keys'/*.key | wc -l) = 2 ]"
-start --rotate-publish-delay 2
+start --rotate-publish-delay 2 --heartbeat-timeout 3600
 check "daemon started" true
 
 curl -s "$U/v1/keys" >"$T/keys"
@@ -169,7 +169,7 @@ check "issuances counted by purpose" sh -c \
 
 # test-only backdating gives an already expired capability
 stop
-start --test-cap-backdate 300
+start --test-cap-backdate 300 --heartbeat-timeout 3600
 post /v1/sandboxes "$K" '{}' >/dev/null
 S3=$(jget id)
 post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S3"),\"state\":\"serving\"}" >/dev/null
@@ -180,4 +180,7 @@ check "backdated capability is already expired" sh -c \
 	"[ \$(date -d '$(jget claims.exp "$T/v4")' +%s) -lt \$(date +%s) ]"
 is "... and still exp - iat = 120" "$(span "$(jget claims.iat "$T/v4")" "$(jget claims.exp "$T/v4")")" 120
 check "backdating is logged as a warning" grep -q 'test-cap-backdate' "$T/log"
+kill "$PID"; wait "$PID"; RC=$?; PID=
+is "daemon stops cleanly on SIGTERM" "$RC" 0
+check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
 done_testing

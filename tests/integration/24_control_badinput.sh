@@ -25,7 +25,7 @@ sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
-space-control --data-dir "$D" --listen "127.0.0.1:$PORT" 2>>"$T/log" &
+space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 2>>"$T/log" &
 PID=$!
 check "daemon started" wait_http "$U/healthz" 10
 post /v1/workers/w1/register "$W" '{"incarnation":"inc1","endpoint":"http://127.0.0.1:1","capacity":100}' >/dev/null
@@ -107,4 +107,7 @@ is "integrity_check ok" "$(sql 'PRAGMA integrity_check')" ok
 check "daemon still answers /healthz" sh -c "curl -sf '$U/healthz' | grep -q '\"ok\":true'"
 check "daemon still serves the API" sh -c "[ \$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $K' '$U/v1/sandboxes/$S') = 200 ]"
 check "daemon process is alive" kill -0 "$PID"
+kill "$PID"; wait "$PID"; RC=$?; PID=
+is "daemon stops cleanly on SIGTERM" "$RC" 0
+check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
 done_testing
