@@ -95,6 +95,28 @@ check "auth failures are counted by kind" grep -q 'space_control_auth_failures_t
 check "wrong-worker failures are counted" grep -q 'space_control_auth_failures_total{kind="wrong_worker"} [1-9]' "$T/metrics"
 check "requests are counted by route and status" grep -q 'space_control_requests_total{route="/v1/sandboxes",status="401"}' "$T/metrics"
 check "no key material in the logs" sh -c "! grep -q -- '${KA#sk_}' '$T/log' && ! grep -q -- '${W1#wk_}' '$T/log'"
+# TLS and the config file: a second daemon on the same data, configured by
+# file (listen, TLS), with a flag overriding the file's heartbeat timeout
+P2=$(free_port)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$T/tls.key" \
+	-out "$T/tls.crt" -days 1 -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+cat >"$T/control.conf" <<CONF
+# space-control settings
+listen = 127.0.0.1:$P2
+tls-cert = $T/tls.crt
+tls-key  = $T/tls.key
+heartbeat-timeout = 5
+CONF
+space-control --config "$T/control.conf" --data-dir "$D" --heartbeat-timeout 3600 2>>"$T/log2" &
+PID2=$!
+i=0; while ! curl -s --cacert "$T/tls.crt" -o /dev/null "https://127.0.0.1:$P2/healthz" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+is "TLS listener from the config file answers over https" "$(curl -s --cacert "$T/tls.crt" "https://127.0.0.1:$P2/healthz")" '{"ok":true}'
+is "... and authenticates over TLS" "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$T/tls.crt" -H "Authorization: Bearer $KA" "https://127.0.0.1:$P2/v1/sandboxes")" 200
+check "... and refuses plain HTTP" sh -c "! curl -sf -o /dev/null 'http://127.0.0.1:$P2/healthz'"
+kill "$PID2"; wait "$PID2" 2>/dev/null
+echo 'listen = 127.0.0.1:1' >"$T/bad.conf"; echo 'colour = blue' >>"$T/bad.conf"
+check "an unknown config setting is refused at start" sh -c "! space-control --config '$T/bad.conf' --data-dir '$D' 2>/dev/null"
+check "a missing --data-dir is a usage error (2)" sh -c "space-control --listen 127.0.0.1:1 2>/dev/null; [ \$? = 2 ]"
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "daemon stops cleanly on SIGTERM" "$RC" 0
 check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
