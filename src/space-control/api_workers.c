@@ -41,6 +41,21 @@ endpoint_valid(const char *s)
 	return true;
 }
 
+/* GET /v1/workers (user endpoint): the operator's view of the fleet.
+ * Credentials and incarnations are not shown. */
+void
+api_workers_list(struct req *r)
+{
+	json_t *arr = NULL;
+	int rc = r->ctl->st->ops->workers_list(r->ctl->st, &arr);
+
+	if (rc < 0) {
+		reply_store_error(r, rc, "worker");
+		return;
+	}
+	reply_json(r, 200, json_pack("{s:o}", "workers", arr));
+}
+
 void
 api_worker_register(struct req *r)
 {

@@ -33,6 +33,7 @@ static const struct route routes[] = {
 	{ "GET",    "/v1/sandboxes/*",              api_sandbox_get,        AUTH_USER },
 	{ "DELETE", "/v1/sandboxes/*",              api_sandbox_delete,     AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/routes",       api_routes,             AUTH_USER },
+	{ "GET",    "/v1/workers",                  api_workers_list,       AUTH_USER },
 	{ "POST",   "/v1/workers/*/register",       api_worker_register,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/heartbeat",      api_worker_heartbeat,   AUTH_WORKER },
 	{ "GET",    "/v1/workers/*/assignments",    api_worker_assignments, AUTH_WORKER },

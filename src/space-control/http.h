@@ -68,6 +68,7 @@ void api_sandbox_list(struct req *);
 void api_sandbox_get(struct req *);
 void api_sandbox_delete(struct req *);
 void api_routes(struct req *);
+void api_workers_list(struct req *);
 void api_worker_register(struct req *);
 void api_worker_heartbeat(struct req *);
 void api_worker_assignments(struct req *);

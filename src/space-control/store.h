@@ -94,6 +94,8 @@ struct store_ops {
 	    const char **why);
 	int (*workers_reap)(struct store *, int64_t older_than);
 	int (*worker_counts)(struct store *, int64_t *live, int64_t *lost);
+	/* every worker: id, endpoint, state, capacity, running executions */
+	int (*workers_list)(struct store *, json_t **out);
 
 	/* signing keys and bundles */
 	int (*key_add)(struct store *, const struct key_row *, int64_t old_not_after);

@@ -1047,6 +1047,53 @@ sq_worker_counts(struct store *s, int64_t *live, int64_t *lost)
 	return rc;
 }
 
+static int
+sq_workers_list(struct store *s, json_t **out)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	json_t *arr = json_array(), *o;
+	char ts[RFC3339_LEN + 1];
+	int rc;
+
+	if (arr == NULL)
+		return -ENOMEM;
+	lock(q);
+	st = prep(q->db, "SELECT w.id, w.endpoint, w.state, w.capacity, w.last_heartbeat,"
+	    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id AND e.resident = w.incarnation"
+	    "   AND e.state IN ('pending','starting','serving'))"
+	    " FROM workers w ORDER BY w.id", NULL);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	while ((rc = step_row(q->db, st)) == 1) {
+		int64_t hb = sqlite3_column_int64(st, 4);
+		if (hb > 0)
+			rfc3339_format(hb, ts);
+		o = json_pack("{s:s,s:s?,s:s,s:I,s:I,s:s?}",
+		    "id", (const char *)sqlite3_column_text(st, 0),
+		    "endpoint", (const char *)sqlite3_column_text(st, 1),
+		    "state", (const char *)sqlite3_column_text(st, 2),
+		    "capacity", (json_int_t)sqlite3_column_int64(st, 3),
+		    "sandboxes", (json_int_t)sqlite3_column_int64(st, 5),
+		    "last_heartbeat", hb > 0 ? ts : NULL);
+		if (o == NULL || json_array_append_new(arr, o) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+out:
+	unlock(q);
+	if (rc < 0) {
+		json_decref(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
 /* ---- keys ---- */
 
 static int
@@ -1222,6 +1269,7 @@ static const struct store_ops sqlite_ops = {
 	.execution_status = sq_execution_status,
 	.workers_reap = sq_workers_reap,
 	.worker_counts = sq_worker_counts,
+	.workers_list = sq_workers_list,
 	.key_add = sq_key_add,
 	.keys_list = sq_keys_list,
 	.keys_changed = sq_keys_changed,

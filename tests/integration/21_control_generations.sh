@@ -118,6 +118,13 @@ check "an idle long-poll waits its time and returns empty" sh -c \
 	"[ '$(jget assignments)' = '[]' ] && [ $(( (T1 - T0) / 1000000 )) -ge 900 ]"
 is "wait above 30 s is refused" "$(get "/v1/workers/w2/assignments?after=0&wait=31" "$W2")" 400
 
+is "GET /v1/workers with an API key" "$(get /v1/workers "$K")" 200
+is "... lists both workers with their running executions" \
+	"$(python3 -c 'import json,sys; print(" ".join("%s:%s:%d" % (w["id"], w["state"], w["sandboxes"]) for w in json.load(open(sys.argv[1]))["workers"]))' "$T/body")" \
+	"w1:live:$(sql "SELECT COUNT(*) FROM executions WHERE worker='w1' AND resident='incE' AND state='pending'") w2:live:$(sql "SELECT COUNT(*) FROM executions WHERE worker='w2' AND state='pending'")"
+check "... without credentials or incarnations" sh -c "! grep -Eq 'cred|incarnation|wk_' '$T/body'"
+is "GET /v1/workers with a worker credential -> 401" "$(get /v1/workers "$W1")" 401
+
 # kill: retire assignment, then the worker reports retired
 curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$SP"
 is "kill makes the execution retiring" "$(sql "SELECT state FROM executions WHERE sandbox='$SP'")" retiring
