@@ -106,7 +106,10 @@ api_routes(struct req *r)
 		reply_store_error(r, rc, "sandbox");
 		goto out;
 	}
-	if (strcmp(ev.sandbox_state, "killed") == 0 || strcmp(ev.sandbox_state, "stopping") == 0) {
+	/* states that will not serve again without a new request: a 503 here
+	 * would keep a client retrying for nothing */
+	if (strcmp(ev.sandbox_state, "killed") == 0 || strcmp(ev.sandbox_state, "stopping") == 0 ||
+	    strcmp(ev.sandbox_state, "failed") == 0) {
 		reply_error(r, 409, "conflict", "sandbox is %s", ev.sandbox_state);
 		goto out;
 	}

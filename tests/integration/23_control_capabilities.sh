@@ -161,7 +161,8 @@ check "old tokens still verify after the switch" test -s "$T/v1rr"
 post /v1/sandboxes "$K" '{}' >/dev/null
 S2=$(jget id)
 post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S2"),\"state\":\"failed\",\"error\":\"boom\"}" >/dev/null
-is "failed execution -> 503" "$(post "/v1/sandboxes/$S2/routes" "$K" '{"access":["exec"]}')" 503
+is "failed sandbox -> 409 (it will not serve again)" "$(post "/v1/sandboxes/$S2/routes" "$K" '{"access":["exec"]}')" 409
+is "... the sandbox shows failed" "$(curl -s -H "Authorization: Bearer $K" "$U/v1/sandboxes/$S2" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["state"], d["execution"]["state"])')" "failed failed"
 curl -s -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$S" >/dev/null
 is "killed sandbox -> no capability (409)" "$(post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}')" 409
 check "issuances counted by purpose" sh -c \
