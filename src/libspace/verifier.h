@@ -11,10 +11,13 @@
 #include "keys.h"
 
 struct verifier;
+/* cache_entries 0 means SPACE_VCACHE_ENTRIES; at most 2^20 (NULL, EINVAL) */
 struct verifier *verifier_new(size_t cache_entries);
 void verifier_free(struct verifier *v);
 /* install a bundle (already verified, see bundle_verify); flushes the cache.
- * Thread-safe: receivers call verifier_check from several threads. */
+ * -ESTALE for a version lower than the installed one (rollback); the same
+ * version may be installed again. Thread-safe: receivers call
+ * verifier_check from several threads. */
 int verifier_set_bundle(struct verifier *v, const struct key_bundle *b);
 uint64_t verifier_bundle_version(struct verifier *v);
 /* step 1 of the comparator for receiver kind `kind`: size, header, kid in
