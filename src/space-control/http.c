@@ -443,23 +443,23 @@ http_start(struct ctl *c, const char *listen, const char *cert, const char *key,
 		}
 		flags |= MHD_USE_TLS;
 		h->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, h,
+		    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,     /* first, or MHD warns */
 		    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 		    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_MAX,
 		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_PER_IP,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(SPACE_LONGPOLL_MAX + 30),
 		    MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
-		    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
 		    MHD_OPTION_HTTPS_MEM_CERT, h->cert,
 		    MHD_OPTION_HTTPS_MEM_KEY, h->key,
 		    MHD_OPTION_END);
 	} else {
 		h->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, h,
+		    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,     /* first, or MHD warns */
 		    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 		    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_MAX,
 		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_PER_IP,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(SPACE_LONGPOLL_MAX + 30),
 		    MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
-		    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
 		    MHD_OPTION_END);
 	}
 	if (h->d == NULL) {
