@@ -859,6 +859,19 @@ sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t 
 	if (arr == NULL)
 		return -ENOMEM;
 	lock(q);
+	/* a cursor beyond every revision ever issued comes from another
+	 * store (restored or re-created): replay the whole stream so the
+	 * worker converges instead of waiting for revisions it already "has" */
+	st = prep(q->db, "SELECT COALESCE((SELECT seq FROM sqlite_sequence"
+	    " WHERE name = 'assignments'), 0)", NULL);
+	if (st == NULL) {
+		rc = -EIO;
+		goto out;
+	}
+	if (step_row(q->db, st) == 1 && after > sqlite3_column_int64(st, 0))
+		after = 0;
+	sqlite3_finalize(st);
+	rev = after;
 	/* only what concerns the worker's current incarnation: a re-created
 	 * worker must not install the executions of its previous life */
 	st = prep(q->db, "SELECT a.revision, a.action, a.spec, e.sandbox, e.generation, e.worker,"

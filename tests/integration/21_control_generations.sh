@@ -116,6 +116,11 @@ get "/v1/workers/w2/assignments?after=$(jget revision "$T/lp")&wait=1" "$W2" >/d
 T1=$(date +%s%N)
 check "an idle long-poll waits its time and returns empty" sh -c \
 	"[ '$(jget assignments)' = '[]' ] && [ $(( (T1 - T0) / 1000000 )) -ge 900 ]"
+get "/v1/workers/w2/assignments?after=0" "$W2" >/dev/null
+ALL2=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["assignments"]))' "$T/body")
+get "/v1/workers/w2/assignments?after=99999999" "$W2" >/dev/null
+is "a cursor from another store replays the whole stream" \
+	"$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["assignments"]))' "$T/body")" "$ALL2"
 is "wait above 30 s is refused" "$(get "/v1/workers/w2/assignments?after=0&wait=31" "$W2")" 400
 
 is "GET /v1/workers with an API key" "$(get /v1/workers "$K")" 200
