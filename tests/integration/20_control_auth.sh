@@ -100,20 +100,28 @@ check "no key material in the logs" sh -c "! grep -q -- '${KA#sk_}' '$T/log' && 
 P2=$(free_port)
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$T/tls.key" \
 	-out "$T/tls.crt" -days 1 -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+P3=$(free_port)
 cat >"$T/control.conf" <<CONF
-# space-control settings
-listen = 127.0.0.1:$P2
+# space-control settings; --listen on the command line overrides this one
+listen = 127.0.0.1:$P3
 tls-cert = $T/tls.crt
 tls-key  = $T/tls.key
 heartbeat-timeout = 5
 CONF
-space-control --config "$T/control.conf" --data-dir "$D" --heartbeat-timeout 3600 2>>"$T/log2" &
+space-control --config "$T/control.conf" --data-dir "$D" --listen "127.0.0.1:$P2" 2>>"$T/log2" &
 PID2=$!
 i=0; while ! curl -s --cacert "$T/tls.crt" -o /dev/null "https://127.0.0.1:$P2/healthz" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 is "TLS listener from the config file answers over https" "$(curl -s --cacert "$T/tls.crt" "https://127.0.0.1:$P2/healthz")" '{"ok":true}'
 is "... and authenticates over TLS" "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$T/tls.crt" -H "Authorization: Bearer $KA" "https://127.0.0.1:$P2/v1/sandboxes")" 200
 check "... and refuses plain HTTP" sh -c "! curl -sf -o /dev/null 'http://127.0.0.1:$P2/healthz'"
+check "... the flag overrode the file's listen address" sh -c "! curl -sk -o /dev/null 'https://127.0.0.1:$P3/healthz'"
 kill "$PID2"; wait "$PID2" 2>/dev/null
+space-control --data-dir "$T/d2" --store "sqlite:$T/elsewhere.db" --listen "127.0.0.1:$P2" 2>>"$T/log2" &
+PID2=$!
+wait_http "http://127.0.0.1:$P2/healthz" 10
+check "--store sqlite:PATH puts the store there" sh -c "[ -s '$T/elsewhere.db' ] && [ ! -e '$T/d2/control.db' ]"
+kill "$PID2"; wait "$PID2" 2>/dev/null
+check "an unsupported store scheme is refused at start" sh -c "! space-control --data-dir '$T/d3' --store 'postgres://x/y' --listen 127.0.0.1:$P2 2>/dev/null"
 echo 'listen = 127.0.0.1:1' >"$T/bad.conf"; echo 'colour = blue' >>"$T/bad.conf"
 check "an unknown config setting is refused at start" sh -c "! space-control --config '$T/bad.conf' --data-dir '$D' 2>/dev/null"
 check "a missing --data-dir is a usage error (2)" sh -c "space-control --listen 127.0.0.1:1 2>/dev/null; [ \$? = 2 ]"
