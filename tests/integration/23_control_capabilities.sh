@@ -157,6 +157,18 @@ is "after the publish delay: signed with the new key" "$(jget kid "$T/v3")" "$NE
 python3 "$T/verify.py" "$CHECK" "$T/keys3" "$TOK1" "$ROOT" >"$T/v1rr" 2>>"$T/log"
 check "old tokens still verify after the switch" test -s "$T/v1rr"
 
+# once the old key's last token is past exp + skew it leaves the bundle;
+# instead of waiting 135 s, move its not_after into the past in the store
+V3=$(jget version "$T/v3")
+sqlite3 -cmd '.timeout 5000' "$D/control.db" "UPDATE signing_keys SET not_after = strftime('%s','now') - 1 WHERE kid = '$KID1'"
+sleep 2
+curl -s "$U/v1/keys" >"$T/keys5"
+python3 "$T/verify.py" "$CHECK" "$T/keys5" "$TOK3" "$ROOT" >"$T/v5" 2>>"$T/log"
+is "an expired key is withdrawn: the bundle holds one key" "$(jget nkeys "$T/v5")" 1
+check "... in a newer version" test "$(jget version "$T/v5")" -gt "$V3"
+check "... and tokens of the withdrawn key no longer verify" sh -c \
+	"! python3 '$T/verify.py' '$CHECK' '$T/keys5' '$TOK1' '$ROOT' >/dev/null 2>&1"
+
 # non-serving executions
 post /v1/sandboxes "$K" '{}' >/dev/null
 S2=$(jget id)
