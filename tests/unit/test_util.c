@@ -109,6 +109,76 @@ test_b64url(void)
 		is_int(accepted2, 4, "2-char tail: only 4 of 64 last characters canonical");
 		is_int(accepted3, 16, "3-char tail: only 16 of 64 last characters canonical");
 	}
+	/* every byte value in every position of a full quad and of both tails,
+	 * and in the last quad of a longer text */
+	{
+		static const char *base[] = { "QUJD", "QUJDRA", "QUJDREU", "QUJDREVGR0hJ" };
+		int wrong = 0, c;
+		size_t b, pos;
+
+		for (b = 0; b < sizeof(base) / sizeof(base[0]); b++)
+			for (pos = 0; pos < strlen(base[b]); pos++)
+				for (c = 0; c < 256; c++) {
+					char t[16];
+					bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+					    (c >= '0' && c <= '9') || c == '-' || c == '_';
+
+					memcpy(t, base[b], strlen(base[b]));
+					t[pos] = (char)c;
+					n = b64url_decode(t, strlen(base[b]), bin, sizeof(bin));
+					if (!alpha && n != -EINVAL)
+						wrong++;
+					/* the last character of a tail is canonical or not
+					 * by its low bits, counted above */
+					if (alpha && n < 0 && (pos + 1 < strlen(base[b]) ||
+					    strlen(base[b]) % 4 == 0))
+						wrong++;
+				}
+		is_int(wrong, 0, "each byte in each position: only the alphabet decodes");
+	}
+	/* a malformed text is -EINVAL even when the output is also too small */
+	is_int(b64url_decode("Zm9v=mFy", 8, bin, 5), -EINVAL, "bad text with no room: -EINVAL");
+	is_int(b64url_decode("Zm9vYmE", 7, bin, 4), -ENOSPC, "good text with no room: -ENOSPC");
+	is_int(b64url_decode("Zm9vYmE", 7, bin, 5), 5, "exact room is enough");
+	is_int(b64url_decode("", 0, NULL, 0), 0, "empty text decodes to nothing");
+	/* differential: the same answer as libsodium's own strict decoder (behind
+	 * the alphabet check it lacks for bytes >= 0x80) on random texts made of
+	 * the alphabet and a few bytes it must refuse */
+	{
+		static const char pool[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		    "0123456789-_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		    "=+/ .\x80\xff";
+		int mism = 0, agreed_ok = 0;
+
+		for (i = 0; i < 20000; i++) {
+			char t[40];
+			unsigned char mine[40], ref[40];
+			size_t len = randombytes_uniform(sizeof(t)), rn = 0, k;
+			bool clean = true;
+			int rr;
+
+			for (k = 0; k < len; k++) {
+				/* mostly clean texts, so that the success path and the
+				 * trailing-bit check are exercised as much as the refusals */
+				t[k] = i % 4 ? pool[randombytes_uniform(128)] :
+				    pool[randombytes_uniform(sizeof(pool) - 1)];
+				if (!((t[k] >= 'A' && t[k] <= 'Z') || (t[k] >= 'a' && t[k] <= 'z') ||
+				    (t[k] >= '0' && t[k] <= '9') || t[k] == '-' || t[k] == '_'))
+					clean = false;
+			}
+			n = b64url_decode(t, len, mine, sizeof(mine));
+			rr = !clean || len % 4 == 1 ? -1 : len == 0 ? 0 :
+			    sodium_base642bin(ref, sizeof(ref), t, len, NULL, &rn, NULL,
+			    sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+			if (rr != 0 ? n != -EINVAL :
+			    !(n == (ssize_t)rn && memcmp(mine, ref, rn) == 0))
+				mism++;
+			if (rr == 0 && n >= 0)
+				agreed_ok++;
+		}
+		is_int(mism, 0, "20000 random texts: same verdict and bytes as libsodium");
+		ok(agreed_ok > 1000, "differential test exercised the success path (%d)", agreed_ok);
+	}
 }
 
 static void
