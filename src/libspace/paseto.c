@@ -127,34 +127,23 @@ out:
 	return err;
 }
 
-/* The parsed, not yet verified, shape of a v4.public token. */
-struct parsed {
-	uint8_t *body;          /* m || sig */
-	size_t   blen;
-	char    *footer;        /* NUL-terminated, "" if none */
-	size_t   flen;
+/* Where the parts of a v4.public token lie: checked, not yet decoded. */
+struct shape {
+	const char *body;       /* base64url of m || sig */
+	size_t      btxt;
+	const char *foot;       /* base64url of the footer, NULL if none */
+	size_t      ftxt;
 };
 
-static void
-parsed_free(struct parsed *p)
-{
-	free(p->body);
-	free(p->footer);
-	p->body = NULL;
-	p->footer = NULL;
-}
-
 /* Structural checks shared by verify and peek: size, header, part count,
- * strict base64url, minimum length. */
+ * no empty footer. Decoding (strict base64url, minimum length) follows. */
 static int
-parse_token(const char *token, size_t len, size_t maxlen, struct parsed *p)
+token_shape(const char *token, size_t len, size_t maxlen, struct shape *sh)
 {
 	const char *b, *dot, *end = token + len;
 	size_t dots = 0, i;
-	ssize_t n;
-	int err = 0;
 
-	memset(p, 0, sizeof(*p));
+	memset(sh, 0, sizeof(*sh));
 	if (token == NULL || len == 0)
 		return -EINVAL;
 	/* bound before anything else: the size limit protects every step */
@@ -174,67 +163,83 @@ parse_token(const char *token, size_t len, size_t maxlen, struct parsed *p)
 		dot = end;
 	if (dot != end && dot + 1 == end)
 		return -EINVAL;         /* empty footer must be omitted, not ".": one spelling */
-	p->body = malloc(b64url_decoded_max((size_t)(dot - b)) + 1);
-	if (p->body == NULL)
-		return -ENOMEM;
-	n = b64url_decode(b, (size_t)(dot - b), p->body, b64url_decoded_max((size_t)(dot - b)) + 1);
-	if (n < 0) {
-		err = n == -ENOMEM ? -ENOMEM : -EINVAL;
-		goto out;
-	}
-	/* shorter than a signature: there is nothing to verify */
-	if ((size_t)n < SIG_LEN) {
-		err = -EINVAL;
-		goto out;
-	}
-	p->blen = (size_t)n;
+	sh->body = b;
+	sh->btxt = (size_t)(dot - b);
 	if (dot != end) {
-		const char *f = dot + 1;
-		size_t flen_txt = (size_t)(end - f);
-
-		if (b64url_decoded_max(flen_txt) > SPACE_FOOTER_MAX) {
-			err = -E2BIG;
-			goto out;
-		}
-		p->footer = malloc(b64url_decoded_max(flen_txt) + 1);
-		if (p->footer == NULL) {
-			err = -ENOMEM;
-			goto out;
-		}
-		n = b64url_decode(f, flen_txt, p->footer, b64url_decoded_max(flen_txt) + 1);
-		if (n < 0) {
-			err = -EINVAL;
-			goto out;
-		}
-		/* the footer is handed out as a C string: an embedded NUL would let
-		 * two different footers look alike to the caller */
-		if (memchr(p->footer, '\0', (size_t)n) != NULL) {
-			err = -EINVAL;
-			goto out;
-		}
-		p->footer[n] = '\0';
-		p->flen = (size_t)n;
-	} else {
-		p->footer = strdup("");
-		if (p->footer == NULL) {
-			err = -ENOMEM;
-			goto out;
-		}
+		sh->foot = dot + 1;
+		sh->ftxt = (size_t)(end - sh->foot);
 	}
-out:
-	if (err)
-		parsed_free(p);
-	return err;
+	return 0;
 }
 
+/* body m || sig into out (room for b64url_decoded_max(btxt)); its length */
+static int
+decode_body(const struct shape *sh, uint8_t *out, size_t *blen)
+{
+	ssize_t n;
+
+	n = b64url_decode(sh->body, sh->btxt, out, b64url_decoded_max(sh->btxt));
+	if (n < 0)
+		return n == -ENOMEM ? -ENOMEM : -EINVAL;
+	/* shorter than a signature: there is nothing to verify */
+	if ((size_t)n < SIG_LEN)
+		return -EINVAL;
+	*blen = (size_t)n;
+	return 0;
+}
+
+/* footer into out (room for SPACE_FOOTER_MAX); its length */
+static int
+decode_footer(const struct shape *sh, char *out, size_t *flen)
+{
+	ssize_t n;
+
+	*flen = 0;
+	if (sh->foot == NULL)
+		return 0;
+	if (b64url_decoded_max(sh->ftxt) > SPACE_FOOTER_MAX)
+		return -E2BIG;
+	n = b64url_decode(sh->foot, sh->ftxt, out, SPACE_FOOTER_MAX);
+	if (n < 0)
+		return -EINVAL;
+	/* the footer is handed out as a C string: an embedded NUL would let
+	 * two different footers look alike to the caller */
+	if (memchr(out, '\0', (size_t)n) != NULL)
+		return -EINVAL;
+	*flen = (size_t)n;
+	return 0;
+}
+
+static uint8_t *
+put_le64(uint8_t *p, size_t v)
+{
+	int k;
+
+	/* as in paseto_pae(): the top bit cleared */
+	for (k = 0; k < 8; k++)
+		*p++ = (uint8_t)(((uint64_t)v >> (8 * k)) & (k == 7 ? 0x7f : 0xff));
+	return p;
+}
+
+/*
+ * The PAE is built in one buffer sized once, and the body is decoded
+ * straight into its place in it:
+ *
+ *   LE64(4) LE64(10) "v4.public." LE64(mlen) m LE64(flen) f LE64(ilen) i
+ *
+ * The signature, decoded right after m, is moved out before the footer's
+ * length overwrites it. On success the same buffer, m moved to its start,
+ * becomes *msg_out.
+ */
 int
 paseto_v4_verify(const uint8_t pk[32], const char *token, size_t len,
     size_t maxlen, const char *implicit, uint8_t **msg_out, size_t *mlen_out,
     char **footer_out)
 {
-	struct parsed p;
-	uint8_t *pae = NULL, *msg = NULL;
-	size_t pae_len, mlen;
+	struct shape sh;
+	uint8_t sig[SIG_LEN], *buf = NULL, *p, *m;
+	char foot[SPACE_FOOTER_MAX + 1], *fout = NULL;
+	size_t ilen = implicit ? strlen(implicit) : 0, bmax, blen, mlen, flen = 0, total;
 	int err;
 
 	*msg_out = NULL;
@@ -244,53 +249,101 @@ paseto_v4_verify(const uint8_t pk[32], const char *token, size_t len,
 		*footer_out = NULL;
 	if (sodium_init() < 0)
 		return -EIO;
-	err = parse_token(token, len, maxlen, &p);
+	err = token_shape(token, len, maxlen, &sh);
 	if (err)
 		return err;
-	mlen = p.blen - SIG_LEN;
-	err = pae4(p.body, mlen, p.footer, p.flen, implicit, &pae, &pae_len);
+	bmax = b64url_decoded_max(sh.btxt);
+	/* every length below is bounded by len and ilen, both sizes of objects
+	 * in memory; checked anyway since maxlen is the caller's */
+	if (bmax > SIZE_MAX / 2 || ilen > SIZE_MAX / 4)
+		return -E2BIG;
+	/* room for the footer is taken even before its text is checked: at
+	 * most SPACE_FOOTER_MAX, and the body is decoded (and refused) first */
+	total = 8 + (8 + HDR_LEN) + 8 + bmax + 8 + SPACE_FOOTER_MAX + 8 + ilen;
+	buf = malloc(total);
+	if (buf == NULL)
+		return -ENOMEM;
+	p = put_le64(buf, 4);
+	p = put_le64(p, HDR_LEN);
+	memcpy(p, PASETO_V4_PUBLIC_HDR, HDR_LEN);
+	p += HDR_LEN;
+	m = p + 8;
+	err = decode_body(&sh, m, &blen);
 	if (err)
 		goto out;
+	mlen = blen - SIG_LEN;
+	memcpy(sig, m + mlen, SIG_LEN);
+	err = decode_footer(&sh, foot, &flen);
+	if (err)
+		goto out;
+	foot[flen] = '\0';
+	p = put_le64(p, mlen);
+	p += mlen;
+	p = put_le64(p, flen);
+	if (flen)
+		memcpy(p, foot, flen);
+	p += flen;
+	p = put_le64(p, ilen);
+	if (ilen)
+		memcpy(p, implicit, ilen);
+	p += ilen;
 	/* the footer and the implicit assertion are inside the signed PAE, so a
 	 * changed footer or a token made for another purpose fails here */
-	if (crypto_sign_verify_detached(p.body + mlen, pae, pae_len, pk) != 0) {
+	if (crypto_sign_verify_detached(sig, buf, (size_t)(p - buf), pk) != 0) {
 		err = -EBADMSG;
 		goto out;
 	}
-	msg = malloc(mlen + 1);
-	if (msg == NULL) {
-		err = -ENOMEM;
-		goto out;
+	if (footer_out) {
+		fout = malloc(flen + 1);
+		if (fout == NULL) {
+			err = -ENOMEM;
+			goto out;
+		}
+		memcpy(fout, foot, flen + 1);
 	}
-	if (mlen)
-		memcpy(msg, p.body, mlen);
-	msg[mlen] = '\0';
-	*msg_out = msg;
+	/* m is at offset 34 of a buffer at least 34 + mlen + 24 long */
+	memmove(buf, m, mlen);
+	buf[mlen] = '\0';
+	*msg_out = buf;
+	buf = NULL;
 	if (mlen_out)
 		*mlen_out = mlen;
 	if (footer_out) {
-		*footer_out = p.footer;
-		p.footer = NULL;
+		*footer_out = fout;
+		fout = NULL;
 	}
 out:
-	free(pae);
-	parsed_free(&p);
+	free(fout);
+	free(buf);
 	return err;
 }
 
 int
 paseto_v4_peek_footer(const char *token, size_t len, char **footer_out)
 {
-	struct parsed p;
+	struct shape sh;
+	uint8_t *body = NULL;
+	char foot[SPACE_FOOTER_MAX + 1];
+	size_t blen, flen;
 	int err;
 
 	*footer_out = NULL;
-	err = parse_token(token, len, SPACE_BUNDLE_TOKEN_MAX, &p);
+	err = token_shape(token, len, SPACE_BUNDLE_TOKEN_MAX, &sh);
 	if (err)
 		return err;
-	*footer_out = p.footer;
-	p.footer = NULL;
-	parsed_free(&p);
+	/* the body is decoded too, to apply the same grammar as verify */
+	body = malloc(b64url_decoded_max(sh.btxt) + 1);
+	if (body == NULL)
+		return -ENOMEM;
+	err = decode_body(&sh, body, &blen);
+	if (err == 0)
+		err = decode_footer(&sh, foot, &flen);
+	free(body);
+	if (err)
+		return err;
+	foot[flen] = '\0';
+	if ((*footer_out = strdup(foot)) == NULL)
+		return -ENOMEM;
 	return 0;
 }
 
