@@ -232,7 +232,7 @@ do_install(const struct route_identity *id, json_t *spec)
 		control_report(id, "failed", "no uid range left");
 		return;
 	}
-	r.uid_base = MGR_UID_BASE0 + r.slot * MGR_UID_RANGE;
+	r.uid_base = uid_base_for(cfg.uid_window, r.slot);
 	r.epoch = have_old ? old.epoch + 1 : 1;
 	paths_for(&r);
 	/* the new record goes in (state starting, new epoch) before the old

@@ -153,7 +153,7 @@ main(int argc, char **argv)
 		case 'n':
 			errno = 0;
 			cap = strtoul(optarg, &end, 10);
-			if (errno || *end || cap == 0 || cap > 100000)
+			if (errno || *end || cap == 0 || cap > MGR_SLOTS_MAX)
 				usage();
 			break;
 		case 'g': copy_opt(cfg.api_group, sizeof(cfg.api_group), optarg, "api-group"); break;
@@ -203,6 +203,8 @@ main(int argc, char **argv)
 
 	make_dirs();
 	load_incarnation();
+	if ((r = uid_window_claim(&cfg.uid_window)) != 0)
+		fatalx("cannot claim a host uid window: %s", strerror(-r));
 	snprintf(path, sizeof(path), "%s/records.db", cfg.data_dir);
 	if (records_open(path) != 0)
 		fatalx("cannot open %s", path);

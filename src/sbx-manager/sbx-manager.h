@@ -7,7 +7,8 @@
  *   assign.c   install / retire / restart reconciliation
  *   api.c      the node-api socket: admission and relay
  *   lease.c    stream leases and their cancellation
- *   metrics.c  counters, written to D/metrics.prom */
+ *   metrics.c  counters, written to D/metrics.prom
+ *   uidrange.c host uid windows, one per worker on a machine */
 #ifndef SBX_MANAGER_H
 #define SBX_MANAGER_H
 #include <linux/limits.h>
@@ -23,7 +24,8 @@
 
 #define MGR_UID_BASE0        200000u
 #define MGR_UID_RANGE        65536u
-#define MGR_SLOTS_MAX        60000u
+#define MGR_SLOTS_MAX        256u       /* sandboxes with live uid ranges per worker */
+#define MGR_WINDOWS_MAX      255        /* workers per host (uidrange.c) */
 #define MGR_READY_TIMEOUT_MS 20000
 #define MGR_STOP_GRACE_MS    5000
 #define MGR_CONN_MAX         256        /* concurrent node-api connections */
@@ -42,6 +44,7 @@ struct mgr_config {
 	gid_t api_gid;                  /* (gid_t)-1: root only */
 	char spaced_host[PATH_MAX];
 	char incarnation[SPACE_ID_MAX + 1];
+	uint32_t uid_window;
 };
 
 /* one runtime record; the durable copy is the row in records.db */
@@ -144,6 +147,10 @@ void metrics_admission(enum admit_outcome o, enum admit_reason r);
 void metrics_bridge_refusal(const char *why);
 void *metrics_thread(void *arg);
 int metrics_write(void);
+
+/* uidrange.c */
+int uid_window_claim(uint32_t *window);
+uint32_t uid_base_for(uint32_t window, uint32_t slot);
 
 /* audit: one log line with both identities */
 void audit_refusal(const char *what, const char *op, const char *sandbox,
