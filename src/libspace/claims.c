@@ -168,10 +168,25 @@ scan_numbers(const char *s, size_t len, struct num_tok *toks, size_t *count)
 		char c = s[i];
 
 		if (c == '"') {
-			for (i++; i < len && s[i] != '"'; i++)
-				if (s[i] == '\\')
-					i++;
-			i++;
+			/* to the closing quote: the first '"' of the string that
+			 * follows an even run of backslashes (each "\\" pair is one
+			 * escaped backslash, an odd one out escapes the quote) */
+			const char *body = s + i + 1, *q = body, *b;
+
+			for (;;) {
+				q = memchr(q, '"', (size_t)(s + len - q));
+				if (q == NULL) {
+					i = len;        /* unterminated: jansson refuses it */
+					break;
+				}
+				for (b = q; b > body && b[-1] == '\\'; b--)
+					;
+				if ((q - b) % 2 == 0) {
+					i = (size_t)(q - s) + 1;
+					break;
+				}
+				q++;
+			}
 		} else if (c == '-' || (c >= '0' && c <= '9')) {
 			size_t start = i, j;
 			char txt[64];
@@ -200,7 +215,12 @@ scan_numbers(const char *s, size_t len, struct num_tok *toks, size_t *count)
 						t->value = t->value * 10 + d;
 				}
 			}
-			if (i - start < sizeof(txt)) {
+			/* the value jansson computed for the same text: strtod() is
+			 * correctly rounded, and so is the conversion of an exact
+			 * integer, so a plain number needs no second strtod() */
+			if (t->plain && !t->overflow)
+				t->approx = (double)t->value;
+			else if (i - start < sizeof(txt)) {
 				memcpy(txt, s + start, i - start);
 				txt[i - start] = '\0';
 				t->approx = strtod(txt, NULL);
@@ -326,7 +346,7 @@ claims_decode(const void *json, size_t len, struct capability *out, const char *
 	}
 	json_object_foreach(root, key, v) {
 		for (k = 0; k < C_COUNT; k++)
-			if (strcmp(claim_defs[k].name, key) == 0)
+			if (claim_defs[k].name[0] == key[0] && strcmp(claim_defs[k].name, key) == 0)
 				break;
 		/* unknown claims are refused, not ignored: a claim we do not
 		 * understand may be a restriction we would fail to apply */
