@@ -16,4 +16,10 @@ reply_store_error(struct req *r, int rc, const char *what)
 	} else
 		reply_error(r, 500, "internal", "store error (%d)", rc);
 }
+
+/* api_sandboxes.c: the "timeouts" object over its defaults, validated;
+ * malloc'd JSON text, or NULL after answering 400 */
+char *api_timeouts_json(struct req *r, json_t *in);
+/* api_lifecycle.c: a snapshot digest as the snapshot store names files */
+bool api_digest_valid(const char *s);
 #endif

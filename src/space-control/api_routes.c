@@ -113,6 +113,14 @@ api_routes(struct req *r)
 		reply_error(r, 409, "conflict", "sandbox is %s", ev.sandbox_state);
 		goto out;
 	}
+	/* pausing ends in paused, and a paused sandbox serves again only
+	 * after a resume: retrying the route would not help. (resuming and
+	 * moving converge by themselves: they fall through to the 503 below
+	 * while the new execution is not serving.) */
+	if (strcmp(ev.sandbox_state, "pausing") == 0 || strcmp(ev.sandbox_state, "paused") == 0) {
+		reply_error(r, 409, "conflict", "sandbox is %s; resume it first", ev.sandbox_state);
+		goto out;
+	}
 	/* a capability names one execution; there is none to name until the
 	 * worker reports it serving */
 	if (ev.route.generation == 0 || strcmp(ev.state, "serving") != 0) {
@@ -136,6 +144,9 @@ api_routes(struct req *r)
 		reply_error(r, 503, "unavailable", "cannot issue a capability now");
 		goto out;
 	}
+	/* activity for the idle timeout is the control plane's view: the
+	 * last capability issued (node-api traffic is not seen here) */
+	(void)c->st->ops->sandbox_touch(c->st, ev.route.sandbox, now_unix());
 	rfc3339_format(exp, exps);
 	if ((route = route_identity_pack(&ev.route)) == NULL) {
 		reply_error(r, 500, "internal", "out of memory");

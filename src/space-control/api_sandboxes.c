@@ -57,8 +57,8 @@ resources_json(struct req *r, json_t *in)
 	return s;
 }
 
-static char *
-timeouts_json(struct req *r, json_t *in)
+char *
+api_timeouts_json(struct req *r, json_t *in)
 {
 	static const char *const keys[] = { "idle", "absolute", "action", NULL };
 	json_t *o, *a;
@@ -129,7 +129,7 @@ api_sandbox_create(struct req *r)
 		goto out;
 	if ((res = resources_json(r, json_object_get(in, "resources"))) == NULL)
 		goto out;
-	if ((tmo = timeouts_json(r, json_object_get(in, "timeouts"))) == NULL)
+	if ((tmo = api_timeouts_json(r, json_object_get(in, "timeouts"))) == NULL)
 		goto out;
 	md = json_object_get(in, "metadata");
 	if (md != NULL && !json_is_object(md)) {

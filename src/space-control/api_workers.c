@@ -8,6 +8,7 @@
 #include "api_common.h"
 #include "control.h"
 #include "log.h"
+#include "snapshot.h"
 #include "util.h"
 
 #define ENDPOINT_MAX 255
@@ -182,9 +183,12 @@ api_worker_assignments(struct req *r)
 void
 api_worker_status(struct req *r)
 {
-	static const char *const keys[] = { "identity", "state", "error", NULL };
+	static const char *const keys[] = { "identity", "state", "error", "snapshot", NULL };
+	static const char *const snap_keys[] = { "digest", "size", NULL };
 	struct route_identity id;
-	json_t *in, *e;
+	struct snap_report snap;
+	char snap_id[SPACE_ID_MAX + 1];
+	json_t *in, *e, *sn;
 	const char *state, *err = NULL, *why = NULL;
 	int rc;
 
@@ -212,7 +216,29 @@ api_worker_status(struct req *r)
 		}
 		err = json_string_value(e);
 	}
-	rc = r->ctl->st->ops->execution_status(r->ctl->st, r->params[0], &id, state, err, &why);
+	/* the archive of a retired layer: {"digest","size"} or null */
+	memset(&snap, 0, sizeof(snap));
+	if ((sn = json_object_get(in, "snapshot")) != NULL && !json_is_null(sn)) {
+		json_t *d = json_object_get(sn, "digest"), *z = json_object_get(sn, "size");
+		if (strcmp(state, "retired") != 0) {
+			reply_error(r, 400, "bad_request", "\"snapshot\" comes only with \"retired\"");
+			goto out;
+		}
+		if (!json_is_object(sn) || !json_keys_only(r, sn, snap_keys))
+			goto bad_snap;
+		if (d == NULL || !json_is_string(d) || !api_digest_valid(json_string_value(d)) ||
+		    z == NULL || !json_is_integer(z) || json_integer_value(z) < 0)
+			goto bad_snap;
+		if (id_random("snp_", snap_id, sizeof(snap_id)) < 0) {
+			reply_error(r, 500, "internal", "cannot make an id");
+			goto out;
+		}
+		snap.id = snap_id;
+		snap.digest = json_string_value(d);
+		snap.size = json_integer_value(z);
+	}
+	rc = r->ctl->st->ops->execution_status(r->ctl->st, r->params[0], &id, state, err, &snap,
+	    &why);
 	if (rc == -EPERM)
 		reply_error(r, 403, "forbidden", "%s", why);
 	else if (rc == -ESTALE)
@@ -224,8 +250,15 @@ api_worker_status(struct req *r)
 	else {
 		log_info("execution %s g%llu a%u on %s: %s", id.sandbox,
 		    (unsigned long long)id.generation, id.activation, r->params[0], state);
+		/* a report may be what a lifecycle operation waits for */
+		ops_kick(r->ctl, id.sandbox);
 		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
 	}
+	goto out;
+bad_snap:
+	if (r->status == 0)
+		reply_error(r, 400, "bad_request", "\"snapshot\" must be {\"digest\": %d lowercase hex"
+		    " digits, \"size\": a non-negative integer} or null", SNAPSHOT_DIGEST_HEX);
 out:
 	json_decref(in);
 }

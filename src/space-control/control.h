@@ -19,6 +19,7 @@
 #define CONTROL_HEARTBEAT_DEF   15      /* seconds without heartbeat -> lost */
 #define CONTROL_PUBLISH_DELAY   30      /* seconds a new key is published before use */
 #define CONTROL_CAPACITY_MAX    100000
+#define CONTROL_LEASE_TTL       60      /* seconds an operation's lease lasts unrenewed */
 
 struct config {
 	char    data_dir[PATH_MAX];
@@ -29,6 +30,8 @@ struct config {
 	int     heartbeat_timeout;
 	int     test_cap_backdate;
 	int     rotate_publish_delay;
+	int     lease_ttl;
+	int     test_hold_operations;  /* TEST ONLY: record reports, take no step */
 	int     verbose;
 };
 
@@ -57,6 +60,10 @@ struct ctl {
 	pthread_cond_t  assign_cv;
 	uint64_t        assign_seq;
 	volatile int    stopping;
+
+	/* this daemon's name as a lease owner: new at every start, so that a
+	 * restarted daemon takes over operations only once their lease expired */
+	char            instance[SPACE_ID_MAX + 1];
 };
 
 /* keyring.c */
@@ -90,6 +97,9 @@ int  auth_worker(struct ctl *c, const char *bearer, const char *path_worker,
 int  scheduler_start(struct ctl *c);
 void scheduler_stop(struct ctl *c);
 void assign_notify(struct ctl *c);
+/* advance the lifecycle operations of sandbox (NULL = all) after a worker
+ * report; wakes long-polls when a step made assignments */
+void ops_kick(struct ctl *c, const char *sandbox);
 /* waits until an assignment newer than seq may exist or deadline passes */
 uint64_t assign_seq(struct ctl *c);
 void assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns);
@@ -99,6 +109,9 @@ void metrics_request(const char *route, unsigned status);
 void metrics_capability(enum cap_purpose pur);
 void metrics_auth_failure(const char *kind);
 void metrics_store_latency(double seconds);
+/* kind: pause, resume, move, snapshot, other; result: started, ok, failed,
+ * abandoned, conflict, refused (static strings) */
+void metrics_lifecycle(const char *kind, const char *result);
 char *metrics_render(struct ctl *c);
 void metrics_free(void);
 #endif

@@ -33,11 +33,18 @@ static const struct route routes[] = {
 	{ "GET",    "/v1/sandboxes/*",              api_sandbox_get,        AUTH_USER },
 	{ "DELETE", "/v1/sandboxes/*",              api_sandbox_delete,     AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/routes",       api_routes,             AUTH_USER },
+	{ "POST",   "/v1/sandboxes/*/pause",        api_sandbox_pause,      AUTH_USER },
+	{ "POST",   "/v1/sandboxes/*/resume",       api_sandbox_resume,     AUTH_USER },
+	{ "POST",   "/v1/sandboxes/*/move",         api_sandbox_move,       AUTH_USER },
+	{ "POST",   "/v1/sandboxes/*/snapshots",    api_snapshot_create,    AUTH_USER },
+	{ "GET",    "/v1/sandboxes/*/snapshots",    api_snapshot_list,      AUTH_USER },
+	{ "PUT",    "/v1/sandboxes/*/timeouts",     api_sandbox_timeouts,   AUTH_USER },
 	{ "GET",    "/v1/workers",                  api_workers_list,       AUTH_USER },
 	{ "POST",   "/v1/workers/*/register",       api_worker_register,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/heartbeat",      api_worker_heartbeat,   AUTH_WORKER },
 	{ "GET",    "/v1/workers/*/assignments",    api_worker_assignments, AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/status",         api_worker_status,      AUTH_WORKER },
+	{ "POST",   "/v1/workers/*/snapshots",      api_worker_snapshot,    AUTH_WORKER },
 };
 
 void

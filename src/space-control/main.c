@@ -22,7 +22,7 @@
 #include "util.h"
 
 enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_BACKDATE, O_DELAY,
-    O_VERBOSE, O_HELP };
+    O_LEASE, O_HOLD, O_VERBOSE, O_HELP };
 
 static const struct option opts[] = {
 	{ "data-dir",             required_argument, NULL, O_DATA },
@@ -34,6 +34,8 @@ static const struct option opts[] = {
 	{ "heartbeat-timeout",    required_argument, NULL, O_HB },
 	{ "test-cap-backdate",    required_argument, NULL, O_BACKDATE },
 	{ "rotate-publish-delay", required_argument, NULL, O_DELAY },
+	{ "lease-ttl",            required_argument, NULL, O_LEASE },
+	{ "test-hold-operations", no_argument,       NULL, O_HOLD },
 	{ "verbose",              no_argument,       NULL, O_VERBOSE },
 	{ "help",                 no_argument,       NULL, O_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -46,7 +48,7 @@ usage(FILE *f)
 	    "usage: space-control [serve] --data-dir D [--listen 127.0.0.1:7700]\n"
 	    "           [--tls-cert F --tls-key F] [--store sqlite:PATH] [--config FILE]\n"
 	    "           [--heartbeat-timeout S] [--rotate-publish-delay S] [--verbose]\n"
-	    "           [--test-cap-backdate S]\n"
+	    "           [--lease-ttl S] [--test-cap-backdate S] [--test-hold-operations]\n"
 	    "       space-control apikey add NAME --data-dir D\n"
 	    "       space-control worker add NAME --data-dir D\n"
 	    "       space-control keys rotate --data-dir D [--rotate-publish-delay S]\n"
@@ -93,6 +95,11 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_HB:       return set_int(name, v, 1, 86400, &cfg->heartbeat_timeout);
 	case O_BACKDATE: return set_int(name, v, 0, 86400, &cfg->test_cap_backdate);
 	case O_DELAY:    return set_int(name, v, 0, 86400, &cfg->rotate_publish_delay);
+	case O_LEASE:    return set_int(name, v, 1, 3600, &cfg->lease_ttl);
+	case O_HOLD:
+		cfg->test_hold_operations = v == NULL || strcmp(v, "1") == 0 ||
+		    strcmp(v, "true") == 0 || strcmp(v, "yes") == 0;
+		return 0;
 	case O_VERBOSE:
 		if (v == NULL || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
 			cfg->verbose = 1;
@@ -162,6 +169,7 @@ parse(int argc, char **argv, struct config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	strcpy(cfg->listen, CONTROL_LISTEN_DEFAULT);
 	cfg->heartbeat_timeout = CONTROL_HEARTBEAT_DEF;
+	cfg->lease_ttl = CONTROL_LEASE_TTL;
 	cfg->rotate_publish_delay = CONTROL_PUBLISH_DELAY;
 	opterr = 0;
 	optind = 0;
@@ -256,7 +264,14 @@ cmd_serve(int argc, char **argv)
 	if (c->cfg.test_cap_backdate > 0)
 		log_warnx("TEST MODE: capabilities are issued %d s in the past "
 		    "(--test-cap-backdate); never use this in production", c->cfg.test_cap_backdate);
+	if (c->cfg.test_hold_operations)
+		log_warnx("TEST MODE: lifecycle operations take no step "
+		    "(--test-hold-operations); never use this in production");
+	if ((rc = id_random("ctl_", c->instance, sizeof(c->instance))) < 0)
+		goto out;
+	log_info("instance %s (lease owner, lease %d s)", c->instance, c->cfg.lease_ttl);
 	store_observe = metrics_store_latency;
+	store_op_observe = metrics_lifecycle;
 	if ((rc = scheduler_start(c)) < 0)
 		goto out;
 	if ((rc = http_start(c, c->cfg.listen, c->cfg.tls_cert, c->cfg.tls_key, &c->http)) < 0) {
@@ -276,6 +291,7 @@ out:
 	scheduler_stop(c);          /* wakes long-polls so their threads end */
 	http_stop(c->http);
 	store_observe = NULL;
+	store_op_observe = NULL;
 	keyring_free(&c->kr);
 	if (c->st)
 		c->st->ops->close(c->st);

@@ -19,6 +19,9 @@ static size_t nreqs;
 static unsigned long long caps[3];
 static struct { const char *kind; unsigned long long n; } auths[AUTH_KINDS_MAX];
 static size_t nauths;
+#define LIFECYCLE_SERIES_MAX 48
+static struct { const char *kind, *result; unsigned long long n; } lcs[LIFECYCLE_SERIES_MAX];
+static size_t nlcs;
 static double store_sum;
 static unsigned long long store_count;
 /* histogram buckets, seconds */
@@ -76,6 +79,25 @@ metrics_auth_failure(const char *kind)
 }
 
 void
+metrics_lifecycle(const char *kind, const char *result)
+{
+	size_t i;
+
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nlcs; i++)
+		if (strcmp(lcs[i].kind, kind) == 0 && strcmp(lcs[i].result, result) == 0)
+			break;
+	if (i == nlcs && nlcs < LIFECYCLE_SERIES_MAX) {
+		lcs[i].kind = kind;         /* static strings (control.h) */
+		lcs[i].result = result;
+		nlcs++;
+	}
+	if (i < nlcs)
+		lcs[i].n++;
+	pthread_mutex_unlock(&mu);
+}
+
+void
 metrics_store_latency(double seconds)
 {
 	size_t i;
@@ -116,6 +138,11 @@ metrics_render(struct ctl *c)
 	for (i = 0; i < nauths; i++)
 		fprintf(f, "space_control_auth_failures_total{kind=\"%s\"} %llu\n",
 		    auths[i].kind, auths[i].n);
+	fprintf(f, "# HELP space_control_lifecycle_operations_total Lifecycle operations by kind and result.\n"
+	    "# TYPE space_control_lifecycle_operations_total counter\n");
+	for (i = 0; i < nlcs; i++)
+		fprintf(f, "space_control_lifecycle_operations_total{kind=\"%s\",result=\"%s\"} %llu\n",
+		    lcs[i].kind, lcs[i].result, lcs[i].n);
 	fprintf(f, "# HELP space_control_store_latency_seconds Store operation latency.\n"
 	    "# TYPE space_control_store_latency_seconds histogram\n");
 	for (i = 0; i < NLE; i++)

@@ -5,6 +5,7 @@
  * slot. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -90,8 +91,69 @@ assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns)
 	pthread_mutex_unlock(&c->assign_mu);
 }
 
+void
+ops_kick(struct ctl *c, const char *sandbox)
+{
+	int n = c->st->ops->ops_drive(c->st, c->instance, c->cfg.lease_ttl, sandbox,
+	    !c->cfg.test_hold_operations);
+
+	if (n > 0)
+		assign_notify(c);
+}
+
+/* The timeout reaper: a running sandbox past its idle or absolute timeout
+ * is paused (an ordinary pause operation, so it takes the lease and can
+ * lose to a concurrent one) or killed. */
+static void
+reap_timeouts(struct ctl *c)
+{
+	struct op_request rq;
+	char op_id[SPACE_ID_MAX + 1], reason[32];
+	json_t *due = NULL, *d, *out;
+	const char *owner, *id, *action, *which, *why = NULL;
+	size_t i;
+	int rc;
+
+	if (c->st->ops->timeouts_due(c->st, now_unix(), &due) < 0)
+		return;
+	json_array_foreach(due, i, d) {
+		owner = json_string_value(json_object_get(d, "owner"));
+		id = json_string_value(json_object_get(d, "id"));
+		action = json_string_value(json_object_get(d, "action"));
+		which = json_string_value(json_object_get(d, "which"));
+		if (owner == NULL || id == NULL || action == NULL || which == NULL)
+			continue;
+		out = NULL;
+		if (strcmp(action, "kill") == 0) {
+			rc = c->st->ops->sandbox_kill(c->st, owner, id, &out);
+		} else {
+			if (id_random("op_", op_id, sizeof(op_id)) < 0)
+				continue;
+			snprintf(reason, sizeof(reason), "timeout %s", which);
+			memset(&rq, 0, sizeof(rq));
+			rq.kind = "pause";
+			rq.op_id = op_id;
+			rq.lease_owner = c->instance;
+			rq.lease_ttl = c->cfg.lease_ttl;
+			rq.reason = reason;
+			rc = c->st->ops->op_start(c->st, owner, id, &rq, &out, &why);
+			if (rc == 0)
+				metrics_lifecycle("pause", "started");
+		}
+		json_decref(out);
+		if (rc == 0) {
+			log_info("sandbox %s: %s timeout passed, %s", id, which,
+			    strcmp(action, "kill") == 0 ? "killed" : "pausing");
+			assign_notify(c);
+		}
+	}
+	json_decref(due);
+}
+
 /* once a second: workers silent for longer than the heartbeat timeout are
- * lost (no new placements), and the keyring follows rotations */
+ * lost (no new placements), the keyring follows rotations, lifecycle
+ * operations are driven (leases renewed, expired ones taken over) and
+ * timeouts reaped */
 static void *
 tick(void *arg)
 {
@@ -103,6 +165,8 @@ tick(void *arg)
 		if (n > 0)
 			log_info("scheduler: %d worker(s) missed heartbeats, marked lost", n);
 		(void)keyring_refresh(&c->kr, c->st);
+		ops_kick(c, NULL);
+		reap_timeouts(c);
 		sleep(1);
 	}
 	return NULL;

@@ -44,6 +44,27 @@ struct key_row {
 	int64_t not_before, not_after;  /* not_after 0 = open */
 };
 
+/* a lifecycle operation to start (store_sqlite_ops.c): it takes the
+ * sandbox's ownership lease by compare-and-swap, persists the operation
+ * row and its first step, in one transaction */
+struct op_request {
+	const char *kind;               /* pause, resume, move, snapshot */
+	const char *op_id;              /* "op_..." */
+	const char *worker;             /* resume: wanted worker or NULL; move: target */
+	const char *snapshot_id;        /* snapshot: id of the new snapshot */
+	const char *name;               /* snapshot: its name */
+	const char *lease_owner;        /* this daemon instance */
+	int64_t     lease_ttl;          /* seconds */
+	const char *reason;             /* audit detail: "api", "timeout idle", ... */
+};
+
+/* a worker's retirement report may carry the archive of the retired layer */
+struct snap_report {
+	const char *id;                 /* id for the snapshot row, made by the caller */
+	const char *digest;             /* lowercase hex BLAKE2b-256, NULL = none */
+	int64_t     size;
+};
+
 /* a placement candidate: a worker and its load, read inside the create
  * transaction; scheduler_pick() (scheduler.c) holds the policy */
 struct worker_load {
@@ -91,7 +112,7 @@ struct store_ops {
 	    json_t **out, int64_t *revision);
 	int (*execution_status)(struct store *, const char *worker,
 	    const struct route_identity *, const char *state, const char *error,
-	    const char **why);
+	    const struct snap_report *snap, const char **why);
 	int (*workers_reap)(struct store *, int64_t older_than);
 	int (*worker_counts)(struct store *, int64_t *live, int64_t *lost);
 	/* every worker: id, endpoint, state, capacity, running executions */
@@ -103,6 +124,32 @@ struct store_ops {
 	int (*keys_changed)(struct store *, int64_t *stamp);
 	int (*bundle_latest)(struct store *, uint64_t *version, char **token);
 	int (*bundle_add)(struct store *, uint64_t version, const char *token);
+
+	/* lifecycle. op_start: -ENOENT unknown sandbox, -EALREADY lease held by
+	 * another operation, -EPERM operation does not apply (*why), -EHOSTDOWN
+	 * / -EAGAIN placement refused (*why); *out is the sandbox object, or
+	 * {"snapshot":{...}} for a snapshot */
+	int (*op_start)(struct store *, const char *owner, const char *sandbox,
+	    const struct op_request *, json_t **out, const char **why);
+	/* renew the leases lease_owner holds, take over expired ones, and move
+	 * every unfinished operation (of sandbox, or all when NULL) as far as
+	 * the persisted rows allow; advance false only renews and takes over.
+	 * Returns the number of operations that changed step. */
+	int (*ops_drive)(struct store *, const char *lease_owner, int64_t lease_ttl,
+	    const char *sandbox, bool advance);
+	/* a worker's answer to a snapshot assignment (digest NULL + error) */
+	int (*snapshot_report)(struct store *, const char *worker, const char *snapshot_id,
+	    const char *sandbox, int64_t generation, const char *digest, int64_t size,
+	    const char *error, const char **why);
+	int (*snapshots_list)(struct store *, const char *owner, const char *sandbox,
+	    json_t **out);
+	int (*sandbox_set_timeouts)(struct store *, const char *owner, const char *id,
+	    const char *timeouts, json_t **out);
+	/* activity: a capability was issued for the sandbox at now */
+	int (*sandbox_touch)(struct store *, const char *id, int64_t now);
+	/* running sandboxes whose idle or absolute timeout has passed and whose
+	 * lease is free: [{"owner","id","action","which"}] */
+	int (*timeouts_due)(struct store *, int64_t now, json_t **out);
 
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
@@ -117,4 +164,6 @@ struct store *store_sqlite_open(const char *path);
 
 /* latency observer the daemon installs (metrics); NULL outside serve */
 extern void (*store_observe)(double seconds);
+/* lifecycle outcome observer (metrics): kind and result are static strings */
+extern void (*store_op_observe)(const char *kind, const char *result);
 #endif

@@ -19,16 +19,12 @@
 #include "claims.h"
 #include "log.h"
 #include "store.h"
+#include "store_sqlite.h"
 #include "util.h"
 
 void (*store_observe)(double seconds);
+void (*store_op_observe)(const char *kind, const char *result);
 
-struct sq {
-	struct store base;      /* first: a struct store * is a struct sq * */
-	sqlite3 *db;
-	pthread_mutex_t mu;
-	struct timespec t0;
-};
 
 /* Versioned migrations: entry i brings the schema from user_version i to
  * i + 1. Append, never edit a shipped entry. */
@@ -88,24 +84,62 @@ static const char *const migrations[] = {
 	"  action TEXT NOT NULL, target TEXT, detail TEXT);"
 	"CREATE TABLE meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
 	"INSERT INTO meta VALUES ('keys_serial', 0);",
+
+	/* 2: lifecycle. Operations and their leases, snapshot rows that a
+	 * named snapshot creates before the worker has archived anything, the
+	 * 'snapshot' assignment action, activity and end times. SQLite cannot
+	 * change a CHECK constraint, so assignments and snapshots are rebuilt;
+	 * the revision sequence is carried over so no revision is reused. */
+	"ALTER TABLE sandboxes ADD COLUMN last_activity INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN snapshot TEXT;"
+	"ALTER TABLE executions ADD COLUMN ended_at INTEGER;"
+	"CREATE TABLE assignments_v2 ("
+	"  revision INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  worker TEXT NOT NULL REFERENCES workers(id),"
+	"  sandbox TEXT NOT NULL, generation INTEGER NOT NULL,"
+	"  action TEXT NOT NULL CHECK (action IN ('install','retire','snapshot')),"
+	"  spec TEXT NOT NULL, created_at INTEGER NOT NULL,"
+	"  FOREIGN KEY (sandbox, generation) REFERENCES executions(sandbox, generation));"
+	"INSERT INTO assignments_v2 SELECT * FROM assignments;"
+	"DELETE FROM sqlite_sequence WHERE name = 'assignments_v2';"
+	"INSERT INTO sqlite_sequence (name, seq) SELECT 'assignments_v2', seq FROM sqlite_sequence"
+	"  WHERE name = 'assignments';"
+	"DROP TABLE assignments;"
+	"ALTER TABLE assignments_v2 RENAME TO assignments;"
+	"CREATE INDEX assignments_worker ON assignments(worker, revision);"
+	"CREATE TABLE snapshots_v2 ("
+	"  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  generation INTEGER NOT NULL, name TEXT,"
+	"  kind TEXT NOT NULL CHECK (kind IN ('auto','named')),"
+	"  state TEXT NOT NULL CHECK (state IN ('pending','ready','failed')),"
+	"  digest TEXT, size INTEGER, error TEXT, created_at INTEGER NOT NULL);"
+	"INSERT INTO snapshots_v2 SELECT id, sandbox, generation, NULL, 'auto', 'ready', digest,"
+	"  size, NULL, created_at FROM snapshots;"
+	"DROP TABLE snapshots;"
+	"ALTER TABLE snapshots_v2 RENAME TO snapshots;"
+	"CREATE INDEX snapshots_sandbox ON snapshots(sandbox, created_at);"
+	"CREATE TABLE operations ("
+	"  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  kind TEXT NOT NULL CHECK (kind IN ('pause','resume','move','snapshot')),"
+	"  target TEXT,"                               /* worker of a move or resume */
+	"  step TEXT NOT NULL CHECK (step IN ('retiring','installing','snapshotting','done')),"
+	"  from_gen INTEGER, to_gen INTEGER, snapshot_id TEXT, reason TEXT,"
+	"  result TEXT CHECK (result IN ('ok','failed','abandoned')),"
+	"  created INTEGER NOT NULL, updated INTEGER NOT NULL, ended INTEGER);"
+	"CREATE INDEX operations_open ON operations(step, sandbox);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
-static struct sq *
-SQ(struct store *s)
-{
-	return (struct sq *)s;
-}
 
-static void
-lock(struct sq *q)
+void
+sq_lock(struct sq *q)
 {
 	pthread_mutex_lock(&q->mu);
 	clock_gettime(CLOCK_MONOTONIC, &q->t0);
 }
 
-static void
-unlock(struct sq *q)
+void
+sq_unlock(struct sq *q)
 {
 	struct timespec t1;
 
@@ -116,8 +150,8 @@ unlock(struct sq *q)
 		    (double)(t1.tv_nsec - q->t0.tv_nsec) / 1e9);
 }
 
-static int
-xexec(sqlite3 *db, const char *sql)
+int
+sq_xexec(sqlite3 *db, const char *sql)
 {
 	char *err = NULL;
 
@@ -130,18 +164,18 @@ xexec(sqlite3 *db, const char *sql)
 	return 0;
 }
 
-static int begin(sqlite3 *db)    { return xexec(db, "BEGIN IMMEDIATE"); }
-static int commit(sqlite3 *db)   { return xexec(db, "COMMIT"); }
-static void rollback(sqlite3 *db)
+int sq_begin(sqlite3 *db)    { return sq_xexec(db, "BEGIN IMMEDIATE"); }
+int sq_commit(sqlite3 *db)   { return sq_xexec(db, "COMMIT"); }
+void sq_rollback(sqlite3 *db)
 {
 	if (!sqlite3_get_autocommit(db))
-		(void)xexec(db, "ROLLBACK");
+		(void)sq_xexec(db, "ROLLBACK");
 }
 
 /* prepare and bind: fmt letters s (text, NULL allowed), i (int64),
  * b (blob: pointer, int length) */
-static sqlite3_stmt *
-prep(sqlite3 *db, const char *sql, const char *fmt, ...)
+sqlite3_stmt *
+sq_prep(sqlite3 *db, const char *sql, const char *fmt, ...)
 {
 	sqlite3_stmt *st = NULL;
 	va_list ap;
@@ -175,8 +209,8 @@ prep(sqlite3 *db, const char *sql, const char *fmt, ...)
 }
 
 /* run a statement that returns no row; finalizes it */
-static int
-run(sqlite3 *db, sqlite3_stmt *st)
+int
+sq_run(sqlite3 *db, sqlite3_stmt *st)
 {
 	int rc;
 
@@ -193,8 +227,8 @@ run(sqlite3 *db, sqlite3_stmt *st)
 	return 0;
 }
 
-static int
-step_row(sqlite3 *db, sqlite3_stmt *st)
+int
+sq_step_row(sqlite3 *db, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 
@@ -206,8 +240,8 @@ step_row(sqlite3 *db, sqlite3_stmt *st)
 	return -EIO;
 }
 
-static void
-col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
+void
+sq_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
 {
 	const unsigned char *t = sqlite3_column_text(st, i);
 
@@ -215,8 +249,8 @@ col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
 }
 
 /* a stored JSON text as a value (stored texts were validated on the way in) */
-static json_t *
-col_json(sqlite3_stmt *st, int i)
+json_t *
+sq_col_json(sqlite3_stmt *st, int i)
 {
 	const char *t = (const char *)sqlite3_column_text(st, i);
 	json_t *v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
@@ -231,10 +265,10 @@ migrate(sqlite3 *db)
 	int v = 0, rc = 0;
 	char sql[64];
 
-	if (begin(db) < 0)
+	if (sq_begin(db) < 0)
 		return -EIO;
-	st = prep(db, "PRAGMA user_version", NULL);
-	if (st && step_row(db, st) == 1)
+	st = sq_prep(db, "PRAGMA user_version", NULL);
+	if (st && sq_step_row(db, st) == 1)
 		v = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
 	if (v > NMIGRATIONS) {
@@ -243,17 +277,17 @@ migrate(sqlite3 *db)
 		goto out;
 	}
 	for (; v < NMIGRATIONS; v++) {
-		if ((rc = xexec(db, migrations[v])) < 0)
+		if ((rc = sq_xexec(db, migrations[v])) < 0)
 			goto out;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
-		if ((rc = xexec(db, sql)) < 0)
+		if ((rc = sq_xexec(db, sql)) < 0)
 			goto out;
 		log_info("store: migrated schema to version %d", v + 1);
 	}
-	rc = commit(db);
+	rc = sq_commit(db);
 out:
 	if (rc < 0)
-		rollback(db);
+		sq_rollback(db);
 	return rc;
 }
 
@@ -267,23 +301,23 @@ sq_apikey_add(struct store *s, const char *principal, const char *key_id,
 	int64_t now = now_unix();
 	int rc;
 
-	lock(q);
-	if ((rc = begin(q->db)) < 0)
+	sq_lock(q);
+	if ((rc = sq_begin(q->db)) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT OR IGNORE INTO principals VALUES (?,?)",
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT OR IGNORE INTO principals VALUES (?,?)",
 	    "si", principal, now))) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO api_keys VALUES (?,?,?,?)",
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO api_keys VALUES (?,?,?,?)",
 	    "ssbi", key_id, principal, hash, STORE_HASH_LEN, now))) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
 	    "VALUES (?,?,'apikey.add',?)", "iss", now, principal, key_id))) < 0)
 		goto out;
-	rc = commit(q->db);
+	rc = sq_commit(q->db);
 out:
 	if (rc < 0)
-		rollback(q->db);
-	unlock(q);
+		sq_rollback(q->db);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -294,15 +328,15 @@ lookup_cred(struct sq *q, const char *sql, const char *id, char name[SPACE_ID_MA
 	sqlite3_stmt *st;
 	int rc;
 
-	lock(q);
-	st = prep(q->db, sql, "s", id);
+	sq_lock(q);
+	st = sq_prep(q->db, sql, "s", id);
 	if (st == NULL) {
 		rc = -EIO;
 		goto out;
 	}
-	rc = step_row(q->db, st);
+	rc = sq_step_row(q->db, st);
 	if (rc == 1 && sqlite3_column_bytes(st, 1) == STORE_HASH_LEN) {
-		col_copy(st, 0, name, SPACE_ID_MAX + 1);
+		sq_col_copy(st, 0, name, SPACE_ID_MAX + 1);
 		memcpy(hash, sqlite3_column_blob(st, 1), STORE_HASH_LEN);
 		rc = 0;
 	} else if (rc >= 0) {
@@ -310,7 +344,7 @@ lookup_cred(struct sq *q, const char *sql, const char *id, char name[SPACE_ID_MA
 	}
 	sqlite3_finalize(st);
 out:
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -338,20 +372,20 @@ sq_worker_add(struct store *s, const char *worker, const char *cred_id,
 	int64_t now = now_unix();
 	int rc;
 
-	lock(q);
-	if ((rc = begin(q->db)) < 0)
+	sq_lock(q);
+	if ((rc = sq_begin(q->db)) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO workers (id, cred_id, cred_hash, created_at) "
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO workers (id, cred_id, cred_hash, created_at) "
 	    "VALUES (?,?,?,?)", "ssbi", worker, cred_id, hash, STORE_HASH_LEN, now))) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,action,target) "
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,action,target) "
 	    "VALUES (?,'worker.add',?)", "is", now, worker))) < 0)
 		goto out;
-	rc = commit(q->db);
+	rc = sq_commit(q->db);
 out:
 	if (rc < 0)
-		rollback(q->db);
-	unlock(q);
+		sq_rollback(q->db);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -359,7 +393,8 @@ out:
 
 #define SANDBOX_SELECT \
 	"SELECT s.id, s.state, s.template, s.resources, s.timeouts, s.metadata, s.created_at," \
-	" e.generation, e.worker, e.substrate, e.activation, e.resident, e.state, w.endpoint" \
+	" e.generation, e.worker, e.substrate, e.activation, e.resident, e.state, w.endpoint," \
+	" s.snapshot" \
 	" FROM sandboxes s" \
 	" LEFT JOIN executions e ON e.sandbox = s.id AND e.generation =" \
 	"   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)" \
@@ -384,29 +419,74 @@ sandbox_row(sqlite3_stmt *st)
 		    "state", (const char *)sqlite3_column_text(st, 12),
 		    "endpoint", ep);
 	}
-	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o}",
+	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o,s:s?}",
 	    "id", (const char *)sqlite3_column_text(st, 0),
 	    "state", (const char *)sqlite3_column_text(st, 1),
 	    "template", (const char *)sqlite3_column_text(st, 2),
-	    "resources", col_json(st, 3),
-	    "timeouts", col_json(st, 4),
-	    "metadata", col_json(st, 5),
+	    "resources", sq_col_json(st, 3),
+	    "timeouts", sq_col_json(st, 4),
+	    "metadata", sq_col_json(st, 5),
 	    "created_at", ts,
-	    "execution", ex ? ex : json_null());
+	    "execution", ex ? ex : json_null(),
+	    "snapshot", (const char *)sqlite3_column_text(st, 14));
 	return o;
 }
 
-/* the sandbox object; caller holds the lock */
+/* "history": every execution of the sandbox, oldest first */
 static int
-sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out)
+sandbox_history(struct sq *q, json_t *o)
 {
-	sqlite3_stmt *st = prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? AND s.id = ?",
+	char ts[RFC3339_LEN + 1], te[RFC3339_LEN + 1];
+	sqlite3_stmt *st;
+	json_t *arr, *h;
+	int rc;
+
+	if (o == NULL || (arr = json_array()) == NULL)
+		return -ENOMEM;
+	st = sq_prep(q->db, "SELECT generation, worker, substrate, activation, resident, state,"
+	    " created_at, ended_at FROM executions WHERE sandbox = ? ORDER BY generation", "s",
+	    json_string_value(json_object_get(o, "id")));
+	if (st == NULL) {
+		json_decref(arr);
+		return -EIO;
+	}
+	while ((rc = sq_step_row(q->db, st)) == 1) {
+		bool ended = sqlite3_column_type(st, 7) != SQLITE_NULL;
+		rfc3339_format(sqlite3_column_int64(st, 6), ts);
+		if (ended)
+			rfc3339_format(sqlite3_column_int64(st, 7), te);
+		h = json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s,s:s?}",
+		    "generation", (json_int_t)sqlite3_column_int64(st, 0),
+		    "worker", (const char *)sqlite3_column_text(st, 1),
+		    "substrate", (const char *)sqlite3_column_text(st, 2),
+		    "activation", (json_int_t)sqlite3_column_int64(st, 3),
+		    "resident", (const char *)sqlite3_column_text(st, 4),
+		    "state", (const char *)sqlite3_column_text(st, 5),
+		    "created_at", ts, "ended_at", ended ? te : NULL);
+		if (h == NULL || json_array_append_new(arr, h) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+	if (rc < 0) {
+		json_decref(arr);
+		return rc;
+	}
+	return json_object_set_new(o, "history", arr) < 0 ? -ENOMEM : 0;
+}
+
+/* the sandbox object; caller holds the lock */
+int
+sq_sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out)
+{
+	sqlite3_stmt *st = sq_prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? AND s.id = ?",
 	    "ss", owner, id);
 	int rc;
 
 	if (st == NULL)
 		return -EIO;
-	rc = step_row(q->db, st);
+	rc = sq_step_row(q->db, st);
 	if (rc == 1) {
 		*out = sandbox_row(st);
 		rc = *out ? 0 : -ENOMEM;
@@ -414,6 +494,10 @@ sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out)
 		rc = -ENOENT;
 	}
 	sqlite3_finalize(st);
+	if (rc == 0 && (rc = sandbox_history(q, *out)) < 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
@@ -421,27 +505,28 @@ sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out)
  * install assignment. Caller is inside a write transaction, which is what
  * makes MAX(generation) + 1 unique and increasing: no other writer can
  * commit between the read and the insert. */
-static int
-place_execution(struct sq *q, const char *sandbox, const char *pinned, const char *spec,
-    const char **why)
+int
+sq_place_execution(struct sq *q, const char *sandbox, const char *pinned, const char *prefer,
+    const char *spec, const char **why, int64_t *gen_out, char worker_out[SPACE_ID_MAX + 1])
 {
 	struct worker_load wl[64];
 	sqlite3_stmt *st;
-	size_t n = 0;
+	size_t n = 0, i;
 	int64_t gen = 0, now = now_unix();
-	int rc, pick;
+	int rc, pick = -1;
 
-	st = prep(q->db,
+	/* the preferred worker sorts first so that it is among the 64 */
+	st = sq_prep(q->db,
 	    "SELECT w.id, COALESCE(w.incarnation,''), w.capacity, w.state = 'live',"
 	    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id AND e.resident = w.incarnation"
 	    "   AND e.state IN ('pending','starting','serving'))"
 	    " FROM workers w WHERE (?1 IS NULL AND w.state = 'live' AND w.incarnation IS NOT NULL)"
-	    "   OR w.id = ?1 ORDER BY 5, w.id LIMIT 64", "s", pinned);
+	    "   OR w.id = ?1 ORDER BY w.id IS ?2 DESC, 5, w.id LIMIT 64", "ss", pinned, prefer);
 	if (st == NULL)
 		return -EIO;
-	while ((rc = step_row(q->db, st)) == 1) {
-		col_copy(st, 0, wl[n].id, sizeof(wl[n].id));
-		col_copy(st, 1, wl[n].incarnation, sizeof(wl[n].incarnation));
+	while ((rc = sq_step_row(q->db, st)) == 1) {
+		sq_col_copy(st, 0, wl[n].id, sizeof(wl[n].id));
+		sq_col_copy(st, 1, wl[n].incarnation, sizeof(wl[n].incarnation));
 		wl[n].capacity = sqlite3_column_int64(st, 2);
 		wl[n].live = sqlite3_column_int(st, 3) && wl[n].incarnation[0];
 		wl[n].active = sqlite3_column_int64(st, 4);
@@ -450,35 +535,49 @@ place_execution(struct sq *q, const char *sandbox, const char *pinned, const cha
 	sqlite3_finalize(st);
 	if (rc < 0)
 		return rc;
-	pick = scheduler_pick(wl, n, pinned, why);
+	/* a preferred worker (resume: the previous one, its data is near) is
+	 * taken when it could be pinned; otherwise the ordinary policy */
+	if (pinned == NULL && prefer != NULL) {
+		for (i = 0; i < n; i++)
+			if (strcmp(wl[i].id, prefer) == 0 && wl[i].live && wl[i].active < wl[i].capacity)
+				pick = (int)i;
+	}
+	if (pick < 0)
+		pick = scheduler_pick(wl, n, pinned, why);
 	if (pick < 0)
 		return pick;
 
-	st = prep(q->db, "SELECT COALESCE(MAX(generation), 0) + 1 FROM executions WHERE sandbox = ?",
+	st = sq_prep(q->db, "SELECT COALESCE(MAX(generation), 0) + 1 FROM executions WHERE sandbox = ?",
 	    "s", sandbox);
 	if (st == NULL)
 		return -EIO;
-	if (step_row(q->db, st) == 1)
+	if (sq_step_row(q->db, st) == 1)
 		gen = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	if (gen < 1)
 		return -EIO;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO executions (sandbox, generation, worker,"
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO executions (sandbox, generation, worker,"
 	    " substrate, activation, resident, state, created_at, updated_at)"
 	    " VALUES (?,?,?,'jail',1,?,'pending',?,?)", "sissii", sandbox, gen, wl[pick].id,
 	    wl[pick].incarnation, now, now))) < 0)
 		return rc;
-	return run(q->db, prep(q->db, "INSERT INTO assignments (worker, sandbox, generation,"
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO assignments (worker, sandbox, generation,"
 	    " action, spec, created_at) VALUES (?,?,?,'install',?,?)", "ssisi",
-	    wl[pick].id, sandbox, gen, spec, now));
+	    wl[pick].id, sandbox, gen, spec, now))) < 0)
+		return rc;
+	if (gen_out)
+		*gen_out = gen;
+	if (worker_out)
+		snprintf(worker_out, SPACE_ID_MAX + 1, "%s", wl[pick].id);
+	return 0;
 }
 
-static char *
-spec_json(const char *template_, const char *resources)
+char *
+sq_spec_json(const char *template_, const char *resources, const char *snapshot)
 {
 	json_t *res = json_loads(resources, 0, NULL);
-	json_t *o = json_pack("{s:s,s:o,s:n}", "template", template_, "resources",
-	    res ? res : json_object(), "snapshot");
+	json_t *o = json_pack("{s:s,s:o,s:s?}", "template", template_, "resources",
+	    res ? res : json_object(), "snapshot", snapshot);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
 	json_decref(o);
@@ -491,34 +590,34 @@ sq_sandbox_create(struct store *s, const char *owner, const char *id,
 {
 	struct sq *q = SQ(s);
 	int64_t now = now_unix();
-	char *spec = spec_json(sp->template_, sp->resources);
+	char *spec = sq_spec_json(sp->template_, sp->resources, NULL);
 	int rc;
 
 	if (spec == NULL)
 		return -ENOMEM;
-	lock(q);
-	if ((rc = begin(q->db)) < 0)
+	sq_lock(q);
+	if ((rc = sq_begin(q->db)) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO sandboxes (id, owner, state, template,"
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO sandboxes (id, owner, state, template,"
 	    " resources, timeouts, metadata, pinned_worker, created_at)"
 	    " VALUES (?,?,'creating',?,?,?,?,?,?)", "sssssssi", id, owner, sp->template_,
 	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now))) < 0)
 		goto out;
-	if ((rc = place_execution(q, id, sp->pinned, spec, why)) < 0)
+	if ((rc = sq_place_execution(q, id, sp->pinned, NULL, spec, why, NULL, NULL)) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
 	    "VALUES (?,?,'sandbox.create',?)", "iss", now, owner, id))) < 0)
 		goto out;
-	if ((rc = sandbox_load(q, owner, id, out)) < 0)
+	if ((rc = sq_sandbox_load(q, owner, id, out)) < 0)
 		goto out;
-	if ((rc = commit(q->db)) < 0) {
+	if ((rc = sq_commit(q->db)) < 0) {
 		json_decref(*out);
 		*out = NULL;
 	}
 out:
 	if (rc < 0)
-		rollback(q->db);
-	unlock(q);
+		sq_rollback(q->db);
+	sq_unlock(q);
 	free(spec);
 	return rc;
 }
@@ -529,9 +628,9 @@ sq_sandbox_get(struct store *s, const char *owner, const char *id, json_t **out)
 	struct sq *q = SQ(s);
 	int rc;
 
-	lock(q);
-	rc = sandbox_load(q, owner, id, out);
-	unlock(q);
+	sq_lock(q);
+	rc = sq_sandbox_load(q, owner, id, out);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -545,22 +644,24 @@ sq_sandbox_list(struct store *s, const char *owner, json_t **out)
 
 	if (arr == NULL)
 		return -ENOMEM;
-	lock(q);
-	st = prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? ORDER BY s.created_at, s.id",
+	sq_lock(q);
+	st = sq_prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? ORDER BY s.created_at, s.id",
 	    "s", owner);
 	if (st == NULL) {
 		rc = -EIO;
 		goto out;
 	}
-	while ((rc = step_row(q->db, st)) == 1) {
-		if ((o = sandbox_row(st)) == NULL || json_array_append_new(arr, o) < 0) {
+	while ((rc = sq_step_row(q->db, st)) == 1) {
+		if ((o = sandbox_row(st)) == NULL || sandbox_history(q, o) < 0 ||
+		    json_array_append_new(arr, o) < 0) {
+			json_decref(o);
 			rc = -ENOMEM;
 			break;
 		}
 	}
 	sqlite3_finalize(st);
 out:
-	unlock(q);
+	sq_unlock(q);
 	if (rc < 0) {
 		json_decref(arr);
 		return rc;
@@ -577,12 +678,13 @@ sq_sandbox_kill(struct store *s, const char *owner, const char *id, json_t **out
 	int64_t now = now_unix(), gen = 0;
 	char worker[SPACE_ID_MAX + 1] = "", state[STORE_STATE_MAX + 1] = "";
 	char *spec = NULL;
+	const char *abandoned = NULL;
 	int rc;
 
-	lock(q);
-	if ((rc = begin(q->db)) < 0)
+	sq_lock(q);
+	if ((rc = sq_begin(q->db)) < 0)
 		goto out;
-	st = prep(q->db, "SELECT s.template, s.resources, e.generation, e.worker, e.state"
+	st = sq_prep(q->db, "SELECT s.template, s.resources, e.generation, e.worker, e.state"
 	    " FROM sandboxes s LEFT JOIN executions e ON e.sandbox = s.id AND e.generation ="
 	    " (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)"
 	    " WHERE s.owner = ? AND s.id = ?", "ss", owner, id);
@@ -590,13 +692,13 @@ sq_sandbox_kill(struct store *s, const char *owner, const char *id, json_t **out
 		rc = -EIO;
 		goto out;
 	}
-	rc = step_row(q->db, st);
+	rc = sq_step_row(q->db, st);
 	if (rc == 1) {
-		spec = spec_json((const char *)sqlite3_column_text(st, 0),
-		    (const char *)sqlite3_column_text(st, 1));
+		/* a kill keeps nothing: the layer is not archived */
+		spec = strdup("{\"snapshot\":false}");
 		gen = sqlite3_column_int64(st, 2);
-		col_copy(st, 3, worker, sizeof(worker));
-		col_copy(st, 4, state, sizeof(state));
+		sq_col_copy(st, 3, worker, sizeof(worker));
+		sq_col_copy(st, 4, state, sizeof(state));
 	}
 	sqlite3_finalize(st);
 	if (rc == 0)
@@ -607,33 +709,40 @@ sq_sandbox_kill(struct store *s, const char *owner, const char *id, json_t **out
 		rc = -ENOMEM;
 		goto out;
 	}
-	if ((rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'killed' WHERE id = ?",
+	/* a kill wins over a lifecycle operation in progress: the operation
+	 * is abandoned and its lease released in this same transaction, so
+	 * no later step of it can place an execution for a killed sandbox */
+	if ((rc = sq_ops_abandon(q, id, &abandoned)) < 0)
+		goto out;
+	if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET state = 'killed' WHERE id = ?",
 	    "s", id))) < 0)
 		goto out;
 	if (gen > 0 && (strcmp(state, "pending") == 0 || strcmp(state, "starting") == 0 ||
 	    strcmp(state, "serving") == 0)) {
-		if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'retiring',"
+		if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE executions SET state = 'retiring',"
 		    " updated_at = ? WHERE sandbox = ? AND generation = ?", "isi", now, id, gen))) < 0)
 			goto out;
-		if ((rc = run(q->db, prep(q->db, "INSERT INTO assignments (worker, sandbox,"
+		if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO assignments (worker, sandbox,"
 		    " generation, action, spec, created_at) VALUES (?,?,?,'retire',?,?)",
 		    "ssisi", worker, id, gen, spec, now))) < 0)
 			goto out;
 	}
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
 	    "VALUES (?,?,'sandbox.kill',?)", "iss", now, owner, id))) < 0)
 		goto out;
-	if ((rc = sandbox_load(q, owner, id, out)) < 0)
+	if ((rc = sq_sandbox_load(q, owner, id, out)) < 0)
 		goto out;
-	if ((rc = commit(q->db)) < 0) {
+	if ((rc = sq_commit(q->db)) < 0) {
 		json_decref(*out);
 		*out = NULL;
 	}
 out:
 	if (rc < 0)
-		rollback(q->db);
-	unlock(q);
+		sq_rollback(q->db);
+	sq_unlock(q);
 	free(spec);
+	if (rc == 0 && abandoned && store_op_observe)
+		store_op_observe(abandoned, "abandoned");
 	return rc;
 }
 
@@ -645,8 +754,8 @@ sq_sandbox_current(struct store *s, const char *owner, const char *id, struct ex
 	int rc;
 
 	memset(v, 0, sizeof(*v));
-	lock(q);
-	st = prep(q->db, "SELECT s.state, e.generation, e.worker, e.substrate, e.activation,"
+	sq_lock(q);
+	st = sq_prep(q->db, "SELECT s.state, e.generation, e.worker, e.substrate, e.activation,"
 	    " e.resident, e.state, w.endpoint, w.state FROM sandboxes s"
 	    " LEFT JOIN executions e ON e.sandbox = s.id AND e.generation ="
 	    "   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)"
@@ -656,19 +765,19 @@ sq_sandbox_current(struct store *s, const char *owner, const char *id, struct ex
 		rc = -EIO;
 		goto out;
 	}
-	rc = step_row(q->db, st);
+	rc = sq_step_row(q->db, st);
 	if (rc == 1) {
-		col_copy(st, 0, v->sandbox_state, sizeof(v->sandbox_state));
+		sq_col_copy(st, 0, v->sandbox_state, sizeof(v->sandbox_state));
 		snprintf(v->route.sandbox, sizeof(v->route.sandbox), "%s", id);
 		if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
 			v->route.generation = (uint64_t)sqlite3_column_int64(st, 1);
-			col_copy(st, 2, v->route.worker, sizeof(v->route.worker));
-			col_copy(st, 3, v->route.substrate, sizeof(v->route.substrate));
+			sq_col_copy(st, 2, v->route.worker, sizeof(v->route.worker));
+			sq_col_copy(st, 3, v->route.substrate, sizeof(v->route.substrate));
 			v->route.activation = (uint32_t)sqlite3_column_int64(st, 4);
-			col_copy(st, 5, v->route.resident, sizeof(v->route.resident));
-			col_copy(st, 6, v->state, sizeof(v->state));
-			col_copy(st, 7, v->endpoint, sizeof(v->endpoint));
-			col_copy(st, 8, v->worker_state, sizeof(v->worker_state));
+			sq_col_copy(st, 5, v->route.resident, sizeof(v->route.resident));
+			sq_col_copy(st, 6, v->state, sizeof(v->state));
+			sq_col_copy(st, 7, v->endpoint, sizeof(v->endpoint));
+			sq_col_copy(st, 8, v->worker_state, sizeof(v->worker_state));
 		}
 		rc = 0;
 	} else if (rc == 0) {
@@ -676,7 +785,7 @@ sq_sandbox_current(struct store *s, const char *owner, const char *id, struct ex
 	}
 	sqlite3_finalize(st);
 out:
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -685,11 +794,11 @@ out:
 static int64_t
 worker_revision(struct sq *q, const char *worker)
 {
-	sqlite3_stmt *st = prep(q->db, "SELECT COALESCE(MAX(revision), 0) FROM assignments"
+	sqlite3_stmt *st = sq_prep(q->db, "SELECT COALESCE(MAX(revision), 0) FROM assignments"
 	    " WHERE worker = ?", "s", worker);
 	int64_t r = -EIO;
 
-	if (st && step_row(q->db, st) == 1)
+	if (st && sq_step_row(q->db, st) == 1)
 		r = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return r;
@@ -709,7 +818,7 @@ reassign_lost(struct sq *q, const char *worker, const char *old_inc, int *reassi
 	int64_t now = now_unix();
 	int rc;
 
-	st = prep(q->db, "SELECT e.sandbox, s.template, s.resources, s.pinned_worker"
+	st = sq_prep(q->db, "SELECT e.sandbox, s.template, s.resources, s.pinned_worker"
 	    " FROM executions e JOIN sandboxes s ON s.id = e.sandbox"
 	    " WHERE e.worker = ? AND e.resident = ? AND e.state IN ('pending','starting','serving')"
 	    " AND s.state IN ('creating','running')"
@@ -717,7 +826,7 @@ reassign_lost(struct sq *q, const char *worker, const char *old_inc, int *reassi
 	    "ss", worker, old_inc);
 	if (st == NULL)
 		return -EIO;
-	while ((rc = step_row(q->db, st)) == 1) {
+	while ((rc = sq_step_row(q->db, st)) == 1) {
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 16;
 			void *a = realloc(ids, nc * sizeof(*ids));
@@ -729,9 +838,9 @@ reassign_lost(struct sq *q, const char *worker, const char *old_inc, int *reassi
 			pins = a;
 			cap = nc;
 		}
-		col_copy(st, 0, ids[n], sizeof(ids[n]));
-		specs[n] = spec_json((const char *)sqlite3_column_text(st, 1),
-		    (const char *)sqlite3_column_text(st, 2));
+		sq_col_copy(st, 0, ids[n], sizeof(ids[n]));
+		specs[n] = sq_spec_json((const char *)sqlite3_column_text(st, 1),
+		    (const char *)sqlite3_column_text(st, 2), NULL);
 		pins[n] = sqlite3_column_type(st, 3) == SQLITE_NULL ? NULL :
 		    strdup((const char *)sqlite3_column_text(st, 3));
 		n++;
@@ -739,8 +848,8 @@ reassign_lost(struct sq *q, const char *worker, const char *old_inc, int *reassi
 	sqlite3_finalize(st);
 	if (rc < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'failed',"
-	    " error = 'worker re-created', updated_at = ? WHERE worker = ? AND resident = ?"
+	if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE executions SET state = 'failed',"
+	    " error = 'worker re-created', updated_at = ?1, ended_at = ?1 WHERE worker = ?2 AND resident = ?3"
 	    " AND state NOT IN ('retired','failed')", "iss", now, worker, old_inc))) < 0)
 		goto out;
 	for (i = 0; i < n; i++) {
@@ -749,13 +858,13 @@ reassign_lost(struct sq *q, const char *worker, const char *old_inc, int *reassi
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = place_execution(q, ids[i], pins[i], specs[i], &why);
+		rc = sq_place_execution(q, ids[i], pins[i], NULL, specs[i], &why, NULL, NULL);
 		if (rc == -EAGAIN || rc == -EHOSTDOWN || rc == -ENOENT) {
 			/* nowhere to run it now: the sandbox fails visibly */
-			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'failed'"
+			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET state = 'failed'"
 			    " WHERE id = ?", "s", ids[i]));
 		} else if (rc == 0) {
-			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'creating'"
+			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET state = 'creating'"
 			    " WHERE id = ?", "s", ids[i]));
 			(*reassigned)++;
 		}
@@ -785,23 +894,23 @@ sq_worker_register(struct store *s, const char *worker, const char *incarnation,
 	int rc;
 
 	*reassigned = 0;
-	lock(q);
-	if ((rc = begin(q->db)) < 0)
+	sq_lock(q);
+	if ((rc = sq_begin(q->db)) < 0)
 		goto out;
-	st = prep(q->db, "SELECT COALESCE(incarnation, '') FROM workers WHERE id = ?", "s", worker);
+	st = sq_prep(q->db, "SELECT COALESCE(incarnation, '') FROM workers WHERE id = ?", "s", worker);
 	if (st == NULL) {
 		rc = -EIO;
 		goto out;
 	}
-	rc = step_row(q->db, st);
+	rc = sq_step_row(q->db, st);
 	if (rc == 1)
-		col_copy(st, 0, old, sizeof(old));
+		sq_col_copy(st, 0, old, sizeof(old));
 	sqlite3_finalize(st);
 	if (rc == 0)
 		rc = -ENOENT;
 	if (rc < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "UPDATE workers SET incarnation = ?, endpoint = ?,"
+	if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE workers SET incarnation = ?, endpoint = ?,"
 	    " capacity = ?, state = 'live', last_heartbeat = ? WHERE id = ?", "ssiis",
 	    incarnation, endpoint, capacity, now, worker))) < 0)
 		goto out;
@@ -810,14 +919,14 @@ sq_worker_register(struct store *s, const char *worker, const char *incarnation,
 		if ((rc = reassign_lost(q, worker, old, reassigned)) < 0)
 			goto out;
 	}
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,action,target,detail) "
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,action,target,detail) "
 	    "VALUES (?,'worker.register',?,?)", "iss", now, worker, incarnation))) < 0)
 		goto out;
 	if ((*revision = worker_revision(q, worker)) < 0) {
 		rc = -EIO;
 		goto out;
 	}
-	if ((rc = commit(q->db)) < 0)
+	if ((rc = sq_commit(q->db)) < 0)
 		goto out;
 	*out = json_pack("{s:s,s:s,s:s,s:I,s:s}", "id", worker, "incarnation", incarnation,
 	    "endpoint", endpoint, "capacity", (json_int_t)capacity, "state", "live");
@@ -825,8 +934,8 @@ sq_worker_register(struct store *s, const char *worker, const char *incarnation,
 		rc = -ENOMEM;
 out:
 	if (rc < 0)
-		rollback(q->db);
-	unlock(q);
+		sq_rollback(q->db);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -836,12 +945,12 @@ sq_worker_heartbeat(struct store *s, const char *worker, const char *incarnation
 	struct sq *q = SQ(s);
 	int rc;
 
-	lock(q);
-	rc = run(q->db, prep(q->db, "UPDATE workers SET last_heartbeat = ?, state = 'live'"
+	sq_lock(q);
+	rc = sq_run(q->db, sq_prep(q->db, "UPDATE workers SET last_heartbeat = ?, state = 'live'"
 	    " WHERE id = ? AND incarnation = ?", "iss", now_unix(), worker, incarnation));
 	if (rc == 0 && sqlite3_changes(q->db) == 0)
 		rc = -ESTALE;
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -858,23 +967,23 @@ sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t 
 
 	if (arr == NULL)
 		return -ENOMEM;
-	lock(q);
+	sq_lock(q);
 	/* a cursor beyond every revision ever issued comes from another
 	 * store (restored or re-created): replay the whole stream so the
 	 * worker converges instead of waiting for revisions it already "has" */
-	st = prep(q->db, "SELECT COALESCE((SELECT seq FROM sqlite_sequence"
+	st = sq_prep(q->db, "SELECT COALESCE((SELECT seq FROM sqlite_sequence"
 	    " WHERE name = 'assignments'), 0)", NULL);
 	if (st == NULL) {
 		rc = -EIO;
 		goto out;
 	}
-	if (step_row(q->db, st) == 1 && after > sqlite3_column_int64(st, 0))
+	if (sq_step_row(q->db, st) == 1 && after > sqlite3_column_int64(st, 0))
 		after = 0;
 	sqlite3_finalize(st);
 	rev = after;
 	/* only what concerns the worker's current incarnation: a re-created
 	 * worker must not install the executions of its previous life */
-	st = prep(q->db, "SELECT a.revision, a.action, a.spec, e.sandbox, e.generation, e.worker,"
+	st = sq_prep(q->db, "SELECT a.revision, a.action, a.spec, e.sandbox, e.generation, e.worker,"
 	    " e.substrate, e.activation, e.resident FROM assignments a"
 	    " JOIN executions e ON e.sandbox = a.sandbox AND e.generation = a.generation"
 	    " JOIN workers w ON w.id = a.worker"
@@ -884,19 +993,19 @@ sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t 
 		rc = -EIO;
 		goto out;
 	}
-	while ((rc = step_row(q->db, st)) == 1) {
+	while ((rc = sq_step_row(q->db, st)) == 1) {
 		memset(&r, 0, sizeof(r));
 		rev = sqlite3_column_int64(st, 0);
-		col_copy(st, 3, r.sandbox, sizeof(r.sandbox));
+		sq_col_copy(st, 3, r.sandbox, sizeof(r.sandbox));
 		r.generation = (uint64_t)sqlite3_column_int64(st, 4);
-		col_copy(st, 5, r.worker, sizeof(r.worker));
-		col_copy(st, 6, r.substrate, sizeof(r.substrate));
+		sq_col_copy(st, 5, r.worker, sizeof(r.worker));
+		sq_col_copy(st, 6, r.substrate, sizeof(r.substrate));
 		r.activation = (uint32_t)sqlite3_column_int64(st, 7);
-		col_copy(st, 8, r.resident, sizeof(r.resident));
+		sq_col_copy(st, 8, r.resident, sizeof(r.resident));
 		id = route_identity_pack(&r);
 		o = json_pack("{s:I,s:s,s:o,s:o}", "revision", (json_int_t)rev,
 		    "action", (const char *)sqlite3_column_text(st, 1),
-		    "identity", id ? id : json_null(), "spec", col_json(st, 2));
+		    "identity", id ? id : json_null(), "spec", sq_col_json(st, 2));
 		if (o == NULL || json_array_append_new(arr, o) < 0) {
 			rc = -ENOMEM;
 			break;
@@ -904,7 +1013,7 @@ sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t 
 	}
 	sqlite3_finalize(st);
 out:
-	unlock(q);
+	sq_unlock(q);
 	if (rc < 0) {
 		json_decref(arr);
 		return rc;
@@ -922,7 +1031,7 @@ streq(const char *a, const char *b)
 
 static int
 sq_execution_status(struct store *s, const char *worker, const struct route_identity *r,
-    const char *state, const char *error, const char **why)
+    const char *state, const char *error, const struct snap_report *snap, const char **why)
 {
 	struct sq *q = SQ(s);
 	sqlite3_stmt *st;
@@ -931,10 +1040,10 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 	int64_t act = 0, maxgen = 0, now = now_unix();
 	int rc;
 
-	lock(q);
-	if ((rc = begin(q->db)) < 0)
+	sq_lock(q);
+	if ((rc = sq_begin(q->db)) < 0)
 		goto out;
-	st = prep(q->db, "SELECT e.worker, e.substrate, e.resident, e.activation, e.state, s.state,"
+	st = sq_prep(q->db, "SELECT e.worker, e.substrate, e.resident, e.activation, e.state, s.state,"
 	    " (SELECT MAX(generation) FROM executions WHERE sandbox = e.sandbox)"
 	    " FROM executions e JOIN sandboxes s ON s.id = e.sandbox"
 	    " WHERE e.sandbox = ? AND e.generation = ?", "si", r->sandbox, (int64_t)r->generation);
@@ -942,14 +1051,14 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 		rc = -EIO;
 		goto out;
 	}
-	rc = step_row(q->db, st);
+	rc = sq_step_row(q->db, st);
 	if (rc == 1) {
-		col_copy(st, 0, ew, sizeof(ew));
-		col_copy(st, 1, es, sizeof(es));
-		col_copy(st, 2, er, sizeof(er));
+		sq_col_copy(st, 0, ew, sizeof(ew));
+		sq_col_copy(st, 1, es, sizeof(es));
+		sq_col_copy(st, 2, er, sizeof(er));
 		act = sqlite3_column_int64(st, 3);
-		col_copy(st, 4, estate, sizeof(estate));
-		col_copy(st, 5, sstate, sizeof(sstate));
+		sq_col_copy(st, 4, estate, sizeof(estate));
+		sq_col_copy(st, 5, sstate, sizeof(sstate));
 		maxgen = sqlite3_column_int64(st, 6);
 	}
 	sqlite3_finalize(st);
@@ -988,13 +1097,13 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 			rc = -ESTALE;
 			goto out;
 		}
-		if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'serving',"
+		if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE executions SET state = 'serving',"
 		    " activation = ?, error = NULL, updated_at = ? WHERE sandbox = ? AND generation = ?",
 		    "iisi", (int64_t)r->activation, now, r->sandbox, (int64_t)r->generation))) < 0)
 			goto out;
 		if ((int64_t)r->generation == maxgen && (streq(sstate, "creating") ||
 		    streq(sstate, "running")))
-			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'running'"
+			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET state = 'running'"
 			    " WHERE id = ?", "s", r->sandbox));
 	} else if (streq(state, "failed")) {
 		if (streq(estate, "retired")) {
@@ -1002,26 +1111,45 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 			rc = -ESTALE;
 			goto out;
 		}
-		if ((rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'failed',"
-		    " error = ?, updated_at = ? WHERE sandbox = ? AND generation = ?", "sisi",
+		if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE executions SET state = 'failed',"
+		    " error = ?1, updated_at = ?2, ended_at = COALESCE(ended_at, ?2)"
+		    " WHERE sandbox = ?3 AND generation = ?4", "sisi",
 		    error ? error : "failed", now, r->sandbox, (int64_t)r->generation))) < 0)
 			goto out;
 		if ((int64_t)r->generation == maxgen && (streq(sstate, "creating") ||
 		    streq(sstate, "running")))
-			rc = run(q->db, prep(q->db, "UPDATE sandboxes SET state = 'failed'"
+			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET state = 'failed'"
 			    " WHERE id = ?", "s", r->sandbox));
 	} else {
-		rc = run(q->db, prep(q->db, "UPDATE executions SET state = 'retired',"
-		    " updated_at = ? WHERE sandbox = ? AND generation = ? AND state <> 'failed'",
-		    "isi", now, r->sandbox, (int64_t)r->generation));
+		if (streq(estate, "failed") || streq(estate, "retired")) {
+			/* already ended: a repeated report changes nothing */
+			rc = 0;
+			goto done;
+		}
+		if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE executions SET state = 'retired',"
+		    " updated_at = ?1, ended_at = ?1 WHERE sandbox = ?2 AND generation = ?3",
+		    "isi", now, r->sandbox, (int64_t)r->generation))) < 0)
+			goto out;
+		/* the archive of the retired layer is what a resume or the
+		 * second half of a move restores: it becomes the latest */
+		if (snap != NULL && snap->digest != NULL) {
+			if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO snapshots (id, sandbox,"
+			    " generation, name, kind, state, digest, size, created_at)"
+			    " VALUES (?,?,?,NULL,'auto','ready',?,?,?)", "ssisii", snap->id,
+			    r->sandbox, (int64_t)r->generation, snap->digest, snap->size, now))) < 0)
+				goto out;
+			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET snapshot = ?"
+			    " WHERE id = ?", "ss", snap->digest, r->sandbox));
+		}
 	}
+done:
 	if (rc < 0)
 		goto out;
-	rc = commit(q->db);
+	rc = sq_commit(q->db);
 out:
 	if (rc < 0)
-		rollback(q->db);
-	unlock(q);
+		sq_rollback(q->db);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1031,12 +1159,12 @@ sq_workers_reap(struct store *s, int64_t older_than)
 	struct sq *q = SQ(s);
 	int rc;
 
-	lock(q);
-	rc = run(q->db, prep(q->db, "UPDATE workers SET state = 'lost'"
+	sq_lock(q);
+	rc = sq_run(q->db, sq_prep(q->db, "UPDATE workers SET state = 'lost'"
 	    " WHERE state = 'live' AND last_heartbeat < ?", "i", older_than));
 	if (rc == 0)
 		rc = sqlite3_changes(q->db);
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1047,16 +1175,16 @@ sq_worker_counts(struct store *s, int64_t *live, int64_t *lost)
 	sqlite3_stmt *st;
 	int rc = -EIO;
 
-	lock(q);
-	st = prep(q->db, "SELECT COALESCE(SUM(state = 'live'), 0), COALESCE(SUM(state = 'lost'), 0)"
+	sq_lock(q);
+	st = sq_prep(q->db, "SELECT COALESCE(SUM(state = 'live'), 0), COALESCE(SUM(state = 'lost'), 0)"
 	    " FROM workers", NULL);
-	if (st && step_row(q->db, st) == 1) {
+	if (st && sq_step_row(q->db, st) == 1) {
 		*live = sqlite3_column_int64(st, 0);
 		*lost = sqlite3_column_int64(st, 1);
 		rc = 0;
 	}
 	sqlite3_finalize(st);
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1071,8 +1199,8 @@ sq_workers_list(struct store *s, json_t **out)
 
 	if (arr == NULL)
 		return -ENOMEM;
-	lock(q);
-	st = prep(q->db, "SELECT w.id, w.endpoint, w.state, w.capacity, w.last_heartbeat,"
+	sq_lock(q);
+	st = sq_prep(q->db, "SELECT w.id, w.endpoint, w.state, w.capacity, w.last_heartbeat,"
 	    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id AND e.resident = w.incarnation"
 	    "   AND e.state IN ('pending','starting','serving'))"
 	    " FROM workers w ORDER BY w.id", NULL);
@@ -1080,7 +1208,7 @@ sq_workers_list(struct store *s, json_t **out)
 		rc = -EIO;
 		goto out;
 	}
-	while ((rc = step_row(q->db, st)) == 1) {
+	while ((rc = sq_step_row(q->db, st)) == 1) {
 		int64_t hb = sqlite3_column_int64(st, 4);
 		if (hb > 0)
 			rfc3339_format(hb, ts);
@@ -1098,7 +1226,7 @@ sq_workers_list(struct store *s, json_t **out)
 	}
 	sqlite3_finalize(st);
 out:
-	unlock(q);
+	sq_unlock(q);
 	if (rc < 0) {
 		json_decref(arr);
 		return rc;
@@ -1119,28 +1247,28 @@ sq_key_add(struct store *s, const struct key_row *k, int64_t old_not_after)
 
 	if ((rc = paserk_k4_public_encode(k->pk, pub)) < 0)
 		return rc;
-	lock(q);
-	if ((rc = begin(q->db)) < 0)
+	sq_lock(q);
+	if ((rc = sq_begin(q->db)) < 0)
 		goto out;
 	/* every key still open stops being valid once its last token can
 	 * have expired: tokens signed up to the switch live 120 s + skew */
-	if ((rc = run(q->db, prep(q->db, "UPDATE signing_keys SET not_after = ?"
+	if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE signing_keys SET not_after = ?"
 	    " WHERE not_after = 0", "i", old_not_after))) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO signing_keys VALUES (?,?,?,?,?,?)",
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO signing_keys VALUES (?,?,?,?,?,?)",
 	    "ssiiii", k->kid, pub, k->activate_at, k->not_before, k->not_after, now))) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "UPDATE meta SET v = v + 1 WHERE k = 'keys_serial'",
+	if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE meta SET v = v + 1 WHERE k = 'keys_serial'",
 	    NULL))) < 0)
 		goto out;
-	if ((rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,action,target) "
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,action,target) "
 	    "VALUES (?,'keys.add',?)", "is", now, k->kid))) < 0)
 		goto out;
-	rc = commit(q->db);
+	rc = sq_commit(q->db);
 out:
 	if (rc < 0)
-		rollback(q->db);
-	unlock(q);
+		sq_rollback(q->db);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1152,18 +1280,18 @@ sq_keys_list(struct store *s, struct key_row *rows, size_t cap, size_t *n)
 	int rc;
 
 	*n = 0;
-	lock(q);
+	sq_lock(q);
 	/* the newest keys that may still be in use, newest first */
-	st = prep(q->db, "SELECT kid, public, activate_at, not_before, not_after FROM signing_keys"
+	st = sq_prep(q->db, "SELECT kid, public, activate_at, not_before, not_after FROM signing_keys"
 	    " WHERE not_after = 0 OR not_after >= ? ORDER BY activate_at DESC, created DESC LIMIT ?",
 	    "ii", now_unix(), (int64_t)cap);
 	if (st == NULL) {
 		rc = -EIO;
 		goto out;
 	}
-	while ((rc = step_row(q->db, st)) == 1 && *n < cap) {
+	while ((rc = sq_step_row(q->db, st)) == 1 && *n < cap) {
 		struct key_row *k = &rows[*n];
-		col_copy(st, 0, k->kid, sizeof(k->kid));
+		sq_col_copy(st, 0, k->kid, sizeof(k->kid));
 		if (paserk_k4_public_decode((const char *)sqlite3_column_text(st, 1), k->pk) < 0) {
 			rc = -EIO;
 			break;
@@ -1175,7 +1303,7 @@ sq_keys_list(struct store *s, struct key_row *rows, size_t cap, size_t *n)
 	}
 	sqlite3_finalize(st);
 out:
-	unlock(q);
+	sq_unlock(q);
 	return rc < 0 ? rc : 0;
 }
 
@@ -1186,14 +1314,14 @@ sq_keys_changed(struct store *s, int64_t *stamp)
 	sqlite3_stmt *st;
 	int rc = -EIO;
 
-	lock(q);
-	st = prep(q->db, "SELECT v FROM meta WHERE k = 'keys_serial'", NULL);
-	if (st && step_row(q->db, st) == 1) {
+	sq_lock(q);
+	st = sq_prep(q->db, "SELECT v FROM meta WHERE k = 'keys_serial'", NULL);
+	if (st && sq_step_row(q->db, st) == 1) {
 		*stamp = sqlite3_column_int64(st, 0);
 		rc = 0;
 	}
 	sqlite3_finalize(st);
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1206,13 +1334,13 @@ sq_bundle_latest(struct store *s, uint64_t *version, char **token)
 
 	*version = 0;
 	*token = NULL;
-	lock(q);
-	st = prep(q->db, "SELECT version, token FROM bundles ORDER BY version DESC LIMIT 1", NULL);
+	sq_lock(q);
+	st = sq_prep(q->db, "SELECT version, token FROM bundles ORDER BY version DESC LIMIT 1", NULL);
 	if (st == NULL) {
 		rc = -EIO;
 		goto out;
 	}
-	rc = step_row(q->db, st);
+	rc = sq_step_row(q->db, st);
 	if (rc == 1) {
 		*version = (uint64_t)sqlite3_column_int64(st, 0);
 		*token = strdup((const char *)sqlite3_column_text(st, 1));
@@ -1222,7 +1350,7 @@ sq_bundle_latest(struct store *s, uint64_t *version, char **token)
 	}
 	sqlite3_finalize(st);
 out:
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1232,10 +1360,10 @@ sq_bundle_add(struct store *s, uint64_t version, const char *token)
 	struct sq *q = SQ(s);
 	int rc;
 
-	lock(q);
-	rc = run(q->db, prep(q->db, "INSERT INTO bundles VALUES (?,?,?)", "isi",
+	sq_lock(q);
+	rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO bundles VALUES (?,?,?)", "isi",
 	    (int64_t)version, token, now_unix()));
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1246,10 +1374,10 @@ sq_audit(struct store *s, const char *principal, const char *action, const char 
 	struct sq *q = SQ(s);
 	int rc;
 
-	lock(q);
-	rc = run(q->db, prep(q->db, "INSERT INTO audit (ts,principal,action,target,detail)"
+	sq_lock(q);
+	rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,principal,action,target,detail)"
 	    " VALUES (?,?,?,?,?)", "issss", now_unix(), principal, action, target, detail));
-	unlock(q);
+	sq_unlock(q);
 	return rc;
 }
 
@@ -1288,6 +1416,13 @@ static const struct store_ops sqlite_ops = {
 	.keys_changed = sq_keys_changed,
 	.bundle_latest = sq_bundle_latest,
 	.bundle_add = sq_bundle_add,
+	.op_start = sqo_op_start,
+	.ops_drive = sqo_ops_drive,
+	.snapshot_report = sqo_snapshot_report,
+	.snapshots_list = sqo_snapshots_list,
+	.sandbox_set_timeouts = sqo_sandbox_set_timeouts,
+	.sandbox_touch = sqo_sandbox_touch,
+	.timeouts_due = sqo_timeouts_due,
 	.audit = sq_audit,
 };
 
@@ -1310,9 +1445,9 @@ store_sqlite_open(const char *path)
 	sqlite3_busy_timeout(q->db, 10000);
 	/* WAL lets the subcommands write while the daemon runs; FULL makes
 	 * every acknowledged commit survive power loss, not only kill -9 */
-	if (xexec(q->db, "PRAGMA journal_mode = WAL") < 0 ||
-	    xexec(q->db, "PRAGMA synchronous = FULL") < 0 ||
-	    xexec(q->db, "PRAGMA foreign_keys = ON") < 0)
+	if (sq_xexec(q->db, "PRAGMA journal_mode = WAL") < 0 ||
+	    sq_xexec(q->db, "PRAGMA synchronous = FULL") < 0 ||
+	    sq_xexec(q->db, "PRAGMA foreign_keys = ON") < 0)
 		goto fail;
 	if (migrate(q->db) < 0)
 		goto fail;
