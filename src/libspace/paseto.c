@@ -140,8 +140,8 @@ struct shape {
 static int
 token_shape(const char *token, size_t len, size_t maxlen, struct shape *sh)
 {
-	const char *b, *dot, *end = token + len;
-	size_t dots = 0, i;
+	const char *b, *dot, *q, *end = token + len;
+	size_t dots = 0;
 
 	memset(sh, 0, sizeof(*sh));
 	if (token == NULL || len == 0)
@@ -149,9 +149,10 @@ token_shape(const char *token, size_t len, size_t maxlen, struct shape *sh)
 	/* bound before anything else: the size limit protects every step */
 	if (len > maxlen)
 		return -E2BIG;
-	for (i = 0; i < len; i++)
-		if (token[i] == '.')
-			dots++;
+	/* memchr, not a byte loop: this runs over every cold token */
+	for (q = memchr(token, '.', len); q != NULL && dots <= 3;
+	    q = memchr(q + 1, '.', (size_t)(end - q - 1)))
+		dots++;
 	/* "v4" "public" payload [footer]: a fifth part is not a PASETO token */
 	if (dots < 2 || dots > 3)
 		return -EINVAL;
