@@ -342,6 +342,12 @@ space_http(const char *url, const char *bearer, const char *method,
 	curl_easy_setopt(x.h, CURLOPT_CONNECTTIMEOUT, connect_timeout);
 	if (timeout > 0)
 		curl_easy_setopt(x.h, CURLOPT_TIMEOUT, timeout);
+	else {
+		/* a stream of any length has no deadline, but one that
+		 * stalls for a minute is dead */
+		curl_easy_setopt(x.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(x.h, CURLOPT_LOW_SPEED_TIME, 60L);
+	}
 	curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(x.h, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(x.h, CURLOPT_HEADERFUNCTION, on_header);

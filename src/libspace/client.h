@@ -71,7 +71,8 @@ struct space_data_op {
 	json_t     *body;       /* JSON request body, or NULL */
 	int         in_fd;      /* >= 0: stream the request body from this fd (PUT) */
 	int         out_fd;     /* >= 0: stream a 2xx body to this fd instead of parsing it */
-	long        timeout;    /* seconds for the whole exchange, 0 = none */
+	long        timeout;    /* seconds for the whole exchange; 0: none, but
+	                           a transfer stalled for 60 s is abandoned */
 };
 /* Get a route for sbx, then do op against its endpoint: the single place
  * where route repair (REFRESH_ROUTE, EXPIRED) and the route cache live. */

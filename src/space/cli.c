@@ -39,12 +39,12 @@ cli_client(const char *verb, const struct cli_api *api)
 	struct space_client *c;
 
 	if (url == NULL || url[0] == '\0') {
-		cli_fail(verb, "SPACE_API_URL is not set (use --api-url, or `. .space/env` "
+		cli_fail(verb, "SPACE_API_URL is not set (use --api-url, or `export $(cat .space/env)` "
 		    "after `space up`)");
 		return NULL;
 	}
 	if (key == NULL || key[0] == '\0') {
-		cli_fail(verb, "SPACE_API_KEY is not set (use --api-key, or `. .space/env` "
+		cli_fail(verb, "SPACE_API_KEY is not set (use --api-key, or `export $(cat .space/env)` "
 		    "after `space up`)");
 		return NULL;
 	}

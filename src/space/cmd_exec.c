@@ -242,7 +242,8 @@ cmd_exec(int argc, char **argv)
 	op.path = "exec";
 	op.body = args;
 	op.in_fd = op.out_fd = -1;
-	op.timeout = timeout + 30;      /* the sandbox enforces the timeout */
+	op.timeout = timeout + 15;      /* the sandbox enforces the timeout; this
+	                                   bounds a backend that never answers */
 	if (space_sbx_op(c, sbx, &op, &a) < 0 || !space_answer_ok(&a)) {
 		ret = cli_answer_fail("exec", &a);
 		goto out;

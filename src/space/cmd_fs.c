@@ -78,6 +78,8 @@ op_init(struct space_data_op *op, const char *access, const char *method, const 
 	op->method = method;
 	op->path = path;
 	op->in_fd = op->out_fd = -1;
+	/* JSON operations are quick; streams (read, write) set 0 */
+	op->timeout = 60;
 }
 
 /* run one op and report a failure as "space: fs VERB: ..." */
@@ -103,6 +105,7 @@ fs_read(struct space_client *c, struct fs_args *fa)
 	space_answer_init(&a);
 	op_init(&op, "fs:r", "GET", q);
 	op.out_fd = STDOUT_FILENO;      /* streamed, never held whole */
+	op.timeout = 0;
 	ret = run_op(c, fa, &op, &a);
 	space_answer_clear(&a);
 	free(q);
@@ -122,6 +125,7 @@ fs_write(struct space_client *c, struct fs_args *fa)
 	space_answer_init(&a);
 	op_init(&op, "fs:w", "PUT", q);
 	op.in_fd = STDIN_FILENO;        /* streamed, never held whole */
+	op.timeout = 0;
 	ret = run_op(c, fa, &op, &a);
 	space_answer_clear(&a);
 	free(q);

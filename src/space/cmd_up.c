@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 	"  so explicitly). Running it again on DIR continues where it stopped."
 
 #define READY_TIMEOUT_MS 30000
+#define UP_API_USER      "nobody"       /* node-api's default --user */
 #define KEY_MAX          1024
 
 static int
@@ -92,6 +95,40 @@ bindir_find(struct up *up)
 }
 
 static int
+path_searchable(const char *dir)
+{
+	char p[UP_PATH_MAX], *slash;
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s", dir);
+	for (;;) {
+		if (stat(p[0] ? p : "/", &st) != 0)
+			return cli_fail("up", "%s: %s", p, strerror(errno));
+		if (!(st.st_mode & S_IXOTH))
+			return cli_fail("up", "%s is not searchable by others, so node-api (user %s) "
+			    "cannot reach its sbx-manager socket under %s; chmod o+x %s, or choose "
+			    "another --data-dir", p[0] ? p : "/", UP_API_USER, dir, p[0] ? p : "/");
+		if (p[0] == '\0' || (slash = strrchr(p, '/')) == NULL)
+			return 0;
+		*slash = '\0';
+	}
+}
+
+/* the group of node-api's user: sbx-manager shares its socket with it */
+static int
+api_group(char *out, size_t cap)
+{
+	struct passwd *pw = getpwnam(UP_API_USER);
+	struct group *gr;
+
+	if (pw == NULL || (gr = getgrgid(pw->pw_gid)) == NULL)
+		return cli_fail("up", "no user %s (or no group for it): node-api runs as it",
+		    UP_API_USER);
+	snprintf(out, cap, "%s", gr->gr_name);
+	return 0;
+}
+
+static int
 prepare_dirs(struct up *up, const char *dir)
 {
 	char sub[UP_PATH_MAX + 32], *real;
@@ -109,7 +146,12 @@ prepare_dirs(struct up *up, const char *dir)
 	}
 	snprintf(up->dir, sizeof(up->dir), "%s", real);
 	free(real);
-	chmod(up->dir, 0700);
+	/* node-api drops to an unprivileged user and must reach
+	 * DIR/wI/run/sbx-manager.sock: DIR and every directory above it must
+	 * be searchable by others (not listable: 0711) */
+	chmod(up->dir, 0711);
+	if (path_searchable(up->dir) != 0)
+		return 1;
 	snprintf(sub, sizeof(sub), "%s/logs", up->dir);
 	if (mkdir_p(sub, 0700) < 0)
 		return cli_fail("up", "cannot make %s: %s", sub, strerror(errno));
@@ -192,7 +234,7 @@ worker_credential(struct up *up, int i)
 }
 
 static int
-start_worker(struct up *up, int i, const char *root)
+start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
@@ -212,7 +254,7 @@ start_worker(struct up *up, int i, const char *root)
 	{
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
-		    "--capacity", "16", NULL };
+		    "--capacity", "16", "--api-group", (char *)group, NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
@@ -275,7 +317,7 @@ cmd_up(int argc, char **argv)
 	const char *dir = ".space";
 	char url[64], health[96], key[KEY_MAX], root[KEY_MAX], *end;
 	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
-	char listen[32];
+	char listen[32], group[64];
 	long workers = 2, port = 7700;
 	int ch, i, lockfd = -1, rc, ret = 1;
 
@@ -310,7 +352,8 @@ cmd_up(int argc, char **argv)
 		return cli_fail("up", "out of memory");
 	up->workers = (int)workers;
 	up->port = (int)port;
-	if (bindir_find(up) != 0 || prepare_dirs(up, dir) != 0) {
+	if (bindir_find(up) != 0 || api_group(group, sizeof(group)) != 0 ||
+	    prepare_dirs(up, dir) != 0) {
 		free(up);
 		return 1;
 	}
@@ -365,7 +408,7 @@ cmd_up(int argc, char **argv)
 	for (i = 1; i <= up->workers; i++) {
 		up_say("starting worker w%d (sbx-manager, node-api on 127.0.0.1:%d) ...", i,
 		    up->port + i);
-		if (start_worker(up, i, root) < 0)
+		if (start_worker(up, i, root, group) < 0)
 			goto stop;
 	}
 	for (i = 1; i <= up->workers; i++) {

@@ -63,6 +63,10 @@ void up_run(struct up *up);
 void up_fini(struct up *up);
 void up_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* up_bridges.c: after the children, stop the spaced-host bridges of our
+ * data directory (they outlive sbx-manager by design) */
+void up_bridges_stop(struct up *up);
+
 /* up_setup.c */
 /* flock DIR/up.lock; -EWOULDBLOCK when another space up holds it */
 int up_lock(const char *dir, int *fd);

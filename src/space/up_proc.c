@@ -314,6 +314,8 @@ up_fini(struct up *up)
 	up_stop(up);
 	uv_run(&up->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&up->loop);
+	if (up->nkids > 0)
+		up_bridges_stop(up);
 	for (i = 0; i < up->nkids; i++) {
 		for (j = 0; up->kids[i]->argv[j]; j++)
 			free(up->kids[i]->argv[j]);

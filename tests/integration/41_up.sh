@@ -7,7 +7,13 @@
 . "$SPACE_TOP/tests/lib.sh"
 
 T=$(mktemp -d)
+# node-api runs as nobody and must reach DIR/wI/run/sbx-manager.sock
+chmod 711 "$T"
 D="$T/data"
+# a private copy of the binaries: a rebuild of the tree while this runs
+# must not replace the bridge binary under a running execution
+mkdir "$T/bin" && cp "$SPACE_BIN"/* "$T/bin/"
+PATH="$T/bin:$PATH"
 UP=""
 kids=""
 stop_up() { # SIGTERM the supervisor and wait for it, at most 20 s
@@ -19,9 +25,18 @@ stop_up() { # SIGTERM the supervisor and wait for it, at most 20 s
 	up_rc=$?
 	UP=""
 }
+bridges() { # pids of spaced-host processes serving executions under $D
+	for c in /proc/[0-9]*/cmdline; do
+		case "$(tr '\0' ' ' <"$c" 2>/dev/null)" in
+		*spaced-host*"--run-dir $D/w"*) p=${c#/proc/}; echo "${p%/cmdline}" ;;
+		esac
+	done | tr '\n' ' ' | sed 's/ $//'
+}
 cleanup() {
 	stop_up
-	for p in $kids; do kill -9 "$p" 2>/dev/null; done
+	for p in $kids $(bridges); do kill -9 "$p" 2>/dev/null; done
+	sleep 0.2
+	grep " $T/" /proc/mounts | cut -d' ' -f2 | sort -r | while read -r m; do umount -l "$m"; done
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -42,7 +57,7 @@ start_up() { # log file
 	UP=$!
 	i=0
 	while [ $i -lt 900 ]; do
-		grep -q "space is up" "$1" && return 0
+		grep -q "space is up" "$1" 2>/dev/null && return 0
 		kill -0 "$UP" 2>/dev/null || { wait "$UP"; UP=""; return 1; }
 		sleep 0.1; i=$((i + 1))
 	done
@@ -81,13 +96,13 @@ KEY1=$SPACE_API_KEY
 SBX=$(space create 2>"$T/err"); rc=$?
 is "space create exits 0" "$rc" 0
 [ "$rc" = 0 ] || diag "$(cat "$T/err")"
-out=$(space exec "$SBX" -- echo hello </dev/null 2>"$T/err"); rc=$?
+out=$(space exec --timeout 10 "$SBX" -- echo hello </dev/null 2>"$T/err"); rc=$?
 is "exec echo hello: stdout" "$out" "hello"
 is "exec echo hello: exit status" "$rc" 0
 [ "$rc" = 0 ] || diag "$(cat "$T/err")"
-space exec "$SBX" -- sh -c 'exit 3' </dev/null 2>"$T/err"; rc=$?
+space exec --timeout 10 "$SBX" -- sh -c 'exit 3' </dev/null 2>"$T/err"; rc=$?
 is "exec sh -c 'exit 3' exits 3" "$rc" 3
-out=$(echo piped | space exec "$SBX" -- cat 2>"$T/err")
+out=$(echo piped | space exec --timeout 10 "$SBX" -- cat 2>"$T/err")
 is "exec passes stdin" "$out" "piped"
 
 head -c 3000000 /dev/urandom >"$T/blob"
@@ -144,7 +159,7 @@ if [ -n "$NA" ]; then
 else
 	not_ok "found the node-api of w1 among the children"
 fi
-out=$(space exec "$SBX" -- echo again </dev/null 2>&1)
+out=$(space exec --timeout 10 "$SBX" -- echo again </dev/null 2>&1)
 is "exec works after the restart" "$out" "again"
 
 # SIGTERM stops everything
@@ -154,6 +169,8 @@ is "space up exits 0 on SIGTERM" "$up_rc" 0
 left=""
 for p in $before; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
 is "every child is gone" "$left" ""
+is "no sandbox bridge is left running" "$(bridges)" ""
+is "no mount is left under the data directory" "$(grep -c " $D/" /proc/mounts)" 0
 for port in $P $((P + 1)) $((P + 2)); do
 	port_free "$port" && ok "nothing listens on $port any more" || not_ok "nothing listens on $port any more"
 done
@@ -168,10 +185,12 @@ is "the API key is reused" "$SPACE_API_KEY" "$KEY1"
 is "the worker credentials are reused" "$(sha256sum "$D/w1/credential" "$D/w2/credential")" "$cred1"
 st=$(space show "$SBX" --json 2>"$T/err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
 is "the sandbox is still known" "$st" "$SBX"
-i=0
-while [ $i -lt 30 ]; do
-	out=$(space exec "$SBX" -- echo back </dev/null 2>"$T/err") && break
-	sleep 1; i=$((i + 1))
+# the worker may need a moment to bring the execution back
+end=$(($(date +%s) + 30))
+while :; do
+	out=$(space exec --timeout 5 "$SBX" -- echo back </dev/null 2>"$T/err") && break
+	[ "$(date +%s)" -lt "$end" ] || break
+	sleep 1
 done
 is "the sandbox serves again" "$out" "back"
 [ "$out" = back ] || diag "$(cat "$T/err")"
@@ -184,6 +203,7 @@ is "the second space up exits 0 on SIGTERM" "$up_rc" 0
 left=""
 for p in $before; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
 is "every child of the second run is gone" "$left" ""
+is "no sandbox bridge is left running after the second run" "$(bridges)" ""
 kids=""
 
 done_testing
