@@ -336,6 +336,7 @@ struct oprow {
 	char    sstate[STORE_STATE_MAX + 1], snapshot[SPACE_ID_MAX + 1], pinned[SPACE_ID_MAX + 1];
 	char    from_state[STORE_STATE_MAX + 1], from_worker[SPACE_ID_MAX + 1];
 	char    to_state[STORE_STATE_MAX + 1], snap_state[STORE_STATE_MAX + 1];
+	char    from_snapshot[SPACE_ID_MAX + 1];    /* archive of from_gen, "" = none */
 	char   *template_, *resources;
 };
 
@@ -351,7 +352,10 @@ oprow_load(struct sq *q, const char *id, struct oprow *o)
 	    " s.owner, COALESCE(s.lease_owner,''), COALESCE(s.lease_expiry,0), s.lease_owner IS NOT NULL,"
 	    " s.state, COALESCE(s.snapshot,''), COALESCE(s.pinned_worker,''),"
 	    " COALESCE(ef.state,''), COALESCE(ef.worker,''), COALESCE(et.state,''),"
-	    " COALESCE(sn.state,''), s.template, s.resources"
+	    " COALESCE(sn.state,''), s.template, s.resources,"
+	    " COALESCE((SELECT digest FROM snapshots a WHERE a.sandbox = o.sandbox"
+	    "   AND a.generation = o.from_gen AND a.kind = 'auto' AND a.state = 'ready'"
+	    "   ORDER BY a.created_at DESC, a.rowid DESC LIMIT 1), '')"
 	    " FROM operations o JOIN sandboxes s ON s.id = o.sandbox"
 	    " LEFT JOIN executions ef ON ef.sandbox = o.sandbox AND ef.generation = o.from_gen"
 	    " LEFT JOIN executions et ON et.sandbox = o.sandbox AND et.generation = o.to_gen"
@@ -382,6 +386,7 @@ oprow_load(struct sq *q, const char *id, struct oprow *o)
 		sq_col_copy(st, 18, o->snap_state, sizeof(o->snap_state));
 		o->template_ = strdup((const char *)sqlite3_column_text(st, 19));
 		o->resources = strdup((const char *)sqlite3_column_text(st, 20));
+		sq_col_copy(st, 21, o->from_snapshot, sizeof(o->from_snapshot));
 		rc = o->template_ && o->resources ? 1 : -ENOMEM;
 	}
 	sqlite3_finalize(st);
@@ -424,7 +429,7 @@ move_install(struct sq *q, struct oprow *o, int64_t now, const char **result)
 	int64_t gen = 0;
 	int rc;
 
-	spec = sq_spec_json(o->template_, o->resources, o->snapshot[0] ? o->snapshot : NULL);
+	spec = sq_spec_json(o->template_, o->resources, o->from_snapshot);
 	if (spec == NULL)
 		return -ENOMEM;
 	rc = sq_place_execution(q, o->sandbox, o->target, NULL, spec, &why, &gen, placed);
@@ -493,7 +498,16 @@ drive_one(struct sq *q, const char *id, const char *me, int64_t ttl, bool advanc
 		goto out;
 
 	if (streq(o.step, "retiring")) {
-		if (streq(o.from_state, "retired")) {
+		if (streq(o.from_state, "retired") && o.from_snapshot[0] == '\0') {
+			/* the worker retired the execution without archiving its
+			 * layer: continuing from an older snapshot would silently
+			 * roll the sandbox back, so it fails visibly instead */
+			log_warnx("operation %s: %s g%lld retired without a snapshot", o.id,
+			    o.sandbox, (long long)o.from_gen);
+			if ((rc = set_state(q, o.sandbox, "failed")) < 0)
+				goto out;
+			result = "failed";
+		} else if (streq(o.from_state, "retired")) {
 			if (streq(o.kind, "pause")) {
 				if ((rc = set_state(q, o.sandbox, "paused")) < 0)
 					goto out;
