@@ -203,7 +203,8 @@ do_install(const struct route_identity *id, json_t *spec)
 	if (!id_valid(tmpl) || strlen(tmpl) >= sizeof(r.template_name) ||
 	    spec_u32(res, "memory_mb", 512, 1u << 20, &r.memory_mb) != 0 ||
 	    spec_u32(res, "pids", 256, 1u << 22, &r.pids) != 0 ||
-	    spec_u32(res, "cpu_percent", 100, 100000, &r.cpu_percent) != 0) {
+	    spec_u32(res, "cpu_percent", 100, 100000, &r.cpu_percent) != 0 ||
+	    spec_u32(res, "disk_mb", cfg.disk_mb, 1u << 24, &r.disk_mb) != 0) {
 		control_report(id, "failed", "invalid spec");
 		return;
 	}

@@ -195,7 +195,7 @@ u64str(char *buf, size_t cap, uint64_t v)
 int
 bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 {
-	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], exe[64];
+	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
 	char line[64];
 	size_t got = 0;
 	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull;
@@ -212,12 +212,14 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 	u64str(mem, sizeof(mem), r->memory_mb);
 	u64str(pids, sizeof(pids), r->pids);
 	u64str(cpu, sizeof(cpu), r->cpu_percent);
+	u64str(dmb, sizeof(dmb), r->disk_mb);
 	char *const argv[] = {
 		cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
 		"--activation", act, "--worker", r->id.worker, "--resident", r->id.resident,
 		"--substrate", r->id.substrate, "--template", r->template_name,
 		"--run-dir", r->run_dir, "--layer-dir", r->layer_dir, "--uid-base", uidb,
-		"--memory-mb", mem, "--pids", pids, "--cpu-percent", cpu, NULL
+		"--memory-mb", mem, "--pids", pids, "--cpu-percent", cpu,
+		"--disk-mb", dmb, NULL
 	};
 
 	if (pipe2(pfd, O_CLOEXEC) != 0)

@@ -29,7 +29,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
-	    "       [--api-group GROUP] [--spaced-host PATH] [-v]\n");
+	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 1024] [-v]\n");
 	exit(2);
 }
 
@@ -131,6 +131,7 @@ main(int argc, char **argv)
 		{ "capacity", required_argument, NULL, 'n' },
 		{ "api-group", required_argument, NULL, 'g' },
 		{ "spaced-host", required_argument, NULL, 's' },
+		{ "disk-mb", required_argument, NULL, 'D' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -142,6 +143,7 @@ main(int argc, char **argv)
 	unsigned long cap = 0;
 
 	cfg.api_gid = (gid_t)-1;
+	cfg.disk_mb = 1024;
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': copy_opt(cfg.data_dir, sizeof(cfg.data_dir), optarg, "data-dir"); break;
@@ -158,6 +160,12 @@ main(int argc, char **argv)
 			break;
 		case 'g': copy_opt(cfg.api_group, sizeof(cfg.api_group), optarg, "api-group"); break;
 		case 's': host = optarg; break;
+		case 'D':
+			errno = 0;
+			cfg.disk_mb = (uint32_t)strtoul(optarg, &end, 10);
+			if (errno || *end || cfg.disk_mb < 16 || cfg.disk_mb > (1u << 24))
+				usage();
+			break;
 		case 'v': verbose = 1; break;
 		default: usage();
 		}

@@ -45,6 +45,7 @@ struct mgr_config {
 	char spaced_host[PATH_MAX];
 	char incarnation[SPACE_ID_MAX + 1];
 	uint32_t uid_window;
+	uint32_t disk_mb;               /* default writable layer size */
 };
 
 /* one runtime record; the durable copy is the row in records.db */
@@ -55,7 +56,7 @@ struct record {
 	uint32_t slot;
 	uint32_t uid_base;
 	char template_name[SPACE_ID_MAX + 1];
-	uint32_t memory_mb, pids, cpu_percent;
+	uint32_t memory_mb, pids, cpu_percent, disk_mb;
 	/* the bridge process as it was when it said "ready" */
 	pid_t bridge_pid;
 	uid_t bridge_uid;

@@ -1,0 +1,190 @@
+#!/bin/sh
+# The worker data path end to end: space-control assigns an execution,
+# sbx-manager installs a real spaced-host (jail) and records it, node-api
+# (unprivileged) serves exec and every file operation with the X-Space-*
+# headers; a 1 GiB upload and download pass with bounded memory; a
+# restarted sbx-manager adopts its bridge; retiring cancels a running
+# operation and later requests get refresh_route.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
+BIN=$T/bin
+CTL= MGR= NAPI=
+# private copies: a rebuild of the tree while this runs must not look like
+# a replaced bridge binary (which sbx-manager rightly refuses)
+mkdir "$BIN"
+for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
+CP=$(free_port); NP=$(free_port)
+CU=http://127.0.0.1:$CP
+NU=http://127.0.0.1:$NP
+W=$T/w
+
+# the bridges of this test only: their executable is our private copy
+bridges() {
+	for p in /proc/[0-9]*; do
+		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
+	done
+}
+cleanup() {
+	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
+	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+jget() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
+cpost() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
+# napi METHOD PATH [curl args...]: status on stdout, body in $T/body, headers in $T/hdr
+napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
+	-H "Authorization: Bearer $CAP" "$@" "$NU/v1/sandboxes/$S/$p"; }
+hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
+sql() { sqlite3 "$W/records.db" "$1"; }
+start_mgr() {
+	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
+	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
+	MGR=$!
+	i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+}
+wait_state() { # sandbox state [seconds]
+	i=0
+	while [ $i -lt $((${3:-20} * 10)) ]; do
+		curl -s -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"
+		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	return 1
+}
+route() { cpost "/v1/sandboxes/$1/routes" "{\"access\":[${2:-\"exec\",\"fs:r\",\"fs:w\"}]}" >/dev/null; jget capability; }
+
+K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
+"$BIN/space-control" worker add w1 --data-dir "$T/c" >"$T/cred" 2>>"$T/ctl.log"
+ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
+"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
+CTL=$!
+check "space-control up" wait_http "$CU/healthz" 10
+start_mgr
+check "sbx-manager made its socket" test -S "$W/run/sbx-manager.sock"
+"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
+    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
+NAPI=$!
+check "node-api answers /healthz" wait_http "$NU/healthz" 10
+is "healthz body" "$(curl -s "$NU/healthz")" '{"ok":true}'
+
+# ---- privilege separation ----
+is "node-api runs as nobody (real, effective, saved, fs uid)" \
+	"$(awk '/^Uid:/ { print $2, $3, $4, $5 }' /proc/$NAPI/status)" "65534 65534 65534 65534"
+is "node-api has no capabilities" "$(awk '/^CapEff:/ { print $2 }' /proc/$NAPI/status)" "0000000000000000"
+is "node-api has only its own group" "$(awk '/^Groups:/ { print $2 }' /proc/$NAPI/status)" "65534"
+is "sbx-manager socket is 0660 root:nogroup" "$(stat -c '%a %U:%G' "$W/run/sbx-manager.sock")" "660 root:nogroup"
+is "records.db is 0600" "$(stat -c %a "$W/records.db")" 600
+
+# ---- install ----
+is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "sandbox running within 20 s" wait_state "$S" running 20
+is "record committed as serving, generation 1" "$(sql "select state, generation, activation from records where sandbox='$S'")" "serving|1|1"
+is "resident is this worker's incarnation" "$(jget execution.resident "$T/sbx")" "$(cat "$W/incarnation")"
+BPID=$(sql "select bridge_pid from records where sandbox='$S'")
+check "recorded bridge pid $BPID is a live spaced-host" test "$(readlink /proc/$BPID/exe)" = "$BIN/spaced-host"
+is "recorded start time equals /proc/PID/stat field 22" \
+	"$(sql "select bridge_start from records where sandbox='$S'")" \
+	"$(sed 's/.*) //' /proc/$BPID/stat | cut -d' ' -f20)"
+is "recorded exe inode equals the binary's" "$(sql "select exe_ino from records where sandbox='$S'")" "$(stat -c %i "$BIN/spaced-host")"
+is "run directory is 0700" "$(stat -c %a "$W/run/$S.g1")" 700
+CAP=$(route "$S")
+
+# ---- exec ----
+is "exec -> 200" "$(napi POST exec --data-binary '{"argv":["sh","-c","echo hello; echo err >&2; exit 3"]}')" 200
+is "exec stdout" "$(jget stdout)" "hello"
+is "exec stderr" "$(jget stderr)" "err"
+is "exec exit code" "$(jget exit_code)" 3
+is "X-Space-Generation" "$(hdr X-Space-Generation)" 1
+is "X-Space-Worker" "$(hdr X-Space-Worker)" w1
+is "exec runs as the unprivileged sandbox user" \
+	"$(napi POST exec --data-binary '{"argv":["id","-u"]}' >/dev/null; jget stdout)" 1000
+
+# ---- files ----
+printf 'line one\nline two\n' >"$T/small"
+is "PUT files -> 200" "$(napi PUT 'files?path=/home/user/notes.txt' --data-binary @"$T/small")" 200
+is "PUT result size" "$(jget size)" 18
+is "GET files -> 200" "$(napi GET 'files?path=/home/user/notes.txt')" 200
+check "GET returns the bytes written" cmp -s "$T/body" "$T/small"
+is "GET Content-Length" "$(hdr Content-Length)" 18
+is "GET carries X-Space-Generation" "$(hdr X-Space-Generation)" 1
+is "fs/stat -> 200" "$(napi GET 'fs/stat?path=/home/user/notes.txt')" 200
+is "stat type and size" "$(jget type) $(jget size)" "file 18"
+is "fs/mkdir -> 200" "$(napi POST fs/mkdir --data-binary '{"path":"/home/user/d/e","parents":true}')" 200
+is "fs/rename -> 200" "$(napi POST fs/rename --data-binary '{"from":"/home/user/notes.txt","to":"/home/user/d/e/n.txt"}')" 200
+is "old name is gone -> 404" "$(napi GET 'fs/stat?path=/home/user/notes.txt')" 404
+is "404 code" "$(jget error)" not_found
+is "fs/list -> 200" "$(napi GET 'fs/list?path=/home/user/d/e')" 200
+is "list shows the renamed file" "$(python3 -c 'import json,sys;print(",".join(e["name"] for e in json.load(open(sys.argv[1]))["entries"]))' "$T/body")" "n.txt"
+is "remove a non-empty dir without recursive -> 409" "$(napi POST fs/remove --data-binary '{"path":"/home/user/d"}')" 409
+is "fs/remove recursive -> 200" "$(napi POST fs/remove --data-binary '{"path":"/home/user/d","recursive":true}')" 200
+is "removed" "$(napi GET 'fs/stat?path=/home/user/d')" 404
+is "mode query is applied" "$(napi PUT 'files?path=/home/user/x.sh&mode=0750' --data-binary 'x' >/dev/null; napi GET 'fs/stat?path=/home/user/x.sh' >/dev/null; jget mode)" 488
+
+# ---- 1 GiB through node-api and sbx-manager with constant memory ----
+SZ=1073741824
+ZSUM=$(head -c $SZ /dev/zero | sha256sum | cut -d' ' -f1)
+t0=$(date +%s)
+code=$(head -c $SZ /dev/zero | curl -s -o "$T/body" -w '%{http_code}' -X PUT -T - \
+	-H "Authorization: Bearer $CAP" "$NU/v1/sandboxes/$S/files?path=/home/user/big")
+t1=$(date +%s)
+is "1 GiB PUT (chunked) -> 200" "$code" 200
+is "1 GiB PUT size" "$(jget size)" $SZ
+CAP=$(route "$S")
+sum=$(curl -s -H "Authorization: Bearer $CAP" "$NU/v1/sandboxes/$S/files?path=/home/user/big" | sha256sum | cut -d' ' -f1)
+t2=$(date +%s)
+is "1 GiB GET returns the same bytes" "$sum" "$ZSUM"
+hwm_m=$(awk '/^VmHWM:/ { print $2 }' /proc/$MGR/status)
+hwm_n=$(awk '/^VmHWM:/ { print $2 }' /proc/$NAPI/status)
+diag "1 GiB: PUT $((t1 - t0)) s, GET $((t2 - t1)) s; peak RSS sbx-manager ${hwm_m} kB, node-api ${hwm_n} kB"
+check "sbx-manager peak RSS under 64 MiB ($hwm_m kB)" test "$hwm_m" -lt 65536
+check "node-api peak RSS under 64 MiB ($hwm_n kB)" test "$hwm_n" -lt 65536
+napi POST fs/remove --data-binary '{"path":"/home/user/big"}' >/dev/null
+
+# ---- metrics ----
+sleep 2.5       # sbx-manager rewrites metrics.prom every 2 s
+curl -s "$NU/metrics" >"$T/metrics"
+check "metrics: node-api requests by route and status" grep -q '^space_nodeapi_requests_total{route="exec",status="200"} ' "$T/metrics"
+check "metrics: sbx-manager admissions (appended)" grep -q '^space_sbxmgr_admission_total{outcome="allow",reason="ok"} ' "$T/metrics"
+
+# ---- restart: the bridge is adopted, not relaunched ----
+kill -9 "$MGR"; wait "$MGR" 2>/dev/null
+check "bridge survives sbx-manager's death" kill -0 "$BPID"
+start_mgr
+sleep 0.5
+is "after restart: same bridge, same activation" "$(sql "select bridge_pid, activation, state from records where sandbox='$S'")" "$BPID|1|serving"
+is "exec with the same capability still works" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+check "sbx-manager logged the adoption" grep -q "adopted bridge of $S" "$T/mgr.log"
+
+# ---- retire cancels the running operation; late requests refresh ----
+curl -s -o "$T/long" -w '%{http_code}' -X POST -H "Authorization: Bearer $CAP" \
+	--data-binary '{"argv":["sleep","30"]}' "$NU/v1/sandboxes/$S/exec" >"$T/long.code" &
+LONG=$!
+sleep 1
+t0=$(date +%s)
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S"
+wait $LONG
+t1=$(date +%s)
+is "the running exec is cut off -> 503" "$(cat "$T/long.code")" 503
+is "... with reason execution_replaced" "$(jget reason "$T/long")" execution_replaced
+check "... well before the command's 30 s ($((t1 - t0)) s)" test $((t1 - t0)) -lt 15
+is "record retired (and kept)" "$(sql "select state from records where sandbox='$S'")" retired
+gone() { i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 120 ]; do sleep 0.1; i=$((i + 1)); done; ! kill -0 "$1" 2>/dev/null; }
+check "bridge stopped" gone "$BPID"
+is "request after retirement -> 409" "$(napi POST exec --data-binary '{"argv":["true"]}')" 409
+is "refresh_route / not_serving" "$(jget error) $(jget reason)" "refresh_route not_serving"
+check "the refusal is audited with both identities" \
+	grep -q "\"audit\":\"admission\".*\"reason\":\"not_serving\".*\"cap_route\":{.*\"record_route\":{" "$T/mgr.log"
+
+done_testing
