@@ -80,6 +80,31 @@ c=$(send GET '/v1/workers/w1/assignments?after=-1' "$W"); bad "negative revision
 c=$(send GET '/v1/workers/w1/assignments?after=abc' "$W"); bad "revision not a number" 400 bad_request "$c"
 c=$(send GET '/v1/workers/w1/assignments?after=0&wait=99999999999999999999' "$W"); bad "huge wait" 400 bad_request "$c"
 
+# lifecycle endpoints (protocol.md section 5)
+ID1="{\"sandbox\":\"$S\",\"generation\":1,\"worker\":\"w1\",\"substrate\":\"jail\",\"activation\":1,\"resident\":\"inc1\"}"
+c=$(post "/v1/sandboxes/$S/pause" "$K" '{"force":true}'); bad "unknown field on pause" 400 bad_request "$c"
+c=$(post "/v1/sandboxes/$S/pause" "$K" '[]'); bad "pause body not an object" 400 bad_request "$c"
+c=$(post "/v1/sandboxes/$S/resume" "$K" '{"worker":7}'); bad "resume worker not a string" 400 bad_request "$c"
+c=$(post "/v1/sandboxes/$S/move" "$K" '{}'); bad "move without to" 400 bad_request "$c"
+c=$(post "/v1/sandboxes/$S/move" "$K" '{"to":"../w2"}'); bad "move to a non-id" 400 bad_request "$c"
+c=$(post "/v1/sandboxes/$S/move" "$K" '{"to":"w2","to":"w3"}'); bad "move with a duplicate key" 400 bad_request "$c"
+c=$(post "/v1/sandboxes/$S/snapshots" "$K" '{"name":"x y"}'); bad "snapshot name not an id" 400 bad_request "$c"
+c=$(post "/v1/sandboxes/$S/snapshots" "$K" '{"name":"a","kind":"full"}'); bad "unknown field on snapshot" 400 bad_request "$c"
+c=$(send PUT "/v1/sandboxes/$S/timeouts" "$K" --data-binary '{"idle":"5"}'); bad "idle timeout as a string" 400 bad_request "$c"
+c=$(send PUT "/v1/sandboxes/$S/timeouts" "$K" --data-binary '{"absolute":99999999999}'); bad "absolute timeout out of range" 400 bad_request "$c"
+c=$(send PUT "/v1/sandboxes/$S/timeouts" "$K"); bad "timeouts without a body" 400 bad_request "$c"
+c=$(send POST "/v1/sandboxes/$S/timeouts" "$K" --data-binary '{}'); bad "timeouts with POST" 405 bad_request "$c"
+c=$(post /v1/workers/w1/status "$W" "{\"identity\":$ID1,\"state\":\"retired\",\"snapshot\":{\"digest\":\"../../etc/passwd\",\"size\":1}}"); bad "retired with a path as digest" 400 bad_request "$c"
+c=$(post /v1/workers/w1/status "$W" "{\"identity\":$ID1,\"state\":\"retired\",\"snapshot\":{\"digest\":\"$(printf 'A%.0s' $(seq 64))\",\"size\":1}}"); bad "retired with an uppercase digest" 400 bad_request "$c"
+c=$(post /v1/workers/w1/status "$W" "{\"identity\":$ID1,\"state\":\"retired\",\"snapshot\":{\"digest\":\"$(printf 'a%.0s' $(seq 64))\",\"size\":-1}}"); bad "retired with a negative size" 400 bad_request "$c"
+c=$(post /v1/workers/w1/status "$W" "{\"identity\":$ID1,\"state\":\"serving\",\"snapshot\":{\"digest\":\"$(printf 'a%.0s' $(seq 64))\",\"size\":1}}"); bad "a snapshot with serving" 400 bad_request "$c"
+c=$(post /v1/workers/w1/snapshots "$W" '{"snapshot_id":"snp_x"}'); bad "snapshot answer with neither digest nor error" 400 bad_request "$c"
+c=$(post /v1/workers/w1/snapshots "$W" '{"snapshot_id":"snp_x","error":"e","digest":"'"$(printf 'a%.0s' $(seq 64))"'","size":1}'); bad "snapshot answer with both" 400 bad_request "$c"
+c=$(post /v1/workers/w1/snapshots "$W" '{"snapshot_id":"snp_unknown","error":"disk full"}'); bad "answer for an unknown snapshot" 404 not_found "$c"
+c=$(post "/v1/sandboxes/sbx_unknown/pause" "$K" '{}'); bad "pause an unknown sandbox" 404 not_found "$c"
+c=$(send GET "/v1/sandboxes/sbx_unknown/snapshots" "$K"); bad "snapshots of an unknown sandbox" 404 not_found "$c"
+c=$(post "/v1/sandboxes/$S/pause" "$W" '{}'); bad "pause with a worker credential" 401 unauthenticated "$c"
+
 # sizes
 head -c 2000000 /dev/zero | tr '\0' 'a' >"$T/big"
 c=$(send POST /v1/sandboxes "$K" --data-binary @"$T/big"); bad "2 MB body (Content-Length)" 413 too_large "$c"
@@ -102,6 +127,9 @@ c=$(send PUT "/v1/sandboxes" "$K"); bad "wrong method" 405 bad_request "$c"
 
 # nothing bad reached the store, and the daemon is fine
 is "the store is unchanged" "$(sql "SELECT (SELECT COUNT(*) FROM sandboxes) || '/' || (SELECT COUNT(*) FROM executions) || '/' || (SELECT COUNT(*) FROM assignments)")" "$BEFORE"
+is "no operation, snapshot or lease came of it" \
+	"$(sql "SELECT (SELECT COUNT(*) FROM operations) || '/' || (SELECT COUNT(*) FROM snapshots) || '/' || (SELECT COUNT(*) FROM sandboxes WHERE lease_owner IS NOT NULL)")" "0/0/0"
+is "the timeouts are unchanged" "$(sql "SELECT timeouts FROM sandboxes WHERE id = '$S'")" '{"idle":0,"absolute":0,"action":"pause"}'
 is "the sandbox is still running" "$(sql "SELECT state FROM sandboxes WHERE id = '$S'")" running
 is "integrity_check ok" "$(sql 'PRAGMA integrity_check')" ok
 check "daemon still answers /healthz" sh -c "curl -sf '$U/healthz' | grep -q '\"ok\":true'"
