@@ -1,0 +1,235 @@
+#!/bin/sh
+# The worker from the attacker's side. Every refusal comes from the one
+# comparator, with the status and reason of DESIGN section 4: a capability
+# for sandbox A at B's URL, a tampered token, tokens signed by a foreign
+# key, an operation outside the capability's access, an expired capability,
+# a capability for an older activation. Garbage is refused by node-api
+# before it reaches sbx-manager; sbx-manager's socket refuses strangers and
+# survives garbage frames.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
+BIN=$T/bin
+CTL= MGR= NAPI=
+# private copies: a rebuild of the tree while this runs must not look like
+# a replaced bridge binary (which sbx-manager rightly refuses)
+mkdir "$BIN"
+for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
+CP=$(free_port); NP=$(free_port)
+CU=http://127.0.0.1:$CP
+NU=http://127.0.0.1:$NP
+W=$T/w
+
+# the bridges of this test only: their executable is our private copy
+bridges() {
+	for p in /proc/[0-9]*; do
+		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
+	done
+}
+cleanup() {
+	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
+	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+jget() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
+cpost() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
+# napi METHOD PATH [curl args...]: status on stdout, body in $T/body, headers in $T/hdr
+napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
+	-H "Authorization: Bearer $CAP" "$@" "$NU/v1/sandboxes/$S/$p"; }
+hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
+sql() { sqlite3 "$W/records.db" "$1"; }
+start_mgr() {
+	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
+	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
+	MGR=$!
+	i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+}
+wait_state() { # sandbox state [seconds]
+	i=0
+	while [ $i -lt $((${3:-20} * 10)) ]; do
+		curl -s -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"
+		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	return 1
+}
+route() { cpost "/v1/sandboxes/$1/routes" "{\"access\":[${2:-\"exec\",\"fs:r\",\"fs:w\"}]}" >/dev/null; jget capability; }
+
+K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
+"$BIN/space-control" worker add w1 --data-dir "$T/c" >"$T/cred" 2>>"$T/ctl.log"
+ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
+"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
+CTL=$!
+check "space-control up" wait_http "$CU/healthz" 10
+start_mgr
+check "sbx-manager made its socket" test -S "$W/run/sbx-manager.sock"
+"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
+    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
+NAPI=$!
+check "node-api answers /healthz" wait_http "$NU/healthz" 10
+is "healthz body" "$(curl -s "$NU/healthz")" '{"ok":true}'
+
+# mgr_requests: sbx-manager's request counter (metrics.prom, rewritten every 2 s)
+mgr_requests() { sleep 2.5; awk '$1 == "space_sbxmgr_requests_total" { print $2 }' "$W/metrics.prom"; }
+# b64 helpers for forging tokens
+forge() { python3 - "$@" <<'PY'
+import base64, json, sys
+def d(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+def e(b): return base64.urlsafe_b64encode(b).decode().rstrip("=")
+what, tok = sys.argv[1], sys.argv[2]
+p = tok.split(".")
+body, footer = d(p[2]), p[3]
+msg, sig = body[:-64], body[-64:]
+if what == "claims":          # the claims JSON, for re-signing
+    print(msg.decode())
+elif what == "footer":
+    print(d(footer).decode())
+elif what == "widen":         # add an access right, keep the signature
+    c = json.loads(msg); c["acc"] = ["exec", "fs:r", "fs:w", "pty"]
+    print("v4.public." + e(json.dumps(c, separators=(",", ":")).encode() + sig) + "." + footer)
+elif what == "flip":          # one bit of the signature
+    s = bytearray(sig); s[10] ^= 1
+    print("v4.public." + e(msg + bytes(s)) + "." + footer)
+PY
+}
+
+# ---- two sandboxes on the worker ----
+is "create sandbox A" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+A=$(jget id)
+is "create sandbox B" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+B=$(jget id)
+check "A running" wait_state "$A" running 20
+check "B running" wait_state "$B" running 20
+CAPA=$(route "$A")
+CAPB=$(route "$B")
+S=$A CAP=$CAPA
+is "A's capability works at A" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+
+# ---- cheap rejections at node-api: nothing reaches sbx-manager ----
+before=$(mgr_requests)
+code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST --data-binary '{"argv":["true"]}' "$NU/v1/sandboxes/$A/exec")
+is "no bearer -> 401" "$code" 401
+is "... unauthenticated" "$(jget error)" unauthenticated
+code=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Basic dXNlcjpwdw==" "$NU/v1/sandboxes/$A/fs/list?path=/")
+is "Basic credentials -> 401" "$code" 401
+for bad in "v3.public.$(echo "$CAPA" | cut -d. -f3-)" "v4.public.!!!!.e30" "v4.public.$(echo "$CAPA" | cut -d. -f3)" \
+	"v4.public.$(echo "$CAPA" | cut -d. -f3).bm90IGpzb24" "v4.public.AAAA.$(echo "$CAPA" | cut -d. -f4)"; do
+	code=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $bad" "$NU/v1/sandboxes/$A/fs/list?path=/")
+	is "malformed bearer ${bad%"${bad#??????????????}"}... -> 403" "$code $(jget error) $(jget reason)" "403 deny malformed_token"
+done
+long=$(python3 -c 'print("v4.public." + "A" * 5000 + ".e30")')
+is "token over SPACE_TOKEN_MAX -> 403" "$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $long" "$NU/v1/sandboxes/$A/fs/list?path=/")" 403
+is "bad sandbox id in the URL -> 400" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $CAPA" "$NU/v1/sandboxes/a.b/fs/list?path=/")" 400
+is "URL over SPACE_HTTP_URL_MAX -> 414" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $CAPA" "$NU/v1/sandboxes/$A/fs/list?path=/$(python3 -c 'print("a" * 5000)')")" 414
+head -c 1100000 /dev/zero | tr '\0' ' ' >"$T/bigbody"
+is "JSON body over SPACE_HTTP_BODY_MAX -> 413" "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $CAPA" --data-binary @"$T/bigbody" "$NU/v1/sandboxes/$A/exec")" 413
+is "body that is not a JSON object -> 400" "$(napi POST exec --data-binary '["argv"]')" 400
+is "duplicate JSON keys -> 400" "$(napi POST exec --data-binary '{"argv":["true"],"argv":["id"]}')" 400
+is "unknown route -> 404" "$(curl -s -o /dev/null -w '%{http_code}' "$NU/v1/other")" 404
+is "none of the above reached sbx-manager" "$(mgr_requests)" "$before"
+
+# ---- the comparator, from the attacker's side ----
+S=$B CAP=$CAPA
+is "A's capability at B's URL -> 403" "$(napi POST exec --data-binary '{"argv":["touch","/home/user/pwned"]}')" 403
+is "... deny / sandbox_mismatch" "$(jget error) $(jget reason)" "deny sandbox_mismatch"
+S=$B CAP=$CAPB
+is "... and nothing ran in B" "$(napi GET 'fs/stat?path=/home/user/pwned')" 404
+S=$A
+CAP=$(forge widen "$CAPA")
+is "claims widened under the original signature -> 403" "$(napi POST exec --data-binary '{"argv":["true"]}')" 403
+is "... bad_signature" "$(jget reason)" bad_signature
+CAP=$(forge flip "$CAPA")
+is "one signature bit flipped -> 403 bad_signature" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "403 bad_signature"
+SEED=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+CAP=$(space token sign --secret-key "$SEED" --implicit space-capability-v1 --footer "$(forge footer "$CAPA")" "$(forge claims "$CAPA")")
+is "same claims signed by a foreign key, real kid -> 403 bad_signature" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "403 bad_signature"
+CAP=$(space token sign --secret-key "$SEED" --implicit space-capability-v1 --footer '{"kid":"k4.pid.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}' "$(forge claims "$CAPA")")
+is "foreign key with its own kid -> 403 unknown_kid" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "403 unknown_kid"
+CAP=$(space token sign --secret-key "$SEED" --footer "$(forge footer "$CAPA")" "$(forge claims "$CAPA")")
+is "no capability implicit assertion -> 403" "$(napi POST exec --data-binary '{"argv":["true"]}')" 403
+CAP=$(route "$A" '"fs:r"')
+is "read-only capability: fs/list allowed" "$(napi GET 'fs/list?path=/home/user')" 200
+is "read-only capability: exec -> 403 access_denied" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "403 access_denied"
+is "read-only capability: PUT files -> 403 access_denied" "$(napi PUT 'files?path=/home/user/w' --data-binary 'x') $(jget reason)" "403 access_denied"
+CAP=$CAPA
+is "... and the refused write left nothing" "$(napi GET 'fs/stat?path=/home/user/w')" 404
+check "refusals are audited with both identities" \
+	grep -q '"audit":"admission".*"reason":"sandbox_mismatch".*"cap_route":{"sandbox":"'"$A"'".*"record_route":{"sandbox":"'"$B"'"' "$T/mgr.log"
+sleep 2.5
+curl -s "$NU/metrics" >"$T/metrics"
+check "refusals counted by reason" grep -q 'space_sbxmgr_admission_total{outcome="deny",reason="bad_signature"} [1-9]' "$T/metrics"
+
+# ---- an older activation: sbx-manager restarts and finds the bridge gone ----
+kill -9 "$MGR"; wait "$MGR" 2>/dev/null
+BPID=$(sql "select bridge_pid from records where sandbox='$A'")
+kill -9 "$BPID"
+start_mgr
+i=0; while [ "$(sql "select activation, state from records where sandbox='$A'")" != "2|serving" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+is "A relaunched as activation 2" "$(sql "select activation, state from records where sandbox='$A'")" "2|serving"
+S=$A CAP=$CAPA
+is "activation-1 capability -> 409" "$(napi POST exec --data-binary '{"argv":["true"]}')" 409
+is "... refresh_route / activation_mismatch" "$(jget error) $(jget reason)" "refresh_route activation_mismatch"
+CAP=$(route "$A")
+is "a fresh capability (activation 2) works" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+is "... served by activation 2 of generation 1" "$(hdr X-Space-Generation)" 1
+S=$B CAP=$CAPB
+is "B's bridge was adopted: its capability still works" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+
+# ---- an expired capability ----
+kill "$CTL"; wait "$CTL" 2>/dev/null
+"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" --test-cap-backdate 200 2>>"$T/ctl.log" &
+CTL=$!
+wait_http "$CU/healthz" 10
+S=$A CAP=$(route "$A")
+is "expired capability -> 401" "$(napi POST exec --data-binary '{"argv":["true"]}')" 401
+is "... body is exactly capability_expired" "$(cat "$T/body")" '{"error":"capability_expired"}'
+
+# ---- sbx-manager's socket ----
+cat >"$T/raw.py" <<'PY'
+import socket, struct, sys, json
+c = socket.socket(socket.AF_UNIX)
+try:
+    c.connect(sys.argv[1])
+except OSError as e:
+    print("connect-refused", e.errno); sys.exit(0)
+c.settimeout(5)
+def frame(t, p): return struct.pack(">HBBHHI", 0x5350, 1, 0, t, 0, len(p)) + p
+mode = sys.argv[2]
+if mode == "garbage":
+    c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 4)
+elif mode == "huge":
+    c.sendall(struct.pack(">HBBHHI", 0x5350, 1, 0, 1, 0, 1 << 30))
+else:
+    c.sendall(frame(1, json.dumps({"role": "node-api", "min": 1, "max": 1}).encode()))
+    c.recv(4096)
+    c.sendall(frame(2, json.dumps({"op": "exec", "sandbox": sys.argv[3], "token": "x",
+                                   "args": {}, "admin": True}).encode()))
+try:
+    d = c.recv(4096)
+    print("answer", d[12:].decode(errors="replace") if d else "closed")
+except OSError as e:
+    print("closed", e)
+PY
+out=$(setpriv --reuid=1000 --regid=1000 --clear-groups /usr/bin/python3 "$T/raw.py" "$W/run/sbx-manager.sock" x)
+is "a user outside the api group cannot connect" "$out" "connect-refused 13"
+out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" garbage)
+check "HTTP garbage on the socket: connection closed ($out)" sh -c "echo '$out' | grep -Eq '^(closed|answer closed|answer .*error)'"
+out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" huge)
+check "a 1 GiB frame header: connection closed" sh -c "echo '$out' | grep -Eq '^(closed|answer closed|answer .*error)'"
+out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" unknown "$A")
+check "REQUEST with an unknown field -> ERROR 400" sh -c "echo '$out' | grep -q '\"status\":400'"
+check "sbx-manager survived all of it" kill -0 "$MGR"
+S=$B CAP=$(route "$B")
+is "... and still refuses an expired capability properly" "$(napi POST exec --data-binary '{"argv":["true"]}')" 401
+
+done_testing
