@@ -1,0 +1,184 @@
+#!/bin/sh
+# Bridge verification (DESIGN section 6): sbx-manager forwards only to the
+# process it launched, checked on every connection. A process that is not
+# the recorded bridge listening on the bridge path receives nothing; a
+# recorded PID that now belongs to another process is never trusted (nor
+# signalled); a bridge whose binary was replaced on disk is refused; a
+# bridge that dies is noticed. What is simulated is said where it is done.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
+BIN=$T/bin
+CTL= MGR= NAPI=
+# private copies: a rebuild of the tree while this runs must not look like
+# a replaced bridge binary (which sbx-manager rightly refuses)
+mkdir "$BIN"
+for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
+CP=$(free_port); NP=$(free_port)
+CU=http://127.0.0.1:$CP
+NU=http://127.0.0.1:$NP
+W=$T/w
+
+# the bridges of this test only: their executable is our private copy
+bridges() {
+	for p in /proc/[0-9]*; do
+		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
+	done
+}
+cleanup() {
+	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
+	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+jget() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
+cpost() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
+# napi METHOD PATH [curl args...]: status on stdout, body in $T/body, headers in $T/hdr
+napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
+	-H "Authorization: Bearer $CAP" "$@" "$NU/v1/sandboxes/$S/$p"; }
+hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
+sql() { sqlite3 "$W/records.db" "$1"; }
+start_mgr() {
+	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
+	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
+	MGR=$!
+	i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+}
+wait_state() { # sandbox state [seconds]
+	i=0
+	while [ $i -lt $((${3:-20} * 10)) ]; do
+		curl -s -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"
+		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	return 1
+}
+route() { cpost "/v1/sandboxes/$1/routes" "{\"access\":[${2:-\"exec\",\"fs:r\",\"fs:w\"}]}" >/dev/null; jget capability; }
+
+K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
+"$BIN/space-control" worker add w1 --data-dir "$T/c" >"$T/cred" 2>>"$T/ctl.log"
+ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
+"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
+CTL=$!
+check "space-control up" wait_http "$CU/healthz" 10
+start_mgr
+check "sbx-manager made its socket" test -S "$W/run/sbx-manager.sock"
+"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
+    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
+NAPI=$!
+check "node-api answers /healthz" wait_http "$NU/healthz" 10
+is "healthz body" "$(curl -s "$NU/healthz")" '{"ok":true}'
+
+exec_marker() { napi POST exec --data-binary "{\"argv\":[\"touch\",\"/home/user/$1\"]}"; }
+refusal_logged() { grep -q "\"audit\":\"bridge\".*\"reason\":\"$1\"" "$T/mgr.log"; }
+
+is "create a sandbox" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "running" wait_state "$S" running 20
+CAP=$(route "$S")
+RUN=$W/run/$S.g1
+BPID=$(sql "select bridge_pid from records where sandbox='$S'")
+is "control: the real bridge serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+
+# ---- 1. another process listening on the bridge path ----
+# The real bridge is stopped (SIGSTOP, so nothing notices it is gone) and
+# its socket moved aside; a Python listener binds the same path and records
+# every byte it receives.
+kill -STOP "$BPID"
+mv "$RUN/bridge.sock" "$RUN/bridge.sock.real"
+cat >"$T/fake.py" <<'PY'
+import socket, sys, threading
+path, log = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(8)
+open(log, "wb").close()
+print("listening", flush=True)
+def serve(c):
+    c.settimeout(10)
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            open(log, "ab").write(d)
+    except OSError:
+        pass
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+python3 "$T/fake.py" "$RUN/bridge.sock" "$T/fake.bytes" >"$T/fake.out" 2>&1 &
+FAKE=$!
+i=0; while ! grep -q listening "$T/fake.out" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+is "fake listener on the bridge path -> 503" "$(exec_marker fake)" 503
+is "... unavailable" "$(jget error)" unavailable
+sleep 0.5
+is "the fake listener received no byte at all" "$(wc -c <"$T/fake.bytes")" 0
+check "refusal audited: SO_PEERCRED names another process" refusal_logged 'peer is not the recorded bridge (SO_PEERCRED)'
+kill "$FAKE"; wait "$FAKE" 2>/dev/null
+rm -f "$RUN/bridge.sock"
+mv "$RUN/bridge.sock.real" "$RUN/bridge.sock"
+kill -CONT "$BPID"
+is "real bridge back on its path: served again" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+is "... and the refused command never ran" "$(napi GET 'fs/stat?path=/home/user/fake')" 404
+
+# ---- 2. the bridge binary replaced on disk ----
+cp "$BIN/spaced-host" "$BIN/spaced-host.new"
+mv "$BIN/spaced-host.new" "$BIN/spaced-host"
+is "binary replaced under a running bridge -> 503" "$(exec_marker replaced)" 503
+check "refusal audited: binary replaced" refusal_logged 'bridge binary replaced on disk'
+check "the old bridge is still the recorded process (pid, start time)" test "$(sql "select bridge_pid from records where sandbox='$S'")" = "$BPID"
+# a restart is how a new binary is taken into use: the old bridge (ours,
+# untrusted binary) is stopped and a new activation starts from the new file
+kill "$MGR"; wait "$MGR" 2>/dev/null
+start_mgr
+i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "2|serving" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+is "restart relaunches: activation 2, serving" "$(sql "select activation, state from records where sandbox='$S'")" "2|serving"
+check "logged why the old bridge was not adopted" grep -q "not adoptable (bridge binary replaced on disk)" "$T/mgr.log"
+gone() { i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 120 ]; do sleep 0.1; i=$((i + 1)); done; ! kill -0 "$1" 2>/dev/null; }
+check "the old bridge was stopped" gone "$BPID"
+is "new bridge runs the new file" "$(sql "select exe_ino from records where sandbox='$S'")" "$(stat -c %i "$BIN/spaced-host")"
+is "activation-1 capability -> 409 activation_mismatch" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 activation_mismatch"
+CAP=$(route "$S")
+is "fresh capability served" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+is "the command refused earlier never ran" "$(napi GET 'fs/stat?path=/home/user/replaced')" 404
+
+# ---- 3. the recorded PID belongs to another process (simulated reuse) ----
+# Simulated: with sbx-manager stopped, the bridge is killed and the record
+# is edited to name a live unrelated process (a sleep) under the bridge's
+# recorded start time, which is what a reused PID looks like: the pid is
+# alive, its start time is not the recorded one.
+BPID=$(sql "select bridge_pid from records where sandbox='$S'")
+kill "$MGR"; wait "$MGR" 2>/dev/null
+kill -9 "$BPID"; gone "$BPID"
+sleep 300 &
+IMPOSTOR=$!
+sql "update records set bridge_pid = $IMPOSTOR where sandbox='$S'"
+check "the impostor's start time differs from the recorded one" test \
+	"$(sed 's/.*) //' /proc/$IMPOSTOR/stat | cut -d' ' -f20)" != "$(sql "select bridge_start from records where sandbox='$S'")"
+start_mgr
+i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "3|serving" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+is "reused pid not adopted: relaunched as activation 3" "$(sql "select activation, state from records where sandbox='$S'")" "3|serving"
+check "logged: start time differs (pid reused)" grep -q "not adoptable (bridge start time differs (pid reused))" "$T/mgr.log"
+check "the impostor was never signalled" kill -0 "$IMPOSTOR"
+kill "$IMPOSTOR"; wait "$IMPOSTOR" 2>/dev/null
+check "the new bridge is a different, live spaced-host" test "$(readlink /proc/$(sql "select bridge_pid from records where sandbox='$S'")/exe)" = "$BIN/spaced-host"
+CAP=$(route "$S")
+is "served by activation 3" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+
+# ---- 4. a bridge that dies while sbx-manager runs ----
+BPID=$(sql "select bridge_pid from records where sandbox='$S'")
+kill -9 "$BPID"
+i=0; while [ "$(sql "select state from records where sandbox='$S'")" != failed ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+is "its death is noticed and committed (failed)" "$(sql "select state from records where sandbox='$S'")" failed
+is "requests -> 409 refresh_route not_serving (no connection attempted)" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 not_serving"
+check "the failure was reported to the control plane" wait_state "$S" failed 10
+
+done_testing
