@@ -141,7 +141,7 @@ static int
 start_step(struct sq *q, const char *sandbox, const struct op_request *rq, struct cur *c,
     int64_t now, const char **why)
 {
-	const char *kind = rq->kind;
+	const char *kind = rq->kind, *pin;
 	sqlite3_stmt *st;
 	char placed[SPACE_ID_MAX + 1] = "", *spec = NULL;
 	int64_t gen = 0;
@@ -155,18 +155,22 @@ start_step(struct sq *q, const char *sandbox, const struct op_request *rq, struc
 		}
 		if (streq(kind, "move")) {
 			char wstate[STORE_STATE_MAX + 1] = "", winc[SPACE_ID_MAX + 1] = "";
+			bool room = false;
 			if (streq(rq->worker, c->worker)) {
 				*why = "the sandbox already runs on that worker";
 				return -EPERM;
 			}
-			st = sq_prep(q->db, "SELECT state, COALESCE(incarnation,'') FROM workers"
-			    " WHERE id = ?", "s", rq->worker);
+			st = sq_prep(q->db, "SELECT w.state, COALESCE(w.incarnation,''), w.capacity >"
+			    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id"
+			    "   AND e.resident = w.incarnation AND e.state IN ('pending','starting','serving'))"
+			    " FROM workers w WHERE w.id = ?", "s", rq->worker);
 			if (st == NULL)
 				return -EIO;
 			rc = sq_step_row(q->db, st);
 			if (rc == 1) {
 				sq_col_copy(st, 0, wstate, sizeof(wstate));
 				sq_col_copy(st, 1, winc, sizeof(winc));
+				room = sqlite3_column_int(st, 2) != 0;
 			}
 			sqlite3_finalize(st);
 			if (rc < 0)
@@ -177,6 +181,12 @@ start_step(struct sq *q, const char *sandbox, const struct op_request *rq, struc
 			}
 			if (!streq(wstate, "live") || winc[0] == '\0') {
 				*why = "the target worker is not live";
+				return -EPERM;
+			}
+			/* checked again when the install is placed: the target may
+			 * fill up while the old execution retires */
+			if (!room) {
+				*why = "the target worker has no free capacity";
 				return -EPERM;
 			}
 		}
@@ -198,13 +208,15 @@ start_step(struct sq *q, const char *sandbox, const struct op_request *rq, struc
 		if ((spec = sq_spec_json(c->template_, c->resources,
 		    c->snapshot[0] ? c->snapshot : NULL)) == NULL)
 			return -ENOMEM;
-		/* the previous worker is preferred: its snapshot store and
-		 * caches are warm; the scheduler decides when it cannot */
-		rc = sq_place_execution(q, sandbox, rq->worker, c->worker[0] ? c->worker : NULL,
+		/* a named worker, else the sandbox's pin, else the previous
+		 * worker when it has room (its caches are warm), else the
+		 * scheduler's choice */
+		pin = rq->worker ? rq->worker : c->pinned[0] ? c->pinned : NULL;
+		rc = sq_place_execution(q, sandbox, pin, c->worker[0] ? c->worker : NULL,
 		    spec, why, &gen, placed);
 		free(spec);
 		if (rc < 0)
-			return placement_error(rc, rq->worker != NULL);
+			return placement_error(rc, pin != NULL);
 		if (rq->worker != NULL && c->pinned[0] &&
 		    (rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET pinned_worker = ?"
 		    " WHERE id = ?", "ss", rq->worker, sandbox))) < 0)

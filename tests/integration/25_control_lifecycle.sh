@@ -139,6 +139,9 @@ is "resume a running sandbox -> 409" "$(req POST "/v1/sandboxes/$S/resume" "$K" 
 is "move without \"to\" -> 400" "$(req POST "/v1/sandboxes/$S/move" "$K" '{}')" 400
 is "move to the current worker -> 409" "$(req POST "/v1/sandboxes/$S/move" "$K" '{"to":"w1"}')" 409
 is "move to an unknown worker -> 409" "$(req POST "/v1/sandboxes/$S/move" "$K" '{"to":"w9"}')" 409
+is "w2 re-registers with capacity 0" "$(req POST /v1/workers/w2/register "$W2" '{"incarnation":"incB","endpoint":"http://127.0.0.1:9002","capacity":0}')" 200
+is "move to a full worker -> 409" "$(req POST "/v1/sandboxes/$S/move" "$K" '{"to":"w2"}') $(jget message)" "409 the target worker has no free capacity"
+req POST /v1/workers/w2/register "$W2" '{"incarnation":"incB","endpoint":"http://127.0.0.1:9002","capacity":10}' >/dev/null
 is "move to w2 -> 202" "$(req POST "/v1/sandboxes/$S/move" "$K" '{"to":"w2"}')" 202
 is "... state moving" "$(jget state)" moving
 fetch w1 "$W1"
@@ -237,8 +240,10 @@ print(" ".join("%d:%s:%s:%s" % (h["generation"], h["worker"], h["state"], "E" if
 is "operations: 6 done ok, none open" "$(sql "SELECT COUNT(*) FROM operations WHERE sandbox='$S' AND result='ok'") $(sql "SELECT COUNT(*) FROM operations WHERE step <> 'done'")" "6 0"
 
 # ---- timeouts ----
-req POST /v1/sandboxes "$K" '{"worker":"w1","timeouts":{"idle":2,"action":"pause"}}' >/dev/null
+# (not pinned: the scheduler puts it on w1, which runs nothing now)
+req POST /v1/sandboxes "$K" '{"timeouts":{"idle":2,"action":"pause"}}' >/dev/null
 TI=$(jget id)
+is "the idle-timeout sandbox went to the empty worker" "$(jget execution.worker)" w1
 fetch w1 "$W1"
 report w1 "$W1" serving >/dev/null
 T0=$(date +%s)
