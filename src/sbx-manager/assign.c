@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "sbx-manager.h"
+#include "snapshot.h"
 #include "util.h"
 
 #define LIVE_MAX 1024
@@ -184,6 +186,8 @@ do_install(const struct route_identity *id, json_t *spec)
 	json_t *res = spec ? json_object_get(spec, "resources") : NULL;
 	const char *tmpl = "host";
 	json_t *t = spec ? json_object_get(spec, "template") : NULL;
+	json_t *snap = spec ? json_object_get(spec, "snapshot") : NULL;
+	const char *why = NULL;
 
 	metrics_inc(MC_INSTALLS);
 	/* an assignment for another worker or another incarnation of this
@@ -206,6 +210,11 @@ do_install(const struct route_identity *id, json_t *spec)
 	    spec_u32(res, "cpu_percent", 100, 100000, &r.cpu_percent) != 0 ||
 	    spec_u32(res, "disk_mb", cfg.disk_mb, 1u << 24, &r.disk_mb) != 0) {
 		control_report(id, "failed", "invalid spec");
+		return;
+	}
+	if (snap && !json_is_null(snap) && (!json_is_string(snap) ||
+	    json_string_length(snap) != SNAPSHOT_DIGEST_HEX)) {
+		control_report(id, "failed", "invalid snapshot digest");
 		return;
 	}
 	snprintf(r.template_name, sizeof(r.template_name), "%s", tmpl);
@@ -253,13 +262,49 @@ do_install(const struct route_identity *id, json_t *spec)
 				control_report(&old.id, "retired", NULL);
 		}
 	}
+	if (snap && json_is_string(snap)) {
+		/* the new layer is built from the verified archive before the
+		 * bridge ever sees it */
+		if (make_run_dir(r.run_dir) != 0 || mkdir_p(r.layer_dir, 0711) != 0 ||
+		    layer_restore(&r, json_string_value(snap), &why) != 0) {
+			log_warnx("install %s g%llu: restore failed: %s", id->sandbox,
+			    (unsigned long long)id->generation, why ? why : "error");
+			metrics_inc(MC_INSTALL_FAILED);
+			r.state = EXEC_FAILED;
+			r.epoch++;
+			if (records_put(&r) == 0)
+				control_report(&r.id, "failed", why ? why : "snapshot restore failed");
+			return;
+		}
+		log_info("install %s g%llu: layer restored from snapshot %s", id->sandbox,
+		    (unsigned long long)id->generation, json_string_value(snap));
+	}
 	launch(&r);
 }
 
+/* the bridge has exited, but its lock on the image (held while it
+ * serves) tells when the jail let go of the layer */
 static void
-do_retire(const struct route_identity *id)
+wait_layer_free(const struct record *r)
 {
+	char img[PATH_MAX + 16];
+	int fd, i;
+
+	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	if ((fd = open(img, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	for (i = 0; i < 50 && flock(fd, LOCK_EX | LOCK_NB) != 0; i++)
+		usleep(100000);
+	close(fd);      /* releases our lock too */
+}
+
+static void
+do_retire(const struct route_identity *id, bool want_snapshot)
+{
+	char digest[SNAPSHOT_DIGEST_HEX + 1];
+	uint64_t size = 0;
 	struct record r;
+	int rc;
 
 	metrics_inc(MC_RETIRES);
 	if (records_get(id->sandbox, &r) != 0 || r.id.generation != id->generation ||
@@ -278,7 +323,53 @@ do_retire(const struct route_identity *id)
 	lease_cancel_before(r.id.sandbox, r.epoch);
 	stop_bridge(&r);
 	log_info("retired %s g%llu", r.id.sandbox, (unsigned long long)r.id.generation);
-	control_report(&r.id, "retired", NULL);
+	if (!want_snapshot) {
+		control_report(&r.id, "retired", NULL);
+		return;
+	}
+	/* archived only now: nothing can write to the layer any more */
+	wait_layer_free(&r);
+	rc = layer_snapshot_stopped(&r, digest, &size);
+	if (rc != 0) {
+		log_warnx("retire %s g%llu: snapshot failed: %s", r.id.sandbox,
+		    (unsigned long long)r.id.generation, strerror(-rc));
+		control_report_retired(&r.id, NULL, 0, rc == -ENOTSUP ?
+		    "no snapshot store on this worker (--snapshot-dir)" : "snapshot failed");
+		return;
+	}
+	log_info("snapshot of %s g%llu: %s (%llu bytes)", r.id.sandbox,
+	    (unsigned long long)r.id.generation, digest, (unsigned long long)size);
+	control_report_retired(&r.id, digest, size, NULL);
+}
+
+/* a live snapshot of a serving execution */
+static void
+do_snapshot(const struct route_identity *id, json_t *spec)
+{
+	char digest[SNAPSHOT_DIGEST_HEX + 1];
+	const char *sid = NULL;
+	uint64_t size = 0;
+	struct record r;
+	int rc;
+
+	if (spec == NULL || json_unpack(spec, "{s:s}", "snapshot_id", &sid) != 0 || !id_valid(sid)) {
+		log_warnx("snapshot assignment without a valid snapshot_id skipped");
+		return;
+	}
+	if (records_get(id->sandbox, &r) != 0 || !route_identity_equal(&r.id, id) ||
+	    r.state != EXEC_SERVING) {
+		control_report_snapshot(sid, id, NULL, 0, "execution not serving on this worker");
+		return;
+	}
+	rc = layer_snapshot_live(&r, digest, &size);
+	if (rc != 0) {
+		control_report_snapshot(sid, id, NULL, 0, rc == -ENOTSUP ?
+		    "no snapshot store on this worker (--snapshot-dir)" : "snapshot failed");
+		return;
+	}
+	log_info("live snapshot of %s g%llu: %s", id->sandbox,
+	    (unsigned long long)id->generation, digest);
+	control_report_snapshot(sid, id, digest, size, NULL);
 }
 
 static int
@@ -296,8 +387,11 @@ apply(json_t *a)
 	pthread_mutex_lock(&assign_lock);
 	if (strcmp(action, "install") == 0)
 		do_install(&id, spec);
-	else if (strcmp(action, "retire") == 0)
-		do_retire(&id);
+	else if (strcmp(action, "retire") == 0) {
+		json_t *sn = spec ? json_object_get(spec, "snapshot") : NULL;
+		do_retire(&id, sn != NULL && json_is_true(sn));
+	} else if (strcmp(action, "snapshot") == 0)
+		do_snapshot(&id, spec);
 	else
 		log_warnx("assignments: unknown action skipped");
 	pthread_mutex_unlock(&assign_lock);

@@ -234,33 +234,27 @@ control_assignments(uint64_t after, int wait_s, char **body_out)
 	return ret;
 }
 
-int
-control_report(const struct route_identity *id, const char *state, const char *error)
+/* POST body to path, retried: the state is committed locally already, and
+ * a restart reports again from the records */
+static int
+post_retried(const char *path, json_t *req, const char *what)
 {
-	char path[256], *body = NULL;
-	json_t *req;
+	char *body;
 	long st;
-	int ret, tries;
+	int ret = -EIO, tries;
 
-	req = json_pack("{s:o, s:s}", "identity", route_identity_pack(id), "state", state);
 	if (req == NULL)
 		return -ENOMEM;
-	if (error)
-		json_object_set_new(req, "error", json_string(error));
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	if (body == NULL)
 		return -ENOMEM;
-	snprintf(path, sizeof(path), "/v1/workers/%s/status", cfg.worker_id);
-	/* the state is already committed locally; retry the report a few
-	 * times, and a restart reports again from the records */
 	for (tries = 0; tries < 5 && !mgr_stopping; tries++) {
 		ret = http_call("POST", path, body, 10, true, &st, NULL);
 		if (ret == 0 && st == 200)
 			break;
 		if (ret == 0 && st >= 400 && st < 500) {
-			log_warnx("control: status %s for %s g%llu answered %ld", state,
-			    id->sandbox, (unsigned long long)id->generation, st);
+			log_warnx("control: %s answered %ld", what, st);
 			ret = -EINVAL;
 			break;
 		}
@@ -269,4 +263,58 @@ control_report(const struct route_identity *id, const char *state, const char *e
 	}
 	free(body);
 	return ret;
+}
+
+static int
+report(const struct route_identity *id, const char *state, const char *error, json_t *snap)
+{
+	char path[256];
+	json_t *req;
+
+	req = json_pack("{s:o, s:s}", "identity", route_identity_pack(id), "state", state);
+	if (req == NULL) {
+		json_decref(snap);
+		return -ENOMEM;
+	}
+	if (error)
+		json_object_set_new(req, "error", json_string(error));
+	if (snap)
+		json_object_set_new(req, "snapshot", snap);
+	snprintf(path, sizeof(path), "/v1/workers/%s/status", cfg.worker_id);
+	return post_retried(path, req, "status");
+}
+
+int
+control_report(const struct route_identity *id, const char *state, const char *error)
+{
+	return report(id, state, error, NULL);
+}
+
+int
+control_report_retired(const struct route_identity *id, const char *digest, uint64_t size,
+    const char *error)
+{
+	json_t *snap = digest ? json_pack("{s:s, s:I}", "digest", digest, "size",
+	    (json_int_t)size) : json_null();
+
+	return report(id, "retired", error, snap);
+}
+
+int
+control_report_snapshot(const char *snapshot_id, const struct route_identity *id,
+    const char *digest, uint64_t size, const char *error)
+{
+	char path[256];
+	json_t *req;
+
+	if (digest)
+		req = json_pack("{s:s, s:s, s:I, s:s, s:I}", "snapshot_id", snapshot_id,
+		    "sandbox", id->sandbox, "generation", (json_int_t)id->generation,
+		    "digest", digest, "size", (json_int_t)size);
+	else
+		req = json_pack("{s:s, s:s, s:I, s:s}", "snapshot_id", snapshot_id,
+		    "sandbox", id->sandbox, "generation", (json_int_t)id->generation,
+		    "error", error ? error : "snapshot failed");
+	snprintf(path, sizeof(path), "/v1/workers/%s/snapshots", cfg.worker_id);
+	return post_retried(path, req, "snapshot report");
 }

@@ -29,7 +29,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
-	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 1024] [-v]\n");
+	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 1024]\n"
+	    "       [--snapshot-dir DIR] [-v]\n");
 	exit(2);
 }
 
@@ -132,6 +133,7 @@ main(int argc, char **argv)
 		{ "api-group", required_argument, NULL, 'g' },
 		{ "spaced-host", required_argument, NULL, 's' },
 		{ "disk-mb", required_argument, NULL, 'D' },
+		{ "snapshot-dir", required_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -160,6 +162,7 @@ main(int argc, char **argv)
 			break;
 		case 'g': copy_opt(cfg.api_group, sizeof(cfg.api_group), optarg, "api-group"); break;
 		case 's': host = optarg; break;
+		case 'S': copy_opt(cfg.snapshot_dir, sizeof(cfg.snapshot_dir), optarg, "snapshot-dir"); break;
 		case 'D':
 			errno = 0;
 			cfg.disk_mb = (uint32_t)strtoul(optarg, &end, 10);

@@ -8,7 +8,8 @@
  *   api.c      the node-api socket: admission and relay
  *   lease.c    stream leases and their cancellation
  *   metrics.c  counters, written to D/metrics.prom
- *   uidrange.c host uid windows, one per worker on a machine */
+ *   uidrange.c host uid windows, one per worker on a machine
+ *   layer.c    snapshots of the writable layer: archive and restore */
 #ifndef SBX_MANAGER_H
 #define SBX_MANAGER_H
 #include <linux/limits.h>
@@ -46,6 +47,7 @@ struct mgr_config {
 	char incarnation[SPACE_ID_MAX + 1];
 	uint32_t uid_window;
 	uint32_t disk_mb;               /* default writable layer size */
+	char snapshot_dir[1024];        /* the shared snapshot store, or empty */
 };
 
 /* one runtime record; the durable copy is the row in records.db */
@@ -117,6 +119,12 @@ int control_fetch_keys(void);
 /* long-poll; *body_out malloc'd JSON text */
 int control_assignments(uint64_t after, int wait_s, char **body_out);
 int control_report(const struct route_identity *id, const char *state, const char *error);
+/* retired, with the archive of the layer ({"digest","size"}) or null + error */
+int control_report_retired(const struct route_identity *id, const char *digest,
+    uint64_t size, const char *error);
+/* POST /v1/workers/{id}/snapshots: the result of a live snapshot */
+int control_report_snapshot(const char *snapshot_id, const struct route_identity *id,
+    const char *digest, uint64_t size, const char *error);
 
 /* assign.c */
 void *assign_thread(void *arg);
@@ -148,6 +156,11 @@ void metrics_admission(enum admit_outcome o, enum admit_reason r);
 void metrics_bridge_refusal(const char *why);
 void *metrics_thread(void *arg);
 int metrics_write(void);
+
+/* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
+int layer_snapshot_live(const struct record *r, char digest[65], uint64_t *size);
+int layer_snapshot_stopped(const struct record *r, char digest[65], uint64_t *size);
+int layer_restore(const struct record *r, const char *digest, const char **why);
 
 /* uidrange.c */
 int uid_window_claim(uint32_t *window);

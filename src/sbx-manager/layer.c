@@ -1,0 +1,188 @@
+/* Snapshots of the writable layer (docs/protocol.md section 5).
+ *
+ * On the jail substrate the layer is an ext4 image, LAYER/disk.img, that
+ * spaced-host loop-mounts at RUNDIR/rw while it serves. The archive format
+ * (libspace snapshot.c) holds the files of that file system, not the image:
+ *   - a live snapshot reads RUNDIR/rw while the bridge serves (retried when
+ *     the layer changes under the reader);
+ *   - a retirement with a snapshot reads the image after the bridge has
+ *     stopped, mounted read-only here;
+ *   - an install from a snapshot builds the image here (the same mkfs as
+ *     spaced-host) and extracts the verified archive into it. Archives do
+ *     not record owners: everything restored belongs to the sandbox user,
+ *     which is who could have written it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+#include "snapshot.h"
+#include "util.h"
+
+#define JAIL_USER_UID 1000      /* the sandbox user inside (spaced-host, spaced-guest) */
+
+static int
+run(char *const argv[])
+{
+	pid_t pid;
+	int st, nul;
+
+	if ((pid = fork()) < 0)
+		return -errno;
+	if (pid == 0) {
+		if ((nul = open("/dev/null", O_RDWR)) >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+static const char *
+tool(const char *a, const char *b)
+{
+	return access(a, X_OK) == 0 ? a : b;
+}
+
+static int
+mount_image(const char *img, const char *dir, bool ro)
+{
+	char *const argv[] = { (char *)tool("/bin/mount", "/usr/bin/mount"), "-o",
+	    ro ? "loop,ro,nosuid,nodev,noexec" : "loop,nosuid,nodev,noexec",
+	    (char *)img, (char *)dir, NULL };
+
+	return run(argv);
+}
+
+static int
+archive_dir(const char *dir, char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
+{
+	char path[PATH_MAX + 80];
+	struct stat st;
+	int r, tries;
+
+	for (tries = 0; tries < 3; tries++)
+		if ((r = snapshot_create(dir, cfg.snapshot_dir, digest, NULL)) != -EBUSY)
+			break;
+	if (r != 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/%s.snap", cfg.snapshot_dir, digest);
+	if (stat(path, &st) != 0)
+		return -errno;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int
+layer_snapshot_live(const struct record *r, char digest[SNAPSHOT_DIGEST_HEX + 1],
+    uint64_t *size)
+{
+	char rw[PATH_MAX + 8];
+
+	if (!cfg.snapshot_dir[0])
+		return -ENOTSUP;
+	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
+	return archive_dir(rw, digest, size);
+}
+
+int
+layer_snapshot_stopped(const struct record *r, char digest[SNAPSHOT_DIGEST_HEX + 1],
+    uint64_t *size)
+{
+	char img[PATH_MAX + 16], mnt[PATH_MAX + 16];
+	int ret;
+
+	if (!cfg.snapshot_dir[0])
+		return -ENOTSUP;
+	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	snprintf(mnt, sizeof(mnt), "%s/snap", r->run_dir);
+	if (mkdir(mnt, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	if ((ret = mount_image(img, mnt, true)) != 0)
+		goto out;
+	ret = archive_dir(mnt, digest, size);
+	if (umount2(mnt, 0) != 0)
+		umount2(mnt, MNT_DETACH);
+out:
+	rmdir(mnt);
+	return ret;
+}
+
+static uid_t chown_uid;
+
+static int
+chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	if (ftw->level == 0)
+		return 0;       /* the layer root stays the sandbox's root */
+	return lchown(path, chown_uid, chown_uid) == 0 ? 0 : -1;
+}
+
+int
+layer_restore(const struct record *r, const char *digest, const char **why)
+{
+	char img[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32], owner[64];
+	int fd, ret;
+	char *const mkfs[] = { (char *)tool("/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"), "-q", "-F",
+	    "-E", owner, "-m", "0", img, NULL };
+
+	*why = "cannot build the layer";
+	if (!cfg.snapshot_dir[0]) {
+		*why = "no snapshot store on this worker (--snapshot-dir)";
+		return -ENOTSUP;
+	}
+	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	snprintf(mnt, sizeof(mnt), "%s/restore", r->run_dir);
+	snprintf(owner, sizeof(owner), "root_owner=%u:%u", r->uid_base, r->uid_base);
+	/* a fresh image every time: a half-restored one from an interrupted
+	 * attempt is not trusted */
+	unlink(img);
+	if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+		return -errno;
+	ret = ftruncate(fd, (off_t)r->disk_mb << 20) == 0 ? 0 : -errno;
+	close(fd);
+	if (ret != 0 || (ret = run(mkfs)) != 0)
+		goto fail;
+	if (mkdir(mnt, 0700) != 0 && errno != EEXIST) {
+		ret = -errno;
+		goto fail;
+	}
+	if ((ret = mount_image(img, mnt, false)) != 0)
+		goto fail_dir;
+	/* snapshot_restore wants an empty destination; spaced-host makes
+	 * what it needs (home, tmp) when it mounts the layer */
+	snprintf(lf, sizeof(lf), "%s/lost+found", mnt);
+	rmdir(lf);
+	ret = snapshot_restore(cfg.snapshot_dir, digest, mnt, NULL, why);
+	if (ret == 0) {
+		chown_uid = r->uid_base + JAIL_USER_UID;
+		if (nftw(mnt, chown_one, 32, FTW_PHYS | FTW_MOUNT) != 0) {
+			*why = "cannot give the restored files to the sandbox user";
+			ret = -EIO;
+		}
+	} else if (*why == NULL)
+		*why = ret == -ENOENT ? "no such snapshot in the store" : "snapshot restore failed";
+	if (umount2(mnt, 0) != 0)
+		umount2(mnt, MNT_DETACH);
+fail_dir:
+	rmdir(mnt);
+fail:
+	if (ret != 0)
+		unlink(img);
+	return ret;
+}
