@@ -305,6 +305,11 @@ xargs -P 12 -n 1 sh -c 'case $0 in move) b="{\"to\":\"w2\"}";; *) b="{}";; esac
 is "12 concurrent pause/move/snapshot calls: exactly one 202" "$(grep -c '^202$' "$T/codes")" 1
 is "... the other 11 are 409" "$(grep -c '^409$' "$T/codes")" 11
 is "... one operation row" "$(sql "SELECT COUNT(*) FROM operations WHERE sandbox='$SC'")" 1
+LO=$(sql "SELECT lease_owner FROM sandboxes WHERE id='$SC'")
+sleep 3
+is "3 s later (lease ttl 2 s) the same daemon still holds the renewed lease" \
+	"$(sql "SELECT lease_owner = '$LO' AND lease_expiry >= strftime('%s','now') FROM sandboxes WHERE id='$SC'")" 1
+is "... so another call is still 409" "$(req POST "/v1/sandboxes/$SC/pause" "$K" '{}')" 409
 is "DELETE while the operation holds the lease -> 200 (kill wins)" "$(req DELETE "/v1/sandboxes/$SC" "$K")" 200
 is "... killed" "$(jget state)" killed
 is "... the operation is abandoned, the lease released" \
@@ -318,17 +323,35 @@ is "after the worker's report nothing new is placed for the killed sandbox" \
 	"$(sql "SELECT COUNT(*) FROM executions WHERE sandbox='$SC'") $(state "$SC")" "1 killed"
 is "a lifecycle call on a killed sandbox -> 409" "$(req POST "/v1/sandboxes/$SC/resume" "$K" '{}')" 409
 
+# ---- an execution failing during an operation ----
+req POST /v1/sandboxes "$K" '{"worker":"w1"}' >/dev/null
+SF=$(jget id)
+fetch w1 "$W1"
+report w1 "$W1" serving >/dev/null
+is "move to w2 -> 202" "$(req POST "/v1/sandboxes/$SF/move" "$K" '{"to":"w2"}')" 202
+fetch w1 "$W1"
+report w1 "$W1" retired "$(digest)" >/dev/null
+fetch w2 "$W2"
+is "w2 gets install g2" "$(got w2 | cut -d' ' -f1,2)" "install g2"
+report w2 "$W2" failed >/dev/null
+wait_state "$SF" failed 5
+is "the target's install failed -> sandbox failed" "$(state "$SF")" failed
+is "... the operation failed, the lease released" \
+	"$(sql "SELECT result FROM operations WHERE sandbox='$SF'") $(sql "SELECT COALESCE(lease_owner,'none') FROM sandboxes WHERE id='$SF'")" "failed none"
+is "... routes -> 409" "$(route "$SF")" 409
+
 # ---- metrics, audit, store ----
 curl -s "$U/metrics" >"$T/metrics"
 check "metrics: lifecycle operations by kind and result (move ok)" grep -q 'space_control_lifecycle_operations_total{kind="move",result="ok"} 1' "$T/metrics"
 check "metrics: pause ok (timeout)" grep -q 'space_control_lifecycle_operations_total{kind="pause",result="ok"} 1' "$T/metrics"
 check "metrics: pause failed (no archive)" grep -q 'space_control_lifecycle_operations_total{kind="pause",result="failed"} 1' "$T/metrics"
+check "metrics: move failed" grep -q 'space_control_lifecycle_operations_total{kind="move",result="failed"} 1' "$T/metrics"
 check "metrics: resume ok" grep -q 'space_control_lifecycle_operations_total{kind="resume",result="ok"} 1' "$T/metrics"
 check "metrics: conflicts counted" grep -Eq 'space_control_lifecycle_operations_total\{kind="[a-z]+",result="conflict"\} [0-9]+' "$T/metrics"
 check "metrics: the abandoned operation" grep -Eq 'space_control_lifecycle_operations_total\{kind="[a-z]+",result="abandoned"\} 1' "$T/metrics"
 is "audit: one start row per operation" \
-	"$(sql "SELECT COUNT(*) FROM audit WHERE action IN ('sandbox.pause','sandbox.resume','sandbox.move','sandbox.snapshot')") $(sql "SELECT COUNT(*) FROM operations")" "10 10"
-is "audit: one end row per operation" "$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.end'")" 10
+	"$(sql "SELECT COUNT(*) FROM audit WHERE action IN ('sandbox.pause','sandbox.resume','sandbox.move','sandbox.snapshot')") $(sql "SELECT COUNT(*) FROM operations")" "11 11"
+is "audit: one end row per operation" "$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.end'")" 11
 is "no execution generation reused anywhere" \
 	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1)")" 0
 is "store integrity" "$(sql 'PRAGMA integrity_check')" ok
