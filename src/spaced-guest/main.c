@@ -225,7 +225,7 @@ main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	if ((sigfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0)
+	if ((sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
 		fatal("signalfd");
 
 	r = answer_challenge(&g, secret);

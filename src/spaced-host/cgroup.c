@@ -98,6 +98,27 @@ mkdir_one(const char *p)
 	return 0;
 }
 
+/* the execution's own group: a leftover of a crashed bridge may be
+ * reused when empty, but a live one belongs to another bridge of the
+ * same execution, and sharing it would let one's stop kill the other */
+static int
+mkdir_exec(const char *p)
+{
+	char buf[16];
+	int r;
+
+	if (mkdir(p, 0755) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	if ((r = read_str(p, "cgroup.procs", buf, sizeof(buf))) < 0)
+		return r;
+	if (buf[0] == '\0')
+		return 0;
+	log_warnx("cgroup %s is in use by another bridge", p);
+	return -EBUSY;
+}
+
 int
 cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l)
 {
@@ -122,7 +143,7 @@ cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l
 		if ((r = write_str(cg->path[0], "cgroup.subtree_control", "+memory +pids +cpu")) < 0)
 			return r;
 		snprintf(cg->path[0], sizeof(cg->path[0]), "%s/space/%s", base, name);
-		if ((r = mkdir_one(cg->path[0])) < 0)
+		if ((r = mkdir_exec(cg->path[0])) < 0)
 			return r;
 		cg->made[0] = true;
 		snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
@@ -145,7 +166,7 @@ cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l
 		if ((r = mkdir_one(base)) < 0)
 			goto fail;
 		snprintf(cg->path[i], sizeof(cg->path[i]), "%s/%s", base, name);
-		if ((r = mkdir_one(cg->path[i])) < 0)
+		if ((r = mkdir_exec(cg->path[i])) < 0)
 			goto fail;
 		cg->made[i] = true;
 	}

@@ -181,7 +181,8 @@ listen_socket(const char *path)
 	old = umask(077);
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (r < 0 || listen(fd, 64) < 0) {
+	/* connecting needs write permission: only the owner (root) has it */
+	if (r < 0 || chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
 		r = -errno;
 		close(fd);
 		return r;

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -53,6 +54,7 @@ struct substrate {
 	struct cgroup cg;
 	char rw[1024];                  /* RUNDIR/rw: the mounted writable layer */
 	bool rw_mounted;
+	int lock_fd;                    /* flock on the layer image while we use it */
 };
 
 /* ---- writable layer: an ext4 image, so the sandbox can fill only it ---- */
@@ -193,6 +195,14 @@ layer_prepare(struct substrate *s, const struct substrate_config *cfg)
 		}
 	} else if (st.st_size < ((off_t)cfg->disk_mb << 20)) {
 		log_info("layer image %s is smaller than --disk-mb; kept as is", img);
+	}
+	/* one user of a layer at a time: the same ext4 image mounted twice
+	 * (two bridges of one execution) would corrupt it */
+	if ((s->lock_fd = open(img, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		log_warnx("layer %s is in use by another bridge", img);
+		return -EBUSY;
 	}
 	snprintf(s->rw, sizeof(s->rw), "%s/rw", cfg->run_dir);
 	if (mkdir(s->rw, 0700) < 0 && errno != EEXIST)
@@ -572,6 +582,10 @@ layer_release(struct substrate *s)
 			log_warn("umount %s", s->rw);
 		s->rw_mounted = false;
 	}
+	if (s->lock_fd >= 0) {
+		close(s->lock_fd);
+		s->lock_fd = -1;
+	}
 }
 
 static int
@@ -594,6 +608,7 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		return -ENOENT;
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
+	s->lock_fd = -1;
 	snprintf(name, sizeof(name), "%s.g%" PRIu64, cfg->sandbox, cfg->generation);
 	if ((r = cgroup_create(&s->cg, name, &lim)) < 0)
 		goto fail;

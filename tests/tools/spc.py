@@ -9,7 +9,7 @@ JSON, so tests can hand the bridge claims that are wrong in one field.
   spc.py claims --sandbox S --gen G --worker W --resident R [--act A]
          [--substrate jail] [--acc exec,fs:r] [--exp-in 120] [--iat-in 0]
   spc.py call SOCK OP SANDBOX CLAIMS_JSON ARGS_JSON [--in FILE] [--out FILE]
-         [--hwm-of PID ...]
+  spc.py get DOTTED.PATH < answer.json   (prints a string raw, else JSON)
 
 `call` prints one JSON line: {"frame":"RESPONSE"|"ERROR", "body":{...},
 "data_bytes":N, "ended":true|false}. With --out the DATA of fs.read is
@@ -158,7 +158,20 @@ def main():
     k.add_argument("--in", dest="infile")
     k.add_argument("--out", dest="outfile")
     k.add_argument("--timeout", type=float, default=600)
+    g = sub.add_parser("get")
+    g.add_argument("path")
     a = ap.parse_args()
+    if a.cmd == "get":
+        v = json.load(sys.stdin)
+        for part in a.path.split("."):
+            if isinstance(v, dict):
+                v = v.get(part)
+            elif isinstance(v, list) and part.isdigit() and int(part) < len(v):
+                v = v[int(part)]
+            else:
+                v = None
+        print(v if isinstance(v, str) else json.dumps(v))
+        return 0
     if a.cmd == "claims":
         print(make_claims(a.sandbox, a.gen, a.worker, a.resident, a.act, a.substrate,
                           [x for x in a.acc.split(",") if x], a.exp_in, a.iat_in))

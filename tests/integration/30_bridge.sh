@@ -1,0 +1,198 @@
+#!/bin/sh
+# spaced-host as sbx-manager sees it: ready line, HELLO/REQUEST, the
+# comparator on every request (nothing forwarded on refusal), exec, the
+# guest challenge, no reconnect after the guest dies, clean stop.
+. "$SPACE_TOP/tests/lib.sh"
+SPC="python3 $SPACE_TOP/tests/tools/spc.py"
+W=$(mktemp -d)
+HOSTS=""
+cleanup() {
+	for p in $HOSTS; do kill "$p" 2>/dev/null; done
+	for p in $HOSTS; do i=0; while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; done
+	rm -rf "$W"
+}
+trap cleanup EXIT INT TERM
+
+# a uid range of our own, away from other tests running at the same time
+UB=$((1000000 + ($$ % 4000) * 65536))
+SB=b$$
+# start_host NAME UIDBASE [extra args]: sets PID_<NAME>, leaves RUN/LAYER in
+# $W/NAME (DIR=... picks another directory, LAYER=... another layer)
+start_host() {
+	n=$1; ub=$2; shift 2
+	d=${DIR:-$n}
+	mkdir -p "$W/$d/layer" && rm -rf "$W/$d/run" && mkdir -m 700 "$W/$d/run"
+	"$SPACE_BIN/spaced-host" --sandbox "$n" --generation 3 --activation 2 --worker w1 \
+	    --resident r1 --substrate jail --template host --run-dir "$W/$d/run" \
+	    --layer-dir "${LAYER:-$W/$d/layer}" --uid-base "$ub" --disk-mb 64 --memory-mb 256 --pids 128 "$@" \
+	    >"$W/$d/ready" 2>"$W/$d/log" &
+	eval "PID_$n=$!"
+	HOSTS="$HOSTS $!"
+	i=0
+	while [ $i -lt 100 ]; do
+		[ -s "$W/$d/ready" ] && break
+		kill -0 "$(eval echo \$PID_$n)" 2>/dev/null || break
+		sleep 0.1; i=$((i + 1))
+	done
+}
+claims() { $SPC claims --sandbox "$SB" --gen 3 --worker w1 --resident r1 --act 2 "$@"; }
+call() { $SPC call "$W/$SB/run/bridge.sock" "$@"; }
+get() { $SPC get "$1"; }
+
+start_host "$SB" "$UB"
+is "spaced-host says ready" "$(cat "$W/$SB/ready")" "ready"
+check "bridge.sock is a socket" test -S "$W/$SB/run/bridge.sock"
+is "bridge.sock is owner-only (0600)" "$(stat -c %a "$W/$SB/run/bridge.sock")" "600"
+C=$(claims)
+
+# ---- exec ----
+out=$(call exec "$SB" "$C" '{"argv":["sh","-c","echo hello; echo err >&2; exit 3"]}')
+is "exec: stdout" "$(printf "%s\n" "$out" | get body.result.stdout)" "hello"
+is "exec: stderr" "$(printf "%s\n" "$out" | get body.result.stderr)" "err"
+is "exec: exit code" "$(printf "%s\n" "$out" | get body.result.exit_code)" "3"
+is "exec: serving is the bridge's route identity" "$(printf "%s\n" "$out" | get body.serving)" \
+    "{\"sandbox\": \"$SB\", \"generation\": 3, \"worker\": \"w1\", \"substrate\": \"jail\", \"activation\": 2, \"resident\": \"r1\"}"
+out=$(call exec "$SB" "$C" '{"argv":["sh","-c","id -u; id -g; pwd; echo $HOME:$PATH:$FOO; cat"],"env":{"FOO":"bar"},"stdin":"in put"}')
+is "exec: runs as uid 1000 in /home/user with env and stdin" "$(printf "%s\n" "$out" | get body.result.stdout)" \
+    "$(printf '1000\n1000\n/home/user\n/home/user:/usr/local/bin:/usr/bin:/bin:bar\nin put')"
+out=$(call exec "$SB" "$C" '{"argv":["pwd"],"cwd":"/tmp"}')
+is "exec: cwd" "$(printf "%s\n" "$out" | get body.result.stdout)" "/tmp"
+out=$(call exec "$SB" "$C" '{"argv":["sleep","30"],"timeout":1}')
+is "exec: timeout kills the command" "$(printf "%s\n" "$out" | get body.result.timed_out),$(printf "%s\n" "$out" | get body.result.signal)" "true,9"
+out=$(call exec "$SB" "$C" '{"argv":["sh","-c","sleep 30 & sleep 30; echo never"],"timeout":1}')
+is "exec: timeout kills the whole process group" "$(printf "%s\n" "$out" | get body.result.timed_out)" "true"
+out=$(call exec "$SB" "$C" '{"argv":["sh","-c","ps -e -o comm= | grep -c sleep"]}')
+is "exec: nothing of the timed-out group survives" "$(printf "%s\n" "$out" | get body.result.stdout)" "0"
+out=$(call exec "$SB" "$C" '{"argv":["sh","-c","head -c 3000000 /dev/zero | tr \\\\0 a"]}')
+is "exec: large output is truncated and flagged" "$(printf "%s\n" "$out" | get body.result.stdout_truncated)" "true"
+check "exec: truncated output still arrives" test "$(printf "%s\n" "$out" | get body.result.stdout | wc -c)" -gt 10000
+out=$(call exec "$SB" "$C" '{"argv":["printf","\\377\\376"]}')
+is "exec: non-UTF-8 output comes as stdout_b64" "$(printf "%s\n" "$out" | get body.result.stdout_b64)" "//4="
+out=$(call exec "$SB" "$C" '{"argv":["no-such-program"]}')
+is "exec: unknown program is 404" "$(printf "%s\n" "$out" | get body.status),$(printf "%s\n" "$out" | get body.error)" "404,not_found"
+out=$(call exec "$SB" "$C" '{"argv":["true"],"bogus":1}')
+is "exec: unknown argument is 400" "$(printf "%s\n" "$out" | get body.status)" "400"
+out=$(call exec "$SB" "$C" '{"argv":[]}')
+is "exec: empty argv is 400" "$(printf "%s\n" "$out" | get body.status)" "400"
+out=$(call exec "$SB" "$C" '{"argv":["true"],"timeout":999999}')
+is "exec: timeout over the maximum is 400" "$(printf "%s\n" "$out" | get body.status)" "400"
+
+# ---- the comparator refuses, and forwards nothing ----
+# every refused request would create a marker file if it reached the guest
+refused() { # what want_status want_error want_reason claims [sandbox] [op]
+	what=$1; st=$2; er=$3; rs=$4; cl=$5; sb=${6:-$SB}; op=${7:-exec}
+	if [ "$op" = exec ]; then a='{"argv":["touch","/home/user/forwarded"]}'; else a='{"path":"/home/user/forwarded"}'; fi
+	if [ "$op" = fs.write ]; then printf x >"$W/one"; o=$(call "$op" "$sb" "$cl" "$a" --in "$W/one")
+	else o=$(call "$op" "$sb" "$cl" "$a"); fi
+	is "refused: $what" "$(printf "%s\n" "$o" | get frame) $(printf "%s\n" "$o" | get body.status) $(printf "%s\n" "$o" | get body.error) $(printf "%s\n" "$o" | get body.reason)" \
+	    "ERROR $st $er $rs"
+}
+refused "request for another sandbox" 403 deny receiver_sandbox_mismatch \
+    "$($SPC claims --sandbox other --gen 3 --worker w1 --resident r1 --act 2)" other
+refused "claims of another sandbox" 403 deny sandbox_mismatch \
+    "$($SPC claims --sandbox other --gen 3 --worker w1 --resident r1 --act 2)"
+refused "older generation" 409 refresh_route generation_mismatch \
+    "$($SPC claims --sandbox "$SB" --gen 2 --worker w1 --resident r1 --act 2)"
+refused "other worker" 409 refresh_route worker_mismatch \
+    "$($SPC claims --sandbox "$SB" --gen 3 --worker w2 --resident r1 --act 2)"
+refused "other resident" 409 refresh_route resident_mismatch \
+    "$($SPC claims --sandbox "$SB" --gen 3 --worker w1 --resident r2 --act 2)"
+refused "other activation" 409 refresh_route activation_mismatch \
+    "$($SPC claims --sandbox "$SB" --gen 3 --worker w1 --resident r1 --act 1)"
+refused "other substrate" 409 refresh_route substrate_mismatch \
+    "$($SPC claims --sandbox "$SB" --gen 3 --worker w1 --resident r1 --act 2 --substrate firecracker)"
+refused "exec without exec access" 403 deny access_denied "$(claims --acc fs:r,fs:w)"
+refused "fs.write without fs:w" 403 deny access_denied "$(claims --acc exec,fs:r)" "$SB" fs.write
+refused "fs.read without fs:r" 403 deny access_denied "$(claims --acc exec,fs:w)" "$SB" fs.read
+refused "expired capability" 401 capability_expired expired "$(claims --exp-in -30 --iat-in -150)"
+refused "capability from the future" 401 capability_expired issued_in_future "$(claims --iat-in 600 --exp-in 720)"
+refused "claims that are not claims" 403 deny bad_claims '{"iss":"space-control"}'
+refused "claims with an unknown claim" 403 deny bad_claims \
+    "$(claims | sed 's/}$/,"adm":true}/')"
+out=$(call exec "$SB" "$C" '{"argv":["sh","-c","ls -a /home/user | grep -c forwarded"]}')
+is "no refused request reached the guest" "$(printf "%s\n" "$out" | get body.result.stdout)" "0"
+out=$(python3 - "$W/$SB/run/bridge.sock" <<'EOF'
+import sys, json, socket
+sys.path.insert(0, __import__("os").environ["SPACE_TOP"] + "/tests/tools")
+import spc
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+spc.send_frame(s, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1})); spc.recv_frame(s)
+spc.send_frame(s, "REQUEST", json.dumps({"op": "exec", "sandbox": "x", "claims": "{}", "args": {}, "extra": 1}))
+print(json.loads(spc.recv_frame(s)[1])["status"])
+EOF
+)
+is "unknown field in REQUEST is 400" "$out" "400"
+
+# ---- only root may connect (SO_PEERCRED), even if the directory were open ----
+chmod 755 "$W" "$W/$SB" "$W/$SB/run"; chmod 666 "$W/$SB/run/bridge.sock"
+out=$(python3 - "$W/$SB/run/bridge.sock" <<'EOF'
+import os, sys, json, socket
+sys.path.insert(0, os.environ["SPACE_TOP"] + "/tests/tools")
+import spc
+os.setgid(65534); os.setuid(65534)
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+try:
+    spc.send_frame(s, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1}))
+    print(spc.recv_frame(s)[0])
+except Exception as e:
+    print("closed")
+EOF
+)
+chmod 700 "$W" "$W/$SB/run"; chmod 600 "$W/$SB/run/bridge.sock"
+is "a non-root peer is closed without an answer" "$out" "closed"
+
+# ---- the guest challenge ----
+start_host "c1$$" $((UB + 65536)) --test-guest-sandbox someoneelse
+sleep 0.5
+check "guest reporting another sandbox: no ready line" test ! -s "$W/c1$$/ready"
+check "guest reporting another sandbox: bridge exited" sh -c "! kill -0 $(eval echo \$PID_c1$$) 2>/dev/null"
+check "guest reporting another sandbox: logged" grep -q "guest reports another identity" "$W/c1$$/log"
+check "guest reporting another sandbox: no socket" test ! -e "$W/c1$$/run/bridge.sock"
+start_host "c2$$" $((UB + 2 * 65536)) --test-guest-bad-secret
+sleep 0.5
+check "guest with a wrong secret: no ready line" test ! -s "$W/c2$$/ready"
+check "guest with a wrong secret: MAC refused" grep -q "challenge MAC does not verify" "$W/c2$$/log"
+check "failed launch leaves no cgroup" sh -c "! ls -d /sys/fs/cgroup/pids/space/c2$$.g3 2>/dev/null"
+check "failed launch leaves no layer mount" sh -c "! grep -q ' $W/c2$$/run/rw ' /proc/mounts"
+check "unit test of the MAC exists and passes" sh -c "$SPACE_BIN/../tests/unit/test_guestmac >/dev/null"
+
+# ---- layer persists across bridges of the same layer ----
+call exec "$SB" "$C" '{"argv":["sh","-c","echo kept > /home/user/persist"]}' >/dev/null
+HP=$(eval echo \$PID_$SB)
+DIR=dup LAYER="$W/$SB/layer" start_host "$SB" $((UB + 3 * 65536))
+sleep 0.3
+check "a second bridge of the same execution is refused" test ! -s "$W/dup/ready"
+check "... and says why" grep -q "in use by another bridge" "$W/dup/log"
+out=$(call exec "$SB" "$C" '{"argv":["cat","/home/user/persist"]}')
+is "... and the first one still serves" "$(printf "%s\n" "$out" | get body.result.stdout)" "kept"
+eval "PID_$SB=$HP"
+
+# ---- guest death: no reconnect, 503, exit non-zero ----
+HP=$(eval echo \$PID_$SB)
+GP=$(pgrep -P "$HP" | head -1)
+( call exec "$SB" "$C" '{"argv":["sleep","20"]}' >"$W/inflight" ) &
+CP=$!
+sleep 1
+kill -9 "$GP"
+wait "$CP"
+is "in-flight operation fails with 503 when the guest dies" "$(get body.status <"$W/inflight") $(get body.error <"$W/inflight")" "503 unavailable"
+i=0; while kill -0 "$HP" 2>/dev/null && [ $i -lt 80 ]; do sleep 0.1; i=$((i + 1)); done
+check "bridge exits when its guest is gone" sh -c "! kill -0 $HP 2>/dev/null"
+wait "$HP"; rc=$?
+check "bridge exit status is non-zero after guest death (got $rc)" test "$rc" -ne 0
+check "no guest was relaunched" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
+check "layer unmounted after guest death" sh -c "! grep -q ' $W/$SB/run/rw ' /proc/mounts"
+
+# ---- restart on the same layer, then SIGTERM ----
+start_host "$SB" "$UB"
+HP=$(eval echo \$PID_$SB)
+out=$(call exec "$SB" "$C" '{"argv":["cat","/home/user/persist"]}')
+is "the writable layer survives a bridge restart" "$(printf "%s\n" "$out" | get body.result.stdout)" "kept"
+kill -TERM "$HP"
+wait "$HP"; rc=$?
+is "SIGTERM: exit 0" "$rc" "0"
+check "SIGTERM: socket removed" test ! -e "$W/$SB/run/bridge.sock"
+check "SIGTERM: cgroup removed" sh -c "! ls -d /sys/fs/cgroup/pids/space/$SB.g3 2>/dev/null"
+check "SIGTERM: layer unmounted" sh -c "! grep -q ' $W/$SB/run/rw ' /proc/mounts"
+check "SIGTERM: no process of the sandbox left" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
+done_testing
