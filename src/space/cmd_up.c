@@ -11,8 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <sodium.h>
 
@@ -294,6 +298,26 @@ summary(struct up *up, const char *url)
 	fflush(stdout);
 }
 
+/* 0 when nobody listens on 127.0.0.1:port: a daemon that finds its port
+ * taken would only crash-loop, so say it before starting anything */
+static int
+port_free(int port)
+{
+	struct sockaddr_in sa;
+	int fd, one = 1, rc;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
+	close(fd);
+	return rc;
+}
+
 static int
 sock_exists(const char *path)
 {
@@ -376,10 +400,12 @@ cmd_up(int argc, char **argv)
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", up->port);
 	snprintf(ctlbin, sizeof(ctlbin), "%s/space-control", up->bindir);
 	snprintf(ctldir, sizeof(ctldir), "%s/control", up->dir);
-	if (healthy(health)) {
-		cli_fail("up", "something already answers on %s; choose another --port", url);
-		goto out;
-	}
+	for (i = 0; i <= up->workers; i++)
+		if ((rc = port_free(up->port + i)) < 0) {
+			cli_fail("up", "127.0.0.1:%d: %s; choose another --port (space up uses "
+			    "BASE..BASE+%d)", up->port + i, strerror(-rc), up->workers);
+			goto out;
+		}
 	up_say("starting space-control on %s (data %s) ...", url, ctldir);
 	{
 		char *cargv[] = { ctlbin, "--data-dir", ctldir, "--listen", listen, NULL };

@@ -68,6 +68,17 @@ cap_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 }
 
 static void
+cap_done_if(struct capture *c)
+{
+	/* both the exit and the end of the output: nothing keeps the loop */
+	if (c->exited && uv_is_closing((uv_handle_t *)&c->pipe) &&
+	    !uv_is_closing((uv_handle_t *)&c->timer)) {
+		uv_timer_stop(&c->timer);
+		uv_close((uv_handle_t *)&c->timer, NULL);
+	}
+}
+
+static void
 cap_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
 	struct capture *c = s->data;
@@ -76,9 +87,13 @@ cap_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		return;         /* went to the sink */
 	if (n > 0)
 		c->len += (size_t)n;
-	else if (n < 0)
+	else if (n < 0 && !uv_is_closing((uv_handle_t *)s)) {
 		uv_close((uv_handle_t *)s, NULL);
+		cap_done_if(c);
+	}
 }
+
+static void cap_timeout(uv_timer_t *t);
 
 static void
 cap_exit(uv_process_t *p, int64_t status, int sig)
@@ -89,8 +104,10 @@ cap_exit(uv_process_t *p, int64_t status, int sig)
 	c->status = status;
 	c->sig = sig;
 	uv_close((uv_handle_t *)p, NULL);
-	uv_timer_stop(&c->timer);
-	uv_close((uv_handle_t *)&c->timer, NULL);
+	/* a descendant may still hold the pipe open: give the output a
+	 * moment to end, not forever */
+	uv_timer_start(&c->timer, cap_timeout, 2000, 0);
+	cap_done_if(c);
 }
 
 static void
@@ -98,7 +115,13 @@ cap_timeout(uv_timer_t *t)
 {
 	struct capture *c = t->data;
 
-	uv_process_kill(&c->proc, SIGKILL);
+	if (!c->exited) {
+		uv_process_kill(&c->proc, SIGKILL);
+		return;
+	}
+	if (!uv_is_closing((uv_handle_t *)&c->pipe))
+		uv_close((uv_handle_t *)&c->pipe, NULL);
+	cap_done_if(c);
 }
 
 int
