@@ -417,7 +417,12 @@ stop:
 out:
 	if (h.control >= 0)
 		close(h.control);
-	h.ops->free(h.sub);
+	/* a thread still running past the drain may look at the substrate:
+	 * the process exit frees it then */
+	pthread_mutex_lock(&h.mu);
+	if (h.active == 0)
+		h.ops->free(h.sub);
+	pthread_mutex_unlock(&h.mu);
 	close(sigfd);
 	return rc;
 }
