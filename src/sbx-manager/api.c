@@ -93,7 +93,9 @@ parse_request(const struct frame *f, struct op_req *r)
 			    id_valid(json_string_value(v)))
 				snprintf(r->sandbox, sizeof(r->sandbox), "%s", json_string_value(v));
 			else if (strcmp(k, "token") == 0 && json_is_string(v) &&
-			    json_string_length(v) <= SPACE_TOKEN_MAX) {
+			    json_string_length(v) <= SPACE_TOKEN_MAX &&
+			    /* an embedded NUL would make the length lie */
+			    strlen(json_string_value(v)) == json_string_length(v)) {
 				r->token_len = json_string_length(v);
 				r->token = strndup(json_string_value(v), r->token_len);
 			} else if (strcmp(k, "args") == 0 && json_is_object(v)) {
