@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,14 @@
 #include "keys.h"
 #include "log.h"
 #include "sbx-manager.h"
+#include "util.h"
 #include "verifier.h"
 
 #define RESP_MAX (4u << 20)
+
+volatile int mgr_registered;
+
+static void pending_flush(void);
 
 struct buf {
 	char *p;
@@ -138,6 +144,16 @@ control_heartbeat_thread(void *arg)
 	(void)arg;
 	snprintf(path, sizeof(path), "/v1/workers/%s/heartbeat", cfg.worker_id);
 	snprintf(body, sizeof(body), "{\"incarnation\":\"%s\"}", cfg.incarnation);
+	/* the worker serves what it has while the control plane is away;
+	 * registration happens when it answers */
+	while (!mgr_stopping && !mgr_registered) {
+		if (control_register() == 0) {
+			mgr_registered = 1;
+			log_info("control: registered");
+			break;
+		}
+		sleep(2);
+	}
 	while (!mgr_stopping) {
 		sleep(5);
 		if (http_call("POST", path, body, 5, true, &st, NULL) != 0 || st != 200) {
@@ -148,8 +164,10 @@ control_heartbeat_thread(void *arg)
 			 * older state): register again, it is idempotent */
 			if (st == 404 || st == 409)
 				control_register();
-		} else
+		} else {
 			was_ok = true;
+			pending_flush();
+		}
 	}
 	return NULL;
 }
@@ -158,6 +176,30 @@ control_heartbeat_thread(void *arg)
  * the "root" the answer carries) and install it; a lower version than the
  * one installed is refused (a replayed old bundle could resurrect a
  * withdrawn key). */
+/* the last verified bundle, from D/keys.bundle */
+int
+control_load_keys(void)
+{
+	char path[PATH_MAX + 32], *tok = NULL;
+	struct key_bundle kb;
+	size_t len;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/keys.bundle", cfg.data_dir);
+	if ((ret = read_file(path, SPACE_BUNDLE_TOKEN_MAX, &tok, &len)) != 0)
+		return ret;
+	ret = bundle_verify(tok, len, cfg.root_pk, &kb);
+	if (ret == 0)
+		ret = verifier_set_bundle(mgr_verifier, &kb);
+	if (ret == 0)
+		log_info("control: kept key bundle version %llu installed",
+		    (unsigned long long)kb.version);
+	else
+		log_warnx("control: the kept key bundle does not verify; ignored");
+	free(tok);
+	return ret;
+}
+
 int
 control_fetch_keys(void)
 {
@@ -195,9 +237,17 @@ control_fetch_keys(void)
 		goto out;
 	}
 	ret = verifier_set_bundle(mgr_verifier, &kb);
-	if (ret == 0)
+	if (ret == 0) {
+		char path[PATH_MAX + 32];
+
 		log_info("control: key bundle version %llu installed (%zu keys)",
 		    (unsigned long long)kb.version, kb.n);
+		/* kept for a restart while the control plane is away; it is
+		 * verified under the pinned root again when loaded */
+		snprintf(path, sizeof(path), "%s/keys.bundle", cfg.data_dir);
+		if (write_file_atomic(path, bundle, strlen(bundle), 0644) != 0)
+			log_warnx("control: cannot keep the key bundle in %s", path);
+	}
 out:
 	json_decref(j);
 	free(body);
@@ -236,12 +286,61 @@ control_assignments(uint64_t after, int wait_s, char **body_out)
 
 /* POST body to path, retried: the state is committed locally already, and
  * a restart reports again from the records */
+/* sandboxes whose last status report did not get through: re-sent (from
+ * the committed record) once the control plane answers again */
+#define PENDING_MAX 1024
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static char pending[PENDING_MAX][SPACE_ID_MAX + 1];
+static size_t npending;
+
+static void
+pending_add(const char *sandbox)
+{
+	size_t i;
+
+	pthread_mutex_lock(&pending_lock);
+	for (i = 0; i < npending; i++)
+		if (strcmp(pending[i], sandbox) == 0)
+			break;
+	if (i == npending && npending < PENDING_MAX)
+		snprintf(pending[npending++], sizeof(pending[0]), "%s", sandbox);
+	pthread_mutex_unlock(&pending_lock);
+}
+
+static int report(const struct route_identity *id, const char *state, const char *error,
+    json_t *snap);
+
+static void
+pending_flush(void)
+{
+	char sbx[SPACE_ID_MAX + 1];
+	struct record r;
+
+	for (;;) {
+		pthread_mutex_lock(&pending_lock);
+		if (npending == 0) {
+			pthread_mutex_unlock(&pending_lock);
+			return;
+		}
+		memcpy(sbx, pending[--npending], sizeof(sbx));
+		pthread_mutex_unlock(&pending_lock);
+		if (records_get(sbx, &r) != 0)
+			continue;
+		if (r.state == EXEC_SERVING)
+			report(&r.id, "serving", NULL, NULL);
+		else if (r.state == EXEC_FAILED)
+			report(&r.id, "failed", "reported late", NULL);
+		else if (r.state == EXEC_RETIRED)
+			report(&r.id, "retired", NULL, NULL);
+	}
+}
+
 static int
 post_retried(const char *path, json_t *req, const char *what)
 {
 	char *body;
 	long st;
-	int ret = -EIO, tries;
+	int ret = -EIO, tries, max = mgr_registered ? 5 : 1;
 
 	if (req == NULL)
 		return -ENOMEM;
@@ -249,7 +348,7 @@ post_retried(const char *path, json_t *req, const char *what)
 	json_decref(req);
 	if (body == NULL)
 		return -ENOMEM;
-	for (tries = 0; tries < 5 && !mgr_stopping; tries++) {
+	for (tries = 0; tries < max && !mgr_stopping; tries++) {
 		ret = http_call("POST", path, body, 10, true, &st, NULL);
 		if (ret == 0 && st == 200)
 			break;
@@ -270,6 +369,8 @@ report(const struct route_identity *id, const char *state, const char *error, js
 {
 	char path[256];
 	json_t *req;
+	bool has_snap = snap != NULL && !json_is_null(snap);
+	int ret;
 
 	req = json_pack("{s:o, s:s}", "identity", route_identity_pack(id), "state", state);
 	if (req == NULL) {
@@ -281,7 +382,13 @@ report(const struct route_identity *id, const char *state, const char *error, js
 	if (snap)
 		json_object_set_new(req, "snapshot", snap);
 	snprintf(path, sizeof(path), "/v1/workers/%s/status", cfg.worker_id);
-	return post_retried(path, req, "status");
+	ret = post_retried(path, req, "status");
+	/* not delivered (the control plane is away): the record is
+	 * committed, so it is reported again from the record later. A
+	 * retirement with an archive is not: its digest would be lost. */
+	if (ret == -EIO && !has_snap)
+		pending_add(id->sandbox);
+	return ret;
 }
 
 int

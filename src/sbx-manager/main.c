@@ -226,11 +226,12 @@ main(int argc, char **argv)
 		fatalx("curl init");
 	log_info("worker %s incarnation %s, control %s", cfg.worker_id, cfg.incarnation,
 	    cfg.control_url);
-	while ((r = control_register()) != 0) {
-		log_warnx("register failed; retrying");
-		sleep(1);
-	}
-	if (control_fetch_keys() != 0)
+	control_load_keys();
+	if (control_register() == 0)
+		mgr_registered = 1;
+	else
+		log_warnx("control plane unreachable: serving the recorded executions, registering later");
+	if (control_fetch_keys() != 0 && verifier_bundle_version(mgr_verifier) == 0)
 		log_warnx("no key bundle yet: every capability is refused until one verifies");
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile();

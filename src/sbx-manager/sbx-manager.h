@@ -116,6 +116,8 @@ int control_register(void);
 void *control_heartbeat_thread(void *arg);
 void *control_keys_thread(void *arg);
 int control_fetch_keys(void);
+int control_load_keys(void);
+extern volatile int mgr_registered;
 /* long-poll; *body_out malloc'd JSON text */
 int control_assignments(uint64_t after, int wait_s, char **body_out);
 int control_report(const struct route_identity *id, const char *state, const char *error);

@@ -49,6 +49,7 @@ napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}'
 hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
 sql() { sqlite3 "$W/records.db" "$1"; }
 start_mgr() {
+	rm -f "$W/run/sbx-manager.sock"         # a killed instance leaves its socket
 	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
 	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
 	MGR=$!
@@ -170,6 +171,19 @@ sleep 0.5
 is "after restart: same bridge, same activation" "$(sql "select bridge_pid, activation, state from records where sandbox='$S'")" "$BPID|1|serving"
 is "exec with the same capability still works" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 check "sbx-manager logged the adoption" grep -q "adopted bridge of $S" "$T/mgr.log"
+
+# ---- the control plane away: the worker keeps serving what it has ----
+kill "$CTL"; wait "$CTL" 2>/dev/null
+kill -9 "$MGR"; wait "$MGR" 2>/dev/null
+start_mgr
+check "sbx-manager starts while the control plane is down" test -S "$W/run/sbx-manager.sock"
+is "exec still served (key bundle kept in D/keys.bundle)" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+check "logged that it serves without the control plane" grep -q "control plane unreachable" "$T/mgr.log"
+"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
+CTL=$!
+wait_http "$CU/healthz" 10
+i=0; while ! grep -q '"control: registered"' "$T/mgr.log" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+check "registers once the control plane is back" grep -q '"control: registered"' "$T/mgr.log"
 
 # ---- retire cancels the running operation; late requests refresh ----
 curl -s -o "$T/long" -w '%{http_code}' -X POST -H "Authorization: Bearer $CAP" \

@@ -48,6 +48,7 @@ napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}'
 hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
 sql() { sqlite3 "$W/records.db" "$1"; }
 start_mgr() {
+	rm -f "$W/run/sbx-manager.sock"         # a killed instance leaves its socket
 	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
 	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --snapshot-dir "$T/snapshots" 2>>"$T/mgr.log" &
 	MGR=$!
