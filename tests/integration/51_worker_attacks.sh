@@ -213,8 +213,12 @@ elif mode == "huge":
 else:
     c.sendall(frame(1, json.dumps({"role": "node-api", "min": 1, "max": 1}).encode()))
     c.recv(4096)
-    c.sendall(frame(2, json.dumps({"op": "exec", "sandbox": sys.argv[3], "token": "x",
-                                   "args": {}, "admin": True}).encode()))
+    req = {"op": "exec", "sandbox": sys.argv[3], "token": "x", "args": {}}
+    if mode == "unknown":
+        req["admin"] = True
+    else:                       # "nul": a NUL inside the token string
+        req["token"] = sys.argv[4][:20] + "\u0000" + sys.argv[4][20:]
+    c.sendall(frame(2, json.dumps(req).encode()))
 try:
     d = c.recv(4096)
     print("answer", d[12:].decode(errors="replace") if d else "closed")
@@ -229,6 +233,8 @@ out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" huge)
 check "a 1 GiB frame header: connection closed" sh -c "echo '$out' | grep -Eq '^(closed|answer closed|answer .*error)'"
 out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" unknown "$A")
 check "REQUEST with an unknown field -> ERROR 400" sh -c "echo '$out' | grep -q '\"status\":400'"
+out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" nul "$A" "$CAPA")
+check "a token with an embedded NUL -> ERROR 400" sh -c "echo '$out' | grep -q '\"status\":400'"
 check "sbx-manager survived all of it" kill -0 "$MGR"
 S=$B CAP=$(route "$B")
 is "... and still refuses an expired capability properly" "$(napi POST exec --data-binary '{"argv":["true"]}')" 401
