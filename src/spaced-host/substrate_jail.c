@@ -14,7 +14,9 @@
  *
  * What the guest does to itself after exec (capabilities, no_new_privs,
  * seccomp, rlimits) is in src/spaced-guest/confine.c. */
+#include <dirent.h>
 #include <errno.h>
+#include <linux/limits.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -142,6 +144,64 @@ out:
 	return r;
 }
 
+/* A bridge killed with SIGKILL leaves its layer mounted (at its RUNDIR/rw,
+ * which may not be ours). Mounting the image again beside that mount would
+ * have two ext4 instances write one file: find every loop device backed by
+ * the image and detach its mounts first. We hold the layer's flock, so no
+ * live bridge owns them. */
+static void
+layer_unmount_stale(const char *img)
+{
+	char real[PATH_MAX], path[300], buf[PATH_MAX + 2], dev[32], line[4096];
+	struct dirent *de;
+	DIR *d;
+	FILE *mi;
+
+	if (realpath(img, real) == NULL || (d = opendir("/sys/block")) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		int fd;
+		ssize_t n;
+
+		if (strncmp(de->d_name, "loop", 4) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (strcmp(buf, real) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s/dev", de->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, dev, sizeof(dev) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		dev[n] = '\0';
+		dev[strcspn(dev, "\n")] = '\0';
+		if ((mi = fopen("/proc/self/mountinfo", "re")) == NULL)
+			continue;
+		/* mountinfo: id parent major:minor root mountpoint ... */
+		while (fgets(line, sizeof(line), mi) != NULL) {
+			char mdev[32], mpoint[PATH_MAX];
+			if (sscanf(line, "%*d %*d %31s %*s %4095s", mdev, mpoint) != 2 ||
+			    strcmp(mdev, dev) != 0)
+				continue;
+			log_warnx("layer %s still mounted at %s by a dead bridge: detaching", real, mpoint);
+			if (umount2(mpoint, MNT_DETACH) < 0)
+				log_warn("umount %s", mpoint);
+		}
+		fclose(mi);
+	}
+	closedir(d);
+}
+
 /* ids of the previous owner of the layer, to move files to our range */
 static uid_t shift_from, shift_to;
 
@@ -204,6 +264,7 @@ layer_prepare(struct substrate *s, const struct substrate_config *cfg)
 		log_warnx("layer %s is in use by another bridge", img);
 		return -EBUSY;
 	}
+	layer_unmount_stale(img);
 	snprintf(s->rw, sizeof(s->rw), "%s/rw", cfg->run_dir);
 	if (mkdir(s->rw, 0700) < 0 && errno != EEXIST)
 		return -errno;

@@ -183,11 +183,26 @@ check "bridge exit status is non-zero after guest death (got $rc)" test "$rc" -n
 check "no guest was relaunched" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
 check "layer unmounted after guest death" sh -c "! grep -q ' $W/$SB/run/rw ' /proc/mounts"
 
+# ---- a bridge killed with SIGKILL: the next one recovers the layer ----
+start_host "$SB" "$UB"
+HP=$(eval echo \$PID_$SB)
+call exec "$SB" "$C" '{"argv":["sh","-c","echo again >> /home/user/persist"]}' >/dev/null
+kill -9 "$HP"; wait "$HP" 2>/dev/null
+i=0; while ps -eo uid= | awk -v u=$UB '$1 >= u && $1 < u + 65536' | grep -q . && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+check "SIGKILL of the bridge ends its guest" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
+check "... and leaves its layer mounted" grep -q " $W/$SB/run/rw " /proc/mounts
+DIR=second LAYER="$W/$SB/layer" start_host "$SB" "$UB"
+is "a new bridge (new run dir) starts on the same layer" "$(cat "$W/second/ready")" "ready"
+check "the dead bridge's mount of the layer was detached" sh -c "! grep -q ' $W/$SB/run/rw ' /proc/mounts"
+is "the image is mounted once" "$(grep -c " $W/second/run/rw " /proc/mounts)" "1"
+HP=$(eval echo \$PID_$SB)
+kill -TERM "$HP"; wait "$HP"
+
 # ---- restart on the same layer, then SIGTERM ----
 start_host "$SB" "$UB"
 HP=$(eval echo \$PID_$SB)
 out=$(call exec "$SB" "$C" '{"argv":["cat","/home/user/persist"]}')
-is "the writable layer survives a bridge restart" "$(printf "%s\n" "$out" | get body.result.stdout)" "kept"
+is "the writable layer survives bridge restarts" "$(printf "%s\n" "$out" | get body.result.stdout | sed '/^$/d' | paste -sd' ' -)" "kept again"
 kill -TERM "$HP"
 wait "$HP"; rc=$?
 is "SIGTERM: exit 0" "$rc" "0"
