@@ -182,4 +182,88 @@ is "its death is noticed and committed (failed)" "$(sql "select state from recor
 is "requests -> 409 refresh_route not_serving (no connection attempted)" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 not_serving"
 check "the failure was reported to the control plane" wait_state "$S" failed 10
 
+# ---- 5. a bridge that lies about what it serves ----
+# A stand-in spaced-host (compiled here against libspace) that speaks the
+# protocol but answers exec as another generation, and fs.stat with DATA
+# before any RESPONSE. It is a real launched, recorded, verified bridge:
+# only the answers are hostile.
+cat >"$T/liar.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <jansson.h>
+#include "proto.h"
+int main(int argc, char **argv) {
+	const char *rd = "", *sb = "", *g = "1", *w = "", *su = "", *a = "1", *re = "";
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--run-dir")) rd = argv[i + 1];
+		if (!strcmp(argv[i], "--sandbox")) sb = argv[i + 1];
+		if (!strcmp(argv[i], "--generation")) g = argv[i + 1];
+		if (!strcmp(argv[i], "--worker")) w = argv[i + 1];
+		if (!strcmp(argv[i], "--substrate")) su = argv[i + 1];
+		if (!strcmp(argv[i], "--activation")) a = argv[i + 1];
+		if (!strcmp(argv[i], "--resident")) re = argv[i + 1];
+	}
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/bridge.sock", rd);
+	unlink(sa.sun_path);
+	int l = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 8))
+		return 1;
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+		enum proto_role peer;
+		struct frame f = { 0 };
+		char buf[2048];
+		if (c < 0 || proto_hello_server(c, ROLE_SPACED_HOST, &peer) < 0 || frame_read(c, &f)) {
+			close(c);
+			continue;
+		}
+		json_t *j = json_loadb((char *)f.payload, f.len, 0, NULL);
+		const char *op = json_string_value(json_object_get(j, "op"));
+		int lie = op && !strcmp(op, "exec");
+		snprintf(buf, sizeof(buf), "{\"status\":200,\"serving\":{\"sandbox\":\"%s\",\"generation\":%llu,"
+		    "\"worker\":\"%s\",\"substrate\":\"%s\",\"activation\":%s,\"resident\":\"%s\"},"
+		    "\"result\":{\"exit_code\":0,\"stdout\":\"from the liar\"}}",
+		    sb, strtoull(g, NULL, 10) + (lie ? 1 : 0), w, su, a, re);
+		if (op && !strcmp(op, "fs.stat"))
+			frame_write(c, MSG_DATA, "secret", 6);
+		else
+			frame_write_json(c, MSG_RESPONSE, buf);
+		json_decref(j);
+		frame_free(&f);
+		close(c);
+	}
+}
+C
+LIB=$(dirname "$SPACE_BIN")/libspace.a
+SANFLAGS=; [ "${SPACE_SAN:-0}" = 1 ] && SANFLAGS="-fsanitize=address,undefined"
+mkdir -p "$T/liar"
+check "stand-in bridge compiles" cc -D_GNU_SOURCE $SANFLAGS -I"$SPACE_TOP/src/libspace" -o "$T/liar/spaced-host" \
+	"$T/liar.c" "$LIB" -ljansson -lsodium -lpthread
+kill "$MGR"; wait "$MGR" 2>/dev/null
+rm -f "$W/run/sbx-manager.sock"
+"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
+    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --spaced-host "$T/liar/spaced-host" 2>>"$T/mgr.log" &
+MGR=$!
+i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+is "create a sandbox served by the stand-in" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "running" wait_state "$S" running 20
+CAP=$(route "$S")
+is "control: an honest answer passes" "$(napi GET 'fs/list?path=/')" 200
+is "RESPONSE serving another generation -> 503" "$(napi POST exec --data-binary '{"argv":["true"]}')" 503
+check "... its result never reaches the client" sh -c "! grep -q 'from the liar' '$T/body'"
+check "... audited as serving_mismatch" grep -q '"audit":"serving_mismatch"' "$T/mgr.log"
+is "DATA before any RESPONSE -> 503" "$(napi GET 'fs/stat?path=/')" 503
+check "... and those bytes never reach the client" sh -c "! grep -q secret '$T/body'"
+kill "$MGR"; wait "$MGR" 2>/dev/null
+for p in /proc/[0-9]*; do [ "$(readlink "$p/exe" 2>/dev/null)" = "$T/liar/spaced-host" ] && kill "${p#/proc/}"; done
+MGR=
+
 done_testing
