@@ -100,8 +100,19 @@ respond_text(struct MHD_Connection *c, struct req *r, unsigned status, const cha
 }
 
 static enum MHD_Result
+respond_error_from(struct MHD_Connection *c, struct req *r, unsigned status, const char *code,
+    const char *reason, const char *message, const struct route_identity *serving);
+
+static enum MHD_Result
 respond_error(struct MHD_Connection *c, struct req *r, unsigned status, const char *code,
     const char *reason, const char *message)
+{
+	return respond_error_from(c, r, status, code, reason, message, NULL);
+}
+
+static enum MHD_Result
+respond_error_from(struct MHD_Connection *c, struct req *r, unsigned status, const char *code,
+    const char *reason, const char *message, const struct route_identity *serving)
 {
 	json_t *o = json_pack("{s:s}", "error", code);
 	char *s;
@@ -120,7 +131,7 @@ respond_error(struct MHD_Connection *c, struct req *r, unsigned status, const ch
 	if (strcmp(code, "unauthenticated") == 0 || strcmp(code, "deny") == 0 ||
 	    strcmp(code, "refresh_route") == 0 || strcmp(code, "capability_expired") == 0)
 		metrics_admission(code, reason);
-	ret = respond_text(c, r, status, "application/json", s, strlen(s), NULL);
+	ret = respond_text(c, r, status, "application/json", s, strlen(s), serving);
 	free(s);
 	return ret;
 }
@@ -170,7 +181,10 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 		/* DESIGN section 4: an expired capability is just that */
 		if (strcmp(code, "capability_expired") == 0)
 			reason = NULL;
-		ret = respond_error(c, r, (unsigned)status, code, reason, message);
+		/* "serving": the error came from an execution (sbx-manager
+		 * adds it to what the bridge answered) */
+		ret = respond_error_from(c, r, (unsigned)status, code, reason, message,
+		    parse_serving(j, &serving) == 0 ? &serving : NULL);
 		json_decref(j);
 		return ret;
 	}

@@ -146,6 +146,33 @@ forward(int to, const struct frame *f)
 	return frame_write(to, f->type, f->payload, f->len);
 }
 
+/* an ERROR from the bridge, with "serving" set to the admitted (and
+ * verified) execution; a malformed one becomes a 503 of our own */
+static int
+forward_error(int to, const struct frame *f, const struct route_identity *id)
+{
+	json_error_t je;
+	json_t *j;
+	char *s = NULL;
+	int ret;
+
+	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
+	if (j == NULL || !json_is_object(j) || !json_is_integer(json_object_get(j, "status")) ||
+	    !json_is_string(json_object_get(j, "error"))) {
+		json_decref(j);
+		return send_error(to, 503, "unavailable", NULL, "bad answer from the bridge");
+	}
+	json_object_set_new(j, "serving", route_identity_pack(id));
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (s == NULL)
+		return -ENOMEM;
+	ret = strlen(s) <= SPACE_FRAME_JSON_MAX ? frame_write_json(to, MSG_ERROR, s) :
+	    send_error(to, 502, "internal", NULL, "answer too large");
+	free(s);
+	return ret;
+}
+
 /* relay one operation; both fds are verified and the lease is held */
 static void
 relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *rec,
@@ -206,6 +233,11 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *r
 				frame_free(&f);
 				continue;
 			case MSG_ERROR:
+				/* an answer of the execution: say which one, so
+				 * node-api can set X-Space-Generation / -Worker */
+				forward_error(cfd, &f, &rec->id);
+				frame_free(&f);
+				goto out;
 			case MSG_CANCEL:
 				forward(cfd, &f);
 				frame_free(&f);

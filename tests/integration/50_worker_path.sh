@@ -127,6 +127,7 @@ is "fs/mkdir -> 200" "$(napi POST fs/mkdir --data-binary '{"path":"/home/user/d/
 is "fs/rename -> 200" "$(napi POST fs/rename --data-binary '{"from":"/home/user/notes.txt","to":"/home/user/d/e/n.txt"}')" 200
 is "old name is gone -> 404" "$(napi GET 'fs/stat?path=/home/user/notes.txt')" 404
 is "404 code" "$(jget error)" not_found
+is "an error answered by the execution carries X-Space-Generation" "$(hdr X-Space-Generation)" 1
 is "fs/list -> 200" "$(napi GET 'fs/list?path=/home/user/d/e')" 200
 is "list shows the renamed file" "$(python3 -c 'import json,sys;print(",".join(e["name"] for e in json.load(open(sys.argv[1]))["entries"]))' "$T/body")" "n.txt"
 is "remove a non-empty dir without recursive -> 409" "$(napi POST fs/remove --data-binary '{"path":"/home/user/d"}')" 409
