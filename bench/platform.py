@@ -1,0 +1,772 @@
+#!/usr/bin/env python3
+"""The platform measured against baselines taken in the same run.
+
+  python3 bench/platform.py --bin BUILD/bin [--admit FILE] [--quick]
+
+Starts `space up` (one worker) on private copies of the binaries, on
+127.0.0.1 with free ports and a data directory under a fresh temporary
+directory, and measures, each figure next to its baseline:
+
+  exec / 4 KiB read round trip   HTTP to node-api (full path) vs the same
+                                 operation framed straight to the bridge
+                                 socket of the same execution vs the host
+                                 (posix_spawn `true` / open+read+close);
+                                 GET /healthz for the client's own share
+  create to first exec           `space create` + `space exec SBX -- true`
+                                 vs `bwrap --unshare-all ... true`
+  idle memory                    PSS/RSS of each sandbox's processes vs an
+                                 idle `bwrap ... sleep` and a bare `sleep`;
+                                 the daemons
+  large file read                512 MiB through node-api (curl), through
+                                 the bridge, vs `cat` on the host
+
+The client is this Python process with measurement loops that stay in the
+process (no fork per sample, except where a process start is what is
+measured). Nothing asserts timing: the figures are printed, that is all.
+--admit FILE adds bench_admit's lines to the final table.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "tests", "tools"))
+import spc  # noqa: E402  (the frame client the bridge tests use)
+
+BWRAP_ARGS = ["--unshare-all", "--die-with-parent", "--new-session",
+              "--ro-bind", "/usr", "/usr",
+              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+              "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+              "--tmpfs", "/home/user", "--chdir", "/home/user",
+              "--hostname", "sandbox", "--uid", "1000", "--gid", "1000"]
+
+ROWS = []          # final table: (measure, platform, baseline, ratio)
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def pct(xs, p):
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def stats(xs):
+    return pct(xs, 50), pct(xs, 90), pct(xs, 99)
+
+
+def fmt_us(xs):
+    a, b, c = stats(xs)
+    return "%9.1f %9.1f %9.1f" % (a, b, c)
+
+
+class Platform:
+    """`space up` with one worker in a private directory; stop() undoes all."""
+
+    def __init__(self, binsrc):
+        self.t = tempfile.mkdtemp(prefix="space-bench.")
+        os.chmod(self.t, 0o711)     # node-api (nobody) reaches DIR/w1/run
+        self.bin = os.path.join(self.t, "bin")
+        # a private copy: a rebuild of the tree during the run must not
+        # replace the bridge binary under a running execution
+        shutil.copytree(binsrc, self.bin)
+        self.data = os.path.join(self.t, "data")
+        self.up = None
+        self.env = dict(os.environ)
+        self.env.pop("SPACE_API_URL", None)
+        self.env.pop("SPACE_API_KEY", None)
+        self.env["PATH"] = self.bin + ":" + self.env.get("PATH", "")
+
+    @staticmethod
+    def _port_free(p):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", p))
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
+
+    def start(self):
+        for _ in range(10):
+            # below the ephemeral range: no outgoing connection takes it
+            base = random.randrange(20000, 30000)
+            if not (self._port_free(base) and self._port_free(base + 1)):
+                continue
+            self.port = base
+            self.uplog = open(os.path.join(self.t, "up.log"), "w+")
+            self.up = subprocess.Popen(
+                [os.path.join(self.bin, "space"), "up", "--data-dir", self.data,
+                 "--workers", "1", "--port", str(base)],
+                stdout=self.uplog, stderr=subprocess.STDOUT, env=self.env)
+            end = time.time() + 90
+            while time.time() < end:
+                with open(self.uplog.name) as f:
+                    text = f.read()
+                if "space is up" in text:
+                    break
+                if self.up.poll() is not None:
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError("space up did not come up in 90 s")
+            if self.up.poll() is None:
+                break
+            self.up = None
+            if "choose another --port" not in text:
+                raise RuntimeError("space up failed:\n" + text[-2000:])
+        else:
+            raise RuntimeError("no free ports")
+        with open(os.path.join(self.data, "env")) as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                if k:
+                    self.env[k] = v
+
+    def space(self, *args, timeout=120, check=True):
+        r = subprocess.run([os.path.join(self.bin, "space")] + list(args),
+                           env=self.env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout)
+        if check and r.returncode != 0:
+            raise RuntimeError("space %s: exit %d: %s" % (
+                " ".join(args), r.returncode, r.stderr.decode(errors="replace")))
+        return r.stdout.decode(errors="replace")
+
+    def children(self):
+        return pids_where(lambda p: ppid(p) == self.up.pid) if self.up else []
+
+    def bridges(self):
+        tag = "--run-dir " + self.data + "/w"
+        return pids_where(lambda p: "spaced-host" in cmdline(p) and tag in cmdline(p))
+
+    def stop(self):
+        if self.up and self.up.poll() is None:
+            self.up.send_signal(signal.SIGTERM)
+            try:
+                self.up.wait(25)
+            except subprocess.TimeoutExpired:
+                self.up.kill()
+                self.up.wait()
+        for p in self.bridges():
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.2)
+        mounts = []
+        with open("/proc/mounts") as f:
+            for line in f:
+                m = line.split()[1]
+                if m.startswith(self.t + "/"):
+                    mounts.append(m)
+        for m in sorted(mounts, reverse=True):
+            subprocess.run(["umount", "-l", m], stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.t, ignore_errors=True)
+
+
+# ---- /proc helpers ----
+
+def cmdline(p):
+    try:
+        with open("/proc/%d/cmdline" % p, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def ppid(p):
+    try:
+        with open("/proc/%d/stat" % p) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def pids_where(pred):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and pred(int(d)):
+            out.append(int(d))
+    return out
+
+
+def tree(root):
+    """root and all its descendants."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            kids.setdefault(ppid(int(d)), []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def mem_kb(p):
+    """(PSS, RSS) in KiB from smaps_rollup; (0, 0) for a process gone."""
+    pss = rss = 0
+    try:
+        with open("/proc/%d/smaps_rollup" % p) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+                elif line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+    except OSError:
+        pass
+    return pss, rss
+
+
+def mem_tree(root):
+    pss = rss = n = 0
+    for p in tree(root):
+        a, b = mem_kb(p)
+        pss += a
+        rss += b
+        n += 1
+    return pss, rss, n
+
+
+def cgroup_mem_kb(root):
+    """What the memory cgroup of root's descendants is charged (KiB; kernel
+    memory and page cache included), or None when they share root's group."""
+    v1 = os.path.exists("/sys/fs/cgroup/memory/memory.usage_in_bytes")
+    def group(p):
+        try:
+            with open("/proc/%d/cgroup" % p) as f:
+                for line in f:
+                    h, ctl, path = line.rstrip("\n").split(":", 2)
+                    if (v1 and ctl == "memory") or (not v1 and h == "0"):
+                        return path
+        except (OSError, ValueError):
+            pass
+        return None
+    mine = group(root)
+    for p in tree(root)[1:]:
+        g = group(p)
+        if g and g != mine:
+            f = ("/sys/fs/cgroup/memory%s/memory.usage_in_bytes" % g if v1
+                 else "/sys/fs/cgroup%s/memory.current" % g)
+            try:
+                with open(f) as fh:
+                    return int(fh.read()) // 1024
+            except (OSError, ValueError):
+                return None
+    return None
+
+
+# ---- clients ----
+
+class Http:
+    """One persistent HTTP/1.1 connection (reopened when the server closes)."""
+
+    def __init__(self, hostport):
+        self.hostport = hostport
+        self.c = None
+
+    def req(self, method, path, body=None, headers=None, sink=None):
+        for attempt in (0, 1):
+            if self.c is None:
+                self.c = http.client.HTTPConnection(self.hostport, timeout=120)
+            try:
+                self.c.request(method, path, body=body, headers=headers or {})
+                r = self.c.getresponse()
+                if sink is None:
+                    data = r.read()
+                    n = len(data)
+                else:
+                    n = 0
+                    while True:
+                        b = r.read(1 << 20)
+                        if not b:
+                            break
+                        n += len(b)
+                    data = None
+                if r.getheader("Connection", "").lower() == "close":
+                    self.c.close()
+                    self.c = None
+                return r.status, data, n
+            except (http.client.HTTPException, OSError):
+                self.c.close()
+                self.c = None
+                if attempt:
+                    raise
+
+
+class Route:
+    """A capability for SBX, fetched again before it gets old (valid 120 s)."""
+
+    def __init__(self, plat, sbx):
+        self.plat, self.sbx, self.t = plat, sbx, 0
+
+    def get(self):
+        if time.time() - self.t > 60:
+            r = json.loads(self.plat.space("route", self.sbx, "--access", "exec,fs:r", "--json"))
+            self.cap = r["capability"]
+            self.endpoint = r["endpoint"]
+            self.route = r["route"]
+            self.t = time.time()
+        return self.cap
+
+
+def bridge_sock(plat, route):
+    return os.path.join(plat.data, "w1", "run", "%s.g%d" % (route["sandbox"], route["generation"]),
+                        "bridge.sock")
+
+
+def layer_path(plat, route, path):
+    rw = os.path.join(plat.data, "w1", "run", "%s.g%d" % (route["sandbox"], route["generation"]), "rw")
+    assert path.startswith("/home/user/")
+    return os.path.join(rw, "home", path[len("/home/user/"):])
+
+
+def bridge_call(sock, sbx, claims, op, args):
+    name, doc, n, ended = spc.call(sock, op, sbx, claims, args, timeout=120)
+    if name != "RESPONSE":
+        raise RuntimeError("bridge %s: %s %s" % (op, name, doc))
+    return doc, n
+
+
+def bridge_read_null(sock, sbx, claims, path):
+    """fs.read straight to the bridge; the bytes are counted and dropped."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(120)
+    s.connect(sock)
+    try:
+        spc.send_frame(s, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1}))
+        spc.recv_frame(s)
+        spc.send_frame(s, "REQUEST", json.dumps({"op": "fs.read", "sandbox": sbx,
+                                                 "claims": claims, "args": {"path": path}}))
+        name, body = spc.recv_frame(s)
+        if name != "RESPONSE":
+            raise RuntimeError("bridge fs.read: %s %s" % (name, body[:200]))
+        f = s.makefile("rb", buffering=1 << 20)
+        n = 0
+        hdr = spc.HDR
+        while True:
+            h = f.read(hdr.size)
+            if len(h) < hdr.size:
+                raise RuntimeError("bridge fs.read: stream cut")
+            _, _, _, ftype, _, ln = hdr.unpack(h)
+            if spc.TYPES.get(ftype) == "END":
+                return n
+            if spc.TYPES.get(ftype) != "DATA":
+                raise RuntimeError("bridge fs.read: frame %s" % spc.TYPES.get(ftype))
+            left = ln
+            while left:
+                b = f.read(min(left, 1 << 20))
+                if not b:
+                    raise RuntimeError("bridge fs.read: stream cut")
+                left -= len(b)
+            n += ln
+    finally:
+        s.close()
+
+
+def now_us():
+    return time.perf_counter_ns() / 1000.0
+
+
+def interleave(n, fns):
+    """n rounds; each round runs every fn once, in a shuffled order, so
+    that drift and bursts of noise fall on every variant alike."""
+    res = {k: [] for k in fns}
+    keys = list(fns)
+    for _ in range(n):
+        random.shuffle(keys)
+        for k in keys:
+            t0 = now_us()
+            fns[k]()
+            res[k].append(now_us() - t0)
+    return res
+
+
+# ---- the measurements ----
+
+def bench_roundtrips(plat, sbx, iters):
+    rt = Route(plat, sbx)
+    rt.get()
+    ep = rt.endpoint.split("://", 1)[1].rstrip("/")
+    h = Http(ep)
+    health = Http(ep)
+    sock = bridge_sock(plat, rt.route)
+    r = rt.route
+    def claims():
+        # the bridge runs the comparator on these (no signature: sbx-manager
+        # verified it on the full path); same identity, fresh lifetime
+        return spc.make_claims(r["sandbox"], r["generation"], r["worker"], r["resident"],
+                               r["activation"], r["substrate"], ["exec", "fs:r"])
+    cl = [claims(), time.time()]
+    def cur_claims():
+        if time.time() - cl[1] > 60:
+            cl[0], cl[1] = claims(), time.time()
+        return cl[0]
+
+    # the small file, written by the sandbox user
+    doc, _ = bridge_call(sock, sbx, cur_claims(), "exec",
+                         {"argv": ["sh", "-c", "head -c 4096 /dev/urandom > /home/user/f4k"]})
+    assert doc["result"]["exit_code"] == 0, doc
+    hostf = layer_path(plat, r, "/home/user/f4k")
+    assert os.path.getsize(hostf) == 4096
+
+    body = json.dumps({"argv": ["true"]})
+    def http_exec():
+        st, data, _ = h.req("POST", "/v1/sandboxes/%s/exec" % sbx, body,
+                            {"Authorization": "Bearer " + rt.get(), "Content-Type": "application/json"})
+        if st != 200 or json.loads(data)["exit_code"] != 0:
+            raise RuntimeError("exec over HTTP: %d %s" % (st, data[:200]))
+    def http_read():
+        st, data, n = h.req("GET", "/v1/sandboxes/%s/files?path=/home/user/f4k" % sbx, None,
+                            {"Authorization": "Bearer " + rt.get()})
+        if st != 200 or n != 4096:
+            raise RuntimeError("read over HTTP: %d" % st)
+    def http_health():
+        st, _, _ = health.req("GET", "/healthz")
+        if st != 200:
+            raise RuntimeError("healthz: %d" % st)
+    def br_exec():
+        doc, _ = bridge_call(sock, sbx, cur_claims(), "exec", {"argv": ["true"]})
+        if doc["result"]["exit_code"] != 0:
+            raise RuntimeError("bridge exec: %s" % doc)
+    def br_read():
+        _, n = bridge_call(sock, sbx, cur_claims(), "fs.read", {"path": "/home/user/f4k"})
+        if n != 4096:
+            raise RuntimeError("bridge read: %d bytes" % n)
+    def host_true():
+        pid = os.posix_spawn("/usr/bin/true", ["true"], {})
+        _, st = os.waitpid(pid, 0)
+        if st != 0:
+            raise RuntimeError("true: %d" % st)
+    def host_read():
+        fd = os.open(hostf, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if len(os.read(fd, 65536)) != 4096:
+                raise RuntimeError("host read")
+        finally:
+            os.close(fd)
+    fns = {"http_exec": http_exec, "bridge_exec": br_exec, "host_true": host_true,
+           "http_read": http_read, "bridge_read": br_read, "host_read": host_read,
+           "healthz": http_health}
+    interleave(max(5, iters // 10), fns)          # warm-up, discarded
+    res = interleave(iters, fns)
+
+    # the CLI as a user runs it: process start, route from space-control,
+    # then the data request (a fresh process and connection each time)
+    cli = {"cli_exec": lambda: plat.space("exec", sbx, "--", "true"),
+           "cli_read": lambda: plat.space("fs", "read", sbx, "/home/user/f4k"),
+           "cli_route": lambda: plat.space("route", sbx, "--access", "exec"),
+           "spawn_true": host_true}
+    res.update(interleave(max(10, iters // 5), cli))
+
+    log("")
+    log("== exec and 4 KiB read round trip (microseconds; %d interleaved rounds, client: python3 in-process loops)" % iters)
+    log("%-62s %9s %9s %9s" % ("path", "median", "p90", "p99"))
+    lines = [
+        ("exec `true`: HTTP -> node-api -> sbx-manager -> bridge -> guest", "http_exec"),
+        ("exec `true`: frames straight to the bridge socket (bridge -> guest)", "bridge_exec"),
+        ("`true` on the host: posix_spawn + waitpid", "host_true"),
+        ("read 4 KiB: HTTP GET files (full path)", "http_read"),
+        ("read 4 KiB: fs.read straight to the bridge socket", "bridge_read"),
+        ("read 4 KiB on the host: open + read + close (layer file)", "host_read"),
+        ("HTTP GET /healthz on node-api (client + HTTP only)", "healthz"),
+        ("CLI `space exec SBX -- true` (process, route, exec)", "cli_exec"),
+        ("CLI `space fs read SBX f4k`", "cli_read"),
+        ("CLI `space route SBX` (process + space-control only)", "cli_route"),
+        ("`true` on the host (same rounds as the CLI rows)", "spawn_true"),
+    ]
+    for label, k in lines:
+        log("%-62s %s" % (label[:62], fmt_us(res[k])))
+    m = {k: pct(v, 50) for k, v in res.items()}
+    log("ratios of medians: exec full/bridge %.2f, bridge/host %.2f, full/host %.2f;"
+        " read full/bridge %.2f, bridge/host %.1f" % (
+            m["http_exec"] / m["bridge_exec"], m["bridge_exec"] / m["host_true"],
+            m["http_exec"] / m["host_true"], m["http_read"] / m["bridge_read"],
+            m["bridge_read"] / m["host_read"]))
+    log("hop costs (medians): node-api + sbx-manager (admission, bridge checks, relay) on exec %.0f us,"
+        " on read %.0f us; of which client+HTTP (healthz) %.0f us" % (
+            m["http_exec"] - m["bridge_exec"], m["http_read"] - m["bridge_read"], m["healthz"]))
+    ROWS.append(("exec `true` round trip, median (p99)",
+                 "%.0f us (%.0f)" % (m["http_exec"], pct(res["http_exec"], 99)),
+                 "bridge %.0f us (%.0f); host spawn %.0f us (%.0f)" % (
+                     m["bridge_exec"], pct(res["bridge_exec"], 99), m["host_true"], pct(res["host_true"], 99)),
+                 "%.2fx / %.1fx" % (m["http_exec"] / m["bridge_exec"], m["http_exec"] / m["host_true"])))
+    ROWS.append(("4 KiB read round trip, median (p99)",
+                 "%.0f us (%.0f)" % (m["http_read"], pct(res["http_read"], 99)),
+                 "bridge %.0f us (%.0f); host read %.1f us (%.1f)" % (
+                     m["bridge_read"], pct(res["bridge_read"], 99), m["host_read"], pct(res["host_read"], 99)),
+                 "%.2fx / %.0fx" % (m["http_read"] / m["bridge_read"], m["http_read"] / m["host_read"])))
+    ROWS.append(("client + HTTP share: GET /healthz, median", "%.0f us" % m["healthz"], "-", "-"))
+    ROWS.append(("CLI `space exec -- true`, median", "%.1f ms" % (m["cli_exec"] / 1000),
+                 "host spawn `true` %.0f us" % m["spawn_true"], "%.0fx" % (m["cli_exec"] / m["spawn_true"])))
+    return rt
+
+
+def bench_create(plat, runs):
+    bw = shutil.which("bwrap")
+    plat_t, create_t, exec_t, bw_t = [], [], [], []
+    order = []
+    for i in range(runs):
+        order += [("space", i), ("bwrap", i)]
+    # alternate the two, so that both see the same machine state
+    for what, i in order:
+        if what == "space":
+            t0 = now_us()
+            sbx = plat.space("create").strip()
+            t1 = now_us()
+            plat.space("exec", sbx, "--", "true")
+            t2 = now_us()
+            plat_t.append(t2 - t0)
+            create_t.append(t1 - t0)
+            exec_t.append(t2 - t1)
+            plat.space("kill", sbx)
+        elif bw:
+            t0 = now_us()
+            r = subprocess.run([bw] + BWRAP_ARGS + ["true"], stdin=subprocess.DEVNULL)
+            t1 = now_us()
+            if r.returncode != 0:
+                raise RuntimeError("bwrap true: exit %d" % r.returncode)
+            bw_t.append(t1 - t0)
+    log("")
+    log("== create to first exec (milliseconds, %d runs each, alternated)" % runs)
+    log("%-62s %9s %9s %9s" % ("what", "median", "p90", "max"))
+    def row(label, xs):
+        log("%-62s %9.1f %9.1f %9.1f" % (label, pct(xs, 50) / 1000, pct(xs, 90) / 1000, max(xs) / 1000))
+    row("space create + space exec -- true (two CLI processes)", plat_t)
+    row("  of which space create (until running)", create_t)
+    row("  of which the first space exec -- true", exec_t)
+    if bw_t:
+        row("bwrap --unshare-all ... true", bw_t)
+        ROWS.append(("create to first exec, median", "%.0f ms" % (pct(plat_t, 50) / 1000),
+                     "bwrap %.1f ms" % (pct(bw_t, 50) / 1000),
+                     "%.0fx" % (pct(plat_t, 50) / pct(bw_t, 50))))
+    else:
+        log("bwrap: not installed (Debian package bubblewrap), no baseline")
+        ROWS.append(("create to first exec, median", "%.0f ms" % (pct(plat_t, 50) / 1000), "no bwrap", "-"))
+
+
+def bench_memory(plat, n):
+    sbxs = [plat.space("create", "--no-wait").strip() for _ in range(n)]
+    end = time.time() + 120
+    while time.time() < end:
+        lst = json.loads(plat.space("list", "--json"))
+        states = {s["id"]: s["state"] for s in lst.get("sandboxes", lst if isinstance(lst, list) else [])}
+        if all(states.get(s) == "running" for s in sbxs):
+            break
+        time.sleep(0.5)
+    else:
+        raise RuntimeError("sandboxes not running after 120 s")
+    # one exec each, as a used sandbox would have had, then idle
+    for s in sbxs:
+        plat.space("exec", s, "--", "true")
+    time.sleep(2)
+    per, cg = [], []
+    for b in plat.bridges():
+        if any(s in cmdline(b) for s in sbxs):
+            per.append(mem_tree(b))
+            cg.append(cgroup_mem_kb(b))
+    if len(per) != n:
+        raise RuntimeError("found %d bridges for %d sandboxes" % (len(per), n))
+    # baselines: an idle bwrap sandbox (same namespaces) and a bare sleep
+    bw = shutil.which("bwrap")
+    base = []
+    if bw:
+        procs = [subprocess.Popen([bw] + BWRAP_ARGS + ["sleep", "600"], stdin=subprocess.DEVNULL)
+                 for _ in range(n)]
+        time.sleep(1)
+        base = [mem_tree(p.pid) for p in procs]
+        for p in procs:
+            p.kill()
+            p.wait()
+    sl = [subprocess.Popen(["sleep", "600"]) for _ in range(n)]
+    time.sleep(0.5)
+    sleeps = [mem_tree(p.pid) for p in sl]
+    for p in sl:
+        p.kill()
+        p.wait()
+    daemons = {}
+    for c in plat.children():
+        cl = cmdline(c)
+        for name in ("space-control", "sbx-manager", "node-api"):
+            if os.path.basename(cl.split(" ", 1)[0]) == name:
+                daemons[name] = mem_kb(c)
+    daemons["space up (supervisor)"] = mem_kb(plat.up.pid)
+
+    def avg(xs, i, scale=1024.0):
+        return sum(x[i] for x in xs) / len(xs) / scale
+    log("")
+    log("== idle memory per sandbox (MiB, %d sandboxes idle, each after one exec; PSS and RSS summed over the tree)" % n)
+    log("%-62s %9s %9s %9s" % ("what", "PSS", "RSS", "procs"))
+    log("%-62s %9.2f %9.2f %9.1f" % ("space sandbox: spaced-host + spaced-guest + children", avg(per, 0), avg(per, 1), avg(per, 2, 1)))
+    if base:
+        log("%-62s %9.2f %9.2f %9.1f" % ("bwrap --unshare-all ... sleep", avg(base, 0), avg(base, 1), avg(base, 2, 1)))
+    log("%-62s %9.2f %9.2f %9.1f" % ("bare sleep", avg(sleeps, 0), avg(sleeps, 1), avg(sleeps, 2, 1)))
+    cgv = [c for c in cg if c is not None]
+    if cgv:
+        log("space sandbox: its memory cgroup's charge (kernel memory and page cache"
+            " included), mean %.2f MiB, max %.2f" % (sum(cgv) / len(cgv) / 1024.0, max(cgv) / 1024.0))
+    log("per daemon (one worker, %d sandboxes):" % (n + 1))
+    for k, (pss, rss) in sorted(daemons.items()):
+        log("  %-60s %9.2f %9.2f" % (k, pss / 1024.0, rss / 1024.0))
+    ROWS.append(("idle memory per sandbox, PSS (RSS)", "%.2f MiB (%.2f)" % (avg(per, 0), avg(per, 1)),
+                 ("bwrap+sleep %.2f MiB (%.2f)" % (avg(base, 0), avg(base, 1))) if base else
+                 ("sleep %.2f MiB" % avg(sleeps, 0)),
+                 "%.1fx" % (avg(per, 0) / (avg(base, 0) if base else avg(sleeps, 0)))))
+    ROWS.append(("daemons PSS: space-control / sbx-manager / node-api",
+                 " / ".join("%.1f" % (daemons.get(k, (0, 0))[0] / 1024.0)
+                            for k in ("space-control", "sbx-manager", "node-api")) + " MiB", "-", "-"))
+    for s in sbxs:
+        plat.space("kill", s, check=False)
+
+
+def bench_bigfile(plat, sbx, rt, mib, runs):
+    size = mib << 20
+    rt.get()
+    r = rt.route
+    sock = bridge_sock(plat, r)
+    claims = spc.make_claims(r["sandbox"], r["generation"], r["worker"], r["resident"],
+                             r["activation"], r["substrate"], ["exec", "fs:r"], exp_in=600)
+    doc, _ = bridge_call(sock, sbx, claims, "exec", {
+        "argv": ["sh", "-c", "head -c %d /dev/zero | tr '\\0' x > /home/user/big" % size],
+        "timeout": 300})
+    assert doc["result"]["exit_code"] == 0, doc
+    hostf = layer_path(plat, r, "/home/user/big")
+    assert os.path.getsize(hostf) == size
+    ep = rt.endpoint.rstrip("/")
+    url = "%s/v1/sandboxes/%s/files?path=/home/user/big" % (ep, sbx)
+
+    def curl():
+        out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                              "-H", "Authorization: Bearer " + rt.get(), url],
+                             stdout=subprocess.PIPE, check=True).stdout.decode().split()
+        if out != ["200", str(size)]:
+            raise RuntimeError("curl: %s" % out)
+    def cli():
+        with open(os.devnull, "wb") as nul:
+            subprocess.run([os.path.join(plat.bin, "space"), "fs", "read", sbx, "/home/user/big"],
+                           env=plat.env, stdout=nul, check=True)
+    def bridge():
+        if bridge_read_null(sock, sbx, claims, "/home/user/big") != size:
+            raise RuntimeError("bridge: short read")
+    def cat():
+        with open(os.devnull, "wb") as nul:
+            subprocess.run(["cat", hostf], stdout=nul, check=True)
+    fns = {"curl": curl, "cli": cli, "bridge": bridge, "cat": cat}
+    cat()               # page cache warm: every variant reads cached pages
+    res = interleave(runs, fns)
+    mbs = {k: [size / 1e6 / (t / 1e6) for t in v] for k, v in res.items()}
+    log("")
+    log("== large file read: %d MiB, page cache warm, %d interleaved runs (MB/s, 1 MB = 10^6 bytes)" % (mib, runs))
+    log("%-62s %9s %9s %9s" % ("path", "median", "min", "max"))
+    for label, k in (("curl GET files -> /dev/null (full path)", "curl"),
+                     ("space fs read > /dev/null (CLI, with its route request)", "cli"),
+                     ("fs.read straight to the bridge socket (python client)", "bridge"),
+                     ("cat of the layer file on the host > /dev/null", "cat")):
+        log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
+    m = {k: pct(v, 50) for k, v in mbs.items()}
+    log("ratios of medians: full path (curl) / cat %.2f, bridge / cat %.2f, full / bridge %.2f" % (
+        m["curl"] / m["cat"], m["bridge"] / m["cat"], m["curl"] / m["bridge"]))
+    ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
+                 "cat %.0f MB/s; bridge %.0f MB/s" % (m["cat"], m["bridge"]),
+                 "%.2fx of cat" % (m["curl"] / m["cat"])))
+    bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/big"]})
+
+
+def admit_rows(path):
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return
+    med = {}
+    for ln in lines:
+        for key in ("raw crypto_sign_verify_detached (300 B)", "cold: verifier_check", "warm: admit_token"):
+            if ln.startswith(key):
+                try:
+                    med[key] = (float(ln.split()[-3]), float(ln.split()[-1]))
+                except (ValueError, IndexError):
+                    pass
+    raw = med.get("raw crypto_sign_verify_detached (300 B)")
+    if not raw:
+        return
+    for key, label in (("cold: verifier_check", "admission cold (empty cache), median (p99)"),
+                       ("warm: admit_token", "admission warm (cached token), median (p99)")):
+        if key in med:
+            ROWS.append((label, "%.2f us (%.2f)" % med[key],
+                         "Ed25519 verify %.2f us (%.2f)" % raw, "%.3fx" % (med[key][0] / raw[0])))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(TOP, "build", "bin"))
+    ap.add_argument("--admit", help="bench_admit's output, for the final table")
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--create-runs", type=int, default=20)
+    ap.add_argument("--idle", type=int, default=10)
+    ap.add_argument("--big-mib", type=int, default=512)
+    ap.add_argument("--big-runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
+    a = ap.parse_args()
+    if a.quick:
+        a.iters, a.create_runs, a.idle, a.big_mib, a.big_runs = 20, 3, 3, 64, 1
+    if os.geteuid() != 0:
+        log("bench: platform: needs root (namespaces, cgroups); skipped")
+        return 1
+    if a.admit:
+        admit_rows(a.admit)
+    plat = Platform(a.bin)
+    def on_signal(sig, _frm):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_signal)
+    rc = 0
+    t0 = time.time()
+    try:
+        plat.start()
+        log("platform: space up, one worker, ports %d-%d, data in %s" % (plat.port, plat.port + 1, plat.data))
+        sbx = plat.space("create").strip()
+        plat.space("exec", sbx, "--", "true")
+        rt = bench_roundtrips(plat, sbx, a.iters)
+        bench_bigfile(plat, sbx, rt, a.big_mib, a.big_runs)
+        bench_create(plat, a.create_runs)
+        bench_memory(plat, a.idle)
+    except (RuntimeError, AssertionError, OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
+        log("bench: platform: %s: %s" % (type(e).__name__, e))
+        try:
+            with open(os.path.join(plat.t, "up.log")) as f:
+                log("".join(f.readlines()[-15:]))
+        except OSError:
+            pass
+        rc = 1
+    except KeyboardInterrupt:
+        log("bench: platform: interrupted")
+        rc = 1
+    finally:
+        plat.stop()
+    log("")
+    log("== summary (%s, %d CPUs, %.0f s)" % (os.uname().release, os.cpu_count(), time.time() - t0))
+    w = [max(len(r[i]) for r in ROWS + [("measure", "space", "baseline (same run)", "ratio")]) for i in range(4)]
+    for r in [("measure", "space", "baseline (same run)", "ratio")] + ROWS:
+        log("%-*s  %-*s  %-*s  %s" % (w[0], r[0], w[1], r[1], w[2], r[2], r[3]))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
