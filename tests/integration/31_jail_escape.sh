@@ -163,7 +163,11 @@ o=$(run "$A" 'dd if=/dev/zero of=/home/user/huge bs=1M count=10240 2>&1 | head -
 after=$(df -k --output=avail "$W" | tail -1)
 check "10 GiB write ends with ENOSPC" sh -c "printf '%s' \"\$1\" | grep -q 'No space left on device'" - "$(out_of "$o")"
 check "written size is bounded by the layer ($(out_of "$o" | tail -n 1) bytes)" test "$(out_of "$o" | tail -n 1)" -le $((64 * 1048576))
-check "host disk lost at most the layer size ($((before - after)) KiB)" test $((before - after)) -lt $((80 * 1024))
+used=$(du -k "$W/$A/layer/disk.img" | cut -f1)
+check "the layer image uses at most its size on the host ($used KiB)" test "$used" -le $((65 * 1024))
+# other processes write to this disk too: the bound only shows that the
+# 10 GiB did not land on it
+check "host disk free space did not drop by gigabytes ($((before - after)) KiB)" test $((before - after)) -lt $((1024 * 1024))
 c=$($SPC claims --sandbox "$A" --gen 1 --worker w1 --resident r1)
 head -c $((8 * 1048576)) /dev/zero >"$W/8m"
 o=$($SPC call "$W/$A/run/bridge.sock" fs.write "$A" "$c" '{"path":"/home/user/more"}' --in "$W/8m")

@@ -1,0 +1,23 @@
+/* The writable layer of a jail execution, see layer.c. */
+#ifndef SPACED_HOST_LAYER_H
+#define SPACED_HOST_LAYER_H
+#include <stdbool.h>
+
+#include "substrate.h"
+
+#define JAIL_IDS        65536           /* ids mapped into the user ns */
+#define JAIL_USER_UID   1000            /* the sandbox user inside */
+
+struct layer {
+	char rw[1024];                  /* RUNDIR/rw: where the image is mounted */
+	bool mounted;
+	int lock_fd;                    /* flock on the image while we use it; -1 */
+};
+
+/* make the image on first use (sparse, disk_mb), lock it, detach mounts a
+ * killed bridge left, mount it at RUNDIR/rw, move a restored layer into our
+ * uid range, ensure home/ and tmp/; 0 or -errno (then call layer_close) */
+int layer_open(struct layer *l, const struct substrate_config *cfg);
+/* unmount and unlock; idempotent */
+void layer_close(struct layer *l);
+#endif
