@@ -520,12 +520,95 @@ def bench_roundtrips(plat, sbx, iters):
     return rt
 
 
+def bridge_alone(plat, i):
+    """The jail substrate without the control plane and sbx-manager:
+    spaced-host started by hand on a fresh layer (mkfs, cgroup, loop mount,
+    namespaces, guest challenge) until "ready", then one exec `true` over its
+    socket. Returns microseconds to the end of that exec; the stop is not
+    counted (nor is it for `space create`)."""
+    d = os.path.join(plat.t, "alone", str(i))
+    run, layer = os.path.join(d, "run"), os.path.join(d, "layer")
+    os.makedirs(layer)
+    os.mkdir(run, 0o700)
+    sbx = "sbx_benchalone%04d" % i
+    # a uid range of its own, far from sbx-manager's windows (200000 + ...)
+    # and from the integration tests' (1000000 + ...)
+    ub = 3000000000 + ((os.getpid() + i) % 1000) * 65536
+    t0 = now_us()
+    p = subprocess.Popen([os.path.join(plat.bin, "spaced-host"), "--sandbox", sbx, "--generation", "1",
+                          "--activation", "1", "--worker", "wb", "--resident", "rb", "--substrate", "jail",
+                          "--template", "host", "--run-dir", run, "--layer-dir", layer,
+                          "--uid-base", str(ub)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=open(os.path.join(d, "log"), "w"))
+    try:
+        line = p.stdout.readline()
+        if line.strip() != b"ready":
+            with open(os.path.join(d, "log")) as f:
+                raise RuntimeError("spaced-host alone: no ready line: " + f.read()[-500:])
+        claims = spc.make_claims(sbx, 1, "wb", "rb", 1, "jail", ["exec"])
+        doc, _ = bridge_call(os.path.join(run, "bridge.sock"), sbx, claims, "exec", {"argv": ["true"]})
+        t1 = now_us()
+        if doc["result"]["exit_code"] != 0:
+            raise RuntimeError("spaced-host alone: exec: %s" % doc)
+        return t1 - t0
+    finally:
+        p.terminate()
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def api_create_exec(plat, ctl):
+    """create + first exec over the HTTP APIs, state polled every 5 ms (the
+    CLI polls every 200 ms). Returns (to running, to exec done) in us."""
+    auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
+    t0 = now_us()
+    st, data, _ = ctl.req("POST", "/v1/sandboxes", "{}", auth)
+    if st != 201:
+        raise RuntimeError("POST /v1/sandboxes: %d %s" % (st, data[:200]))
+    sbx = json.loads(data)["id"]
+    try:
+        end = time.time() + 60
+        while True:
+            st, data, _ = ctl.req("GET", "/v1/sandboxes/" + sbx, None, auth)
+            state = json.loads(data).get("state") if st == 200 else None
+            if state == "running":
+                break
+            if state not in ("creating",) or time.time() > end:
+                raise RuntimeError("sandbox %s: %d %s" % (sbx, st, data[:200]))
+            time.sleep(0.005)
+        t1 = now_us()
+        st, data, _ = ctl.req("POST", "/v1/sandboxes/%s/routes" % sbx, '{"access":["exec"]}', auth)
+        if st != 200 and st != 201:
+            raise RuntimeError("route: %d %s" % (st, data[:200]))
+        r = json.loads(data)
+        na = Http(r["endpoint"].split("://", 1)[1].rstrip("/"))
+        st, data, _ = na.req("POST", "/v1/sandboxes/%s/exec" % sbx, '{"argv":["true"]}',
+                             {"Authorization": "Bearer " + r["capability"],
+                              "Content-Type": "application/json"})
+        t2 = now_us()
+        if na.c:
+            na.c.close()
+        if st != 200 or json.loads(data)["exit_code"] != 0:
+            raise RuntimeError("first exec: %d %s" % (st, data[:200]))
+        return t1 - t0, t2 - t0
+    finally:
+        ctl.req("DELETE", "/v1/sandboxes/" + sbx, None, auth)
+
+
 def bench_create(plat, runs):
     bw = shutil.which("bwrap")
-    plat_t, create_t, exec_t, bw_t = [], [], [], []
+    plat_t, create_t, exec_t, bw_t, alone_t = [], [], [], [], []
     order = []
     for i in range(runs):
-        order += [("space", i), ("bwrap", i)]
+        order += [("space", i), ("api", i), ("alone", i), ("bwrap", i)]
+    ctl = Http("127.0.0.1:%d" % plat.port)
+    api_run, api_t = [], []
     # alternate the two, so that both see the same machine state
     for what, i in order:
         if what == "space":
@@ -538,6 +621,12 @@ def bench_create(plat, runs):
             create_t.append(t1 - t0)
             exec_t.append(t2 - t1)
             plat.space("kill", sbx)
+        elif what == "api":
+            a, b = api_create_exec(plat, ctl)
+            api_run.append(a)
+            api_t.append(b)
+        elif what == "alone":
+            alone_t.append(bridge_alone(plat, i))
         elif bw:
             t0 = now_us()
             r = subprocess.run([bw] + BWRAP_ARGS + ["true"], stdin=subprocess.DEVNULL)
@@ -553,11 +642,17 @@ def bench_create(plat, runs):
     row("space create + space exec -- true (two CLI processes)", plat_t)
     row("  of which space create (until running)", create_t)
     row("  of which the first space exec -- true", exec_t)
+    row("API: POST sandboxes, poll every 5 ms, route, POST exec `true`", api_t)
+    row("  of which until the state is running", api_run)
+    row("spaced-host alone: fresh layer to ready + exec `true` (socket)", alone_t)
     if bw_t:
         row("bwrap --unshare-all ... true", bw_t)
-        ROWS.append(("create to first exec, median", "%.0f ms" % (pct(plat_t, 50) / 1000),
-                     "bwrap %.1f ms" % (pct(bw_t, 50) / 1000),
-                     "%.0fx" % (pct(plat_t, 50) / pct(bw_t, 50))))
+        ROWS.append(("create to first exec (API, 5 ms polls), median",
+                     "%.0f ms" % (pct(api_t, 50) / 1000),
+                     "bwrap %.1f ms; spaced-host alone %.0f ms" % (pct(bw_t, 50) / 1000, pct(alone_t, 50) / 1000),
+                     "%.0fx / %.1fx" % (pct(api_t, 50) / pct(bw_t, 50), pct(api_t, 50) / pct(alone_t, 50))))
+        ROWS.append(("create to first exec (CLI), median", "%.0f ms" % (pct(plat_t, 50) / 1000),
+                     "bwrap %.1f ms" % (pct(bw_t, 50) / 1000), "%.0fx" % (pct(plat_t, 50) / pct(bw_t, 50))))
     else:
         log("bwrap: not installed (Debian package bubblewrap), no baseline")
         ROWS.append(("create to first exec, median", "%.0f ms" % (pct(plat_t, 50) / 1000), "no bwrap", "-"))
