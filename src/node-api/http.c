@@ -68,6 +68,10 @@ struct req {
 
 #define PREFIX "/v1/sandboxes/"
 
+/* openapi_doc.c, generated from docs/openapi/node-api.json (scripts/embed.sh) */
+extern const char node_api_openapi[];
+extern const size_t node_api_openapi_len;
+
 static enum MHD_Result
 queue(struct MHD_Connection *c, struct req *r, unsigned status, struct MHD_Response *resp)
 {
@@ -330,6 +334,12 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 		ret = respond_text(c, r, 200, "text/plain; version=0.0.4", m, len, NULL);
 		free(m);
 		return ret;
+	}
+	/* the API's description, built into the binary; holds no data */
+	if (strcmp(url, "/openapi.json") == 0 && strcmp(method, "GET") == 0) {
+		r->label = "openapi";
+		return respond_text(c, r, 200, "application/json", node_api_openapi,
+		    node_api_openapi_len, NULL);
 	}
 	if (strncmp(url, PREFIX, strlen(PREFIX)) != 0)
 		return respond_error(c, r, 404, "not_found", NULL, "no such route");

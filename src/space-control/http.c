@@ -28,6 +28,7 @@ static const struct route routes[] = {
 	{ "GET",    "/healthz",                     api_healthz,            AUTH_NONE },
 	{ "GET",    "/metrics",                     api_metrics,            AUTH_NONE },
 	{ "GET",    "/v1/keys",                     api_keys,               AUTH_NONE },
+	{ "GET",    "/openapi.json",                api_openapi,            AUTH_NONE },
 	{ "POST",   "/v1/sandboxes",                api_sandbox_create,     AUTH_USER },
 	{ "GET",    "/v1/sandboxes",                api_sandbox_list,       AUTH_USER },
 	{ "GET",    "/v1/sandboxes/*",              api_sandbox_get,        AUTH_USER },

@@ -63,6 +63,7 @@ const char *req_query(struct req *r, const char *name);
 void api_healthz(struct req *);
 void api_metrics(struct req *);
 void api_keys(struct req *);
+void api_openapi(struct req *);
 void api_sandbox_create(struct req *);
 void api_sandbox_list(struct req *);
 void api_sandbox_get(struct req *);
