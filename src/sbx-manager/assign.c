@@ -117,6 +117,15 @@ make_run_dir(const char *dir)
 	return 0;
 }
 
+static bool
+layer_present(const struct record *r)
+{
+	char img[PATH_MAX + 16];
+
+	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	return access(img, F_OK) == 0;
+}
+
 /* start (or restart) the bridge for r, whose identity is already set;
  * commits starting, then serving or failed; reports the result */
 static int
@@ -264,8 +273,11 @@ do_install(const struct route_identity *id, json_t *spec)
 	}
 	if (snap && json_is_string(snap)) {
 		/* the new layer is built from the verified archive before the
-		 * bridge ever sees it */
-		if (make_run_dir(r.run_dir) != 0 || mkdir_p(r.layer_dir, 0711) != 0 ||
+		 * bridge ever sees it; the digest is in the record so that a
+		 * restore cut short by a crash is done again on restart */
+		snprintf(r.snapshot, sizeof(r.snapshot), "%s", json_string_value(snap));
+		if (records_put(&r) != 0 || make_run_dir(r.run_dir) != 0 ||
+		    mkdir_p(r.layer_dir, 0711) != 0 ||
 		    layer_restore(&r, json_string_value(snap), &why) != 0) {
 			log_warnx("install %s g%llu: restore failed: %s", id->sandbox,
 			    (unsigned long long)id->generation, why ? why : "error");
@@ -486,6 +498,18 @@ assign_reconcile(void)
 			metrics_inc(MC_RELAUNCHES);
 			r.id.activation++;
 			r.epoch++;
+			if (r.snapshot[0] && !layer_present(&r)) {
+				const char *rwhy = NULL;
+				/* the install was restoring when we died */
+				if (make_run_dir(r.run_dir) != 0 || mkdir_p(r.layer_dir, 0711) != 0 ||
+				    layer_restore(&r, r.snapshot, &rwhy) != 0) {
+					r.state = EXEC_FAILED;
+					if (records_put(&r) == 0)
+						control_report(&r.id, "failed", rwhy ? rwhy :
+						    "snapshot restore failed");
+					continue;
+				}
+			}
 			launch(&r);
 			continue;
 		}

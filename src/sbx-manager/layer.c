@@ -136,7 +136,8 @@ chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 int
 layer_restore(const struct record *r, const char *digest, const char **why)
 {
-	char img[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32], owner[64];
+	char img[PATH_MAX + 16], fin[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32];
+	char owner[64];
 	int fd, ret;
 	char *const mkfs[] = { (char *)tool("/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"), "-q", "-F",
 	    "-E", owner, "-m", "0", img, NULL };
@@ -146,12 +147,17 @@ layer_restore(const struct record *r, const char *digest, const char **why)
 		*why = "no snapshot store on this worker (--snapshot-dir)";
 		return -ENOTSUP;
 	}
-	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	/* built under another name and renamed into place when complete: a
+	 * restore interrupted by a crash leaves no disk.img a bridge could
+	 * start on, and the restart restores again (the digest is recorded) */
+	snprintf(img, sizeof(img), "%s/disk.img.part", r->layer_dir);
+	snprintf(fin, sizeof(fin), "%s/disk.img", r->layer_dir);
 	snprintf(mnt, sizeof(mnt), "%s/restore", r->run_dir);
 	snprintf(owner, sizeof(owner), "root_owner=%u:%u", r->uid_base, r->uid_base);
 	/* a fresh image every time: a half-restored one from an interrupted
 	 * attempt is not trusted */
 	unlink(img);
+	unlink(fin);
 	if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
 		return -errno;
 	ret = ftruncate(fd, (off_t)r->disk_mb << 20) == 0 ? 0 : -errno;
@@ -181,6 +187,10 @@ layer_restore(const struct record *r, const char *digest, const char **why)
 		umount2(mnt, MNT_DETACH);
 fail_dir:
 	rmdir(mnt);
+	if (ret == 0 && rename(img, fin) != 0) {
+		*why = "cannot publish the restored layer";
+		ret = -errno;
+	}
 fail:
 	if (ret != 0)
 		unlink(img);

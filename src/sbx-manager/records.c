@@ -26,6 +26,7 @@ static const char schema[] =
 	" state TEXT NOT NULL, epoch INTEGER NOT NULL, slot INTEGER NOT NULL,"
 	" uid_base INTEGER NOT NULL, template TEXT NOT NULL, memory_mb INTEGER NOT NULL,"
 	" pids INTEGER NOT NULL, cpu_percent INTEGER NOT NULL, disk_mb INTEGER NOT NULL,"
+	" snapshot TEXT NOT NULL,"
 	" bridge_pid INTEGER NOT NULL, bridge_uid INTEGER NOT NULL,"
 	" bridge_start INTEGER NOT NULL, exe_dev INTEGER NOT NULL, exe_ino INTEGER NOT NULL,"
 	" exe_hash TEXT NOT NULL, run_dir TEXT NOT NULL, layer_dir TEXT NOT NULL);";
@@ -68,6 +69,7 @@ row_to_record(sqlite3_stmt *st, struct record *r)
 	r->pids = (uint32_t)sqlite3_column_int64(st, 12);
 	r->cpu_percent = (uint32_t)sqlite3_column_int64(st, 13);
 	r->disk_mb = (uint32_t)sqlite3_column_int64(st, 22);
+	copy_text(r->snapshot, sizeof(r->snapshot), sqlite3_column_text(st, 23));
 	r->bridge_pid = (pid_t)sqlite3_column_int64(st, 14);
 	r->bridge_uid = (uid_t)sqlite3_column_int64(st, 15);
 	r->bridge_start = (uint64_t)sqlite3_column_int64(st, 16);
@@ -132,10 +134,16 @@ records_open(const char *path)
 		log_warnx("records: schema: %s", sqlite3_errmsg(db));
 		goto out;
 	}
+	/* columns added after the first schema: an older records.db gains
+	 * them with their defaults (an error here means they exist) */
+	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 1024",
+	    NULL, NULL, NULL);
+	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
+	    NULL, NULL, NULL);
 	if (sqlite3_prepare_v2(db, "SELECT sandbox, generation, worker, substrate, activation,"
 	    " resident, state, epoch, slot, uid_base, template, memory_mb, pids, cpu_percent,"
 	    " bridge_pid, bridge_uid, bridge_start, exe_dev, exe_ino, exe_hash, run_dir,"
-	    " layer_dir, disk_mb FROM records", -1, &st, NULL) != SQLITE_OK)
+	    " layer_dir, disk_mb, snapshot FROM records", -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (row_to_record(st, &r) != 0) {
@@ -206,8 +214,8 @@ records_put(const struct record *r)
 	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO records (sandbox, generation,"
 	    " worker, substrate, activation, resident, state, epoch, slot, uid_base, template,"
 	    " memory_mb, pids, cpu_percent, bridge_pid, bridge_uid, bridge_start, exe_dev,"
-	    " exe_ino, exe_hash, run_dir, layer_dir, disk_mb) VALUES"
-	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+	    " exe_ino, exe_hash, run_dir, layer_dir, disk_mb, snapshot) VALUES"
+	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(st, 1, r->id.sandbox, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)r->id.generation);
@@ -232,6 +240,7 @@ records_put(const struct record *r)
 	sqlite3_bind_text(st, 21, r->run_dir, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 22, r->layer_dir, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 23, r->disk_mb);
+	sqlite3_bind_text(st, 24, r->snapshot, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		log_warnx("records: commit %s: %s", r->id.sandbox, sqlite3_errmsg(db));
 		goto out;

@@ -67,6 +67,7 @@ struct record {
 	char exe_hash[MGR_HASH_HEX + 1];
 	char run_dir[PATH_MAX];
 	char layer_dir[PATH_MAX];
+	char snapshot[MGR_HASH_HEX + 1];        /* the layer was restored from it, or "" */
 };
 
 extern struct mgr_config cfg;
