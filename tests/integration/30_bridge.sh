@@ -77,6 +77,20 @@ is "exec: empty argv is 400" "$(printf "%s\n" "$out" | get body.status)" "400"
 out=$(call exec "$SB" "$C" '{"argv":["true"],"timeout":999999}')
 is "exec: timeout over the maximum is 400" "$(printf "%s\n" "$out" | get body.status)" "400"
 
+# ---- concurrent operations: one thread per connection, one guest child each ----
+k=0; pids=""
+while [ $k -lt 8 ]; do
+	( call exec "$SB" "$C" "{\"argv\":[\"sh\",\"-c\",\"sleep 1; echo c$k\"]}" >"$W/conc.$k" ) &
+	pids="$pids $!"; k=$((k + 1))
+done
+t0=$(date +%s)
+for p in $pids; do wait "$p"; done
+t1=$(date +%s)
+good=0; k=0
+while [ $k -lt 8 ]; do [ "$(get body.result.stdout <"$W/conc.$k")" = "c$k" ] && good=$((good + 1)); k=$((k + 1)); done
+is "8 concurrent execs all answered" "$good" "8"
+check "... in parallel ($((t1 - t0)) s for 8 x 1 s)" test $((t1 - t0)) -le 5
+
 # ---- the comparator refuses, and forwards nothing ----
 # every refused request would create a marker file if it reached the guest
 refused() { # what want_status want_error want_reason claims [sandbox] [op]
