@@ -190,7 +190,8 @@ op_fs_write(int fd, json_t *args)
 	}
 	/* the temporary file lives next to the target, so the rename that
 	 * publishes it is atomic and never crosses a file system */
-	snprintf(tmp, sizeof(tmp), "%s/.%s.space-XXXXXX", dirname(d), basename(b));
+	/* the name part is cut so a long target name still leaves room */
+	snprintf(tmp, sizeof(tmp), "%s/.%.200s.space-XXXXXX", dirname(d), basename(b));
 	if ((out = mkostemp(tmp, O_CLOEXEC)) < 0) {
 		send_errno(fd, errno, "create");
 		goto out;

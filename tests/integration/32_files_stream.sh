@@ -69,6 +69,9 @@ is "write into a missing directory: 404" "$(err fs.write '{"path":"/home/user/no
 is "read /root (not the user's): 403" "$(err fs.list '{"path":"/root"}')" "403 permission_denied"
 is "write into the read-only template: 403" "$(err fs.write '{"path":"/usr/bin/evil"}' "$W/small")" "403 permission_denied"
 is "write /etc/passwd: 403" "$(err fs.write '{"path":"/etc/passwd"}' "$W/small")" "403 permission_denied"
+n250=$(python3 -c 'print("/home/user/" + "n" * 250)')
+o=$(call fs.write "{\"path\":\"$n250\"}" "$W/small")
+is "fs.write of a 250-character name" "$(f "$o" body.result.size)" "11"
 long=$(python3 -c 'print("/home/user/" + "a" * 300)')
 is "a name over NAME_MAX: 400" "$(err fs.stat "{\"path\":\"$long\"}")" "400 bad_request"
 huge=$(python3 -c 'print("/" + "a/" * 2100)')
