@@ -732,7 +732,7 @@ def bench_memory(plat, n):
         plat.space("kill", s, check=False)
 
 
-def bench_bigfile(plat, sbx, rt, mib, runs):
+def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     size = mib << 20
     rt.get()
     r = rt.route
@@ -761,10 +761,17 @@ def bench_bigfile(plat, sbx, rt, mib, runs):
     def bridge():
         if bridge_read_null(sock, sbx, claims, "/home/user/big") != size:
             raise RuntimeError("bridge: short read")
+    def bridge_c():
+        out = subprocess.run([framecat, sock, sbx, claims, "/home/user/big"],
+                             stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+        if out != str(size):
+            raise RuntimeError("bench_framecat: %s bytes" % out)
     def cat():
         with open(os.devnull, "wb") as nul:
             subprocess.run(["cat", hostf], stdout=nul, check=True)
     fns = {"curl": curl, "cli": cli, "bridge": bridge, "cat": cat}
+    if framecat and os.access(framecat, os.X_OK):
+        fns["bridge_c"] = bridge_c
     cat()               # page cache warm: every variant reads cached pages
     res = interleave(runs, fns)
     mbs = {k: [size / 1e6 / (t / 1e6) for t in v] for k, v in res.items()}
@@ -774,13 +781,16 @@ def bench_bigfile(plat, sbx, rt, mib, runs):
     for label, k in (("curl GET files -> /dev/null (full path)", "curl"),
                      ("space fs read > /dev/null (CLI, with its route request)", "cli"),
                      ("fs.read straight to the bridge socket (python client)", "bridge"),
+                     ("fs.read straight to the bridge socket (C, bench_framecat)", "bridge_c"),
                      ("cat of the layer file on the host > /dev/null", "cat")):
-        log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
+        if k in mbs:
+            log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
     m = {k: pct(v, 50) for k, v in mbs.items()}
+    br = m.get("bridge_c", m["bridge"])
     log("ratios of medians: full path (curl) / cat %.2f, bridge / cat %.2f, full / bridge %.2f" % (
-        m["curl"] / m["cat"], m["bridge"] / m["cat"], m["curl"] / m["bridge"]))
+        m["curl"] / m["cat"], br / m["cat"], m["curl"] / br))
     ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
-                 "cat %.0f MB/s; bridge %.0f MB/s" % (m["cat"], m["bridge"]),
+                 "cat %.0f MB/s; bridge %.0f MB/s" % (m["cat"], br),
                  "%.2fx of cat" % (m["curl"] / m["cat"])))
     bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/big"]})
 
@@ -839,7 +849,8 @@ def main():
         sbx = plat.space("create").strip()
         plat.space("exec", sbx, "--", "true")
         rt = bench_roundtrips(plat, sbx, a.iters)
-        bench_bigfile(plat, sbx, rt, a.big_mib, a.big_runs)
+        bench_bigfile(plat, sbx, rt, a.big_mib, a.big_runs,
+                      os.path.join(os.path.dirname(os.path.abspath(a.bin)), "bench", "bench_framecat"))
         bench_create(plat, a.create_runs)
         bench_memory(plat, a.idle)
     except (RuntimeError, AssertionError, OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
