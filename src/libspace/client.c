@@ -2,19 +2,24 @@
  * downloads, error decoding. See client.h. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <inttypes.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
 #include <sodium.h>
 
+#include "claims.h"
 #include "client.h"
 #include "limits.h"
+#include "util.h"
 
 /* A JSON answer is buffered whole. The largest one is an exec result: two
  * captured outputs of SPACE_EXEC_OUTPUT_MAX each, which JSON escaping can
@@ -95,6 +100,10 @@ space_client_new(const char *api_url, const char *api_key)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return NULL;
 	c->connect_timeout = 10;
+	{
+		const char *dbg = getenv("SPACE_DEBUG");
+		c->verbose = dbg != NULL && dbg[0] != '\0' && strcmp(dbg, "0") != 0;
+	}
 	c->api_url = strdup(api_url);
 	c->api_key = strdup(api_key ? api_key : "");
 	if (c->api_url == NULL || c->api_key == NULL) {
@@ -113,6 +122,14 @@ space_client_free(struct space_client *c)
 {
 	if (c == NULL)
 		return;
+	if (c->rc) {
+		int r = route_cache_save(c->rc);
+		if (r < 0)
+			fprintf(stderr, "space: warning: cannot save the route cache %s: %s\n",
+			    route_cache_path(c->rc) ? route_cache_path(c->rc) : "", strerror(-r));
+		route_cache_free(c->rc);
+	}
+	free(c->route_cache_path);
 	free(c->api_url);
 	if (c->api_key) {
 		sodium_memzero(c->api_key, strlen(c->api_key));
@@ -175,6 +192,7 @@ on_body(char *p, size_t sz, size_t nm, void *arg)
 			}
 			off += (size_t)w;
 		}
+		x->a->out_written += (long long)n;
 		return n;
 	}
 	/* buffer, bounded: the peer decides how much it sends, we decide how
@@ -254,6 +272,7 @@ on_read(char *p, size_t sz, size_t nm, void *arg)
 		x->read_failed = errno;
 		return CURL_READFUNC_ABORT;
 	}
+	x->a->in_read += r;
 	return (size_t)r;
 }
 
@@ -387,6 +406,13 @@ space_http(const char *url, const char *bearer, const char *method,
 
 	rc = curl_easy_perform(x.h);
 	a->status = xfer_status(&x);
+	{
+		/* nothing of the request left this host: a retry cannot run
+		 * the operation twice (docs/recovery.md, transport rules) */
+		long reqsize = 0;
+		curl_easy_getinfo(x.h, CURLINFO_REQUEST_SIZE, &reqsize);
+		a->not_sent = a->status == 0 && reqsize == 0;
+	}
 	if (x.write_failed) {
 		snprintf(a->message, sizeof(a->message), "writing output: %s",
 		    strerror(x.write_failed));
@@ -508,8 +534,147 @@ space_route_get(struct space_client *c, const char *sbx, json_t *req,
 
 /* ---- data plane ---- */
 
+/* a resolve that meets 503 + Retry-After (the execution is starting, or
+ * the control plane still names the route that was just rejected) waits
+ * and asks again, a bounded number of times */
+#define RESOLVE_TRIES           4
+#define RESOLVE_WAIT_MAX        5       /* seconds, per wait */
+
+struct op_ctx {
+	struct space_client *c;
+	const char *sbx;
+	const struct space_data_op *op;
+	struct route_ops *ops;          /* idempotent is cleared once output went out */
+	struct space_answer *a;
+	uint32_t want;                  /* ACC_* bits asked for */
+	off_t in_off;                   /* where the upload starts, when seekable */
+	int in_seekable;
+	int in_spent;                   /* a pipe was read from: no replay possible */
+	int mismatch;                   /* an answer came from another execution */
+	int repair_pending;             /* the next attempt is the rebuilt one */
+	char refused[384];              /* last refusal, for the repair line */
+};
+
+struct route_cache *
+space_client_routes(struct space_client *c)
+{
+	const char *p;
+
+	if (c->rc != NULL)
+		return c->rc;
+	p = c->route_cache_path;
+	if (p == NULL || p[0] == '\0')
+		p = getenv("SPACE_ROUTE_CACHE");
+	if (p != NULL && p[0] == '\0')
+		p = NULL;
+	c->rc = route_cache_open(p);
+	return c->rc;
+}
+
+static void
+vlog(const struct op_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void
+vlog(const struct op_ctx *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!x->c->verbose)
+		return;
+	fputs("route: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static json_t *
+access_array(uint32_t bits)
+{
+	json_t *arr = json_array();
+	uint32_t b;
+
+	if (arr == NULL)
+		return NULL;
+	for (b = 1; b <= ACC_ALL; b <<= 1)
+		if ((bits & b) && acc_name(b) != NULL)
+			json_array_append_new(arr, json_string(acc_name(b)));
+	return arr;
+}
+
 static int
-sbx_op_once(const struct space_route *r, const char *sbx,
+op_resolve(void *arg, const char *sandbox, const struct route_identity *rejected,
+    struct route_entry *out)
+{
+	struct op_ctx *x = arg;
+	struct space_answer ra, *a = &ra;
+	struct space_route r;
+	json_t *req, *acc, *rj = NULL;
+	int64_t exp = 0;
+	int tries, ret = -EIO;
+
+	if ((acc = access_array(x->want)) == NULL)
+		return -ENOMEM;
+	if ((req = json_pack("{s:o}", "access", acc)) == NULL)
+		return -ENOMEM;
+	space_answer_init(a);
+	if (rejected != NULL) {
+		/* the control plane must not answer with the route that was
+		 * just refused: it says 503 while it converges */
+		if ((rj = route_identity_pack(rejected)) == NULL ||
+		    json_object_set_new(req, "rejected", rj) < 0) {
+			json_decref(req);
+			return -ENOMEM;
+		}
+	}
+	for (tries = 1;; tries++) {
+		ret = space_route_get(x->c, sandbox, req, &r, a);
+		if (ret == 0 || a->status != 503 || tries >= RESOLVE_TRIES)
+			break;
+		{
+			long w = a->retry_after < 1 ? 1 : a->retry_after;
+			if (w > RESOLVE_WAIT_MAX)
+				w = RESOLVE_WAIT_MAX;
+			vlog(x, "control plane: %s; retry in %ld s", a->message[0] ? a->message :
+			    "unavailable", w);
+			sleep((unsigned)w);
+		}
+	}
+	json_decref(req);
+	if (ret < 0) {
+		if (rejected != NULL) {
+			/* the refusal stays the answer; why it could not be
+			 * repaired goes with it */
+			char why[256];
+			space_answer_strerror(a, why, sizeof(why));
+			snprintf(x->a->message, sizeof(x->a->message), "route repair failed: %s", why);
+		} else {
+			space_answer_clear(x->a);
+			*x->a = *a;
+			space_answer_init(a);
+		}
+		space_answer_clear(a);
+		return ret;
+	}
+	space_answer_clear(a);
+	memset(out, 0, sizeof(*out));
+	if (route_identity_unpack(r.identity, &out->route) < 0 ||
+	    strlen(r.endpoint) > SPACE_ENDPOINT_MAX || strlen(r.capability) > SPACE_TOKEN_MAX ||
+	    rfc3339_parse(r.expires_at, strlen(r.expires_at), &exp) < 0) {
+		space_answer_clear(x->a);
+		snprintf(x->a->message, sizeof(x->a->message), "malformed route answer");
+		space_route_free(&r);
+		return -EPROTO;
+	}
+	snprintf(out->endpoint, sizeof(out->endpoint), "%s", r.endpoint);
+	snprintf(out->capability, sizeof(out->capability), "%s", r.capability);
+	out->access = x->want;
+	out->cap_exp = exp;
+	space_route_free(&r);
+	return 0;
+}
+
+static int
+sbx_op_once(const struct route_entry *e, const char *sbx,
     const struct space_data_op *op, struct space_answer *a, long connect_timeout)
 {
 	char url[SPACE_HTTP_URL_MAX + SPACE_PATH_MAX * 3 + 256];
@@ -519,10 +684,10 @@ sbx_op_once(const struct space_route *r, const char *sbx,
 
 	if ((esc = space_url_escape(sbx)) == NULL)
 		return -ENOMEM;
-	epl = strlen(r->endpoint);
-	while (epl > 0 && r->endpoint[epl - 1] == '/')
+	epl = strlen(e->endpoint);
+	while (epl > 0 && e->endpoint[epl - 1] == '/')
 		epl--;
-	n = snprintf(url, sizeof(url), "%.*s/v1/sandboxes/%s/%s", (int)epl, r->endpoint,
+	n = snprintf(url, sizeof(url), "%.*s/v1/sandboxes/%s/%s", (int)epl, e->endpoint,
 	    esc, op->path);
 	free(esc);
 	if (n < 0 || (size_t)n >= sizeof(url)) {
@@ -530,31 +695,186 @@ sbx_op_once(const struct space_route *r, const char *sbx,
 		snprintf(a->message, sizeof(a->message), "URL too long");
 		return -ENAMETOOLONG;
 	}
-	return space_http(url, r->capability, op->method, op->body, op->in_fd,
+	return space_http(url, e->capability, op->method, op->body, op->in_fd,
 	    op->out_fd, connect_timeout, op->timeout, a);
+}
+
+static enum route_outcome
+op_attempt(void *arg, const struct route_entry *e)
+{
+	struct op_ctx *x = arg;
+	struct space_answer *a = x->a;
+	char gen[24];
+	enum route_outcome o;
+	int n = x->c->last.attempts + 1;
+
+	x->c->last.attempts = n;
+	if (x->repair_pending) {
+		x->repair_pending = 0;
+		x->c->rebuilt++;
+	}
+	if (x->op->in_fd >= 0) {
+		if (x->in_seekable) {
+			if (lseek(x->op->in_fd, x->in_off, SEEK_SET) < 0) {
+				space_answer_clear(a);
+				snprintf(a->message, sizeof(a->message), "rewinding the input: %s",
+				    strerror(errno));
+				return ROUTE_DENY;      /* final: nothing more is tried */
+			}
+		} else if (x->in_spent) {
+			/* part of a pipe went to a refused attempt and cannot be
+			 * read again; the refused request was never forwarded,
+			 * so nothing was written, but it cannot be rebuilt */
+			space_answer_clear(a);
+			snprintf(a->message, sizeof(a->message), "the route changed while "
+			    "streaming from a pipe, which cannot be replayed; nothing was "
+			    "written (run the command again)");
+			return ROUTE_DENY;
+		}
+	}
+	sbx_op_once(e, x->sbx, x->op, a, x->c->connect_timeout);
+	if (a->in_read > 0 && !x->in_seekable)
+		x->in_spent = 1;
+	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
+	if (a->status == 0) {
+		o = a->not_sent ? ROUTE_TRANSPORT_BEFORE_SEND : ROUTE_TRANSPORT_AFTER_SEND;
+		/* part of the file already went to our output: sending the
+		 * read again would repeat it */
+		if (a->out_written > 0)
+			x->ops->idempotent = false;
+		vlog(x, "attempt %d: gen %s on %s at %s: %s (%s)", n, gen, e->route.worker,
+		    e->endpoint, a->message, o == ROUTE_TRANSPORT_BEFORE_SEND ?
+		    "not sent" : "may have been received");
+		return o;
+	}
+	if (a->status == 409 && strcmp(a->error, "refresh_route") == 0)
+		o = ROUTE_REFRESH;
+	else if (a->status == 403 && strcmp(a->error, "deny") == 0)
+		o = ROUTE_DENY;
+	else if (a->status == 401 && strcmp(a->error, "capability_expired") == 0)
+		o = ROUTE_EXPIRED;
+	else if (a->status == 503 && strcmp(a->error, "unavailable") == 0)
+		/* node-api could not reach the execution: not forwarded */
+		o = ROUTE_TRANSPORT_BEFORE_SEND;
+	else
+		o = ROUTE_OK;
+	if (o != ROUTE_OK) {
+		snprintf(x->refused, sizeof(x->refused), "gen %s on %s refused: %s (%.100s)",
+		    gen, e->route.worker, a->error, a->reason[0] ? a->reason : a->message);
+		vlog(x, "attempt %d: %s", n, x->refused);
+		return o;
+	}
+	/* The receiver checked our capability against its execution; the
+	 * answer names who served it. Anything else than the execution the
+	 * capability was issued for is a routing fault, never data to use. */
+	if (a->generation[0] != '\0' || a->worker[0] != '\0') {
+		if (strcmp(a->generation, gen) != 0 || strcmp(a->worker, e->route.worker) != 0)
+			x->mismatch = 1;
+	}
+	vlog(x, "attempt %d: gen %s on %s: HTTP %ld, served by gen %s on %s%s", n, gen,
+	    e->route.worker, a->status, a->generation[0] ? a->generation : "-",
+	    a->worker[0] ? a->worker : "-", x->mismatch ? " (MISMATCH)" : "");
+	return ROUTE_OK;
+}
+
+static int
+op_resolve_logged(void *arg, const char *sandbox, const struct route_identity *rejected,
+    struct route_entry *out)
+{
+	struct op_ctx *x = arg;
+	int r = op_resolve(arg, sandbox, rejected, out);
+
+	if (r < 0)
+		vlog(x, "resolve%s failed: %s", rejected ? " (with the rejected route)" : "",
+		    x->a->message[0] ? x->a->message : strerror(-r));
+	else if (rejected != NULL) {
+		x->repair_pending = 1;
+		vlog(x, "%s; repaired to gen %" PRIu64 " on %s; 1 rebuilt attempt",
+		    x->refused[0] ? x->refused : "refused", out->route.generation,
+		    out->route.worker);
+	} else
+		vlog(x, "resolved: gen %" PRIu64 " on %s at %s", out->route.generation,
+		    out->route.worker, out->endpoint);
+	return r;
 }
 
 int
 space_sbx_op(struct space_client *c, const char *sbx,
     const struct space_data_op *op, struct space_answer *a)
 {
-	struct space_route r;
-	json_t *req;
+	struct route_ops ops;
+	struct route_call_result res;
+	struct route_entry held;
+	struct route_cache *rc;
+	struct op_ctx x;
+	uint32_t need = 0;
 	int ret;
 
-	/* ask for exactly the access this operation needs: a leaked
-	 * capability should grant no more than the call that made it */
-	req = json_pack("{s:[s]}", "access", op->access);
-	if (req == NULL)
-		return -ENOMEM;
-	ret = space_route_get(c, sbx, req, &r, a);
-	json_decref(req);
-	if (ret < 0)
-		return ret;
-	/* Route repair (DESIGN section 8) goes here: on 409 refresh_route,
-	 * ask again sending r.identity as "rejected" and retry once; on 401
-	 * capability_expired renew and retry once; never retry a deny. */
-	ret = sbx_op_once(&r, sbx, op, a, c->connect_timeout);
-	space_route_free(&r);
-	return ret;
+	memset(&c->last, 0, sizeof(c->last));
+	c->rebuilt = 0;
+	space_answer_clear(a);
+	if (acc_parse(op->access, &need) < 0) {
+		snprintf(a->message, sizeof(a->message), "unknown access '%s'", op->access);
+		return -EINVAL;
+	}
+	if ((rc = space_client_routes(c)) == NULL) {
+		snprintf(a->message, sizeof(a->message), "route cache: %s", strerror(errno));
+		return -errno;
+	}
+	memset(&x, 0, sizeof(x));
+	memset(&ops, 0, sizeof(ops));
+	x.c = c;
+	x.sbx = sbx;
+	x.op = op;
+	x.ops = &ops;
+	x.a = a;
+	/* Ask for what this operation needs, plus what the cached
+	 * capability already grants, so one entry serves the next verbs
+	 * without widening anything beyond what this client used. */
+	x.want = need;
+	if (route_cache_get(rc, sbx, (int64_t)time(NULL), &held) == 0)
+		x.want |= held.access;
+	sodium_memzero(&held, sizeof(held));
+	if (op->in_fd >= 0) {
+		struct stat st;
+		x.in_off = lseek(op->in_fd, 0, SEEK_CUR);
+		x.in_seekable = x.in_off >= 0 && fstat(op->in_fd, &st) == 0 &&
+		    S_ISREG(st.st_mode);
+	}
+	ops.resolve = op_resolve_logged;
+	ops.attempt = op_attempt;
+	ops.access = need;
+	/* reads have no effect: a transport failure after sending may
+	 * send them again; exec and writes never run twice */
+	ops.idempotent = strcmp(op->method, "GET") == 0;
+
+	ret = route_call(rc, sbx, &ops, &x, &res);
+	c->last = res;
+	if (res.from_cache)
+		vlog(&x, "the first attempt used the cached route");
+	vlog(&x, "done: %d attempt%s, %d resolve%s, %d rebuilt attempt%s, result %s",
+	    res.attempts, res.attempts == 1 ? "" : "s", res.resolves,
+	    res.resolves == 1 ? "" : "s", c->rebuilt, c->rebuilt == 1 ? "" : "s",
+	    ret == 0 ? "answer" : strerror(-ret));
+	if (ret == -EACCES && res.outcome == ROUTE_DENY && res.from_cache && !res.repaired &&
+	    !res.renewed && !res.transport_retried)
+		/* a cached capability that is denied is not used again: the
+		 * next call asks the control plane (this one is not retried) */
+		route_cache_drop(rc, sbx, &res.route);
+	if (x.mismatch) {
+		snprintf(a->message, sizeof(a->message), "the answer came from gen %s on %s, "
+		    "not from gen %" PRIu64 " on %s that the capability names; refused",
+		    a->generation, a->worker, res.route.generation, res.route.worker);
+		a->status = 0;
+		return -EPROTO;
+	}
+	if (ret == -ESTALE)
+		snprintf(a->message + strlen(a->message), sizeof(a->message) - strlen(a->message),
+		    "%s", " [refused again after one rebuilt attempt]");
+	/* an answer arrived: the caller reads its status */
+	if (ret < 0 && a->status != 0 && ret != -EPROTO)
+		return 0;
+	if (ret < 0 && a->message[0] == '\0')
+		snprintf(a->message, sizeof(a->message), "%s", strerror(-ret));
+	return ret < 0 ? ret : 0;
 }

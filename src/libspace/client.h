@@ -13,12 +13,20 @@
 #include <jansson.h>
 
 #include "limits.h"
+#include "routecache.h"
 
 struct space_client {
 	char *api_url;          /* control plane base URL, no trailing slash */
 	char *api_key;          /* "sk_..."; secret, wiped on free */
 	long  connect_timeout;  /* seconds */
-	/* The route cache (DESIGN section 8) hangs off this struct. */
+	/* The route cache (DESIGN section 8): opened by the first data-plane
+	 * operation at route_cache_path (NULL: SPACE_ROUTE_CACHE, else the
+	 * default location), saved by space_client_free(). */
+	char *route_cache_path;
+	struct route_cache *rc;
+	int   verbose;          /* each attempt on stderr ("route: ...") */
+	struct route_call_result last;  /* of the last space_sbx_op() */
+	int   rebuilt;          /* attempts it made after a route repair (0 or 1) */
 };
 
 struct space_answer {
@@ -30,6 +38,10 @@ struct space_answer {
 	long    retry_after;            /* Retry-After seconds, -1 when absent */
 	char    generation[24];         /* X-Space-Generation, "" when absent */
 	char    worker[SPACE_ID_MAX + 1];       /* X-Space-Worker */
+	int     not_sent;               /* no answer, and the request surely
+	                                   never left (connect failed) */
+	long long in_read;              /* bytes taken from in_fd */
+	long long out_written;          /* bytes written to out_fd */
 };
 
 void space_answer_init(struct space_answer *a);
@@ -74,10 +86,18 @@ struct space_data_op {
 	long        timeout;    /* seconds for the whole exchange; 0: none, but
 	                           a transfer stalled for 60 s is abandoned */
 };
-/* Get a route for sbx, then do op against its endpoint: the single place
- * where route repair (REFRESH_ROUTE, EXPIRED) and the route cache live. */
+/* Get a route for sbx (the route cache first), then do op against its
+ * endpoint through route_call(): the single place where route repair
+ * (REFRESH_ROUTE: one rebuilt attempt), renewal (EXPIRED) and the
+ * per-operation transport rules live (docs/recovery.md section 2). 0 when
+ * an answer arrived (see a for its status); a negative errno otherwise,
+ * with a->message saying why. c->last counts attempts and resolutions.
+ * An answer whose X-Space-Generation / X-Space-Worker differ from the
+ * execution the capability was issued for is refused (-EPROTO). */
 int space_sbx_op(struct space_client *c, const char *sbx,
     const struct space_data_op *op, struct space_answer *a);
+/* the route cache of c, opened on first use; NULL with errno set */
+struct route_cache *space_client_routes(struct space_client *c);
 
 /* the bare exchange: url, bearer (or NULL), method, JSON body or in_fd,
  * out_fd for a streamed 2xx body */

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -26,6 +28,10 @@ cli_api_opt(struct cli_api *api, int c, const char *arg)
 		api->url = arg;
 	else if (c == CLI_OPT_API_KEY)
 		api->key = arg;
+	else if (c == CLI_OPT_ROUTE_CACHE)
+		setenv("SPACE_ROUTE_CACHE", arg, 1);
+	else if (c == 'v')
+		setenv("SPACE_DEBUG", "1", 1);
 	else
 		return 0;
 	return 1;
@@ -108,4 +114,67 @@ cli_jscalar(char *buf, size_t cap, const json_t *v)
 		snprintf(buf, cap, "%s", json_is_true(v) ? "true" : "false");
 	else
 		snprintf(buf, cap, "-");
+}
+
+int
+cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_t **out)
+{
+	struct space_answer a;
+	char path[SPACE_ID_MAX + 32];
+
+	*out = NULL;
+	space_answer_init(&a);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
+	if (space_control(c, "GET", path, NULL, &a) < 0 || !space_answer_ok(&a)) {
+		cli_answer_fail(verb, &a);
+		space_answer_clear(&a);
+		return 1;
+	}
+	if (!json_is_object(a.body)) {
+		space_answer_clear(&a);
+		return cli_fail(verb, "malformed answer");
+	}
+	*out = json_incref(a.body);
+	space_answer_clear(&a);
+	return 0;
+}
+
+int
+cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
+    const char *want, const char *worker, int timeout, json_t **out)
+{
+	time_t end = time(NULL) + timeout;
+	const char *st = "?";
+	json_t *s = NULL, *e;
+
+	*out = NULL;
+	for (;;) {
+		json_decref(s);
+		if (cli_sandbox_get(verb, c, sbx, &s) != 0)
+			return 1;
+		st = cli_jstr(s, "state", "?");
+		e = json_object_get(s, "execution");
+		/* "running" counts once the current execution serves */
+		if (strcmp(st, want) == 0 && (strcmp(want, "running") != 0 ||
+		    (json_is_object(e) && strcmp(cli_jstr(e, "state", ""), "serving") == 0)) &&
+		    (worker == NULL || (json_is_object(e) &&
+		    strcmp(cli_jstr(e, "worker", ""), worker) == 0))) {
+			*out = s;
+			return 0;
+		}
+		/* states a lifecycle operation never leaves by itself */
+		if (strcmp(st, "failed") == 0 || strcmp(st, "killed") == 0 ||
+		    strcmp(st, "stopping") == 0) {
+			cli_fail(verb, "sandbox %s is %s", sbx, st);
+			break;
+		}
+		if (time(NULL) >= end) {
+			cli_fail(verb, "sandbox %s is still %s after %d s (want %s); "
+			    "see `space show %s`", sbx, st, timeout, want, sbx);
+			break;
+		}
+		usleep(200 * 1000);
+	}
+	json_decref(s);
+	return 1;
 }

@@ -72,7 +72,7 @@ cmd_create(int argc, char **argv)
 
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
 		if (cli_api_opt(&api, ch, optarg))
 			continue;
 		switch (ch) {

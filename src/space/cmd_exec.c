@@ -169,7 +169,7 @@ cmd_exec(int argc, char **argv)
 	if ((env = json_object()) == NULL || (av = json_array()) == NULL)
 		goto out;
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
 		if (cli_api_opt(&api, ch, optarg))
 			continue;
 		switch (ch) {

@@ -288,7 +288,7 @@ cmd_fs(int argc, char **argv)
 	const struct fs_sub *s = NULL;
 	struct space_client *c;
 	struct fs_args fa;
-	char verb[32], opts[4], *end;
+	char verb[32], opts[8], *end;
 	size_t i;
 	int ch, ret;
 
@@ -307,7 +307,7 @@ cmd_fs(int argc, char **argv)
 	memset(&fa, 0, sizeof(fa));
 	fa.verb = verb;
 	fa.mode = -1;
-	snprintf(opts, sizeof(opts), "h%c", s->flag ? s->flag : 'h');
+	snprintf(opts, sizeof(opts), "hv%c", s->flag ? s->flag : 'h');
 	argc--, argv++;
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, opts, lo, NULL)) != -1) {

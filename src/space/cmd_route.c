@@ -66,7 +66,7 @@ cmd_route(int argc, char **argv)
 	memset(&r, 0, sizeof(r));
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
 		if (cli_api_opt(&api, ch, optarg))
 			continue;
 		switch (ch) {

@@ -9,9 +9,11 @@
 #include "space.h"
 
 #define USAGE "SBX [--json]\n" \
-	"  Show a sandbox: state, and the generation, worker, substrate,\n" \
-	"  activation and resident of its current execution (--json: the\n" \
-	"  sandbox object)."
+	"  Show a sandbox: state, the generation, worker, substrate,\n" \
+	"  activation and resident of its current execution, its timeouts and\n" \
+	"  latest snapshot, and its history: every generation, oldest first,\n" \
+	"  with its worker, state, and when it was created and ended (--json:\n" \
+	"  the sandbox object, with \"execution\" and \"history\")."
 
 int
 cmd_show(int argc, char **argv)
@@ -28,13 +30,13 @@ cmd_show(int argc, char **argv)
 	struct space_answer a;
 	char path[SPACE_ID_MAX + 32], v[256];
 	const char *sbx;
-	json_t *e;
+	json_t *e, *h, *t;
 	size_t i;
 	int ch, json = 0, ret = 1;
 
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
 		if (cli_api_opt(&api, ch, optarg))
 			continue;
 		switch (ch) {
@@ -77,6 +79,28 @@ cmd_show(int argc, char **argv)
 			cli_jscalar(v, sizeof(v), json_object_get(e, fields[i]));
 			printf("%-12s %s\n", i == 5 ? "exec-state" : fields[i], v);
 		}
+	t = json_object_get(a.body, "timeouts");
+	if (json_is_object(t)) {
+		char idle[32], abs[32];
+		cli_jscalar(idle, sizeof(idle), json_object_get(t, "idle"));
+		cli_jscalar(abs, sizeof(abs), json_object_get(t, "absolute"));
+		printf("%-12s idle %s s, absolute %s s, then %s (0: none)\n", "timeouts", idle,
+		    abs, cli_jstr(t, "action", "pause"));
+	}
+	cli_jscalar(v, sizeof(v), json_object_get(a.body, "snapshot"));
+	printf("%-12s %s\n", "snapshot", v);
+	h = json_object_get(a.body, "history");
+	if (json_is_array(h) && json_array_size(h) > 0) {
+		printf("history:\n  %-4s %-14s %-9s %-20s %s\n", "GEN", "WORKER", "STATE",
+		    "CREATED", "ENDED");
+		json_array_foreach(h, i, e) {
+			char g[32];
+			cli_jscalar(g, sizeof(g), json_object_get(e, "generation"));
+			printf("  %-4s %-14s %-9s %-20s %s\n", g, cli_jstr(e, "worker", "-"),
+			    cli_jstr(e, "state", "-"), cli_jstr(e, "created_at", "-"),
+			    cli_jstr(e, "ended_at", "-"));
+		}
+	}
 	ret = fflush(stdout) != 0;
 out:
 	space_answer_clear(&a);

@@ -242,9 +242,14 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
-	char listen[64], wid[16], name[48];
+	char listen[64], wid[16], name[48], snaps[UP_PATH_MAX + 16];
 	int rc;
 
+	/* one snapshot store every worker reaches: pause archives the layer
+	 * there and a resume or move on another worker restores from it */
+	snprintf(snaps, sizeof(snaps), "%s/snapshots", up->dir);
+	if (mkdir(snaps, 0700) != 0 && errno != EEXIST)
+		return cli_fail("up", "cannot make %s: %s", snaps, strerror(errno)), -errno;
 	snprintf(wid, sizeof(wid), "w%d", i);
 	snprintf(wdir, sizeof(wdir), "%s/%s", up->dir, wid);
 	snprintf(cred, sizeof(cred), "%s/credential", wdir);
@@ -258,7 +263,8 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	{
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
-		    "--capacity", "16", "--api-group", (char *)group, NULL };
+		    "--capacity", "16", "--api-group", (char *)group, "--snapshot-dir", snaps,
+		    NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;

@@ -2,6 +2,7 @@
  * supervisor. Verbs are rows of the table below, one file each. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "space.h"
@@ -17,6 +18,12 @@ static const struct verb verbs[] = {
 	{ "route",   cmd_route,   "get a route (endpoint + capability) to a sandbox" },
 	{ "exec",    cmd_exec,    "run a command in a sandbox" },
 	{ "fs",      cmd_fs,      "read, write, list and change files of a sandbox" },
+	{ "pause",   cmd_pause,   "pause a sandbox (its files are kept in a snapshot)" },
+	{ "resume",  cmd_resume,  "resume a paused sandbox, optionally on another worker" },
+	{ "move",    cmd_move,    "move a running sandbox to another worker" },
+	{ "snapshot", cmd_snapshot, "take a named snapshot of a sandbox, or list them" },
+	{ "timeout", cmd_timeout, "set a sandbox's idle and absolute timeouts" },
+	{ "demo",    cmd_demo,    "walk through a move and a route repair, step by step" },
 	{ "up",      cmd_up,      "start and supervise a single-machine platform" },
 };
 
@@ -38,9 +45,17 @@ usage(FILE *f)
 {
 	size_t i;
 
-	fprintf(f, "usage: space VERB [ARGS...]   (space VERB --help for details)\n\nverbs:\n");
+	fprintf(f, "usage: space [-v] [--route-cache FILE] VERB [ARGS...]   "
+	    "(space VERB --help for details)\n\nverbs:\n");
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
+	fprintf(f, "\noptions (before the verb, or after it):\n"
+	    "  -v, --verbose        print each data-plane attempt and route repair on stderr\n"
+	    "                       (also SPACE_DEBUG=1)\n"
+	    "  --route-cache FILE   where routes are cached (also SPACE_ROUTE_CACHE; default\n"
+	    "                       $XDG_STATE_HOME/space/routes.json or\n"
+	    "                       ~/.local/state/space/routes.json)\n"
+	    "  --api-url URL, --api-key KEY   override SPACE_API_URL, SPACE_API_KEY\n");
 }
 
 int
@@ -48,6 +63,20 @@ main(int argc, char **argv)
 {
 	size_t i;
 
+	/* options that apply to every verb, given before it */
+	while (argc >= 2) {
+		if (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--verbose") == 0) {
+			setenv("SPACE_DEBUG", "1", 1);
+			argc--, argv++;
+		} else if (strcmp(argv[1], "--route-cache") == 0 && argc >= 3) {
+			setenv("SPACE_ROUTE_CACHE", argv[2], 1);
+			argc -= 2, argv += 2;
+		} else if (strncmp(argv[1], "--route-cache=", 14) == 0) {
+			setenv("SPACE_ROUTE_CACHE", argv[1] + 14, 1);
+			argc--, argv++;
+		} else
+			break;
+	}
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		usage(argc < 2 ? stderr : stdout);

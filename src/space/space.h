@@ -24,6 +24,12 @@ int cmd_route(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_fs(int argc, char **argv);
 int cmd_up(int argc, char **argv);
+int cmd_pause(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+int cmd_move(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_timeout(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 /* prints "space: <verb>: <message>" on stderr; returns 1 */
 int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -32,15 +38,21 @@ int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(print
  * they override SPACE_API_URL / SPACE_API_KEY */
 #define CLI_OPT_API_URL 0x100
 #define CLI_OPT_API_KEY 0x101
+#define CLI_OPT_ROUTE_CACHE 0x102
+/* --route-cache FILE and -v/--verbose (SPACE_ROUTE_CACHE, SPACE_DEBUG=1)
+ * are accepted before the verb and by every verb */
 #define CLI_API_LONGOPTS \
 	{ "api-url", required_argument, NULL, CLI_OPT_API_URL }, \
 	{ "api-key", required_argument, NULL, CLI_OPT_API_KEY }, \
+	{ "route-cache", required_argument, NULL, CLI_OPT_ROUTE_CACHE }, \
+	{ "verbose", no_argument, NULL, 'v' }, \
 	{ "help", no_argument, NULL, 'h' }
 struct cli_api {
 	const char *url;
 	const char *key;
 };
-/* 1 when c was one of the two API options (recorded), 0 otherwise */
+/* 1 when c was one of the API options (recorded; --route-cache and -v go
+ * to the environment, where the client reads them), 0 otherwise */
 int cli_api_opt(struct cli_api *api, int c, const char *arg);
 /* the client; NULL after printing why (no URL, no key, bad URL) */
 struct space_client *cli_client(const char *verb, const struct cli_api *api);
@@ -51,6 +63,15 @@ int cli_answer_fail(const char *verb, const struct space_answer *a);
 int cli_print_json(const json_t *j);
 /* a sandbox id as the control plane makes them: [A-Za-z0-9_-]{1,64} */
 int cli_sbx_valid(const char *s);
+/* GET /v1/sandboxes/{sbx}: 0 with *out (caller decrefs), or 1 after
+ * printing why */
+int cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_t **out);
+/* Polls the sandbox until it is in state want ("running": and its current
+ * execution serves; on worker when it is not NULL), at most timeout
+ * seconds. 0 with *out (caller decrefs); 1 after printing why (the
+ * sandbox failed, or the time ran out). */
+int cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
+    const char *want, const char *worker, int timeout, json_t **out);
 const char *cli_jstr(const json_t *o, const char *key, const char *dflt);
 void cli_jscalar(char *buf, size_t cap, const json_t *v);
 #endif
