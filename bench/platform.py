@@ -601,12 +601,27 @@ def api_create_exec(plat, ctl):
         ctl.req("DELETE", "/v1/sandboxes/" + sbx, None, auth)
 
 
+def mkfs_alone(plat, i):
+    """The layer image alone: a sparse 1 GiB file and the same mkfs.ext4 the
+    bridge runs on a fresh layer (part of spaced-host's start)."""
+    img = os.path.join(plat.t, "mkfs%d.img" % i)
+    t0 = now_us()
+    with open(img, "wb") as f:
+        f.truncate(1 << 30)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "root_owner=3000000000:3000000000", "-m", "0", img],
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
+    t1 = now_us()
+    os.unlink(img)
+    return t1 - t0
+
+
 def bench_create(plat, runs):
     bw = shutil.which("bwrap")
     plat_t, create_t, exec_t, bw_t, alone_t = [], [], [], [], []
     order = []
     for i in range(runs):
-        order += [("space", i), ("api", i), ("alone", i), ("bwrap", i)]
+        order += [("space", i), ("api", i), ("alone", i), ("mkfs", i), ("bwrap", i)]
+    mkfs_t = []
     ctl = Http("127.0.0.1:%d" % plat.port)
     api_run, api_t = [], []
     # alternate the two, so that both see the same machine state
@@ -625,6 +640,8 @@ def bench_create(plat, runs):
             a, b = api_create_exec(plat, ctl)
             api_run.append(a)
             api_t.append(b)
+        elif what == "mkfs":
+            mkfs_t.append(mkfs_alone(plat, i))
         elif what == "alone":
             alone_t.append(bridge_alone(plat, i))
         elif bw:
@@ -645,6 +662,7 @@ def bench_create(plat, runs):
     row("API: POST sandboxes, poll every 5 ms, route, POST exec `true`", api_t)
     row("  of which until the state is running", api_run)
     row("spaced-host alone: fresh layer to ready + exec `true` (socket)", alone_t)
+    row("  of that: mkfs.ext4 of the 1 GiB sparse layer image, alone", mkfs_t)
     if bw_t:
         row("bwrap --unshare-all ... true", bw_t)
         ROWS.append(("create to first exec (API, 5 ms polls), median",
@@ -658,7 +676,19 @@ def bench_create(plat, runs):
         ROWS.append(("create to first exec, median", "%.0f ms" % (pct(plat_t, 50) / 1000), "no bwrap", "-"))
 
 
+def daemon_mem(plat):
+    out = {}
+    for c in plat.children():
+        cl = cmdline(c)
+        for name in ("space-control", "sbx-manager", "node-api"):
+            if os.path.basename(cl.split(" ", 1)[0]) == name:
+                out[name] = mem_kb(c)
+    out["space up (supervisor)"] = mem_kb(plat.up.pid)
+    return out
+
+
 def bench_memory(plat, n):
+    before = daemon_mem(plat)
     sbxs = [plat.space("create", "--no-wait").strip() for _ in range(n)]
     end = time.time() + 120
     while time.time() < end:
@@ -697,13 +727,7 @@ def bench_memory(plat, n):
     for p in sl:
         p.kill()
         p.wait()
-    daemons = {}
-    for c in plat.children():
-        cl = cmdline(c)
-        for name in ("space-control", "sbx-manager", "node-api"):
-            if os.path.basename(cl.split(" ", 1)[0]) == name:
-                daemons[name] = mem_kb(c)
-    daemons["space up (supervisor)"] = mem_kb(plat.up.pid)
+    daemons = daemon_mem(plat)
 
     def avg(xs, i, scale=1024.0):
         return sum(x[i] for x in xs) / len(xs) / scale
@@ -718,9 +742,10 @@ def bench_memory(plat, n):
     if cgv:
         log("space sandbox: its memory cgroup's charge (kernel memory and page cache"
             " included), mean %.2f MiB, max %.2f" % (sum(cgv) / len(cgv) / 1024.0, max(cgv) / 1024.0))
-    log("per daemon (one worker, %d sandboxes):" % (n + 1))
+    log("per daemon (one worker), PSS and RSS with 1 sandbox, then with %d:" % (n + 1))
     for k, (pss, rss) in sorted(daemons.items()):
-        log("  %-60s %9.2f %9.2f" % (k, pss / 1024.0, rss / 1024.0))
+        b = before.get(k, (0, 0))
+        log("  %-60s %9.2f %9.2f -> %6.2f %6.2f" % (k, b[0] / 1024.0, b[1] / 1024.0, pss / 1024.0, rss / 1024.0))
     ROWS.append(("idle memory per sandbox, PSS (RSS)", "%.2f MiB (%.2f)" % (avg(per, 0), avg(per, 1)),
                  ("bwrap+sleep %.2f MiB (%.2f)" % (avg(base, 0), avg(base, 1))) if base else
                  ("sleep %.2f MiB" % avg(sleeps, 0)),
