@@ -18,6 +18,7 @@
 
 #define SPACE_FRAME_MAX         (1u << 20)  /* one framed message payload */
 #define SPACE_FRAME_JSON_MAX    (64u << 10) /* JSON payload of a control frame */
+#define SPACE_FRAME_OP_MAX      (4u << 20)  /* REQUEST / RESPONSE: exec stdin and outputs ride in them */
 #define SPACE_CHUNK             (256u << 10) /* file data chunk size on the wire */
 
 #define SPACE_HTTP_BODY_MAX     (1u << 20)  /* buffered JSON request bodies */

@@ -51,7 +51,12 @@ frame_max_len(uint16_t type)
 	case MSG_END:
 		/* END is a marker; a payload on it would be data nobody reads */
 		return 0;
-	case MSG_HELLO: case MSG_REQUEST: case MSG_RESPONSE: case MSG_ERROR:
+	case MSG_REQUEST: case MSG_RESPONSE:
+		/* an exec carries its stdin in the REQUEST and up to
+		 * SPACE_EXEC_OUTPUT_MAX of each output, JSON-escaped, in the
+		 * RESPONSE */
+		return SPACE_FRAME_OP_MAX;
+	case MSG_HELLO: case MSG_ERROR:
 	case MSG_CHALLENGE: case MSG_CHALLENGE_REPLY: case MSG_CANCEL:
 	case MSG_OPEN:
 		return SPACE_FRAME_JSON_MAX;

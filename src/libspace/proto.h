@@ -6,7 +6,8 @@
  *   u16 magic 0x5350 ("SP") | u8 version | u8 zero | u16 type | u16 zero | u32 len
  * followed by len payload bytes. Decoding rejects a bad magic, a version we
  * do not speak, a non-zero reserved field, an unknown type, and a length over
- * the type's limit (JSON types: SPACE_FRAME_JSON_MAX; DATA: SPACE_FRAME_MAX).
+ * the type's limit (REQUEST, RESPONSE: SPACE_FRAME_OP_MAX; other JSON types:
+ * SPACE_FRAME_JSON_MAX; DATA: SPACE_FRAME_MAX).
  * An invalid frame closes the connection. */
 #ifndef SPACE_PROTO_H
 #define SPACE_PROTO_H

@@ -47,7 +47,7 @@ manager_open(const char *op, const char *sandbox, const char *token, json_t *arg
 		ret = -ENOMEM;
 		goto fail;
 	}
-	if (strlen(s) > SPACE_FRAME_JSON_MAX) {
+	if (strlen(s) > frame_max_len(MSG_REQUEST)) {
 		ret = -EMSGSIZE;
 		goto fail;
 	}

@@ -54,10 +54,16 @@ test_header(void)
 	is_int(frame_hdr_decode(h, &type, &len), -EPROTO, "type 0 refused");
 	put_hdr(h, PROTO_MAGIC, 1, 0, MSG__MAX, 0, 1);
 	is_int(frame_hdr_decode(h, &type, &len), -EPROTO, "unknown type refused");
-	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_REQUEST, 0, SPACE_FRAME_JSON_MAX + 1);
+	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_HELLO, 0, SPACE_FRAME_JSON_MAX + 1);
 	is_int(frame_hdr_decode(h, &type, &len), -EMSGSIZE, "JSON frame over its limit refused");
-	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_REQUEST, 0, SPACE_FRAME_JSON_MAX);
+	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_HELLO, 0, SPACE_FRAME_JSON_MAX);
 	is_int(frame_hdr_decode(h, &type, &len), 0, "JSON frame at its limit accepted");
+	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_REQUEST, 0, SPACE_FRAME_OP_MAX + 1);
+	is_int(frame_hdr_decode(h, &type, &len), -EMSGSIZE, "REQUEST over its limit refused");
+	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_RESPONSE, 0, SPACE_FRAME_OP_MAX);
+	is_int(frame_hdr_decode(h, &type, &len), 0, "RESPONSE at its limit accepted");
+	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_RESPONSE, 0, SPACE_FRAME_OP_MAX + 1);
+	is_int(frame_hdr_decode(h, &type, &len), -EMSGSIZE, "RESPONSE over its limit refused");
 	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_DATA, 0, SPACE_FRAME_MAX);
 	is_int(frame_hdr_decode(h, &type, &len), 0, "DATA at its limit accepted");
 	put_hdr(h, PROTO_MAGIC, 1, 0, MSG_DATA, 0, SPACE_FRAME_MAX + 1);
@@ -120,7 +126,7 @@ test_io(void)
 	is_str((char *)f.payload, "{\"op\":\"exec\"}", "payload intact");
 	frame_free(&f);
 
-	is_int(frame_write(sv[0], MSG_REQUEST, "x", SPACE_FRAME_JSON_MAX + 1), -EMSGSIZE,
+	is_int(frame_write(sv[0], MSG_HELLO, "x", SPACE_FRAME_JSON_MAX + 1), -EMSGSIZE,
 	    "writer refuses what the reader would refuse");
 	is_int(frame_write(sv[0], 0, NULL, 0), -EINVAL, "writer refuses type 0");
 
