@@ -471,18 +471,28 @@ def bench_roundtrips(plat, sbx, iters):
 
     # the CLI as a user runs it: process start, route from space-control,
     # then the data request (a fresh process and connection each time)
+    ctl = Http("127.0.0.1:%d" % plat.port)
+    def api_route():
+        st, data, _ = ctl.req("POST", "/v1/sandboxes/%s/routes" % sbx, '{"access":["exec"]}',
+                              {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"],
+                               "Content-Type": "application/json"})
+        if st not in (200, 201):
+            raise RuntimeError("route: %d %s" % (st, data[:200]))
     cli = {"cli_exec": lambda: plat.space("exec", sbx, "--", "true"),
+           "api_route": api_route,
+           "cli_version": lambda: plat.space("version"),
            "cli_read": lambda: plat.space("fs", "read", sbx, "/home/user/f4k"),
            "cli_route": lambda: plat.space("route", sbx, "--access", "exec"),
            "spawn_true": host_true}
     res.update(interleave(max(10, iters // 5), cli))
+    cli_rounds = max(10, iters // 5)
 
     log("")
     log("== exec and 4 KiB read round trip (microseconds; %d interleaved rounds, client: python3 in-process loops)" % iters)
     log("%-62s %9s %9s %9s" % ("path", "median", "p90", "p99"))
     lines = [
-        ("exec `true`: HTTP -> node-api -> sbx-manager -> bridge -> guest", "http_exec"),
-        ("exec `true`: frames straight to the bridge socket (bridge -> guest)", "bridge_exec"),
+        ("exec `true`: HTTP to node-api (full path to the guest)", "http_exec"),
+        ("exec `true`: frames straight to the bridge socket", "bridge_exec"),
         ("`true` on the host: posix_spawn + waitpid", "host_true"),
         ("read 4 KiB: HTTP GET files (full path)", "http_read"),
         ("read 4 KiB: fs.read straight to the bridge socket", "bridge_read"),
@@ -491,9 +501,13 @@ def bench_roundtrips(plat, sbx, iters):
         ("CLI `space exec SBX -- true` (process, route, exec)", "cli_exec"),
         ("CLI `space fs read SBX f4k`", "cli_read"),
         ("CLI `space route SBX` (process + space-control only)", "cli_route"),
+        ("POST routes to space-control over HTTP (python, no process)", "api_route"),
+        ("CLI `space version` (the process alone: exec, link, exit)", "cli_version"),
         ("`true` on the host (same rounds as the CLI rows)", "spawn_true"),
     ]
     for label, k in lines:
+        if k == "cli_exec":
+            log("-- %d interleaved rounds of:" % cli_rounds)
         log("%-62s %s" % (label[:62], fmt_us(res[k])))
     m = {k: pct(v, 50) for k, v in res.items()}
     log("ratios of medians: exec full/bridge %.2f, bridge/host %.2f, full/host %.2f;"
@@ -848,11 +862,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(TOP, "build", "bin"))
     ap.add_argument("--admit", help="bench_admit's output, for the final table")
-    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--iters", type=int, default=500)
     ap.add_argument("--create-runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=10)
     ap.add_argument("--big-mib", type=int, default=512)
-    ap.add_argument("--big-runs", type=int, default=3)
+    ap.add_argument("--big-runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     a = ap.parse_args()
     if a.quick:
