@@ -327,6 +327,11 @@ is "node-api GET /openapi.json -> 200 without credentials" \
 	"$(curl -s -o "$T/served_n.json" -w '%{http_code} %{content_type}' "$NU/openapi.json")" "200 application/json"
 check "node-api serves docs/openapi/node-api.json byte for byte" cmp -s "$T/served_n.json" "$NDOC"
 python3 "$T/check.py" "$T/served_n.json" "$T/n_routes" "$NU" >"$T/r4"; tap <"$T/r4"
+LONG=$(python3 -c 'print("/x" * 2100)')
+is "node-api: a request URI over 4096 bytes -> 414" \
+	"$(curl -s -o /dev/null -w '%{http_code}' "$NU/v1/sandboxes/sbx_a/fs/stat?path=$LONG")" 414
+check "414 is documented for fs/stat" python3 -c 'import json,sys
+d=json.load(open(sys.argv[1])); sys.exit(0 if "414" in d["paths"]["/v1/sandboxes/{sbx}/fs/stat"]["get"]["responses"] else 1)' "$NDOC"
 # a bearer shaped like a capability passes node-api's cheap check and is
 # then 503: sbx-manager (the authority) cannot be reached. Documented.
 CAP=$(python3 -c 'import base64,json
