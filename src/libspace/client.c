@@ -1,6 +1,7 @@
 /* HTTP client on libcurl: JSON requests with a bearer, streamed uploads and
  * downloads, error decoding. See client.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -539,6 +540,7 @@ space_route_get(struct space_client *c, const char *sbx, json_t *req,
  * and asks again, a bounded number of times */
 #define RESOLVE_TRIES           4
 #define RESOLVE_WAIT_MAX        5       /* seconds, per wait */
+#define SPOOL_BUF               (64u << 10)
 
 struct op_ctx {
 	struct space_client *c;
@@ -798,6 +800,60 @@ op_resolve_logged(void *arg, const char *sandbox, const struct route_identity *r
 	return r;
 }
 
+/* An upload from a pipe is copied first into an unnamed temporary file
+ * (O_TMPFILE: never linked, 0600), so that the one rebuilt attempt after a
+ * route repair can send it again; memory stays bounded whatever its size.
+ * The fd, or a negative errno with a->message set. */
+static int
+spool_input(int in_fd, struct space_answer *a)
+{
+	const char *dir = getenv("TMPDIR");
+	char *buf;
+	ssize_t r, w, off;
+	int fd;
+
+	if (dir == NULL || dir[0] != '/')
+		dir = "/tmp";
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(a->message, sizeof(a->message), "cannot spool the input in %s: %s", dir,
+		    strerror(errno));
+		return -errno;
+	}
+	if ((buf = malloc(SPOOL_BUF)) == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		r = read(in_fd, buf, SPOOL_BUF);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		for (off = 0; off < r; off += w) {
+			w = write(fd, buf + off, (size_t)(r - off));
+			if (w < 0 && errno == EINTR) {
+				w = 0;
+				continue;
+			}
+			if (w <= 0) {
+				r = -1;
+				break;
+			}
+		}
+		if (r < 0)
+			break;
+	}
+	free(buf);
+	if (r < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+		int e = errno ? errno : EIO;
+		snprintf(a->message, sizeof(a->message), "spooling the input: %s", strerror(e));
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
 int
 space_sbx_op(struct space_client *c, const char *sbx,
     const struct space_data_op *op, struct space_answer *a)
@@ -807,8 +863,9 @@ space_sbx_op(struct space_client *c, const char *sbx,
 	struct route_entry held;
 	struct route_cache *rc;
 	struct op_ctx x;
+	struct space_data_op local;
 	uint32_t need = 0;
-	int ret;
+	int ret, spool = -1;
 
 	memset(&c->last, 0, sizeof(c->last));
 	c->rebuilt = 0;
@@ -840,6 +897,19 @@ space_sbx_op(struct space_client *c, const char *sbx,
 		x.in_off = lseek(op->in_fd, 0, SEEK_CUR);
 		x.in_seekable = x.in_off >= 0 && fstat(op->in_fd, &st) == 0 &&
 		    S_ISREG(st.st_mode);
+		if (!x.in_seekable && (spool = spool_input(op->in_fd, a)) < 0) {
+			ret = spool;
+			spool = -1;
+			goto out;
+		}
+		if (spool >= 0) {
+			/* the rebuilt attempt reads the upload again from here */
+			local = *op;
+			local.in_fd = spool;
+			x.op = &local;
+			x.in_off = 0;
+			x.in_seekable = 1;
+		}
 	}
 	ops.resolve = op_resolve_logged;
 	ops.attempt = op_attempt;
@@ -866,15 +936,19 @@ space_sbx_op(struct space_client *c, const char *sbx,
 		    "not from gen %" PRIu64 " on %s that the capability names; refused",
 		    a->generation, a->worker, res.route.generation, res.route.worker);
 		a->status = 0;
-		return -EPROTO;
+		ret = -EPROTO;
+		goto out;
 	}
 	if (ret == -ESTALE)
 		snprintf(a->message + strlen(a->message), sizeof(a->message) - strlen(a->message),
 		    "%s", " [refused again after one rebuilt attempt]");
 	/* an answer arrived: the caller reads its status */
-	if (ret < 0 && a->status != 0 && ret != -EPROTO)
-		return 0;
+	if (ret < 0 && a->status != 0)
+		ret = 0;
 	if (ret < 0 && a->message[0] == '\0')
 		snprintf(a->message, sizeof(a->message), "%s", strerror(-ret));
+out:
+	if (spool >= 0)
+		close(spool);
 	return ret < 0 ? ret : 0;
 }
