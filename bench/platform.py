@@ -90,6 +90,8 @@ class Platform:
         self.env.pop("SPACE_API_URL", None)
         self.env.pop("SPACE_API_KEY", None)
         self.env["PATH"] = self.bin + ":" + self.env.get("PATH", "")
+        # the CLI's route cache goes here, not into the caller's home
+        self.env["XDG_STATE_HOME"] = os.path.join(self.t, "state")
 
     @staticmethod
     def _port_free(p):
@@ -164,11 +166,21 @@ class Platform:
             except subprocess.TimeoutExpired:
                 self.up.kill()
                 self.up.wait()
-        for p in self.bridges():
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        # bridges live in their own session (they outlive an sbx-manager
+        # restart): SIGTERM lets each remove its cgroup, mount and socket
+        left = self.bridges()
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 2.0)):
+            for p in left:
+                try:
+                    os.kill(p, sig)
+                except OSError:
+                    pass
+            end = time.time() + wait
+            while left and time.time() < end:
+                time.sleep(0.1)
+                left = self.bridges()
+            if not left:
+                break
         time.sleep(0.2)
         mounts = []
         with open("/proc/mounts") as f:
