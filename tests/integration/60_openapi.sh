@@ -342,4 +342,14 @@ is "a capability-shaped bearer with no sbx-manager -> 503" \
 check "503 is documented for fs/stat" python3 -c 'import json,sys
 d=json.load(open(sys.argv[1])); sys.exit(0 if "503" in d["paths"]["/v1/sandboxes/{sbx}/fs/stat"]["get"]["responses"] else 1)' "$NDOC"
 
+# ---- both daemons stop cleanly (under sanitizers: no report) ----
+kill -TERM "$NAPI" "$CTL"
+wait "$NAPI"; rn=$?
+wait "$CTL"; rc=$?
+NAPI= CTL=
+is "node-api exits 0 on SIGTERM" "$rn" 0
+is "space-control exits 0 on SIGTERM" "$rc" 0
+check "no sanitizer report in the daemons' logs" sh -c \
+	"! grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$T/ctl.log' '$T/napi.log'"
+
 done_testing
