@@ -27,7 +27,7 @@ stop_up() { # SIGTERM the supervisor and wait for it, at most 20 s
 }
 bridges() { # pids of spaced-host processes serving executions under $D
 	for c in /proc/[0-9]*/cmdline; do
-		case "$(tr '\0' ' ' <"$c" 2>/dev/null)" in
+		case "$(tr '\0' ' ' 2>/dev/null <"$c")" in
 		*spaced-host*"--run-dir $D/w"*) p=${c#/proc/}; echo "${p%/cmdline}" ;;
 		esac
 	done | tr '\n' ' ' | sed 's/ $//'
@@ -41,7 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-unset SPACE_API_URL SPACE_API_KEY
+unset SPACE_API_URL SPACE_API_KEY SPACE_DEBUG
+export SPACE_ROUTE_CACHE="$T/routes.json"
 
 # three consecutive free ports BASE..BASE+2, below the ephemeral range so
 # that no outgoing connection of a concurrent test takes one meanwhile
