@@ -550,8 +550,7 @@ struct op_ctx {
 	struct space_answer *a;
 	uint32_t want;                  /* ACC_* bits asked for */
 	off_t in_off;                   /* where the upload starts, when seekable */
-	int in_seekable;
-	int in_spent;                   /* a pipe was read from: no replay possible */
+	int in_seekable;                /* always, once a pipe is spooled */
 	int mismatch;                   /* an answer came from another execution */
 	int repair_pending;             /* the next attempt is the rebuilt one */
 	char refused[384];              /* last refusal, for the repair line */
@@ -723,20 +722,9 @@ op_attempt(void *arg, const struct route_entry *e)
 				    strerror(errno));
 				return ROUTE_DENY;      /* final: nothing more is tried */
 			}
-		} else if (x->in_spent) {
-			/* part of a pipe went to a refused attempt and cannot be
-			 * read again; the refused request was never forwarded,
-			 * so nothing was written, but it cannot be rebuilt */
-			space_answer_clear(a);
-			snprintf(a->message, sizeof(a->message), "the route changed while "
-			    "streaming from a pipe, which cannot be replayed; nothing was "
-			    "written (run the command again)");
-			return ROUTE_DENY;
 		}
 	}
 	sbx_op_once(e, x->sbx, x->op, a, x->c->connect_timeout);
-	if (a->in_read > 0 && !x->in_seekable)
-		x->in_spent = 1;
 	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
 	if (a->status == 0) {
 		o = a->not_sent ? ROUTE_TRANSPORT_BEFORE_SEND : ROUTE_TRANSPORT_AFTER_SEND;
