@@ -530,19 +530,21 @@ def bench_roundtrips(plat, sbx, iters):
     log("hop costs (medians): node-api + sbx-manager (admission, bridge checks, relay) on exec %.0f us,"
         " on read %.0f us; of which client+HTTP (healthz) %.0f us" % (
             m["http_exec"] - m["bridge_exec"], m["http_read"] - m["bridge_read"], m["healthz"]))
-    ROWS.append(("exec `true` round trip, median (p99)",
+    ROWS.append(("exec `true` round trip, HTTP full path, median (p99)",
                  "%.0f us (%.0f)" % (m["http_exec"], pct(res["http_exec"], 99)),
                  "bridge %.0f us (%.0f); host spawn %.0f us (%.0f)" % (
                      m["bridge_exec"], pct(res["bridge_exec"], 99), m["host_true"], pct(res["host_true"], 99)),
                  "%.2fx / %.1fx" % (m["http_exec"] / m["bridge_exec"], m["http_exec"] / m["host_true"])))
-    ROWS.append(("4 KiB read round trip, median (p99)",
+    ROWS.append(("4 KiB read round trip, HTTP full path, median (p99)",
                  "%.0f us (%.0f)" % (m["http_read"], pct(res["http_read"], 99)),
                  "bridge %.0f us (%.0f); host read %.1f us (%.1f)" % (
                      m["bridge_read"], pct(res["bridge_read"], 99), m["host_read"], pct(res["host_read"], 99)),
                  "%.2fx / %.0fx" % (m["http_read"] / m["bridge_read"], m["http_read"] / m["host_read"])))
     ROWS.append(("client + HTTP share: GET /healthz, median", "%.0f us" % m["healthz"], "-", "-"))
-    ROWS.append(("CLI `space exec -- true`, median", "%.1f ms" % (m["cli_exec"] / 1000),
-                 "host spawn `true` %.0f us" % m["spawn_true"], "%.0fx" % (m["cli_exec"] / m["spawn_true"])))
+    ROWS.append(("CLI `space exec SBX -- true`, median", "%.1f ms" % (m["cli_exec"] / 1000),
+                 "`space version` %.1f ms; host spawn `true` %.2f ms" % (
+                     m["cli_version"] / 1000, m["spawn_true"] / 1000),
+                 "%.1fx / %.0fx" % (m["cli_exec"] / m["cli_version"], m["cli_exec"] / m["spawn_true"])))
     return rt
 
 
@@ -841,8 +843,8 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     log("ratios of medians: full path (curl) / cat %.2f, bridge / cat %.2f, full / bridge %.2f" % (
         m["curl"] / m["cat"], br / m["cat"], m["curl"] / br))
     ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
-                 "cat %.0f MB/s; bridge %.0f MB/s" % (m["cat"], br),
-                 "%.2fx of cat" % (m["curl"] / m["cat"])))
+                 "cat %.0f MB/s; bridge socket %.0f MB/s" % (m["cat"], br),
+                 "%.2fx of cat / %.2fx of bridge" % (m["curl"] / m["cat"], m["curl"] / br)))
     bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/big"]})
 
 
