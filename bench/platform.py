@@ -882,6 +882,7 @@ def main():
     ap.add_argument("--big-mib", type=int, default=512)
     ap.add_argument("--big-runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
+    ap.add_argument("--summary-md", help="also write the final table there, as Markdown")
     a = ap.parse_args()
     if a.quick:
         a.iters, a.create_runs, a.idle, a.big_mib, a.big_runs = 20, 3, 3, 64, 1
@@ -890,6 +891,11 @@ def main():
         return 1
     if a.admit:
         admit_rows(a.admit)
+    need = ("space", "space-control", "sbx-manager", "node-api", "spaced-host", "spaced-guest")
+    missing = [n for n in need if not os.access(os.path.join(a.bin, n), os.X_OK)]
+    if missing:
+        log("bench: platform: %s: missing %s (build first: make all)" % (a.bin, ", ".join(missing)))
+        return 1
     plat = Platform(a.bin)
     def on_signal(sig, _frm):
         raise KeyboardInterrupt
@@ -924,6 +930,11 @@ def main():
     w = [max(len(r[i]) for r in ROWS + [("measure", "space", "baseline (same run)", "ratio")]) for i in range(4)]
     for r in [("measure", "space", "baseline (same run)", "ratio")] + ROWS:
         log("%-*s  %-*s  %-*s  %s" % (w[0], r[0], w[1], r[1], w[2], r[2], r[3]))
+    if a.summary_md:
+        with open(a.summary_md, "w") as f:
+            f.write("| measure | space | baseline (same run) | ratio |\n|---|---|---|---|\n")
+            for r in ROWS:
+                f.write("| %s |\n" % " | ".join(r))
     return rc
 
 
