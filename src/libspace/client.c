@@ -752,6 +752,8 @@ op_attempt(void *arg, const struct route_entry *e)
 		snprintf(x->refused, sizeof(x->refused), "gen %s on %s refused: %s (%.100s)",
 		    gen, e->route.worker, a->error, a->reason[0] ? a->reason : a->message);
 		vlog(x, "attempt %d: %s", n, x->refused);
+		if (o != ROUTE_TRANSPORT_BEFORE_SEND)
+			snprintf(x->c->refusal, sizeof(x->c->refusal), "%.150s", x->refused);
 		return o;
 	}
 	/* The receiver checked our capability against its execution; the
@@ -857,6 +859,7 @@ space_sbx_op(struct space_client *c, const char *sbx,
 
 	memset(&c->last, 0, sizeof(c->last));
 	c->rebuilt = 0;
+	c->refusal[0] = '\0';
 	space_answer_clear(a);
 	if (acc_parse(op->access, &need) < 0) {
 		snprintf(a->message, sizeof(a->message), "unknown access '%s'", op->access);

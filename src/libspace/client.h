@@ -27,6 +27,8 @@ struct space_client {
 	int   verbose;          /* each attempt on stderr ("route: ...") */
 	struct route_call_result last;  /* of the last space_sbx_op() */
 	int   rebuilt;          /* attempts it made after a route repair (0 or 1) */
+	char  refusal[160];     /* its last identity refusal, "" when none:
+	                           "gen 7 on w1 refused: refresh_route (reason)" */
 };
 
 struct space_answer {

@@ -176,11 +176,23 @@ case "$out" in *history*"w1"*"retired"*"w2"*"serving"*) ok "show prints the gene
 *) not_ok "show prints the generation history"; diag "$out" ;; esac
 
 # N+1's capability at w1: refused before anything is forwarded
+# (sbx-manager rewrites its counters every 2 s: wait for a fresh copy)
+sleep 2.5
 fw1=$(metric "$EP1" '^space_sbxmgr_forwarded_total$')
 st=$(raw "files?path=/home/user/note.txt" "$EP1" "$NEWCAP")
 is "N+1's capability at w1: 409" "$st" 409
 check "  ... refresh_route" grep -q '"refresh_route"' "$T/raw.body"
+sleep 2.5
 is "  ... and w1's sbx-manager forwarded nothing" "$(metric "$EP1" '^space_sbxmgr_forwarded_total$')" "$fw1"
+check "  ... its audit log names the refused capability's generation N+1" python3 -c '
+import json, sys
+n = int(sys.argv[2]); hit = False
+for l in open(sys.argv[1]):
+    try: e = json.loads(l)
+    except ValueError: continue
+    if e.get("audit") == "admission" and e.get("outcome") == "refresh_route" and \
+       e.get("cap_route", {}).get("generation") == n + 1 and e.get("sandbox") == sys.argv[3]: hit = True
+assert hit' "$D/logs/w1-sbx-manager.log" "$N" "$SBX"
 st=$(curl -s -o "$T/raw.body" -w '%{http_code}' -H "Authorization: Bearer $NEWCAP" \
 	-H 'Content-Type: application/json' -d '{"argv":["sh","-c","echo x > /home/user/should-not-exist"]}' \
 	"$EP1/v1/sandboxes/$SBX/exec")
@@ -307,6 +319,15 @@ fi
 diag "loser said: $(cat "$loser")"
 is "S serves on w2" "$(jfield "$(sp show "$SBX" --json)" execution.worker)" w2
 
+out=$(sp pause "$SBX" --no-wait 2>&1)
+case "$out" in *"pausing (not waiting)"*) ok "pause --no-wait returns at once, pausing" ;;
+*) not_ok "pause --no-wait returns at once, pausing"; diag "$out" ;; esac
+i=0; while [ "$(jfield "$(sp show "$SBX" --json)" state)" != paused ] && [ $i -lt 300 ]; do sleep 0.2; i=$((i + 1)); done
+out=$(sp resume "$SBX" --json 2>&1)
+is "resume without --worker: back on the previous worker, serving" \
+	"$(jfield "$out" state) $(jfield "$out" execution.worker) $(jfield "$out" execution.state)" "running w2 serving"
+is "  ... and the files are there" "$(sp fs read "$SBX" /home/user/note.txt 2>&1)" "before the move"
+
 # --- space demo ----------------------------------------------------------------
 sp demo >"$T/demo" 2>&1; rc=$?
 is "space demo exits 0" "$rc" 0
@@ -314,8 +335,9 @@ is "space demo exits 0" "$rc" 0
 sed 's/^/#   /' "$T/demo"
 
 # --- load: 4 readers while S moves back and forth 3 times --------------------
-# the cache still names the execution before the concurrent move: a write
-# from a pipe is refused there and sent again, whole, to the new one
+# after a move the cache names the execution before it: a write from a
+# pipe is refused there and sent again, whole, to the new one
+sp move "$SBX" --to w1 >/dev/null 2>&1
 echo "load" | sp -v fs write "$SBX" /home/user/load.txt 2>"$T/v"; rc=$?
 is "a write from a pipe after a move succeeds" "$rc" 0
 check "  ... through one rebuilt attempt (the input was spooled)" \
@@ -332,7 +354,7 @@ for r in 1 2 3 4; do
 	bg="$bg $!"
 done
 moves_ok=0
-for to in w1 w2 w1 w2 w1 w2; do
+for to in w2 w1 w2 w1 w2 w1; do
 	sleep 1.5
 	sp move "$SBX" --to "$to" >/dev/null 2>>"$T/moves.err" && moves_ok=$((moves_ok + 1))
 done
