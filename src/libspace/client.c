@@ -164,7 +164,27 @@ struct xfer {
 	int write_failed;       /* errno of a failed write to out_fd */
 	int read_failed;        /* errno of a failed read from in_fd */
 	int is_json;
+	/* the execution that must have served a 2xx answer, when known */
+	const char *expect_gen, *expect_worker;
+	int checked;
 };
+
+/* Before the first byte of a 2xx body is used: it must come from the
+ * execution the capability names (X-Space-Generation / X-Space-Worker).
+ * A receiver that answers for another execution is a routing fault; its
+ * data is never written out or parsed. */
+static int
+serving_ok(struct xfer *x)
+{
+	struct space_answer *a = x->a;
+
+	if (x->expect_gen == NULL || x->checked)
+		return !a->foreign;
+	x->checked = 1;
+	if (strcmp(a->generation, x->expect_gen) != 0 || strcmp(a->worker, x->expect_worker) != 0)
+		a->foreign = 1;
+	return !a->foreign;
+}
 
 static long
 xfer_status(struct xfer *x)
@@ -182,6 +202,8 @@ on_body(char *p, size_t sz, size_t nm, void *arg)
 	size_t n = sz * nm, off;
 	long st = xfer_status(x);
 
+	if (st >= 200 && st < 300 && !serving_ok(x))
+		return 0;       /* aborts the transfer */
 	if (x->out_fd >= 0 && st >= 200 && st < 300) {
 		for (off = 0; off < n;) {
 			ssize_t w = write(x->out_fd, p + off, n - off);
@@ -319,10 +341,10 @@ decode_body(struct xfer *x)
 	}
 }
 
-int
-space_http(const char *url, const char *bearer, const char *method,
+static int
+http_exchange(const char *url, const char *bearer, const char *method,
     json_t *body, int in_fd, int out_fd, long connect_timeout, long timeout,
-    struct space_answer *a)
+    const char *expect_gen, const char *expect_worker, struct space_answer *a)
 {
 	struct xfer x;
 	struct curl_slist *hdrs = NULL;
@@ -337,6 +359,8 @@ space_http(const char *url, const char *bearer, const char *method,
 	x.a = a;
 	x.out_fd = out_fd;
 	x.in_fd = in_fd;
+	x.expect_gen = expect_gen;
+	x.expect_worker = expect_worker;
 	x.max = out_fd >= 0 ? ERROR_BODY_MAX : ANSWER_MAX;
 	errbuf[0] = '\0';
 
@@ -407,6 +431,14 @@ space_http(const char *url, const char *bearer, const char *method,
 
 	rc = curl_easy_perform(x.h);
 	a->status = xfer_status(&x);
+	if (space_answer_ok(a) && !serving_ok(&x)) {
+		snprintf(a->message, sizeof(a->message), "answer from gen %s on %s, not from gen "
+		    "%s on %s: dropped", a->generation[0] ? a->generation : "-",
+		    a->worker[0] ? a->worker : "-", expect_gen, expect_worker);
+		a->status = 0;
+		ret = -EPROTO;
+		goto out;
+	}
 	{
 		/* nothing of the request left this host: a retry cannot run
 		 * the operation twice (docs/recovery.md, transport rules) */
@@ -454,6 +486,15 @@ out:
 	free(x.buf);
 	curl_easy_cleanup(x.h);
 	return ret;
+}
+
+int
+space_http(const char *url, const char *bearer, const char *method,
+    json_t *body, int in_fd, int out_fd, long connect_timeout, long timeout,
+    struct space_answer *a)
+{
+	return http_exchange(url, bearer, method, body, in_fd, out_fd, connect_timeout,
+	    timeout, NULL, NULL, a);
 }
 
 int
@@ -678,7 +719,7 @@ static int
 sbx_op_once(const struct route_entry *e, const char *sbx,
     const struct space_data_op *op, struct space_answer *a, long connect_timeout)
 {
-	char url[SPACE_HTTP_URL_MAX + SPACE_PATH_MAX * 3 + 256];
+	char url[SPACE_HTTP_URL_MAX + SPACE_PATH_MAX * 3 + 256], gen[24];
 	char *esc;
 	size_t epl;
 	int n;
@@ -696,8 +737,9 @@ sbx_op_once(const struct route_entry *e, const char *sbx,
 		snprintf(a->message, sizeof(a->message), "URL too long");
 		return -ENAMETOOLONG;
 	}
-	return space_http(url, e->capability, op->method, op->body, op->in_fd,
-	    op->out_fd, connect_timeout, op->timeout, a);
+	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
+	return http_exchange(url, e->capability, op->method, op->body, op->in_fd,
+	    op->out_fd, connect_timeout, op->timeout, gen, e->route.worker, a);
 }
 
 static enum route_outcome
@@ -726,6 +768,14 @@ op_attempt(void *arg, const struct route_entry *e)
 	}
 	sbx_op_once(e, x->sbx, x->op, a, x->c->connect_timeout);
 	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
+	if (a->foreign) {
+		/* final: a receiver that answers for another execution is
+		 * not asked again, and nothing it sent was used */
+		x->mismatch = 1;
+		vlog(x, "attempt %d: gen %s on %s: %s (MISMATCH)", n, gen, e->route.worker,
+		    a->message);
+		return ROUTE_OK;
+	}
 	if (a->status == 0) {
 		o = a->not_sent ? ROUTE_TRANSPORT_BEFORE_SEND : ROUTE_TRANSPORT_AFTER_SEND;
 		/* part of the file already went to our output: sending the
@@ -756,13 +806,11 @@ op_attempt(void *arg, const struct route_entry *e)
 			snprintf(x->c->refusal, sizeof(x->c->refusal), "%.150s", x->refused);
 		return o;
 	}
-	/* The receiver checked our capability against its execution; the
-	 * answer names who served it. Anything else than the execution the
-	 * capability was issued for is a routing fault, never data to use. */
-	if (a->generation[0] != '\0' || a->worker[0] != '\0') {
-		if (strcmp(a->generation, gen) != 0 || strcmp(a->worker, e->route.worker) != 0)
-			x->mismatch = 1;
-	}
+	/* a 2xx answer was checked by http_exchange before its body was
+	 * used; an error answer names its execution too when it has one */
+	if (a->generation[0] != '\0' && (strcmp(a->generation, gen) != 0 ||
+	    strcmp(a->worker, e->route.worker) != 0))
+		x->mismatch = 1;
 	vlog(x, "attempt %d: gen %s on %s: HTTP %ld, served by gen %s on %s%s", n, gen,
 	    e->route.worker, a->status, a->generation[0] ? a->generation : "-",
 	    a->worker[0] ? a->worker : "-", x->mismatch ? " (MISMATCH)" : "");
@@ -911,12 +959,11 @@ space_sbx_op(struct space_client *c, const char *sbx,
 
 	ret = route_call(rc, sbx, &ops, &x, &res);
 	c->last = res;
-	if (res.from_cache)
-		vlog(&x, "the first attempt used the cached route");
-	vlog(&x, "done: %d attempt%s, %d resolve%s, %d rebuilt attempt%s, result %s",
+	vlog(&x, "done: %d attempt%s, %d resolve%s, %d rebuilt attempt%s, result %s%s",
 	    res.attempts, res.attempts == 1 ? "" : "s", res.resolves,
 	    res.resolves == 1 ? "" : "s", c->rebuilt, c->rebuilt == 1 ? "" : "s",
-	    ret == 0 ? "answer" : strerror(-ret));
+	    x.mismatch ? "refused (another execution answered)" : ret == 0 ? "answer" :
+	    strerror(-ret), res.from_cache ? "; first route from the cache" : "");
 	if (ret == -EACCES && res.outcome == ROUTE_DENY && res.from_cache && !res.repaired &&
 	    !res.renewed && !res.transport_retried)
 		/* a cached capability that is denied is not used again: the
@@ -925,7 +972,8 @@ space_sbx_op(struct space_client *c, const char *sbx,
 	if (x.mismatch) {
 		snprintf(a->message, sizeof(a->message), "the answer came from gen %s on %s, "
 		    "not from gen %" PRIu64 " on %s that the capability names; refused",
-		    a->generation, a->worker, res.route.generation, res.route.worker);
+		    a->generation[0] ? a->generation : "-", a->worker[0] ? a->worker : "-",
+		    res.route.generation, res.route.worker);
 		a->status = 0;
 		ret = -EPROTO;
 		goto out;

@@ -44,6 +44,9 @@ struct space_answer {
 	                                   never left (connect failed) */
 	long long in_read;              /* bytes taken from in_fd */
 	long long out_written;          /* bytes written to out_fd */
+	int     foreign;                /* a 2xx answer named another execution
+	                                   than the expected one: its body was
+	                                   dropped before any byte was used */
 };
 
 void space_answer_init(struct space_answer *a);

@@ -182,6 +182,15 @@ class H(http.server.BaseHTTPRequestHandler):
         if cmd == "cat":
             d = base64.b64decode(a["stdin_b64"]) if "stdin_b64" in a else a.get("stdin", "").encode()
             return self.answer(200, result(out=None, stdout_b64=base64.b64encode(d).decode()))
+        if cmd == "foreign":
+            b = json.dumps(result(out="from another execution\n")).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(b)))
+            self.send_header("X-Space-Generation", "1")
+            self.send_header("X-Space-Worker", "w-other")
+            self.end_headers()
+            return self.wfile.write(b)
         if cmd == "stale": return self.answer(409, {"error": "refresh_route", "reason": "generation_mismatch"})
         if cmd == "denied": return self.answer(403, {"error": "deny", "reason": "access_not_granted"})
         if cmd == "expired": return self.answer(401, {"error": "capability_expired"})
@@ -203,6 +212,9 @@ class H(http.server.BaseHTTPRequestHandler):
             n = int(p.rsplit("/", 1)[1])
             self.send_response(200)
             self.send_header("Content-Length", str(n))
+            # /foreign/N: answered as if by another execution
+            self.send_header("X-Space-Generation", "2" if p.startswith("/foreign/") else "1")
+            self.send_header("X-Space-Worker", "wf")
             self.end_headers()
             blk = bytes(range(256)) * 256
             while n:
@@ -356,6 +368,16 @@ n=$(space fs read "$SBX" /x/3000000 | wc -c)
 is "fs read streams the whole body" "$n" 3000000
 fails1 "fs read of a missing file: not_found" "^space: fs read: not_found: no such file" \
 	space fs read "$SBX" /missing
+# a receiver answering for another execution than the capability names:
+# nothing it sent is used, and it is not asked again
+out=$(space -v fs read "$SBX" /foreign/100000 2>"$T/err"); rc=$?
+is "fs read answered by another execution: exit 1" "$rc" 1
+is "  ... and not one byte of its data reaches stdout" "$(printf %s "$out" | wc -c)" 0
+check "  ... saying so" grep -q "^space: fs read: .*another execution\|^space: fs read: .*not from gen 1 on wf" "$T/err"
+check "  ... after one attempt" grep -q "done: 1 attempt," "$T/err"
+out=$(space exec "$SBX" -- foreign 2>"$T/err"); rc=$?
+is "exec answered by another worker: exit 1, no output" "$rc:$out" "1:"
+check "  ... saying so" grep -q "^space: exec: .*w-other" "$T/err"
 out=$(space fs ls "$SBX" /)
 case "$out" in *file*0644*3*"a b"*) ok "fs ls prints type, mode, size, name" ;; *) not_ok "fs ls prints type, mode, size, name"; diag "$out" ;; esac
 out=$(space fs stat "$SBX" /etc --json)
