@@ -10,8 +10,14 @@ only=${2:-all}
 top=$(cd "$(dirname "$0")/.." && pwd)
 export SPACE_TOP="$top"
 export SPACE_BIN="$top/$B/bin"
+# the official PASETO/PASERK vectors live in the shared directory beside
+# the checkout; they are read from there, not copied into the tree
+if [ -z "${SPACE_VECTORS:-}" ]; then
+	for d in "$top/../shared/vectors" "$top/../../shared/vectors" /work/shared/vectors; do
+		if [ -f "$d/paseto-v4.json" ]; then SPACE_VECTORS=$(cd "$d" && pwd); break; fi
+	done
+fi
 export SPACE_VECTORS="${SPACE_VECTORS:-$top/../shared/vectors}"
-[ -d "$SPACE_VECTORS" ] || SPACE_VECTORS="$top/tests/vectors"
 logdir="$top/$B/test-logs"
 mkdir -p "$logdir"
 pass=0 fail=0
