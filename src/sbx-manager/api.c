@@ -336,18 +336,13 @@ handle(int cfd)
 		goto out;
 	}
 
-	if ((bfd = bridge_connect(&rec, &why)) < 0) {
-		metrics_inc(bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
-		metrics_bridge_refusal(why);
-		audit_refusal("bridge", req.op_name, req.sandbox, &cap, &rec, "unavailable", why);
-		send_error(cfd, 503, "unavailable", NULL, "execution unavailable");
-		bfd = -1;
-		goto out;
-	}
 	/* the lease first, then re-read the durable record: a replacement
-	 * committed in between either shows here or cancels the lease */
-	if ((l = lease_add(&rec.id, rec.epoch, cfd, bfd)) == NULL) {
-		send_error(cfd, 503, "unavailable", NULL, "out of memory");
+	 * committed in between either shows here or cancels the lease. It
+	 * also bounds the operations of one sandbox before the bridge is
+	 * even contacted. */
+	if ((l = lease_add(&rec.id, rec.epoch, cfd, -1)) == NULL) {
+		send_error(cfd, 503, "unavailable", NULL, errno == EBUSY ?
+		    "too many concurrent operations on this sandbox" : "out of memory");
 		goto out;
 	}
 	if (records_get(req.sandbox, &now_rec) != 0 || now_rec.epoch != rec.epoch) {
@@ -367,13 +362,29 @@ handle(int cfd)
 		    admit_reason_str(res.reason), NULL);
 		goto out;
 	}
+	if ((bfd = bridge_connect(&rec, &why)) < 0) {
+		metrics_inc(bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
+		metrics_bridge_refusal(why);
+		audit_refusal("bridge", req.op_name, req.sandbox, &cap, &rec, "unavailable", why);
+		send_error(cfd, 503, "unavailable", NULL, "execution unavailable");
+		bfd = -1;
+		goto out;
+	}
+	/* a cancellation that came while we connected could not shut this
+	 * socket down: the lease learns it now and is checked again */
+	lease_set_bridge(l, bfd);
+	if (lease_cancelled(l)) {
+		frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
+		goto out;
+	}
 	{
 		struct timeval btv = { .tv_sec = MGR_IO_TIMEOUT_S };
 		setsockopt(bfd, SOL_SOCKET, SO_RCVTIMEO, &btv, sizeof(btv));
 		setsockopt(bfd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv));
 	}
 	if (proto_hello_client(bfd, ROLE_SBX_MANAGER, &peer) < 0 || peer != ROLE_SPACED_HOST) {
-		send_error(cfd, 503, "unavailable", NULL, "bridge handshake failed");
+		/* the verified bridge refused us (at its own limit, stopping) */
+		send_error(cfd, 503, "unavailable", NULL, "the execution refused the operation");
 		goto out;
 	}
 	if (claims_encode(&cap, &claims) != 0 ||

@@ -36,6 +36,21 @@ lease_add(const struct route_identity *id, uint64_t epoch, int cfd, int bfd)
 	l->cfd = cfd;
 	l->bfd = bfd;
 	pthread_mutex_lock(&lease_lock);
+	/* one sandbox cannot take every relay thread of the worker */
+	{
+		struct lease *o;
+		unsigned n = 0;
+
+		for (o = leases; o; o = o->next)
+			if (strcmp(o->id.sandbox, id->sandbox) == 0)
+				n++;
+		if (n >= SPACE_STREAMS_PER_SBX) {
+			pthread_mutex_unlock(&lease_lock);
+			free(l);
+			errno = EBUSY;
+			return NULL;
+		}
+	}
 	l->next = leases;
 	if (leases)
 		leases->prev = l;
@@ -60,6 +75,14 @@ lease_remove(struct lease *l)
 	nleases--;
 	pthread_mutex_unlock(&lease_lock);
 	free(l);
+}
+
+void
+lease_set_bridge(struct lease *l, int bfd)
+{
+	pthread_mutex_lock(&lease_lock);
+	l->bfd = bfd;
+	pthread_mutex_unlock(&lease_lock);
 }
 
 bool
@@ -87,7 +110,8 @@ lease_cancel_before(const char *sandbox, uint64_t epoch)
 		/* the fds stay open (the relay thread owns them and closes them
 		 * after removing its lease, under this lock), so shutting them
 		 * down here cannot hit a reused descriptor */
-		shutdown(l->bfd, SHUT_RDWR);
+		if (l->bfd >= 0)
+			shutdown(l->bfd, SHUT_RDWR);
 		shutdown(l->cfd, SHUT_RD);
 		n++;
 	}

@@ -139,6 +139,7 @@ void assign_shutdown(void);
 struct lease;
 struct lease *lease_add(const struct route_identity *id, uint64_t epoch, int cfd, int bfd);
 void lease_remove(struct lease *l);
+void lease_set_bridge(struct lease *l, int bfd);
 bool lease_cancelled(struct lease *l);
 /* cancel every lease of sandbox with an epoch below `epoch` */
 unsigned lease_cancel_before(const char *sandbox, uint64_t epoch);

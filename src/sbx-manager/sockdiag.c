@@ -26,7 +26,8 @@
 
 #include "sbx-manager.h"
 
-#define MAX_FD_INODES 512
+#define MAX_FD_INODES 4096
+#define SOCKDIAG_TRIES 10
 
 /* socket inodes in /proc/PID/fd */
 static int
@@ -144,7 +145,7 @@ sockdiag_peer_owned_by(int fd, pid_t pid, const char **why)
 	uint32_t inos[MAX_FD_INODES], icons[256], peer = 0, me;
 	size_t n = 0, ni, i, j;
 	struct stat st;
-	int nl = -1, ret = -EPERM, r;
+	int nl = -1, ret = -EPERM, r, tries;
 
 	*why = "socket not held by the bridge";
 	if (fstat(fd, &st) != 0)
@@ -156,31 +157,42 @@ sockdiag_peer_owned_by(int fd, pid_t pid, const char **why)
 		ret = -errno;
 		goto out;
 	}
-	if ((r = fd_socket_inodes(pid, inos, MAX_FD_INODES, &n)) != 0) {
-		*why = "cannot read the bridge's fd table";
-		ret = r;
-		goto out;
+	/* accept() takes the connection off the listener's queue a moment
+	 * before the new fd appears in the bridge's table; a connection seen
+	 * in neither place is looked at again a few times before refusal.
+	 * Each look is exact, so retrying weakens nothing. */
+	for (tries = 0; tries < SOCKDIAG_TRIES; tries++) {
+		if (tries)
+			usleep(2000);
+		if ((r = fd_socket_inodes(pid, inos, MAX_FD_INODES, &n)) != 0) {
+			*why = "cannot read the bridge's fd table";
+			ret = r;
+			goto out;
+		}
+		/* queued on a listener the bridge holds? */
+		for (i = 0; i < n; i++) {
+			if (diag_query(nl, inos[i], UDIAG_SHOW_ICONS, NULL, icons, 256, &ni) != 0)
+				continue;
+			for (j = 0; j < ni; j++)
+				if (icons[j] == me) {
+					ret = 0;
+					goto out;
+				}
+		}
+		/* or accepted already: re-read the fd table, the accepted
+		 * socket may have appeared after the first read */
+		if ((r = diag_query(nl, me, UDIAG_SHOW_PEER, &peer, NULL, 0, NULL)) != 0) {
+			*why = r == -ENOENT ? "sock_diag does not know our socket" :
+			    "sock_diag query failed";
+			ret = r == -ENOENT ? -EPERM : r;
+			goto out;
+		}
+		if (peer != 0 && fd_socket_inodes(pid, inos, MAX_FD_INODES, &n) == 0 &&
+		    in_set(peer, inos, n)) {
+			ret = 0;
+			goto out;
+		}
 	}
-	/* queued on a listener the bridge holds? */
-	for (i = 0; i < n; i++) {
-		if (diag_query(nl, inos[i], UDIAG_SHOW_ICONS, NULL, icons, 256, &ni) != 0)
-			continue;
-		for (j = 0; j < ni; j++)
-			if (icons[j] == me) {
-				ret = 0;
-				goto out;
-			}
-	}
-	/* or accepted already: re-read the fd table, the accepted socket may
-	 * have appeared after the first read */
-	if ((r = diag_query(nl, me, UDIAG_SHOW_PEER, &peer, NULL, 0, NULL)) != 0) {
-		*why = r == -ENOENT ? "sock_diag does not know our socket" : "sock_diag query failed";
-		ret = r == -ENOENT ? -EPERM : r;
-		goto out;
-	}
-	if (peer != 0 && fd_socket_inodes(pid, inos, MAX_FD_INODES, &n) == 0 &&
-	    in_set(peer, inos, n))
-		ret = 0;
 out:
 	if (nl >= 0)
 		close(nl);

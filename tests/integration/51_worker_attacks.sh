@@ -186,6 +186,29 @@ is "... served by activation 2 of generation 1" "$(hdr X-Space-Generation)" 1
 S=$B CAP=$CAPB
 is "B's bridge was adopted: its capability still works" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 
+# ---- one sandbox cannot hold every relay: SPACE_STREAMS_PER_SBX (64) ----
+S=$A CAP=$(route "$A")
+mkdir "$T/flood"
+n=0; while [ $n -lt 72 ]; do
+	curl -s -o "$T/flood/$n.body" -w '%{http_code}\n' -X POST -H "Authorization: Bearer $CAP" \
+	    --data-binary '{"argv":["sleep","4"]}' "$NU/v1/sandboxes/$A/exec" >"$T/flood/$n.code" &
+	FLOOD="$FLOOD $!"
+	n=$((n + 1))
+done
+wait $FLOOD
+# refused by sbx-manager's count, or (when an operation has ended here but
+# not yet at the bridge) by the bridge's own limit
+busy=$(grep -lE 'too many concurrent operations|the execution refused the operation' "$T/flood"/*.body 2>/dev/null | wc -l)
+okc=$(cat "$T/flood"/*.code | grep -c '^200$')
+diag "72 concurrent execs on one sandbox: $okc served, $busy refused as too many"
+grep -hv exit_code "$T/flood"/*.body 2>/dev/null | sort | uniq -c | sed 's/^/#   /'
+grep -h '"audit":"bridge"' "$T/mgr.log" | sed 's/.*"reason":"\([^"]*\)".*/#   bridge refusal: \1/' | sort | uniq -c
+check "some are refused once 64 operations are open ($busy)" test "$busy" -ge 1
+check "at most 64 were served at once ($okc)" test "$okc" -le 64
+is "every other answer was that refusal" "$((okc + busy))" 72
+is "no bridge verification failed under load" "$(grep -c '"audit":"bridge"' "$T/mgr.log")" 0
+is "the sandbox serves again afterwards" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+
 # ---- an expired capability ----
 kill "$CTL"; wait "$CTL" 2>/dev/null
 "$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" --test-cap-backdate 200 2>>"$T/ctl.log" &
