@@ -35,6 +35,7 @@ TYPES = {1: "HELLO", 2: "REQUEST", 3: "RESPONSE", 4: "DATA", 5: "END",
 T = {v: k for k, v in TYPES.items()}
 CHUNK = 256 << 10
 JSON_MAX = 64 << 10
+OP_MAX = 4 << 20   # REQUEST and RESPONSE (exec stdin and outputs)
 DATA_MAX = 1 << 20
 
 
@@ -62,7 +63,7 @@ def recv_frame(sock):
     magic, ver, z1, ftype, z2, length = HDR.unpack(recv_exact(sock, HDR.size))
     if magic != MAGIC or ver != VERSION or z1 or z2 or ftype not in TYPES:
         raise ProtoError("bad frame header")
-    limit = DATA_MAX if TYPES[ftype] == "DATA" else (0 if TYPES[ftype] == "END" else JSON_MAX)
+    limit = {"DATA": DATA_MAX, "END": 0, "REQUEST": OP_MAX, "RESPONSE": OP_MAX}.get(TYPES[ftype], JSON_MAX)
     if length > limit:
         raise ProtoError("frame too long")
     return TYPES[ftype], recv_exact(sock, length)
