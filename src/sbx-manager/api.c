@@ -394,7 +394,7 @@ handle(int cfd)
 		send_error(cfd, 500, "internal", NULL, "cannot build request");
 		goto out;
 	}
-	if (strlen(fwd_s) > SPACE_FRAME_JSON_MAX) {
+	if (strlen(fwd_s) > frame_max_len(MSG_REQUEST)) {
 		send_error(cfd, 413, "too_large", NULL, "request too large");
 		goto out;
 	}

@@ -29,7 +29,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
-	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 1024]\n"
+	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 4096]\n"
 	    "       [--snapshot-dir DIR] [-v]\n");
 	exit(2);
 }
@@ -145,7 +145,7 @@ main(int argc, char **argv)
 	unsigned long cap = 0;
 
 	cfg.api_gid = (gid_t)-1;
-	cfg.disk_mb = 1024;
+	cfg.disk_mb = 4096;
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': copy_opt(cfg.data_dir, sizeof(cfg.data_dir), optarg, "data-dir"); break;

@@ -42,7 +42,7 @@ usage(void)
 	    "usage: spaced-host --sandbox S --generation G --activation A --worker W\n"
 	    "    --resident R --substrate jail --template host --run-dir DIR\n"
 	    "    --layer-dir DIR --uid-base N [--memory-mb 512] [--pids 256]\n"
-	    "    [--cpu-percent 100] [--disk-mb 1024] [--guest PATH] [-v]\n");
+	    "    [--cpu-percent 100] [--disk-mb 4096] [--guest PATH] [-v]\n");
 	exit(2);
 }
 
@@ -112,7 +112,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 	c->memory_mb = 512;
 	c->pids = 256;
 	c->cpu_percent = 100;
-	c->disk_mb = 1024;
+	c->disk_mb = 4096;
 	while ((ch = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (ch) {
 		case O_SBX: copy_id(id->sandbox, sizeof(id->sandbox), "sandbox", optarg); break;
