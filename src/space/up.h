@@ -52,7 +52,6 @@ struct up {
 int up_init(struct up *up);
 /* adds and starts a child; argv is copied. 0 or -errno */
 int up_child_start(struct up *up, const char *name, char *const argv[]);
-struct up_child *up_child_find(struct up *up, const char *name);
 /* run the loop for up to ms without blocking longer */
 void up_pump(struct up *up, unsigned ms);
 /* SIGTERM every child, SIGKILL after UP_KILL_AFTER_MS; the loop ends when

@@ -240,17 +240,6 @@ up_init(struct up *up)
 	return 0;
 }
 
-struct up_child *
-up_child_find(struct up *up, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < up->nkids; i++)
-		if (strcmp(up->kids[i]->name, name) == 0)
-			return up->kids[i];
-	return NULL;
-}
-
 int
 up_child_start(struct up *up, const char *name, char *const argv[])
 {
