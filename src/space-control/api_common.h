@@ -17,6 +17,22 @@ reply_store_error(struct req *r, int rc, const char *what)
 		reply_error(r, 500, "internal", "store error (%d)", rc);
 }
 
+/* answer a refused worker report (execution status, snapshot result): the
+ * store says why, -EPERM for a report from a worker that does not hold the
+ * sandbox, -ESTALE for one the record has already moved past */
+static inline void
+reply_report_error(struct req *r, int rc, const char *why, const char *what)
+{
+	if (rc == -EPERM)
+		reply_error(r, 403, "forbidden", "%s", why);
+	else if (rc == -ESTALE)
+		reply_error(r, 409, "conflict", "%s", why);
+	else if (rc == -ENOENT && why != NULL)
+		reply_error(r, 404, "not_found", "%s", why);
+	else
+		reply_store_error(r, rc, what);
+}
+
 /* api_sandboxes.c: the "timeouts" object over its defaults, validated;
  * malloc'd JSON text, or NULL after answering 400 */
 char *api_timeouts_json(struct req *r, json_t *in);

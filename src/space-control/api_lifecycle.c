@@ -280,14 +280,8 @@ api_worker_snapshot(struct req *r)
 	}
 	rc = c->st->ops->snapshot_report(c->st, r->params[0], sid, sbx, gen, digest, size, err,
 	    &why);
-	if (rc == -EPERM)
-		reply_error(r, 403, "forbidden", "%s", why);
-	else if (rc == -ESTALE)
-		reply_error(r, 409, "conflict", "%s", why);
-	else if (rc == -ENOENT)
-		reply_error(r, 404, "not_found", "%s", why ? why : "no such snapshot");
-	else if (rc < 0)
-		reply_store_error(r, rc, "snapshot");
+	if (rc < 0)
+		reply_report_error(r, rc, why, "snapshot");
 	else {
 		log_info("snapshot %s on %s: %s", sid, r->params[0], digest ? "ready" : "failed");
 		ops_kick(c, sbx);

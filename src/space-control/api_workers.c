@@ -239,14 +239,8 @@ api_worker_status(struct req *r)
 	}
 	rc = r->ctl->st->ops->execution_status(r->ctl->st, r->params[0], &id, state, err, &snap,
 	    &why);
-	if (rc == -EPERM)
-		reply_error(r, 403, "forbidden", "%s", why);
-	else if (rc == -ESTALE)
-		reply_error(r, 409, "conflict", "%s", why);
-	else if (rc == -ENOENT)
-		reply_error(r, 404, "not_found", "%s", why ? why : "no such execution");
-	else if (rc < 0)
-		reply_store_error(r, rc, "execution");
+	if (rc < 0)
+		reply_report_error(r, rc, why, "execution");
 	else {
 		log_info("execution %s g%llu a%u on %s: %s", id.sandbox,
 		    (unsigned long long)id.generation, id.activation, r->params[0], state);
