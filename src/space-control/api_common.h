@@ -36,6 +36,10 @@ reply_report_error(struct req *r, int rc, const char *why, const char *what)
 /* api_sandboxes.c: the "timeouts" object over its defaults, validated;
  * malloc'd JSON text, or NULL after answering 400 */
 char *api_timeouts_json(struct req *r, json_t *in);
+/* api_lifecycle.c: an optional id field of a request body: NULL when
+ * absent (or null, if null_ok); anything but an id answers 400 and sets
+ * *ok false */
+const char *api_id_field(struct req *r, json_t *in, const char *k, bool null_ok, bool *ok);
 /* api_lifecycle.c: a snapshot digest as the snapshot store names files */
 bool api_digest_valid(const char *s);
 #endif

@@ -77,14 +77,13 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	}
 }
 
-/* an optional id field; *ok false after answering 400 */
-static const char *
-opt_id(struct req *r, json_t *in, const char *k, bool *ok)
+const char *
+api_id_field(struct req *r, json_t *in, const char *k, bool null_ok, bool *ok)
 {
 	json_t *v = json_object_get(in, k);
 
 	*ok = true;
-	if (v == NULL || json_is_null(v))
+	if (v == NULL || (null_ok && json_is_null(v)))
 		return NULL;
 	if (!json_is_string(v) || !id_valid(json_string_value(v))) {
 		reply_error(r, 400, "bad_request", "\"%s\" must be an id ([A-Za-z0-9_-]{1,%d})",
@@ -119,7 +118,7 @@ api_sandbox_resume(struct req *r)
 	if ((in = req_json(r, true)) == NULL)
 		return;
 	if (json_keys_only(r, in, keys)) {
-		w = opt_id(r, in, "worker", &ok);
+		w = api_id_field(r, in, "worker", true, &ok);
 		if (ok)
 			start_op(r, "resume", w, NULL);
 	}
@@ -137,7 +136,7 @@ api_sandbox_move(struct req *r)
 	if ((in = req_json(r, false)) == NULL)
 		return;
 	if (json_keys_only(r, in, keys)) {
-		to = opt_id(r, in, "to", &ok);
+		to = api_id_field(r, in, "to", true, &ok);
 		if (ok && to == NULL)
 			reply_error(r, 400, "bad_request", "\"to\" (a worker id) is required");
 		else if (ok)
@@ -159,7 +158,7 @@ api_snapshot_create(struct req *r)
 	if (json_keys_only(r, in, keys)) {
 		/* names share the id alphabet: they reach workers' logs and
 		 * assignment specs, so nothing that needs escaping */
-		name = opt_id(r, in, "name", &ok);
+		name = api_id_field(r, in, "name", true, &ok);
 		if (ok)
 			start_op(r, "snapshot", NULL, name);
 	}

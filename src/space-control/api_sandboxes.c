@@ -88,21 +88,6 @@ api_timeouts_json(struct req *r, json_t *in)
 	return s;
 }
 
-static const char *
-id_field(struct req *r, json_t *o, const char *k, const char *def)
-{
-	json_t *v = json_object_get(o, k);
-
-	if (v == NULL)
-		return def;
-	if (!json_is_string(v) || !id_valid(json_string_value(v))) {
-		reply_error(r, 400, "bad_request", "\"%s\" must be an id ([A-Za-z0-9_-]{1,%d})",
-		    k, SPACE_ID_MAX);
-		return NULL;
-	}
-	return json_string_value(v);
-}
-
 void
 api_sandbox_create(struct req *r)
 {
@@ -113,6 +98,7 @@ api_sandbox_create(struct req *r)
 	json_t *in, *md, *out = NULL;
 	char id[SPACE_ID_MAX + 1], *res = NULL, *tmo = NULL, *meta = NULL;
 	const char *why = NULL;
+	bool ok;
 	int rc;
 
 	memset(&sp, 0, sizeof(sp));
@@ -120,12 +106,14 @@ api_sandbox_create(struct req *r)
 		return;
 	if (!json_keys_only(r, in, keys))
 		goto out;
-	if ((sp.template_ = id_field(r, in, "template", "host")) == NULL)
+	/* "template" has a default but is not nullable; "worker" is */
+	sp.template_ = api_id_field(r, in, "template", false, &ok);
+	if (!ok)
 		goto out;
-	if (json_object_get(in, "worker") && json_is_null(json_object_get(in, "worker")))
-		sp.pinned = NULL;
-	else if (json_object_get(in, "worker") &&
-	    (sp.pinned = id_field(r, in, "worker", NULL)) == NULL)
+	if (sp.template_ == NULL)
+		sp.template_ = "host";
+	sp.pinned = api_id_field(r, in, "worker", true, &ok);
+	if (!ok)
 		goto out;
 	if ((res = resources_json(r, json_object_get(in, "resources"))) == NULL)
 		goto out;

@@ -55,6 +55,7 @@ c=$(post /v1/workers/w1/status "$W" "{\"identity\":{\"sandbox\":\"$S\",\"generat
 # wrong types and ranges
 c=$(post /v1/sandboxes "$K" '{"template":5}'); bad "template not a string" 400 bad_request "$c"
 c=$(post /v1/sandboxes "$K" '{"template":"../etc"}'); bad "template not an id" 400 bad_request "$c"
+c=$(post /v1/sandboxes "$K" '{"template":null}'); bad "template null (it has a default, it is not nullable)" 400 bad_request "$c"
 c=$(post /v1/sandboxes "$K" '{"resources":{"memory_mb":"512"}}'); bad "memory_mb as a string" 400 bad_request "$c"
 c=$(post /v1/sandboxes "$K" '{"resources":{"pids":-1}}'); bad "negative pids" 400 bad_request "$c"
 c=$(post /v1/sandboxes "$K" '{"resources":{"cpu_percent":1.5}}'); bad "fractional cpu" 400 bad_request "$c"
