@@ -199,21 +199,16 @@ static size_t
 on_body(char *p, size_t sz, size_t nm, void *arg)
 {
 	struct xfer *x = arg;
-	size_t n = sz * nm, off;
+	size_t n = sz * nm;
 	long st = xfer_status(x);
+	int r;
 
 	if (st >= 200 && st < 300 && !serving_ok(x))
 		return 0;       /* aborts the transfer */
 	if (x->out_fd >= 0 && st >= 200 && st < 300) {
-		for (off = 0; off < n;) {
-			ssize_t w = write(x->out_fd, p + off, n - off);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				x->write_failed = w < 0 ? errno : EIO;
-				return 0;       /* aborts the transfer */
-			}
-			off += (size_t)w;
+		if ((r = fd_write_all(x->out_fd, p, n)) < 0) {
+			x->write_failed = -r;
+			return 0;       /* aborts the transfer */
 		}
 		x->a->out_written += (long long)n;
 		return n;
@@ -847,8 +842,8 @@ spool_input(int in_fd, struct space_answer *a)
 {
 	const char *dir = getenv("TMPDIR");
 	char *buf;
-	ssize_t r, w, off;
-	int fd;
+	ssize_t r;
+	int fd, err = 0;
 
 	if (dir == NULL || dir[0] != '/')
 		dir = "/tmp";
@@ -866,28 +861,18 @@ spool_input(int in_fd, struct space_answer *a)
 		r = read(in_fd, buf, SPOOL_BUF);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
-			break;
-		for (off = 0; off < r; off += w) {
-			w = write(fd, buf + off, (size_t)(r - off));
-			if (w < 0 && errno == EINTR) {
-				w = 0;
-				continue;
-			}
-			if (w <= 0) {
-				r = -1;
-				break;
-			}
-		}
 		if (r < 0)
+			err = -errno;
+		if (r <= 0 || (err = fd_write_all(fd, buf, (size_t)r)) < 0)
 			break;
 	}
 	free(buf);
-	if (r < 0 || lseek(fd, 0, SEEK_SET) != 0) {
-		int e = errno ? errno : EIO;
-		snprintf(a->message, sizeof(a->message), "spooling the input: %s", strerror(e));
+	if (err == 0 && lseek(fd, 0, SEEK_SET) != 0)
+		err = -errno;
+	if (err < 0) {
+		snprintf(a->message, sizeof(a->message), "spooling the input: %s", strerror(-err));
 		close(fd);
-		return -e;
+		return err;
 	}
 	return fd;
 }

@@ -55,24 +55,6 @@ static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[
 static uint32_t get32(const unsigned char *p) { return (uint32_t)get16(p) << 16 | get16(p + 2); }
 static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
 
-static int
-write_all(int fd, const void *buf, size_t len)
-{
-	const unsigned char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* ---- writer: buffered, hashes every byte it emits ---- */
 
 struct snap_writer {
@@ -85,7 +67,7 @@ struct snap_writer {
 static int
 w_flush(struct snap_writer *w)
 {
-	int r = write_all(w->fd, w->buf, w->len);
+	int r = fd_write_all(w->fd, w->buf, w->len);
 
 	w->len = 0;
 	return r;
@@ -836,7 +818,7 @@ extract_entry(struct snap_restore *x, struct snap_reader *rd, int root,
 		for (uint64_t left = e->size; left > 0 && r == 0;) {
 			size_t k = left < sizeof(x->io) ? (size_t)left : sizeof(x->io);
 			if ((r = r_read(rd, x->io, k)) == 0)
-				r = write_all(fd, x->io, k);
+				r = fd_write_all(fd, x->io, k);
 			left -= k;
 		}
 		if (r == 0 && (fchmod(fd, e->mode) < 0 || futimens(fd, ts) < 0))

@@ -485,11 +485,30 @@ fsync_parent(const char *path)
 }
 
 int
+fd_write_all(int fd, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
 write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
 {
-	const char *p = buf;
 	char *tmp = NULL;
-	size_t off = 0;
 	int fd = -1, err = 0;
 
 	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) {
@@ -509,17 +528,8 @@ write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
 		err = -errno;
 		goto out;
 	}
-	while (off < len) {
-		ssize_t w = write(fd, p + off, len - off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			goto out;
-		}
-		off += (size_t)w;
-	}
+	if ((err = fd_write_all(fd, buf, len)) < 0)
+		goto out;
 	if (fsync(fd) != 0) {
 		err = -errno;
 		goto out;

@@ -41,6 +41,9 @@ uint64_t now_mono_ns(void);     /* CLOCK_MONOTONIC */
 
 /* read a whole file (bounded by max), NUL-terminated; -EFBIG if larger */
 int read_file(const char *path, size_t max, char **out, size_t *len);
+/* write all len bytes to fd, retrying EINTR and short writes; 0, -errno,
+ * or -EIO when write() makes no progress */
+int fd_write_all(int fd, const void *buf, size_t len);
 /* write atomically (tmp + fsync + rename + fsync dir) with mode */
 int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);

@@ -14,6 +14,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define EXEC_TIMEOUT_DEFAULT    30
 #define USAGE "SBX [--timeout S] [--cwd D] [--env K=V]... [--no-stdin] -- CMD [ARG...]\n" \
@@ -80,21 +81,6 @@ out:
 	return ret;
 }
 
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* "stdout" (text) or "stdout_b64" (standard base64) of the result */
 static int
 emit(const json_t *res, const char *name, int fd)
@@ -107,7 +93,7 @@ emit(const json_t *res, const char *name, int fd)
 	int ret;
 
 	if (json_is_string(v))
-		return write_all(fd, json_string_value(v), json_string_length(v));
+		return fd_write_all(fd, json_string_value(v), json_string_length(v));
 	snprintf(key, sizeof(key), "%s_b64", name);
 	if ((b64 = json_string_value(json_object_get(res, key))) == NULL)
 		return 0;
@@ -120,7 +106,7 @@ emit(const json_t *res, const char *name, int fd)
 		fprintf(stderr, "space: exec: bad base64 in %s\n", key);
 		return -1;
 	}
-	ret = write_all(fd, (char *)bin, blen);
+	ret = fd_write_all(fd, bin, blen);
 	free(bin);
 	return ret;
 }

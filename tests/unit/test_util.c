@@ -1,8 +1,10 @@
 /* util.c: strict encodings, RFC 3339, ids and files. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -344,6 +346,51 @@ test_files(void)
 	}
 }
 
+/* a pipe takes at most its capacity per write(): larger buffers come back
+ * short, and every byte must still arrive in order */
+static void
+test_write_all(void)
+{
+	enum { N = 1 << 20 };
+	unsigned char *in = malloc(N), *out = malloc(N);
+	size_t got = 0;
+	int p[2], fd, rc = -1;
+	pid_t pid;
+
+	if (in == NULL || out == NULL || pipe(p) != 0) {
+		ok(0, "fd_write_all setup");
+		goto out;
+	}
+	randombytes_buf(in, N);
+	if ((pid = fork()) == 0) {
+		close(p[0]);
+		_exit(fd_write_all(p[1], in, N) == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	while (got < N) {
+		ssize_t n = read(p[0], out + got, N - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(p[0]);
+	if (pid > 0 && waitpid(pid, &rc, 0) == pid)
+		rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+	is_int(rc, 0, "fd_write_all through a pipe: success");
+	ok(got == N && memcmp(in, out, N) == 0, "fd_write_all: 1 MiB arrives whole, in order");
+	fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		is_int(fd_write_all(fd, in, 10), -ENOSPC, "fd_write_all on a full device: -ENOSPC");
+		close(fd);
+	} else
+		diag("no /dev/full: the error path is not checked here");
+	is_int(fd_write_all(-1, in, 1), -EBADF, "fd_write_all on a bad fd: -EBADF");
+	is_int(fd_write_all(-1, in, 0), 0, "fd_write_all of nothing writes nothing");
+out:
+	free(in);
+	free(out);
+}
+
 static void
 test_misc(void)
 {
@@ -367,6 +414,7 @@ main(void)
 	test_rfc3339();
 	test_ids();
 	test_files();
+	test_write_all();
 	test_misc();
 	return done_testing();
 }
