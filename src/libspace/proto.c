@@ -495,17 +495,26 @@ json_small_int(json_t *o, const char *key, int *out)
 	return 0;
 }
 
+int
+frame_write_error(int fd, int status, const char *code, const char *reason,
+    const char *message)
+{
+	json_t *o = json_pack("{s:i,s:s,s:s*,s:s*}", "status", status, "error", code,
+	    "reason", reason, "message", message);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	int r = -ENOMEM;
+
+	if (s != NULL)
+		r = frame_write_json(fd, MSG_ERROR, s);
+	free(s);
+	json_decref(o);
+	return r;
+}
+
 static void
 hello_refuse(int fd, const char *message)
 {
-	json_t *e = json_pack("{s:i,s:s,s:s}", "status", 400, "error", "bad_request",
-	    "message", message);
-	char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
-
-	if (s)
-		(void)frame_write_json(fd, MSG_ERROR, s);
-	free(s);
-	json_decref(e);
+	(void)frame_write_error(fd, 400, "bad_request", NULL, message);
 }
 
 static int

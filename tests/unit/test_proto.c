@@ -338,6 +338,42 @@ test_fd_passing(void)
 	close(sv[1]);
 }
 
+/* the ERROR frame every receiver answers with: optional fields are left
+ * out, not sent as null, and the reader gets valid JSON back */
+static void
+test_error_frame(void)
+{
+	int sv[2];
+	struct frame f;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		ok(0, "socketpair");
+		return;
+	}
+	is_int(frame_write_error(sv[0], 403, "deny", "bad_signature", NULL), 0,
+	    "write an ERROR frame with a reason");
+	if (frame_read(sv[1], &f) == 0) {
+		ok(f.type == MSG_ERROR, "it is an ERROR frame");
+		is_str((char *)f.payload, "{\"status\":403,\"error\":\"deny\",\"reason\":\"bad_signature\"}",
+		    "status, error and reason; no message");
+		frame_free(&f);
+	} else
+		ok(0, "read the ERROR frame");
+	is_int(frame_write_error(sv[0], 400, "bad_request", NULL, "say \"no\"\n"), 0,
+	    "write an ERROR frame with a message to escape");
+	if (frame_read(sv[1], &f) == 0) {
+		is_str((char *)f.payload,
+		    "{\"status\":400,\"error\":\"bad_request\",\"message\":\"say \\\"no\\\"\\n\"}",
+		    "message escaped as JSON; no reason");
+		frame_free(&f);
+	} else
+		ok(0, "read the second ERROR frame");
+	close(sv[1]);
+	ok(frame_write_error(sv[0], 500, "internal", NULL, NULL) < 0,
+	    "a closed peer is an error, not a crash");
+	close(sv[0]);
+}
+
 static void
 test_ops(void)
 {
@@ -365,6 +401,7 @@ main(void)
 	test_io();
 	test_hello();
 	test_fd_passing();
+	test_error_frame();
 	test_ops();
 	return done_testing();
 }
