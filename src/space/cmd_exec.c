@@ -17,7 +17,7 @@
 #include "util.h"
 
 #define EXEC_TIMEOUT_DEFAULT    30
-#define USAGE "SBX [--timeout S] [--cwd D] [--env K=V]... [--no-stdin] -- CMD [ARG...]\n" \
+#define USAGE "SBX [--timeout S] [--cwd D] [--env K=V]... [--no-stdin] [--json] -- CMD [ARG...]\n" \
 	"  Run CMD in the sandbox; its stdout and stderr are written here and\n" \
 	"  space exits with its status (128+N if killed by signal N, 124 on\n" \
 	"  timeout). When stdin is not a terminal it is sent to the command\n" \
@@ -25,7 +25,10 @@
 	"  --timeout S      seconds before the command is killed (default 30)\n" \
 	"  --cwd D          working directory inside the sandbox\n" \
 	"  --env K=V        environment variable (repeatable)\n" \
-	"  --no-stdin       do not send stdin"
+	"  --no-stdin       do not send stdin\n" \
+	"  --json           print the whole result (exit_code, signal, timed_out,\n" \
+	"                   oom_killed, stdout, stderr, truncation flags) as JSON;\n" \
+	"                   the exit status is still the command's"
 
 /* stdin, bounded: an exec request carries it whole */
 static int
@@ -139,6 +142,7 @@ cmd_exec(int argc, char **argv)
 		{ "cwd", required_argument, NULL, 'C' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "no-stdin", no_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
 		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
 	};
 	struct cli_api api = { NULL, NULL };
@@ -149,7 +153,7 @@ cmd_exec(int argc, char **argv)
 	const char *sbx, *cwd = NULL;
 	long timeout = EXEC_TIMEOUT_DEFAULT;
 	char *end, *eq;
-	int ch, nostdin = 0, ret = 1, i, sig;
+	int ch, nostdin = 0, as_json = 0, ret = 1, i, sig;
 
 	space_answer_init(&a);
 	if ((env = json_object()) == NULL || (av = json_array()) == NULL)
@@ -183,6 +187,7 @@ cmd_exec(int argc, char **argv)
 			*eq = '=';
 			break;
 		case 'n': nostdin = 1; break;
+		case 'j': as_json = 1; break;
 		case 'h': ret = cli_usage("exec", USAGE, 1); goto out;
 		default: ret = cli_usage("exec", USAGE, 0); goto out;
 		}
@@ -239,14 +244,20 @@ cmd_exec(int argc, char **argv)
 		ret = cli_fail("exec", "malformed exec result");
 		goto out;
 	}
-	if (emit(res, "stdout", STDOUT_FILENO) < 0 || emit(res, "stderr", STDERR_FILENO) < 0) {
+	if (as_json) {
+		if (json_dumpf(res, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 ||
+		    fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+			ret = cli_fail("exec", "writing output: %s", strerror(errno));
+			goto out;
+		}
+	} else if (emit(res, "stdout", STDOUT_FILENO) < 0 || emit(res, "stderr", STDERR_FILENO) < 0) {
 		ret = cli_fail("exec", "writing output: %s", strerror(errno));
 		goto out;
 	}
-	if (json_is_true(json_object_get(res, "stdout_truncated")))
+	if (!as_json && json_is_true(json_object_get(res, "stdout_truncated")))
 		fprintf(stderr, "space: exec: stdout was truncated at %u bytes\n",
 		    SPACE_EXEC_OUTPUT_MAX);
-	if (json_is_true(json_object_get(res, "stderr_truncated")))
+	if (!as_json && json_is_true(json_object_get(res, "stderr_truncated")))
 		fprintf(stderr, "space: exec: stderr was truncated at %u bytes\n",
 		    SPACE_EXEC_OUTPUT_MAX);
 	if (json_is_true(json_object_get(res, "timed_out")))

@@ -134,6 +134,11 @@ sp exec --timeout 10 "$SBX" -- sh -c 'exit 3' </dev/null 2>"$T/err"; rc=$?
 is "exec sh -c 'exit 3' exits 3" "$rc" 3
 out=$(echo piped | sp exec --timeout 10 "$SBX" -- cat 2>"$T/err")
 is "exec passes stdin" "$out" "piped"
+out=$(sp exec --json --timeout 10 "$SBX" -- sh -c 'echo out; echo err >&2; exit 5' </dev/null 2>"$T/err"); rc=$?
+is "exec --json keeps the command's exit status" "$rc" 5
+is "exec --json prints the whole result" \
+    "$(printf '%s' "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["exit_code"], repr(r["stdout"]), repr(r["stderr"]), r["timed_out"], r["stdout_truncated"])')" \
+    "5 'out\\n' 'err\\n' False False"
 
 head -c 3000000 /dev/urandom >"$T/blob"
 sp fs write "$SBX" /home/user/blob <"$T/blob" 2>"$T/err"; rc=$?
