@@ -80,20 +80,6 @@ cli_print_json(const json_t *j)
 	return fflush(stdout) == 0 ? 0 : -EIO;
 }
 
-int
-cli_sbx_valid(const char *s)
-{
-	size_t n = 0;
-
-	for (; s[n]; n++) {
-		char ch = s[n];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
-			return 0;
-	}
-	return n > 0 && n <= SPACE_ID_MAX;
-}
-
 const char *
 cli_jstr(const json_t *o, const char *key, const char *dflt)
 {

@@ -12,6 +12,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define CREATE_WAIT_S   60
 #define USAGE "[--worker W] [--template T] [--memory-mb N] [--no-wait] [--json]\n" \
@@ -94,7 +95,7 @@ cmd_create(int argc, char **argv)
 	}
 	if (optind != argc)
 		return cli_usage("create", USAGE, 0);
-	if (worker && !cli_sbx_valid(worker)) {
+	if (worker && !id_valid(worker)) {
 		fprintf(stderr, "space: create: bad worker id '%s'\n", worker);
 		return 2;
 	}
@@ -114,7 +115,7 @@ cmd_create(int argc, char **argv)
 		goto out;
 	}
 	id = cli_jstr(a.body, "id", NULL);
-	if (id == NULL || !cli_sbx_valid(id)) {
+	if (id == NULL || !id_valid(id)) {
 		ret = cli_fail("create", "the control plane answered without a valid sandbox id");
 		goto out;
 	}

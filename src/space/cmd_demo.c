@@ -22,6 +22,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define USAGE "[--data-dir DIR] [--keep]\n" \
 	"  Walk through a move and a route repair on a running platform with\n" \
@@ -132,7 +133,7 @@ pick_workers(struct demo *d)
 	list = json_object_get(a.body, "workers");
 	json_array_foreach(list, i, w) {
 		const char *id = cli_jstr(w, "id", ""), *ep = cli_jstr(w, "endpoint", "");
-		if (strcmp(cli_jstr(w, "state", ""), "live") != 0 || !cli_sbx_valid(id) ||
+		if (strcmp(cli_jstr(w, "state", ""), "live") != 0 || !id_valid(id) ||
 		    strlen(ep) >= sizeof(d->ep1))
 			continue;
 		if (n == 0 || strcmp(id, d->w1) < 0) {
@@ -227,7 +228,7 @@ run(struct demo *d, int keep)
 		ret = unexpected(d, "create: %s", space_answer_strerror(&a, back, sizeof(back)));
 		goto out;
 	}
-	if (!cli_sbx_valid(cli_jstr(a.body, "id", ""))) {
+	if (!id_valid(cli_jstr(a.body, "id", ""))) {
 		ret = unexpected(d, "create answered without a sandbox id");
 		goto out;
 	}

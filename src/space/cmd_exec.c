@@ -204,7 +204,7 @@ cmd_exec(int argc, char **argv)
 		ret = cli_usage("exec", USAGE, 0);
 		goto out;
 	}
-	if (!cli_sbx_valid(sbx)) {
+	if (!id_valid(sbx)) {
 		fprintf(stderr, "space: exec: bad sandbox id '%s'\n", sbx);
 		ret = 2;
 		goto out;

@@ -12,6 +12,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define FS_USAGE "read|write|ls|stat|mkdir|rm|mv ... (space fs SUBVERB --help)\n" \
 	"  read SBX PATH            write the file to stdout\n" \
@@ -332,7 +333,7 @@ cmd_fs(int argc, char **argv)
 	fa.sbx = argv[optind];
 	fa.p1 = argv[optind + 1];
 	fa.p2 = s->npaths > 1 ? argv[optind + 2] : NULL;
-	if (!cli_sbx_valid(fa.sbx)) {
+	if (!id_valid(fa.sbx)) {
 		fprintf(stderr, "space: %s: bad sandbox id '%s'\n", verb, fa.sbx);
 		return 2;
 	}

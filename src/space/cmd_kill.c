@@ -7,6 +7,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define USAGE "SBX\n" \
 	"  Kill a sandbox: its execution is retired and it cannot be resumed;\n" \
@@ -33,7 +34,7 @@ cmd_kill(int argc, char **argv)
 	if (optind != argc - 1)
 		return cli_usage("kill", USAGE, 0);
 	sbx = argv[optind];
-	if (!cli_sbx_valid(sbx)) {
+	if (!id_valid(sbx)) {
 		fprintf(stderr, "space: kill: bad sandbox id '%s'\n", sbx);
 		return 2;
 	}

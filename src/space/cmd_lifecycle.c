@@ -13,6 +13,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define WAIT_DEFAULT    60      /* seconds */
 #define WAIT_MAX        3600
@@ -101,7 +102,7 @@ lifecycle(const struct lc_verb *v, int argc, char **argv)
 		case 't':
 			if ((ch == 'w' && v->worker_opt != 1) || (ch == 't' && v->worker_opt != 2))
 				return cli_usage(v->name, v->usage, 0);
-			if (!cli_sbx_valid(optarg)) {
+			if (!id_valid(optarg)) {
 				fprintf(stderr, "space: %s: bad worker id '%s'\n", v->name, optarg);
 				return 2;
 			}
@@ -124,7 +125,7 @@ lifecycle(const struct lc_verb *v, int argc, char **argv)
 	if (optind != argc - 1 || (v->worker_opt == 2 && worker == NULL))
 		return cli_usage(v->name, v->usage, 0);
 	sbx = argv[optind];
-	if (!cli_sbx_valid(sbx)) {
+	if (!id_valid(sbx)) {
 		fprintf(stderr, "space: %s: bad sandbox id '%s'\n", v->name, sbx);
 		return 2;
 	}

@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "space.h"
+#include "util.h"
 
 #define USAGE "SBX [--access LIST | --port P --proto http|tcp] [--json]\n" \
 	"  Get a route to a sandbox's current execution; prints the capability\n" \
@@ -94,7 +95,7 @@ cmd_route(int argc, char **argv)
 	if (optind != argc - 1 || (access && (port > 0 || proto)) || ((port > 0) != (proto != NULL)))
 		return cli_usage("route", USAGE, 0);
 	sbx = argv[optind];
-	if (!cli_sbx_valid(sbx)) {
+	if (!id_valid(sbx)) {
 		fprintf(stderr, "space: route: bad sandbox id '%s'\n", sbx);
 		return 2;
 	}

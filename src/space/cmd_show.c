@@ -7,6 +7,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define USAGE "SBX [--json]\n" \
 	"  Show a sandbox: state, the generation, worker, substrate,\n" \
@@ -48,7 +49,7 @@ cmd_show(int argc, char **argv)
 	if (optind != argc - 1)
 		return cli_usage("show", USAGE, 0);
 	sbx = argv[optind];
-	if (!cli_sbx_valid(sbx)) {
+	if (!id_valid(sbx)) {
 		fprintf(stderr, "space: show: bad sandbox id '%s'\n", sbx);
 		return 2;
 	}

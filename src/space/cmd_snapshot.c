@@ -13,6 +13,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define WAIT_DEFAULT    60
 #define WAIT_MAX        3600
@@ -83,7 +84,7 @@ cmd_snapshot(int argc, char **argv)
 			continue;
 		switch (ch) {
 		case 'N':
-			if (list || !cli_sbx_valid(optarg)) {
+			if (list || !id_valid(optarg)) {
 				fprintf(stderr, "space: snapshot: bad --name '%s' ([A-Za-z0-9_-], "
 				    "at most %d)\n", optarg, SPACE_ID_MAX);
 				return 2;
@@ -107,7 +108,7 @@ cmd_snapshot(int argc, char **argv)
 	if (optind != argc - 1)
 		return cli_usage("snapshot", USAGE, 0);
 	sbx = argv[optind];
-	if (!cli_sbx_valid(sbx)) {
+	if (!id_valid(sbx)) {
 		fprintf(stderr, "space: snapshot: bad sandbox id '%s'\n", sbx);
 		return 2;
 	}
@@ -136,7 +137,7 @@ cmd_snapshot(int argc, char **argv)
 		goto out;
 	}
 	s = json_object_get(a.body, "snapshot");
-	if (!json_is_object(s) || !cli_sbx_valid(cli_jstr(s, "id", ""))) {
+	if (!json_is_object(s) || !id_valid(cli_jstr(s, "id", ""))) {
 		ret = cli_fail("snapshot", "malformed answer: no snapshot id");
 		goto out;
 	}

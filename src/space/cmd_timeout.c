@@ -12,6 +12,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 #define TIMEOUT_MAX     (366L * 24 * 3600)
 #define USAGE "SBX [--idle S] [--absolute S] [--action pause|kill] [--json]\n" \
@@ -78,7 +79,7 @@ cmd_timeout(int argc, char **argv)
 	if (optind != argc - 1)
 		return cli_usage("timeout", USAGE, 0);
 	sbx = argv[optind];
-	if (!cli_sbx_valid(sbx)) {
+	if (!id_valid(sbx)) {
 		fprintf(stderr, "space: timeout: bad sandbox id '%s'\n", sbx);
 		return 2;
 	}

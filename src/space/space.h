@@ -61,8 +61,6 @@ int cli_usage(const char *verb, const char *usage, int help);
 /* prints the answer's error as "space: VERB: code: message"; returns 1 */
 int cli_answer_fail(const char *verb, const struct space_answer *a);
 int cli_print_json(const json_t *j);
-/* a sandbox id as the control plane makes them: [A-Za-z0-9_-]{1,64} */
-int cli_sbx_valid(const char *s);
 /* GET /v1/sandboxes/{sbx}: 0 with *out (caller decrefs), or 1 after
  * printing why */
 int cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_t **out);
