@@ -320,21 +320,34 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 
 	metrics_inc(MC_RETIRES);
 	if (records_get(id->sandbox, &r) != 0 || r.id.generation != id->generation ||
-	    r.state == EXEC_RETIRED) {
+	    (r.state == EXEC_RETIRED && !want_snapshot)) {
 		/* nothing of that generation runs here (never installed, or
 		 * replaced already): it is retired as far as we are concerned */
 		control_report(id, "retired", NULL);
 		return;
 	}
-	r.state = EXEC_RETIRED;
-	r.epoch++;
-	if (records_put(&r) != 0) {
-		log_warnx("retire %s: cannot commit", id->sandbox);
-		return;
+	if (r.state == EXEC_RETIRED) {
+		/* the same retirement again: we were killed after committing
+		 * it, before its revision was persisted (perhaps while
+		 * archiving). Its archive may never have been reported, and a
+		 * retirement without one fails the pause or move, so archive
+		 * again: the layer has not changed since the commit, and the
+		 * store is content-addressed, so this gives the same digest. */
+		log_info("retire %s g%llu again: archiving the stopped layer", r.id.sandbox,
+		    (unsigned long long)r.id.generation);
+		if (r.bridge_pid > 0)
+			stop_bridge(&r);        /* checks the start time itself */
+	} else {
+		r.state = EXEC_RETIRED;
+		r.epoch++;
+		if (records_put(&r) != 0) {
+			log_warnx("retire %s: cannot commit", id->sandbox);
+			return;
+		}
+		lease_cancel_before(r.id.sandbox, r.epoch);
+		stop_bridge(&r);
+		log_info("retired %s g%llu", r.id.sandbox, (unsigned long long)r.id.generation);
 	}
-	lease_cancel_before(r.id.sandbox, r.epoch);
-	stop_bridge(&r);
-	log_info("retired %s g%llu", r.id.sandbox, (unsigned long long)r.id.generation);
 	if (!want_snapshot) {
 		control_report(&r.id, "retired", NULL);
 		return;

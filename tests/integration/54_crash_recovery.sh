@@ -1,0 +1,322 @@
+#!/bin/sh
+# kill -9 of every daemon of the real platform (space-control, two workers:
+# sbx-manager + node-api each, the bridges, a guest) at points of lifecycle
+# operations, then restart it and check that the platform converges within
+# bounded time: one serving execution per sandbox (control plane and both
+# workers' records), generations only ever go up, every acknowledged write
+# reads back unchanged, a retired execution refuses old capabilities, and
+# new operations are served.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+chmod 711 "$T"          # node-api runs as nobody and must reach the run dirs
+BIN=$T/bin
+CTL= M1= M2= N1= N2=
+# private copies: a rebuild of the tree while this runs must not look like
+# a replaced bridge binary (which sbx-manager rightly refuses)
+mkdir "$BIN"
+for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
+CP=$(free_port); NP1=$(free_port); NP2=$(free_port)
+CU=http://127.0.0.1:$CP
+
+bridges() {
+	for p in /proc/[0-9]*; do
+		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
+	done
+}
+cleanup() {
+	for p in $N1 $N2 $M1 $M2 $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
+	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
+	# the daemons' logs are kept when something failed
+	if [ "$_tap_fail" != 0 ]; then
+		L=$(dirname "$SPACE_BIN")/test-logs/54-daemons; rm -rf "$L"; mkdir -p "$L"; cp "$T"/*.log "$L/" 2>/dev/null
+	fi
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+jget() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1" 2>/dev/null; }
+cpost() { curl -s -m 20 -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
+# napi URL METHOD PATH [curl args...]: status; body in $T/body, headers in $T/hdr
+napi() { u=$1; m=$2; p=$3; shift 3; curl -s -m 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
+	-H "Authorization: Bearer $CAP" "$@" "$u/v1/sandboxes/$S/$p"; }
+hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
+sbx() { curl -s -m 10 -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"; }
+wait_state() { # sandbox state [seconds]: bounded by the clock
+	end=$(($(date +%s) + ${3:-30}))
+	while [ "$(date +%s)" -le $end ]; do
+		sbx "$1"
+		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+csql() { sqlite3 -cmd '.timeout 5000' "$T/c/control.db" "$1"; }
+wsql() { sqlite3 -cmd '.timeout 5000' "$T/$1/records.db" "$2"; }
+# start_mgr N ID PORT: sbx-manager of one worker (again after a crash)
+start_mgr() {
+	"$BIN/sbx-manager" --data-dir "$T/$2" --control "$CU" --worker-id "$2" --credential-file "$T/cred_$2" \
+	    --root-key "$ROOT" --endpoint "http://127.0.0.1:$3" --capacity 4 --api-group nogroup \
+	    --snapshot-dir "$T/snapshots" 2>>"$T/mgr_$2.log" &
+	eval "M$1=\$!"
+	i=0; while [ ! -S "$T/$2/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+}
+start_napi() {
+	"$BIN/node-api" --listen "127.0.0.1:$3" --manager-socket "$T/$2/run/sbx-manager.sock" \
+	    --worker-id "$2" 2>>"$T/napi_$2.log" &
+	eval "N$1=\$!"
+	wait_http "http://127.0.0.1:$3/healthz" 10
+}
+start_ctl() {
+	# an operation whose daemon died is taken over once its lease
+	# expires: that TTL (60 s by default) bounds the convergence after a
+	# crash of space-control, so it is short here
+	"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" --lease-ttl 5 2>>"$T/ctl.log" &
+	CTL=$!
+	wait_http "$CU/healthz" 10
+}
+worker() {
+	"$BIN/space-control" worker add "$2" --data-dir "$T/c" >"$T/cred_$2" 2>>"$T/ctl.log"
+	start_mgr "$@" && start_napi "$@"
+}
+# crash VAR: kill -9 the process whose pid is in $VAR and reap it
+crash() { eval "p=\$$1"; kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; eval "$1="; CRASHT=$(date +%s%N); }
+CRASHT=
+
+K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
+ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
+check "space-control up" start_ctl
+check "worker w1 up" worker 1 w1 "$NP1"
+check "worker w2 up" worker 2 w2 "$NP2"
+
+# route: a fresh capability for $S (retried while the sandbox is between
+# executions); sets CAP, E (endpoint), R (route)
+route() {
+	i=0
+	while [ $i -lt 150 ]; do
+		st=$(cpost "/v1/sandboxes/$S/routes" '{"access":["exec","fs:r","fs:w"]}')
+		[ "$st" = 200 ] && { CAP=$(jget capability); E=$(jget endpoint); R=$(jget route); return 0; }
+		[ "$st" = 503 ] || { diag "route: $st $(cat "$T/body")"; return 1; }
+		sleep 0.2; i=$((i + 1))
+	done
+	return 1
+}
+# write NAME: writes $T/data/NAME at /home/user/NAME; an acknowledged write
+# (200) is remembered and must stay readable with that content for good
+write() {
+	st=$(napi "$E" PUT "files?path=/home/user/$1" --data-binary @"$T/data/$1")
+	[ "$st" = 200 ] && { grep -qx "$S $1" "$T/acked" 2>/dev/null || echo "$S $1" >>"$T/acked"; }
+	[ "$st" = 200 ]
+}
+mkdata() { printf '%s\n' "$2" >"$T/data/$1"; }
+# verify_acked: every acknowledged write of $S reads back identical
+verify_acked() {
+	bad=0
+	for f in $(awk -v s="$S" '$1 == s { print $2 }' "$T/acked"); do
+		st=$(napi "$E" GET "files?path=/home/user/$f")
+		[ "$st" = 200 ] && cmp -s "$T/body" "$T/data/$f" || { bad=$((bad + 1)); diag "$f: $st"; }
+	done
+	[ $bad = 0 ]
+}
+PREVGEN=0
+# converged LABEL: within 30 s the sandbox runs with exactly one serving
+# execution in the control plane and on the workers together, a generation
+# above every earlier one, and every acknowledged write is intact
+converged() {
+	wait_state "$S" running 30 || { not_ok "$1: running (is $(jget state "$T/sbx"))"; return; }
+	g=$(jget execution.generation "$T/sbx"); w=$(jget execution.worker "$T/sbx")
+	i=0
+	while [ $i -lt 300 ]; do
+		a=$(csql "SELECT COUNT(*) FROM executions WHERE sandbox='$S' AND state IN ('pending','starting','serving','retiring')")
+		v=$(csql "SELECT COUNT(*) FROM executions WHERE sandbox='$S' AND state='serving'")
+		r1=$(wsql w1 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")
+		r2=$(wsql w2 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")
+		[ "$a $v" = "1 1" ] && [ "$r1$r2" = "$g" ] && break
+		[ $i = 0 ] && first="control: $a active, $v serving; records: w1 [$r1] w2 [$r2]"
+		sleep 0.1; i=$((i + 1))
+	done
+	[ $i -gt 0 ] && diag "$1: running (g$g) but for $i00 ms not alone: $first"
+	[ -n "$CRASHT" ] && { diag "$1: converged $(( ($(date +%s%N) - CRASHT) / 1000000 )) ms after the kill"; CRASHT=; }
+	is "$1: one serving execution (control: $a active, $v serving; records: w1 [$r1] w2 [$r2]) = g$g on $w" \
+		"$a $v $r1$r2" "1 1 $g"
+	is "$1: generation $g above every earlier one ($PREVGEN), none reused" \
+		"$([ "$g" -gt "$PREVGEN" ] && echo up) $(csql "SELECT COUNT(*) - COUNT(DISTINCT generation) FROM executions WHERE sandbox='$S'") $(csql "SELECT COUNT(*) FROM executions a JOIN executions b ON a.sandbox = b.sandbox AND a.rowid < b.rowid AND a.generation >= b.generation")" "up 0 0"
+	PREVGEN=$g
+	if route; then
+		check "$1: every acknowledged write reads back ($(awk -v s="$S" '$1 == s' "$T/acked" | wc -l) files)" verify_acked
+		n=$(($(wc -l <"$T/acked") + 1)); mkdata "after$n" "written after: $1"
+		check "$1: the platform serves new writes" write "after$n"
+	else
+		not_ok "$1: a route"
+	fi
+}
+# refused_old OLDCAP OLDENDPOINT LABEL: the old execution refuses
+refused_old() {
+	c=$CAP; CAP=$1
+	is "$3: the old capability at the old worker -> 409 refresh_route" \
+		"$(napi "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error)" "409 refresh_route"
+	CAP=$c
+}
+nport() { case "$1" in w1) echo "$NP1" ;; *) echo "$NP2" ;; esac; }
+mgr_of() { case "$1" in w1) echo M1 ;; *) echo M2 ;; esac; }
+restart_mgr() { case "$1" in w1) start_mgr 1 w1 "$NP1" ;; *) start_mgr 2 w2 "$NP2" ;; esac; }
+restart_napi() { case "$1" in w1) start_napi 1 w1 "$NP1" ;; *) start_napi 2 w2 "$NP2" ;; esac; }
+cur_worker() { sbx "$S"; jget execution.worker "$T/sbx"; }
+other() { [ "$1" = w1 ] && echo w2 || echo w1; }
+
+mkdir "$T/data"; : >"$T/acked"
+is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "running" wait_state "$S" running 30
+route
+mkdata one "first file"; check "an acknowledged write" write one
+PREVGEN=1
+
+# 1. the source's sbx-manager killed right after the move call
+OC=$CAP OE=$E
+is "move w1 -> w2: 202" "$(cpost "/v1/sandboxes/$S/move" '{"to":"w2"}')" 202
+crash M1; restart_mgr w1
+converged "source sbx-manager killed right after the move call"
+is "... it ended on w2" "$(cur_worker)" w2
+refused_old "$OC" "$OE" "source killed after the call"
+
+# 2. the source's sbx-manager killed once it reported the retirement
+OC=$CAP OE=$E; from=$(cur_worker); g=$(jget execution.generation "$T/sbx")
+is "move $from -> $(other "$from"): 202" "$(cpost "/v1/sandboxes/$S/move" "{\"to\":\"$(other "$from")\"}")" 202
+i=0; while [ "$(csql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$g")" != retired ] && [ $i -lt 300 ]; do sleep 0.02; i=$((i + 1)); done
+check "generation $g reported retired" test $i -lt 300
+crash "$(mgr_of "$from")"; restart_mgr "$from"
+converged "source sbx-manager killed after it reported retired"
+refused_old "$OC" "$OE" "source killed after retiring"
+
+# 3. the target's sbx-manager killed during the install
+OC=$CAP OE=$E; from=$(cur_worker); to=$(other "$from"); g=$(jget execution.generation "$T/sbx")
+is "move $from -> $to: 202" "$(cpost "/v1/sandboxes/$S/move" "{\"to\":\"$to\"}")" 202
+i=0; while [ -z "$(wsql "$to" "SELECT state FROM records WHERE sandbox='$S' AND generation > $g AND state IN ('starting','serving')")" ] && [ $i -lt 3000 ]; do i=$((i + 1)); done
+seen=$(wsql "$to" "SELECT state FROM records WHERE sandbox='$S' AND generation > $g")
+crash "$(mgr_of "$to")"
+diag "target's record was '$seen' when its sbx-manager was killed"
+restart_mgr "$to"
+converged "target sbx-manager killed during the install ($seen)"
+refused_old "$OC" "$OE" "target killed during install"
+
+# 4. space-control killed during a pause, then during the resume
+OC=$CAP OE=$E
+is "pause: 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
+sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 500 )))"
+crash CTL; check "space-control restarted" start_ctl
+check "paused within 30 s after the crash" wait_state "$S" paused 30
+diag "paused $(( ($(date +%s%N) - CRASHT) / 1000000 )) ms after the kill (lease TTL 5 s)"
+is "paused: no execution serving anywhere" \
+	"$(csql "SELECT COUNT(*) FROM executions WHERE sandbox='$S' AND state IN ('pending','starting','serving','retiring')") [$(wsql w1 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")$(wsql w2 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")]" "0 []"
+refused_old "$OC" "$OE" "paused"
+is "resume: 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202
+sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 500 )))"
+crash CTL; check "space-control restarted" start_ctl
+converged "space-control killed during the resume (lease TTL 5 s)"
+
+# 5. node-api killed during a 64 MiB upload
+w=$(cur_worker); route
+mkdata big "the previous content"; check "a small file first" write big
+head -c $((64 * 1048576 + 1)) /dev/urandom >"$T/big.new"
+curl -s -m 30 -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $CAP" --limit-rate 16M \
+	--data-binary @"$T/big.new" "$E/v1/sandboxes/$S/files?path=/home/user/big" >"$T/up.code" 2>/dev/null &
+UP=$!
+sleep 1.5
+case $w in w1) crash N1 ;; *) crash N2 ;; esac
+wait $UP; up=$(cat "$T/up.code")
+check "the upload cut by the crash is not acknowledged (curl: $up)" test "$up" != 200
+restart_napi "$w"; CRASHT=
+is "the file keeps its previous content" "$(napi "$E" GET 'files?path=/home/user/big') $(cat "$T/body")" "200 the previous content"
+i=0; left=
+while [ $i -lt 50 ]; do
+	napi "$E" POST exec --data-binary '{"argv":["ls","-a","/home/user"]}' >/dev/null
+	left=$(jget stdout | grep -c 'space-'); [ "$left" = 0 ] && break
+	sleep 0.1; i=$((i + 1))
+done
+is "no temporary file of the cut upload left behind" "$left" 0
+cp "$T/big.new" "$T/data/big"
+check "the next 64 MiB write succeeds" write big
+is "... and reads back" "$(napi "$E" GET 'files?path=/home/user/big')" 200
+check "... identical" cmp -s "$T/body" "$T/data/big"
+
+# 6a. the bridge killed while its sbx-manager is down: relaunched as
+#     activation + 1 when sbx-manager comes back
+w=$(cur_worker); route; OC=$CAP OE=$E
+act=$(wsql "$w" "SELECT activation FROM records WHERE sandbox='$S'")
+bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
+crash "$(mgr_of "$w")"
+kill -9 "$bp"
+t0=$(date +%s%N)
+restart_mgr "$w"; CRASHT=
+i=0; while [ "$(wsql "$w" "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" != "serving $((act + 1))" ] && [ $i -lt 300 ]; do sleep 0.02; i=$((i + 1)); done
+diag "relaunched and serving $(( ($(date +%s%N) - t0) / 1000000 )) ms after sbx-manager was started again"
+is "bridge killed while sbx-manager was down: relaunched as activation $((act + 1))" \
+	"$(wsql "$w" "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" "serving $((act + 1))"
+CAP=$OC
+is "the old activation's capability -> 409 refresh_route activation_mismatch" \
+	"$(napi "$OE" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route activation_mismatch"
+i=0; while [ $i -lt 100 ]; do
+	cpost "/v1/sandboxes/$S/routes" "{\"access\":[\"exec\",\"fs:r\",\"fs:w\"],\"rejected\":$R}" >/dev/null
+	[ "$(jget route.activation)" = "$((act + 1))" ] && break
+	sleep 0.1; i=$((i + 1))
+done
+CAP=$(jget capability); E=$(jget endpoint)
+is "a new route names activation $((act + 1))" "$(jget route.activation)" "$((act + 1))"
+check "every acknowledged write reads back on the relaunched bridge" verify_acked
+
+# 6b. the bridge killed while sbx-manager runs: its pidfd reports the exit,
+#     the execution is failed (committed, reported) and so is the sandbox;
+#     nothing is relaunched behind the client's back
+OC=$CAP OE=$E; g=$(wsql "$w" "SELECT generation FROM records WHERE sandbox='$S'")
+bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
+kill -9 "$bp"; t0=$(date +%s%N)
+i=0; while [ "$(wsql "$w" "SELECT state FROM records WHERE sandbox='$S'")" != failed ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+diag "bridge exit committed as failed $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
+is "bridge killed: the worker's record is failed" "$(wsql "$w" "SELECT state FROM records WHERE sandbox='$S'")" failed
+check "... and so is the sandbox in the control plane" wait_state "$S" failed 30
+is "... its execution failed there too" "$(csql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$g")" failed
+refused_old "$OC" "$OE" "bridge killed"
+is "no route for a failed sandbox" "$(cpost "/v1/sandboxes/$S/routes" '{"access":["exec"]}')" 409
+
+# 7. the guest (PID 1 of the jail) killed
+is "create a sandbox on w2" "$(cpost /v1/sandboxes '{"worker":"w2"}')" 201
+S=$(jget id); PREVGEN=0
+check "running" wait_state "$S" running 30
+route; OC=$CAP OE=$E
+mkdata g1 "guest file"; check "a write" write g1
+bp=$(wsql w2 "SELECT bridge_pid FROM records WHERE sandbox='$S'")
+desc() { for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$c"; desc "$c"; done; }
+gp=
+for p in $(desc "$bp"); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = spaced-guest ] && { gp=$p; break; }; done
+check "the guest found among the bridge's descendants (pid $gp)" test -n "$gp"
+kill -9 "$gp"; t0=$(date +%s%N)
+st=$(napi "$E" POST exec --data-binary '{"argv":["true"]}')
+case $st in 503|409) ok "an operation right after the guest died -> $st ($(jget error))" ;; *) not_ok "an operation right after the guest died -> $st" ;; esac
+i=0; while [ "$(wsql w2 "SELECT state FROM records WHERE sandbox='$S'")" != failed ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+diag "guest death committed as failed $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
+is "guest killed: the bridge ends, the record is failed" "$(wsql w2 "SELECT state FROM records WHERE sandbox='$S'")" failed
+check "... and the sandbox fails in the control plane" wait_state "$S" failed 30
+refused_old "$OC" "$OE" "guest killed"
+check "the bridge is gone" sh -c "! kill -0 $bp 2>/dev/null"
+
+# 8. the platform still serves new sandboxes and moves
+is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id); PREVGEN=1
+check "running" wait_state "$S" running 30
+route; mkdata n1 "new"; check "a write" write n1
+is "move -> w2: 202" "$(cpost "/v1/sandboxes/$S/move" '{"to":"w2"}')" 202
+converged "a new sandbox moved after all the crashes"
+is "every sandbox: generations unique" "$(csql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY sandbox, generation HAVING COUNT(*) > 1)")" 0
+is "no operation left open, no lease held" \
+	"$(csql "SELECT COUNT(*) FROM operations WHERE step <> 'done'") $(csql "SELECT COUNT(*) FROM sandboxes WHERE lease_owner IS NOT NULL")" "0 0"
+check "no sanitizer report in any log" sh -c "! cat '$T'/*.log | grep -Eq 'Sanitizer|runtime error'"
+done_testing
