@@ -211,7 +211,8 @@ refused_old "$OC" "$OE" "target killed during install"
 # 4. space-control killed during a pause, then during the resume
 OC=$CAP OE=$E
 is "pause: 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
-sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 500 )))"
+sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 100 )))"
+diag "pause: the operation was at '$(csql "SELECT step FROM operations WHERE sandbox='$S' ORDER BY rowid DESC LIMIT 1")' when space-control was killed"
 crash CTL; check "space-control restarted" start_ctl
 check "paused within 30 s after the crash" wait_state "$S" paused 30
 diag "paused $(( ($(date +%s%N) - CRASHT) / 1000000 )) ms after the kill (lease TTL 5 s)"
@@ -219,7 +220,8 @@ is "paused: no execution serving anywhere" \
 	"$(csql "SELECT COUNT(*) FROM executions WHERE sandbox='$S' AND state IN ('pending','starting','serving','retiring')") [$(wsql w1 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")$(wsql w2 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")]" "0 []"
 refused_old "$OC" "$OE" "paused"
 is "resume: 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202
-sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 500 )))"
+sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 300 )))"
+diag "resume: the operation was at '$(csql "SELECT step FROM operations WHERE sandbox='$S' ORDER BY rowid DESC LIMIT 1")' when space-control was killed"
 crash CTL; check "space-control restarted" start_ctl
 converged "space-control killed during the resume (lease TTL 5 s)"
 
