@@ -197,6 +197,21 @@ crash "$(mgr_of "$from")"; restart_mgr "$from"
 converged "source sbx-manager killed after it reported retired"
 refused_old "$OC" "$OE" "source killed after retiring"
 
+# 2b. the source's sbx-manager killed between its "retired" commit and the
+#     report of the archive (the retirement is applied again after the
+#     restart and must archive again, not report "retired" without one)
+OC=$CAP OE=$E; from=$(cur_worker); g=$(jget execution.generation "$T/sbx")
+is "move $from -> $(other "$from"): 202" "$(cpost "/v1/sandboxes/$S/move" "{\"to\":\"$(other "$from")\"}")" 202
+i=0; while [ "$(wsql "$from" "SELECT state FROM records WHERE sandbox='$S' AND generation=$g")" != retired ] && [ $i -lt 3000 ]; do i=$((i + 1)); done
+crash "$(mgr_of "$from")"
+cs=$(csql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$g"); gold=$g
+diag "killed with the worker's record retired and the control plane's execution '$cs'"
+restart_mgr "$from"
+converged "source sbx-manager killed after its retired commit (control: $cs)"
+refused_old "$OC" "$OE" "source killed while archiving"
+[ "$cs" = retiring ] && check "... the restarted sbx-manager archived the stopped layer again" \
+	grep -q "$S g$gold again: archiving" "$T/mgr_$from.log"
+
 # 3. the target's sbx-manager killed during the install
 OC=$CAP OE=$E; from=$(cur_worker); to=$(other "$from"); g=$(jget execution.generation "$T/sbx")
 is "move $from -> $to: 202" "$(cpost "/v1/sandboxes/$S/move" "{\"to\":\"$to\"}")" 202
