@@ -31,28 +31,6 @@
 static int listen_fd = -1;
 static atomic_uint nconns;
 
-static int
-send_error(int fd, int status, const char *code, const char *reason, const char *message)
-{
-	json_t *o = json_pack("{s:i, s:s}", "status", status, "error", code);
-	char *s;
-	int ret;
-
-	if (o == NULL)
-		return -ENOMEM;
-	if (reason)
-		json_object_set_new(o, "reason", json_string(reason));
-	if (message)
-		json_object_set_new(o, "message", json_string(message));
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	if (s == NULL)
-		return -ENOMEM;
-	ret = frame_write_json(fd, MSG_ERROR, s);
-	free(s);
-	return ret;
-}
-
 static const char *
 outcome_code(enum admit_outcome o)
 {
@@ -160,7 +138,8 @@ forward_error(int to, const struct frame *f, const struct route_identity *id)
 	if (j == NULL || !json_is_object(j) || !json_is_integer(json_object_get(j, "status")) ||
 	    !json_is_string(json_object_get(j, "error"))) {
 		json_decref(j);
-		return send_error(to, 503, "unavailable", NULL, "bad answer from the bridge");
+		return frame_write_error(to, 503, "unavailable", NULL,
+		    "bad answer from the bridge");
 	}
 	json_object_set_new(j, "serving", route_identity_pack(id));
 	s = json_dumps(j, JSON_COMPACT);
@@ -168,7 +147,7 @@ forward_error(int to, const struct frame *f, const struct route_identity *id)
 	if (s == NULL)
 		return -ENOMEM;
 	ret = strlen(s) <= SPACE_FRAME_JSON_MAX ? frame_write_json(to, MSG_ERROR, s) :
-	    send_error(to, 502, "internal", NULL, "answer too large");
+	    frame_write_error(to, 502, "internal", NULL, "answer too large");
 	free(s);
 	return ret;
 }
@@ -200,7 +179,8 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *r
 				if (lease_cancelled(l))
 					goto cancelled;
 				if (!got_resp)
-					send_error(cfd, 503, "unavailable", NULL, "bridge connection lost");
+					frame_write_error(cfd, 503, "unavailable", NULL,
+					    "bridge connection lost");
 				break;
 			}
 			switch (f.type) {
@@ -211,7 +191,8 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *r
 					metrics_inc(MC_SERVING_MISMATCH);
 					audit_refusal("serving_mismatch", op_name, rec->id.sandbox, cap,
 					    rec, "unavailable", "serving identity differs from the record");
-					send_error(cfd, 503, "unavailable", NULL, "execution identity mismatch");
+					frame_write_error(cfd, 503, "unavailable", NULL,
+					    "execution identity mismatch");
 					frame_free(&f);
 					goto out;
 				}
@@ -265,7 +246,8 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *r
 				continue;
 			}
 			frame_free(&f);
-			send_error(cfd, 400, "bad_request", NULL, "unexpected frame from client");
+			frame_write_error(cfd, 400, "bad_request", NULL,
+			    "unexpected frame from client");
 			break;
 		}
 	}
@@ -274,7 +256,7 @@ bridge_violation:
 	log_warnx("relay %s: bridge sent %s out of order", rec->id.sandbox, msg_type_str(f.type));
 	frame_free(&f);
 	if (!got_resp)
-		send_error(cfd, 503, "unavailable", NULL, "bridge protocol violation");
+		frame_write_error(cfd, 503, "unavailable", NULL, "bridge protocol violation");
 	goto out;
 cancelled:
 	frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
@@ -314,7 +296,7 @@ handle(int cfd)
 	}
 	if ((why = parse_request(&f, &req)) != NULL) {
 		metrics_inc(MC_BAD_REQUEST);
-		send_error(cfd, 400, "bad_request", NULL, why);
+		frame_write_error(cfd, 400, "bad_request", NULL, why);
 		goto out;
 	}
 
@@ -331,7 +313,7 @@ handle(int cfd)
 	if (res.outcome != ADMIT_ALLOW) {
 		audit_refusal("admission", req.op_name, req.sandbox, &cap, have ? &rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
-		send_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
+		frame_write_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
 		    admit_reason_str(res.reason), NULL);
 		goto out;
 	}
@@ -341,7 +323,7 @@ handle(int cfd)
 	 * also bounds the operations of one sandbox before the bridge is
 	 * even contacted. */
 	if ((l = lease_add(&rec.id, rec.epoch, cfd, -1)) == NULL) {
-		send_error(cfd, 503, "unavailable", NULL, errno == EBUSY ?
+		frame_write_error(cfd, 503, "unavailable", NULL, errno == EBUSY ?
 		    "too many concurrent operations on this sandbox" : "out of memory");
 		goto out;
 	}
@@ -358,7 +340,7 @@ handle(int cfd)
 		metrics_admission(res.outcome, res.reason);
 		audit_refusal("admission", req.op_name, req.sandbox, &cap, have ? &now_rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
-		send_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
+		frame_write_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
 		    admit_reason_str(res.reason), NULL);
 		goto out;
 	}
@@ -366,7 +348,7 @@ handle(int cfd)
 		metrics_inc(bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
 		metrics_bridge_refusal(why);
 		audit_refusal("bridge", req.op_name, req.sandbox, &cap, &rec, "unavailable", why);
-		send_error(cfd, 503, "unavailable", NULL, "execution unavailable");
+		frame_write_error(cfd, 503, "unavailable", NULL, "execution unavailable");
 		bfd = -1;
 		goto out;
 	}
@@ -384,22 +366,23 @@ handle(int cfd)
 	}
 	if (proto_hello_client(bfd, ROLE_SBX_MANAGER, &peer) < 0 || peer != ROLE_SPACED_HOST) {
 		/* the verified bridge refused us (at its own limit, stopping) */
-		send_error(cfd, 503, "unavailable", NULL, "the execution refused the operation");
+		frame_write_error(cfd, 503, "unavailable", NULL,
+		    "the execution refused the operation");
 		goto out;
 	}
 	if (claims_encode(&cap, &claims) != 0 ||
 	    (fwd = json_pack("{s:s, s:s, s:s, s:O}", "op", req.op_name, "sandbox", req.sandbox,
 	    "claims", claims, "args", req.args)) == NULL ||
 	    (fwd_s = json_dumps(fwd, JSON_COMPACT)) == NULL) {
-		send_error(cfd, 500, "internal", NULL, "cannot build request");
+		frame_write_error(cfd, 500, "internal", NULL, "cannot build request");
 		goto out;
 	}
 	if (strlen(fwd_s) > frame_max_len(MSG_REQUEST)) {
-		send_error(cfd, 413, "too_large", NULL, "request too large");
+		frame_write_error(cfd, 413, "too_large", NULL, "request too large");
 		goto out;
 	}
 	if (frame_write_json(bfd, MSG_REQUEST, fwd_s) != 0) {
-		send_error(cfd, 503, "unavailable", NULL, "bridge connection lost");
+		frame_write_error(cfd, 503, "unavailable", NULL, "bridge connection lost");
 		goto out;
 	}
 	metrics_inc(MC_ALLOW);

@@ -46,19 +46,12 @@ send_result(int fd, json_t *result)
 	return r;
 }
 
+/* the guest's ERROR frames always carry a message: the code stands in
+ * when the caller has nothing more to say */
 int
 send_error(int fd, int status, const char *code, const char *message)
 {
-	json_t *o = json_pack("{s:i,s:s,s:s}", "status", status, "error", code,
-	    "message", message ? message : code);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	int r = -ENOMEM;
-
-	if (s)
-		r = frame_write_json(fd, MSG_ERROR, s);
-	free(s);
-	json_decref(o);
-	return r;
+	return frame_write_error(fd, status, code, NULL, message ? message : code);
 }
 
 /* docs/protocol.md, "Error statuses" */

@@ -27,31 +27,10 @@
  * dropped, so a stalled upload cannot hold an operation slot forever */
 #define BRIDGE_IDLE_SECONDS 120
 
-static int
-send_err(int fd, int status, const char *code, const char *reason, const char *message)
-{
-	json_t *o = json_pack("{s:i,s:s}", "status", status, "error", code);
-	char *s;
-	int r = -ENOMEM;
-
-	if (o == NULL)
-		return r;
-	if (reason)
-		json_object_set_new(o, "reason", json_string(reason));
-	if (message)
-		json_object_set_new(o, "message", json_string(message));
-	if ((s = json_dumps(o, JSON_COMPACT)) != NULL) {
-		r = frame_write_json(fd, MSG_ERROR, s);
-		free(s);
-	}
-	json_decref(o);
-	return r;
-}
-
 void
 bridge_refuse(int fd, int status, const char *code, const char *message)
 {
-	send_err(fd, status, code, NULL, message);
+	frame_write_error(fd, status, code, NULL, message);
 	close(fd);
 }
 
@@ -126,7 +105,8 @@ relay_error(int client, const struct frame *f)
 	if (o == NULL || !json_is_object(o) || !json_is_integer(json_object_get(o, "status")) ||
 	    !json_is_string(json_object_get(o, "error"))) {
 		json_decref(o);
-		return send_err(client, 500, "internal", NULL, "malformed error from the guest");
+		return frame_write_error(client, 500, "internal", NULL,
+		    "malformed error from the guest");
 	}
 	json_decref(o);
 	return frame_write(client, MSG_ERROR, f->payload, f->len);
@@ -137,9 +117,9 @@ static void
 guest_lost(struct host *h, int client)
 {
 	if (atomic_load(&h->guest_dead))
-		send_err(client, 503, "unavailable", NULL, "the execution ended");
+		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 	else
-		send_err(client, 500, "internal", NULL, "the guest dropped the operation");
+		frame_write_error(client, 500, "internal", NULL, "the guest dropped the operation");
 }
 
 /* fs.write: client DATA* END -> guest, watching the guest for an early ERROR */
@@ -157,7 +137,7 @@ relay_upload(struct host *h, int client, int guest, bool *answered)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			send_err(client, 400, "bad_request", NULL, "upload stalled");
+			frame_write_error(client, 400, "bad_request", NULL, "upload stalled");
 			*answered = true;
 			return -ETIMEDOUT;
 		}
@@ -169,7 +149,8 @@ relay_upload(struct host *h, int client, int guest, bool *answered)
 			} else if (f.type == MSG_ERROR) {
 				relay_error(client, &f);
 			} else {
-				send_err(client, 500, "internal", NULL, "unexpected frame from the guest");
+				frame_write_error(client, 500, "internal", NULL,
+				    "unexpected frame from the guest");
 			}
 			*answered = true;
 			frame_free(&f);
@@ -178,7 +159,7 @@ relay_upload(struct host *h, int client, int guest, bool *answered)
 		if ((r = frame_read(client, &f)) < 0)
 			return r;       /* the client left: closing the guest side aborts */
 		if (f.type != MSG_DATA && f.type != MSG_END) {
-			send_err(client, 400, "bad_request", NULL, "expected DATA or END");
+			frame_write_error(client, 400, "bad_request", NULL, "expected DATA or END");
 			*answered = true;
 			frame_free(&f);
 			return -EPROTO;
@@ -295,25 +276,26 @@ serve(struct host *h, int client)
 	if (proto_hello_server(client, ROLE_SPACED_HOST, &peer) < 0)
 		goto out;
 	if (peer != ROLE_SBX_MANAGER) {
-		send_err(client, 403, "forbidden", NULL, "only sbx-manager talks to a bridge");
+		frame_write_error(client, 403, "forbidden", NULL,
+		    "only sbx-manager talks to a bridge");
 		goto out;
 	}
 	if ((r = frame_read(client, &f)) < 0)
 		goto out;
 	if (f.type != MSG_REQUEST) {
-		send_err(client, 400, "bad_request", NULL, "expected REQUEST");
+		frame_write_error(client, 400, "bad_request", NULL, "expected REQUEST");
 		goto out;
 	}
 	memset(&cap, 0, sizeof(cap));
 	r = parse_request(&f, &req, &op, &cap, &why);
 	if (r == -EACCES) {
 		/* claims we cannot read are refused like a bad token */
-		send_err(client, admit_http_status(ADMIT_DENY), "deny",
+		frame_write_error(client, admit_http_status(ADMIT_DENY), "deny",
 		    admit_reason_str(R_BAD_CLAIMS), why);
 		goto out;
 	}
 	if (r < 0) {
-		send_err(client, 400, "bad_request", NULL, why);
+		frame_write_error(client, 400, "bad_request", NULL, why);
 		goto out;
 	}
 	/* the one comparator, against our own record: sbx-manager admitted
@@ -330,18 +312,19 @@ serve(struct host *h, int client)
 	if (res.outcome != ADMIT_ALLOW) {
 		log_info("refused %s: %s (%s)", op_name(op), admit_outcome_str(res.outcome),
 		    admit_reason_str(res.reason));
-		send_err(client, admit_http_status(res.outcome), outcome_code(res.outcome),
+		frame_write_error(client, admit_http_status(res.outcome), outcome_code(res.outcome),
 		    admit_reason_str(res.reason), NULL);
 		goto out;
 	}
 	if (atomic_load(&h->guest_dead)) {
-		send_err(client, 503, "unavailable", NULL, "the execution ended");
+		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 		goto out;
 	}
 	/* a socket of its own per operation, passed over the verified
 	 * control channel: nothing else can ever connect to the guest */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-		send_err(client, 503, "unavailable", NULL, "cannot open an operation socket");
+		frame_write_error(client, 503, "unavailable", NULL,
+		    "cannot open an operation socket");
 		goto out;
 	}
 	snprintf(open_json, sizeof(open_json), "{\"op_id\":%llu}",
@@ -352,13 +335,13 @@ serve(struct host *h, int client)
 	close(sp[1]);
 	sp[1] = -1;
 	if (r < 0) {
-		send_err(client, 503, "unavailable", NULL, "the execution ended");
+		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 		goto out;
 	}
 	fwd = json_pack("{s:O,s:O}", "op", json_object_get(req, "op"), "args",
 	    json_object_get(req, "args"));
 	if (fwd == NULL || (s = json_dumps(fwd, JSON_COMPACT)) == NULL) {
-		send_err(client, 500, "internal", NULL, "out of memory");
+		frame_write_error(client, 500, "internal", NULL, "out of memory");
 		goto out;
 	}
 	if (op == OP_EXEC)
@@ -386,7 +369,7 @@ serve(struct host *h, int client)
 		goto out;
 	}
 	if (g.type != MSG_RESPONSE || relay_response(h, client, &g, op == OP_EXEC, oom_before) < 0) {
-		send_err(client, 500, "internal", NULL, "bad answer from the guest");
+		frame_write_error(client, 500, "internal", NULL, "bad answer from the guest");
 		goto out;
 	}
 	if (op == OP_FS_READ)
