@@ -178,8 +178,16 @@ ID_BEFORE=$(exec_id "$S")
 OWNER1=$(sql "SELECT lease_owner FROM sandboxes WHERE id='$S'")
 crash
 start
-sleep 3
-OWNER2=$(sql "SELECT lease_owner FROM sandboxes WHERE id='$S'")
+# the lease (TTL 2 s) expires, then the once-a-second sweep takes it over:
+# wait for that, bounded, rather than for a fixed time a loaded machine
+# may not meet
+i=0
+while [ $i -lt 150 ]; do
+	OWNER2=$(sql "SELECT lease_owner FROM sandboxes WHERE id='$S'")
+	[ -n "$OWNER2" ] && [ "$OWNER2" != "$OWNER1" ] &&
+	    [ "$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.takeover' AND target='$S'")" = 1 ] && break
+	sleep 0.1; i=$((i + 1))
+done
 check "after kill -9 and the lease's expiry the new daemon took the lease over" \
 	test -n "$OWNER2" -a "$OWNER1" != "$OWNER2"
 is "... a takeover audit row" "$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.takeover' AND target='$S'")" 1
