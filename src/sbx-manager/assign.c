@@ -24,6 +24,9 @@
 #include "util.h"
 
 #define LIVE_MAX 1024
+/* a bridge that dies while serving: relaunches per generation and window */
+#define RELAUNCH_MAX 3
+#define RELAUNCH_WINDOW_S 60
 
 /* pidfds of the bridges this process launched or adopted */
 static struct {
@@ -472,6 +475,82 @@ assign_thread(void *arg)
 	return NULL;
 }
 
+/* the one relaunch, after a restart and after a bridge (or its guest) died
+ * while we run: a new activation of the same execution, not a new one.
+ * The epoch moves too, so leases of the old activation are cancelled, and
+ * the record's new activation makes the comparator answer capabilities for
+ * the old one with activation_mismatch. assign_lock held. */
+static void
+relaunch(struct record *r)
+{
+	metrics_inc(MC_RELAUNCHES);
+	r->id.activation++;
+	r->epoch++;
+	if (r->snapshot[0] && !layer_present(r)) {
+		const char *rwhy = NULL;
+		/* the install was restoring when we died */
+		if (make_run_dir(r->run_dir) != 0 || mkdir_p(r->layer_dir, 0711) != 0 ||
+		    layer_restore(r, r->snapshot, &rwhy) != 0) {
+			r->state = EXEC_FAILED;
+			if (records_put(r) == 0)
+				control_report(&r->id, "failed", rwhy ? rwhy :
+				    "snapshot restore failed");
+			lease_cancel_before(r->id.sandbox, r->epoch);
+			return;
+		}
+	}
+	/* the dead bridge's jail may still hold the layer for a moment; the
+	 * new bridge would refuse it as in use (one user of a layer at a time) */
+	if (layer_present(r))
+		wait_layer_free(r);
+	launch(r);
+}
+
+/* live relaunches per execution in the current window, kept in memory: a
+ * restart of sbx-manager starts the count again, which is bounded by how
+ * often sbx-manager itself can be restarted */
+static struct {
+	char sandbox[SPACE_ID_MAX + 1];
+	uint64_t generation;
+	uint64_t since;         /* now_mono_ns() of the first in the window */
+	unsigned n;
+} burst[LIVE_MAX];
+
+/* may the execution of r be relaunched once more? Counts it if so. A
+ * guest that crashes again right after each start must end failed, not
+ * keep the worker busy relaunching it. */
+static bool
+relaunch_allowed(const struct record *r)
+{
+	uint64_t now = now_mono_ns(), window = (uint64_t)RELAUNCH_WINDOW_S * 1000000000ULL;
+	int i, free_i = -1, oldest = 0;
+
+	for (i = 0; i < LIVE_MAX; i++) {
+		if (burst[i].sandbox[0] == '\0' || now - burst[i].since >= window) {
+			if (free_i < 0)
+				free_i = i;
+			continue;
+		}
+		if (strcmp(burst[i].sandbox, r->id.sandbox) == 0)
+			break;
+		if (burst[i].since < burst[oldest].since)
+			oldest = i;
+	}
+	if (i < LIVE_MAX && burst[i].generation == r->id.generation) {
+		if (burst[i].n >= RELAUNCH_MAX)
+			return false;
+		burst[i].n++;
+		return true;
+	}
+	if (i == LIVE_MAX)
+		i = free_i >= 0 ? free_i : oldest;
+	snprintf(burst[i].sandbox, sizeof(burst[i].sandbox), "%s", r->id.sandbox);
+	burst[i].generation = r->id.generation;
+	burst[i].since = now;
+	burst[i].n = 1;
+	return true;
+}
+
 /* after a restart: adopt every serving bridge that is still the recorded
  * process; relaunch (activation + 1) the ones that are not. */
 int
@@ -508,22 +587,7 @@ assign_reconcile(void)
 			log_warnx("bridge of %s g%llu a%u not adoptable (%s): relaunching",
 			    r.id.sandbox, (unsigned long long)r.id.generation, r.id.activation,
 			    r.state == EXEC_STARTING ? "install interrupted" : why);
-			metrics_inc(MC_RELAUNCHES);
-			r.id.activation++;
-			r.epoch++;
-			if (r.snapshot[0] && !layer_present(&r)) {
-				const char *rwhy = NULL;
-				/* the install was restoring when we died */
-				if (make_run_dir(r.run_dir) != 0 || mkdir_p(r.layer_dir, 0711) != 0 ||
-				    layer_restore(&r, r.snapshot, &rwhy) != 0) {
-					r.state = EXEC_FAILED;
-					if (records_put(&r) == 0)
-						control_report(&r.id, "failed", rwhy ? rwhy :
-						    "snapshot restore failed");
-					continue;
-				}
-			}
-			launch(&r);
+			relaunch(&r);
 			continue;
 		}
 		if (r.state == EXEC_RETIRED || r.state == EXEC_FAILED || r.state == EXEC_RETIRING) {
@@ -538,8 +602,10 @@ assign_reconcile(void)
 	return 0;
 }
 
-/* a bridge that exits on its own: the execution failed. Committed, then
- * reported; the control plane decides what comes next. */
+/* a bridge that exits on its own (or whose guest died, which ends the
+ * bridge too): relaunched as activation + 1, like after a restart, at most
+ * RELAUNCH_MAX times per generation within RELAUNCH_WINDOW_S; after that
+ * the execution failed. Committed, then reported. */
 void *
 assign_monitor_thread(void *arg)
 {
@@ -578,8 +644,19 @@ assign_monitor_thread(void *arg)
 				if (records_get(sbx[k], &r) != 0 || r.state != EXEC_SERVING ||
 				    r.bridge_pid != pids[k])
 					continue;
-				log_warnx("bridge of %s g%llu a%u exited", r.id.sandbox,
-				    (unsigned long long)r.id.generation, r.id.activation);
+				/* still serving under assign_lock: a retirement commits
+				 * under the same lock, so one in progress or done has
+				 * already moved the record on and wins */
+				if (relaunch_allowed(&r)) {
+					log_warnx("bridge of %s g%llu a%u exited: relaunching",
+					    r.id.sandbox, (unsigned long long)r.id.generation,
+					    r.id.activation);
+					relaunch(&r);
+					continue;
+				}
+				log_warnx("bridge of %s g%llu a%u exited, relaunched %d times in %d s: failed",
+				    r.id.sandbox, (unsigned long long)r.id.generation, r.id.activation,
+				    RELAUNCH_MAX, RELAUNCH_WINDOW_S);
 				r.state = EXEC_FAILED;
 				r.epoch++;
 				if (records_put(&r) == 0) {

@@ -18,6 +18,8 @@
 #include "log.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
+/* how long a relaunched bridge waits for a dead jail to leave its group */
+#define CG_BUSY_WAIT_MS 2000
 
 static const char *const cg_v1_name[CG__N] = { "memory", "pids", "cpu" };
 
@@ -100,21 +102,27 @@ mkdir_one(const char *p)
 
 /* the execution's own group: a leftover of a crashed bridge may be
  * reused when empty, but a live one belongs to another bridge of the
- * same execution, and sharing it would let one's stop kill the other */
+ * same execution, and sharing it would let one's stop kill the other.
+ * A bridge relaunched right after the previous one died finds the dead
+ * jail's processes still there for a few milliseconds (the kernel tears
+ * the pid namespace down after its init): wait a bounded time for that. */
 static int
 mkdir_exec(const char *p)
 {
 	char buf[16];
-	int r;
+	int r, i;
 
 	if (mkdir(p, 0755) == 0)
 		return 0;
 	if (errno != EEXIST)
 		return -errno;
-	if ((r = read_str(p, "cgroup.procs", buf, sizeof(buf))) < 0)
-		return r;
-	if (buf[0] == '\0')
-		return 0;
+	for (i = 0; i < CG_BUSY_WAIT_MS / 5; i++) {
+		if ((r = read_str(p, "cgroup.procs", buf, sizeof(buf))) < 0)
+			return r;
+		if (buf[0] == '\0')
+			return 0;
+		usleep(5000);
+	}
 	log_warnx("cgroup %s is in use by another bridge", p);
 	return -EBUSY;
 }

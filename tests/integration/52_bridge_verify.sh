@@ -175,12 +175,15 @@ CAP=$(route "$S")
 is "served by activation 3" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 
 # ---- 4. a bridge that dies while sbx-manager runs ----
+# relaunched as activation + 1 (the same relaunch as after a restart); the
+# capability for activation 3 is refused with activation_mismatch
 BPID=$(sql "select bridge_pid from records where sandbox='$S'")
 kill -9 "$BPID"
-i=0; while [ "$(sql "select state from records where sandbox='$S'")" != failed ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-is "its death is noticed and committed (failed)" "$(sql "select state from records where sandbox='$S'")" failed
-is "requests -> 409 refresh_route not_serving (no connection attempted)" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 not_serving"
-check "the failure was reported to the control plane" wait_state "$S" failed 10
+i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "4|serving" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+is "its death is noticed: relaunched as activation 4" "$(sql "select activation, state from records where sandbox='$S'")" "4|serving"
+is "the activation 3 capability -> 409 refresh_route activation_mismatch" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 activation_mismatch"
+CAP=$(route "$S")
+is "served by activation 4" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 
 # ---- 5. a bridge that lies about what it serves ----
 # A stand-in spaced-host (compiled here against libspace) that speaks the

@@ -290,26 +290,77 @@ CAP=$(jget capability); E=$(jget endpoint)
 is "a new route names activation $((act + 1))" "$(jget route.activation)" "$((act + 1))"
 check "every acknowledged write reads back on the relaunched bridge" verify_acked
 
-# 6b. the bridge killed while sbx-manager runs: its pidfd reports the exit,
-#     the execution is failed (committed, reported) and so is the sandbox;
-#     nothing is relaunched behind the client's back
+# relaunched WORKER ACT OLDPID LABEL: within 10 s the record serves
+# activation ACT with a bridge other than OLDPID, and the control plane
+# shows that activation serving
+relaunched() {
+	i=0; while [ "$(wsql "$1" "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" != "serving $2" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+	diag "$4: relaunched and serving as activation $2 $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
+	is "$4: relaunched as activation $2 (record serving, a new bridge)" \
+		"$(wsql "$1" "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'") $([ "$(wsql "$1" "SELECT bridge_pid FROM records WHERE sandbox='$S'")" != "$3" ] && echo new)" "serving $2 new"
+	i=0; while [ "$(csql "SELECT state || ' ' || activation FROM executions WHERE sandbox='$S' AND state='serving'")" != "serving $2" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	is "$4: the control plane shows activation $2 serving" \
+		"$(csql "SELECT state || ' ' || activation FROM executions WHERE sandbox='$S' AND state='serving'")" "serving $2"
+}
+# new_route ACT LABEL: a route naming activation ACT, then the files
+new_route() {
+	i=0; while [ $i -lt 100 ]; do
+		cpost "/v1/sandboxes/$S/routes" "{\"access\":[\"exec\",\"fs:r\",\"fs:w\"],\"rejected\":$R}" >/dev/null
+		[ "$(jget route.activation)" = "$1" ] && break
+		sleep 0.1; i=$((i + 1))
+	done
+	CAP=$(jget capability); E=$(jget endpoint); R=$(jget route)
+	is "$2: a new route names activation $1" "$(jget route.activation)" "$1"
+	check "$2: every acknowledged write reads back on the relaunched bridge" verify_acked
+}
+# old_mismatch OLDCAP OLDENDPOINT LABEL
+old_mismatch() {
+	c=$CAP; CAP=$1
+	is "$3: the old activation's capability -> 409 refresh_route activation_mismatch" \
+		"$(napi "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route activation_mismatch"
+	CAP=$c
+}
+
+# 6b. the bridge killed while sbx-manager runs: its pidfd reports the exit
+#     and the same relaunch as after a restart runs: activation + 1
 OC=$CAP OE=$E; g=$(wsql "$w" "SELECT generation FROM records WHERE sandbox='$S'")
+act=$(wsql "$w" "SELECT activation FROM records WHERE sandbox='$S'")
+bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
+kill -9 "$bp"; t0=$(date +%s%N)
+relaunched "$w" $((act + 1)) "$bp" "bridge killed while sbx-manager runs"
+old_mismatch "$OC" "$OE" "bridge killed while sbx-manager runs"
+new_route $((act + 1)) "bridge killed while sbx-manager runs"
+
+# 6c. the relaunch is bounded: 3 per generation within 60 s (the one above
+#     counts), then the execution fails as before; a crash-looping guest
+#     does not keep the worker relaunching it
+for n in 2 3; do
+	bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
+	kill -9 "$bp"; t0=$(date +%s%N)
+	relaunched "$w" $((act + n)) "$bp" "bridge killed again ($n)"
+done
+OC=$CAP OE=$E
+new_route $((act + 3)) "after the third relaunch"
+OC=$CAP OE=$E
 bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
 kill -9 "$bp"; t0=$(date +%s%N)
 i=0; while [ "$(wsql "$w" "SELECT state FROM records WHERE sandbox='$S'")" != failed ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-diag "bridge exit committed as failed $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
-is "bridge killed: the worker's record is failed" "$(wsql "$w" "SELECT state FROM records WHERE sandbox='$S'")" failed
+diag "fourth bridge exit committed as failed $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
+is "a fourth bridge death within 60 s: the record is failed, not relaunched" \
+	"$(wsql "$w" "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" "failed $((act + 3))"
 check "... and so is the sandbox in the control plane" wait_state "$S" failed 30
 is "... its execution failed there too" "$(csql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$g")" failed
-refused_old "$OC" "$OE" "bridge killed"
+refused_old "$OC" "$OE" "bridge killed a fourth time"
 is "no route for a failed sandbox" "$(cpost "/v1/sandboxes/$S/routes" '{"access":["exec"]}')" 409
 
-# 7. the guest (PID 1 of the jail) killed
+# 7. the guest (PID 1 of the jail) killed: the bridge ends with it, and is
+#    relaunched as activation + 1 with a new guest
 is "create a sandbox on w2" "$(cpost /v1/sandboxes '{"worker":"w2"}')" 201
 S=$(jget id); PREVGEN=0
 check "running" wait_state "$S" running 30
 route; OC=$CAP OE=$E
 mkdata g1 "guest file"; check "a write" write g1
+act=$(wsql w2 "SELECT activation FROM records WHERE sandbox='$S'")
 bp=$(wsql w2 "SELECT bridge_pid FROM records WHERE sandbox='$S'")
 desc() { for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$c"; desc "$c"; done; }
 gp=
@@ -318,12 +369,11 @@ check "the guest found among the bridge's descendants (pid $gp)" test -n "$gp"
 kill -9 "$gp"; t0=$(date +%s%N)
 st=$(napi "$E" POST exec --data-binary '{"argv":["true"]}')
 case $st in 503|409) ok "an operation right after the guest died -> $st ($(jget error))" ;; *) not_ok "an operation right after the guest died -> $st" ;; esac
-i=0; while [ "$(wsql w2 "SELECT state FROM records WHERE sandbox='$S'")" != failed ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-diag "guest death committed as failed $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
-is "guest killed: the bridge ends, the record is failed" "$(wsql w2 "SELECT state FROM records WHERE sandbox='$S'")" failed
-check "... and the sandbox fails in the control plane" wait_state "$S" failed 30
-refused_old "$OC" "$OE" "guest killed"
-check "the bridge is gone" sh -c "! kill -0 $bp 2>/dev/null"
+relaunched w2 $((act + 1)) "$bp" "guest killed"
+check "the old bridge is gone" sh -c "! kill -0 $bp 2>/dev/null"
+old_mismatch "$OC" "$OE" "guest killed"
+new_route $((act + 1)) "guest killed"
+mkdata g2 "after the guest"; check "guest killed: a new write is served" write g2
 
 # 8. the platform still serves new sandboxes and moves
 is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
