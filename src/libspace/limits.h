@@ -23,6 +23,7 @@
 
 #define SPACE_HTTP_BODY_MAX     (1u << 20)  /* buffered JSON request bodies */
 #define SPACE_HTTP_URL_MAX      4096
+#define SPACE_AUTH_HEADER_MAX   (SPACE_TOKEN_MAX + 64) /* an Authorization header: "Bearer " + token + spaces */
 #define SPACE_HTTP_CONN_MAX     1024        /* concurrent connections per daemon */
 #define SPACE_HTTP_CONN_PER_IP  256
 #define SPACE_PATH_MAX          4096        /* a path inside a sandbox */

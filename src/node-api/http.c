@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
+#include "bearer.h"
 #include "claims.h"
 #include "log.h"
 #include "node-api.h"
@@ -312,8 +312,9 @@ path_args(struct MHD_Connection *c, bool with_mode, const char **why)
 static enum MHD_Result
 start_request(struct MHD_Connection *c, struct req *r, const char *url, const char *method)
 {
-	const char *rest, *slash, *auth, *why, *cl;
+	const char *rest, *slash, *auth, *tok, *why, *cl;
 	size_t i, idlen;
+	int rc;
 	json_t *args;
 	enum MHD_Result ret;
 
@@ -358,21 +359,19 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 	}
 	r->label = r->rt->label;
 
-	/* the bearer: present, and shaped like a capability */
+	/* the bearer: present (bearer.c, the parser space-control uses too),
+	 * and shaped like a capability. A Bearer whose token is not one
+	 * b64token, or an overlong header, is a malformed capability (403);
+	 * no bearer at all is 401. */
 	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+	rc = space_bearer(auth, &tok, &r->token_len);
+	if (rc == -ENOENT)
 		return respond_error(c, r, 401, "unauthenticated", NULL, "a capability bearer is required");
-	auth += 7;
-	while (*auth == ' ')
-		auth++;
-	r->token_len = strlen(auth);
-	while (r->token_len && auth[r->token_len - 1] == ' ')
-		r->token_len--;
-	if (r->token_len == 0)
-		return respond_error(c, r, 401, "unauthenticated", NULL, "a capability bearer is required");
-	if (token_shape_check(auth, r->token_len, &why) != 0)
+	if (rc < 0)
+		return respond_error(c, r, 403, "deny", "malformed_token", NULL);
+	if (token_shape_check(tok, r->token_len, &why) != 0)
 		return respond_error(c, r, 403, "deny", why, NULL);
-	if ((r->token = strndup(auth, r->token_len)) == NULL)
+	if ((r->token = strndup(tok, r->token_len)) == NULL)
 		return MHD_NO;
 
 	if (idlen == 0 || idlen > SPACE_ID_MAX)

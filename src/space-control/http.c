@@ -13,10 +13,15 @@
 #include <microhttpd.h>
 #include <sodium.h>
 
+#include "bearer.h"
 #include "control.h"
 #include "http.h"
 #include "log.h"
 #include "util.h"
+
+/* the longest secret auth.c accepts, and its NUL; anything longer is
+ * malformed without being copied */
+#define BEARER_BUF (3 + SECRET_BODY_LEN + 1)
 
 struct http {
 	struct MHD_Daemon *d;
@@ -176,18 +181,79 @@ match(const char *pattern, const char *url, struct req *r)
 	return bad ? -1 : 1;
 }
 
+/* The secret of the Authorization header, copied NUL-terminated into buf
+ * for auth.c. bearer.c decides what a bearer is, for node-api as well; a
+ * header that carries none gives NULL ("missing"), a malformed one or one
+ * longer than any secret gives "" (refused as malformed by auth.c). The
+ * header itself stays in libmicrohttpd's connection pool, which we cannot
+ * wipe; our copy is wiped by the caller. */
 static const char *
-bearer(struct MHD_Connection *conn)
+bearer(struct MHD_Connection *conn, char buf[BEARER_BUF])
 {
 	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *tok;
+	size_t len;
+	int rc;
 
-	if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+	buf[0] = '\0';
+	rc = space_bearer(h, &tok, &len);
+	if (rc == -ENOENT)
 		return NULL;
-	h += 7;
-	if (strlen(h) > SPACE_TOKEN_MAX)
-		return NULL;
-	return h;
+	if (rc < 0 || len >= BEARER_BUF)
+		return buf;
+	memcpy(buf, tok, len);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* authentication of a route: 0, or -1 with the error answer set */
+static int
+authenticate(struct req *r, const struct route *rt)
+{
+	struct ctl *c = r->ctl;
+	char buf[BEARER_BUF];
+	const char *tok, *kind = NULL;
+	int rc, ret = -1;
+
+	tok = bearer(r->conn, buf);
+	switch (rt->auth) {
+	case AUTH_NONE:
+		break;
+	case AUTH_USER:
+		rc = auth_user(c, tok, r->principal, &kind);
+		if (rc == -EIO) {
+			reply_error(r, 503, "unavailable", "credential store unavailable");
+			goto out;
+		}
+		if (rc < 0) {
+			metrics_auth_failure(kind);
+			reply_error(r, 401, "unauthenticated", "a valid API key is required");
+			goto out;
+		}
+		break;
+	case AUTH_WORKER:
+		rc = auth_worker(c, tok, r->params[0], &kind);
+		if (rc == -EIO) {
+			reply_error(r, 503, "unavailable", "credential store unavailable");
+			goto out;
+		}
+		if (rc == -EPERM) {
+			metrics_auth_failure(kind);
+			reply_error(r, 403, "forbidden", "credential belongs to another worker");
+			goto out;
+		}
+		if (rc < 0) {
+			metrics_auth_failure(kind);
+			reply_error(r, 401, "unauthenticated", "a valid worker credential is required");
+			goto out;
+		}
+		break;
+	}
+	ret = 0;
+out:
+	sodium_memzero(buf, sizeof(buf));
+	return ret;
 }
 
 static enum MHD_Result
@@ -224,11 +290,10 @@ send_reply(struct req *r)
 static int
 admit_request(struct req *r, const struct route **rt_out)
 {
-	struct ctl *c = r->ctl;
 	const struct route *rt = NULL;
-	const char *cl, *tok, *kind = NULL;
+	const char *cl;
 	size_t i;
-	int m, shape = 0, badid = 0, rc;
+	int m, shape = 0, badid = 0;
 
 	if (strlen(r->url) > SPACE_HTTP_URL_MAX) {
 		reply_error(r, 414, "too_large", "URL longer than %d bytes", SPACE_HTTP_URL_MAX);
@@ -267,40 +332,8 @@ admit_request(struct req *r, const struct route **rt_out)
 		    SPACE_HTTP_BODY_MAX);
 		return -1;
 	}
-	tok = bearer(r->conn);
-	switch (rt->auth) {
-	case AUTH_NONE:
-		break;
-	case AUTH_USER:
-		rc = auth_user(c, tok, r->principal, &kind);
-		if (rc == -EIO) {
-			reply_error(r, 503, "unavailable", "credential store unavailable");
-			return -1;
-		}
-		if (rc < 0) {
-			metrics_auth_failure(kind);
-			reply_error(r, 401, "unauthenticated", "a valid API key is required");
-			return -1;
-		}
-		break;
-	case AUTH_WORKER:
-		rc = auth_worker(c, tok, r->params[0], &kind);
-		if (rc == -EIO) {
-			reply_error(r, 503, "unavailable", "credential store unavailable");
-			return -1;
-		}
-		if (rc == -EPERM) {
-			metrics_auth_failure(kind);
-			reply_error(r, 403, "forbidden", "credential belongs to another worker");
-			return -1;
-		}
-		if (rc < 0) {
-			metrics_auth_failure(kind);
-			reply_error(r, 401, "unauthenticated", "a valid worker credential is required");
-			return -1;
-		}
-		break;
-	}
+	if (authenticate(r, rt) < 0)
+		return -1;
 	*rt_out = rt;
 	return 0;
 }

@@ -1,0 +1,135 @@
+#!/bin/sh
+# One reading of "Authorization: Bearer" (src/libspace/bearer.c) in
+# space-control and node-api, from the sender's side: the scheme is
+# case-insensitive, the token is exactly one b64token; a second word, a
+# glued scheme, another scheme or an overlong header is refused with the
+# JSON error of docs/errors.md and never half-read.
+. "$SPACE_TOP/tests/lib.sh"
+
+[ "${SPACE_SAN:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
+T=$(mktemp -d)
+chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
+BIN=$T/bin
+D=$T/c
+W=$T/w
+CTL= MGR= NAPI=
+# private copies: sbx-manager refuses a bridge binary replaced by a rebuild
+mkdir "$BIN"
+for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
+CP=$(free_port); NP=$(free_port)
+CU=http://127.0.0.1:$CP
+NU=http://127.0.0.1:$NP
+
+bridges() {
+	for p in /proc/[0-9]*; do
+		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
+	done
+}
+cleanup() {
+	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
+	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+jget() { python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
+# the error convention: {"error":code,"message":string}, nothing else is an answer
+errjson() { python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+assert isinstance(d.get("message"), str) or isinstance(d.get("reason"), str)
+print(d["error"], d.get("reason", "-"))' "$T/body" 2>/dev/null || echo "not-json"; }
+# auth URL AUTHZ [curl args...]: the raw Authorization value, status on stdout
+auth() { _u=$1 _a=$2; shift 2; curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: $_a" "$@" "$_u"; }
+metric() { curl -s "$CU/metrics" | awk -v k="space_control_auth_failures_total{kind=\"$1\"}" '$1 == k { print $2 }'; }
+
+K=$("$BIN/space-control" apikey add alice --data-dir "$D" 2>>"$T/ctl.log")
+"$BIN/space-control" worker add w1 --data-dir "$D" >"$T/cred" 2>>"$T/ctl.log"
+WK=$(cat "$T/cred")
+ROOT=$("$BIN/space-control" keys root --data-dir "$D" 2>>"$T/ctl.log")
+"$BIN/space-control" --data-dir "$D" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
+CTL=$!
+check "space-control up" wait_http "$CU/healthz" 10
+
+# ---- space-control, API keys ----
+L=$CU/v1/sandboxes
+is "\"Bearer KEY\" -> 200" "$(auth "$L" "Bearer $K")" 200
+is "\"bearer KEY\" (scheme is case-insensitive) -> 200" "$(auth "$L" "bearer $K")" 200
+is "\"BEARER   KEY   \" -> 200" "$(auth "$L" "BEARER   $K   ")" 200
+is "\"Bearer KEY<TAB>\" -> 200" "$(auth "$L" "$(printf 'Bearer %s\t' "$K")")" 200
+m0=$(metric malformed)
+is "\"Bearer KEY junk\" -> 401" "$(auth "$L" "Bearer $K junk")" 401
+is "... unauthenticated JSON" "$(errjson)" "unauthenticated -"
+is "... counted as a malformed credential" "$(metric malformed)" "$((${m0:-0} + 1))"
+is "\"Bearer junk KEY\" -> 401" "$(auth "$L" "Bearer junk $K")" 401
+is "\"Basic KEY\" -> 401" "$(auth "$L" "Basic $K")" 401
+is "... unauthenticated JSON" "$(errjson)" "unauthenticated -"
+is "\"BearerKEY\" -> 401" "$(auth "$L" "Bearer$K")" 401
+is "... unauthenticated JSON" "$(errjson)" "unauthenticated -"
+is "\"Bearer<TAB>KEY\" -> 401" "$(auth "$L" "$(printf 'Bearer\t%s' "$K")")" 401
+is "\"Bearer\" alone -> 401" "$(auth "$L" "Bearer")" 401
+is "\"Bearer KEY,x=y\" -> 401" "$(auth "$L" "Bearer $K,x=y")" 401
+is "\"Bearer KEY;\" -> 401" "$(auth "$L" "Bearer $K;")" 401
+is "\"Bearer KEY=\" (another secret) -> 401" "$(auth "$L" "Bearer $K=")" 401
+is "\"Bearer KEY<DEL>\" -> 401" "$(auth "$L" "$(printf 'Bearer %s\177' "$K")")" 401
+long=$(python3 -c 'print("A" * 5000)')
+is "overlong header (key + 5000 bytes) -> 401" "$(auth "$L" "Bearer $K$long")" 401
+is "... unauthenticated JSON" "$(errjson)" "unauthenticated -"
+
+# ---- space-control, worker credentials ----
+RG=$CU/v1/workers/w1/assignments?after=0
+is "\"bearer WK\" on a worker endpoint -> 200" "$(auth "$RG" "bearer $WK")" 200
+is "\"Bearer WK junk\" -> 401" "$(auth "$RG" "Bearer $WK junk")" 401
+is "... unauthenticated JSON" "$(errjson)" "unauthenticated -"
+is "\"Basic WK\" -> 401" "$(auth "$RG" "Basic $WK")" 401
+is "\"BearerWK\" -> 401" "$(auth "$RG" "Bearer$WK")" 401
+check "space-control still serves" wait_http "$CU/healthz" 2
+
+# ---- node-api (capabilities; sbx-manager behind it) ----
+rm -f "$W/run/sbx-manager.sock"
+"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
+    --root-key "$ROOT" --endpoint "$NU" --capacity 2 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
+MGR=$!
+i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
+    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
+NAPI=$!
+check "node-api answers /healthz" wait_http "$NU/healthz" 10
+is "create a sandbox on w1" "$(auth "$L" "Bearer $K" -X POST --data-binary '{"worker":"w1"}')" 201
+S=$(jget id)
+i=0
+while [ $i -lt 200 ]; do
+	auth "$L/$S" "Bearer $K" >/dev/null
+	[ "$(jget state)" = running ] && break
+	sleep 0.1; i=$((i + 1))
+done
+is "sandbox running" "$(jget state)" running
+auth "$L/$S/routes" "Bearer $K" -X POST --data-binary '{"access":["exec"]}' >/dev/null
+CAP=$(jget capability)
+X=$NU/v1/sandboxes/$S/exec
+ex() { auth "$X" "$1" -X POST --data-binary '{"argv":["true"]}'; }
+is "\"Bearer CAP\" -> 200" "$(ex "Bearer $CAP")" 200
+is "\"bearer CAP\" -> 200" "$(ex "bearer $CAP")" 200
+is "\"BEARER  CAP  \" -> 200" "$(ex "BEARER  $CAP  ")" 200
+is "\"Basic CAP\" -> 401" "$(ex "Basic $CAP")" 401
+is "... unauthenticated JSON" "$(errjson)" "unauthenticated -"
+is "\"BearerCAP\" -> 401" "$(ex "Bearer$CAP")" 401
+is "... unauthenticated JSON" "$(errjson)" "unauthenticated -"
+is "\"Bearer\" alone -> 401" "$(ex "Bearer")" 401
+# a Bearer that is not one capability is a malformed capability at
+# node-api (403, docs/protocol.md section 2), refused before sbx-manager
+is "\"Bearer CAP junk\" -> 403 malformed_token" "$(ex "Bearer $CAP junk")" 403
+is "... deny JSON" "$(errjson)" "deny malformed_token"
+is "\"Bearer junk CAP\" -> 403 malformed_token" "$(ex "Bearer junk $CAP")" 403
+is "\"Bearer CAP;\" -> 403 malformed_token" "$(ex "Bearer $CAP;")" 403
+is "overlong header -> 403 malformed_token" "$(ex "Bearer $CAP$long")" 403
+is "... deny JSON" "$(errjson)" "deny malformed_token"
+is "the capability still works" "$(ex "Bearer $CAP")" 200
+
+done_testing
