@@ -1,0 +1,229 @@
+# The real platform for integration tests: space-control and workers
+# (sbx-manager + node-api each, on 127.0.0.1), started from private copies
+# of the binaries, with all data and logs in one mktemp directory, and
+# everything stopped, unmounted and removed when the script exits. POSIX sh;
+# source it after tests/lib.sh:
+#
+#	. "$SPACE_TOP/tests/lib.sh"
+#	. "$SPACE_TOP/tests/lib_platform.sh"
+#	platform_init
+#	check "space-control up" start_ctl
+#	NP=$(free_port)
+#	check "worker w1 up" add_worker 1 w1 "$NP"
+#
+# Set by platform_init (read them; the functions below rely on them):
+#   T      the test's directory, mode 711 (node-api runs as nobody and must
+#          reach the workers' run directories)
+#   BIN    private copies of the daemons and the bridge binaries
+#   CP CU  space-control's port and base URL
+#   K      API key of user alice
+#   ROOT   the root public key every sbx-manager is given
+# Set by the start functions:
+#   CTL    space-control's pid
+#   M<n>   sbx-manager's pid of worker number <n>; N<n> its node-api's
+#   CRASHT the time (date +%s%N) of the last crash, see crash()
+# A test may set, before a daemon starts (split at spaces, so no flag value
+# may contain one; the per-call arguments of the start functions may):
+#   CTL_FLAGS   more flags for every space-control this test starts
+#   MGR_FLAGS   ... for every sbx-manager (restarts included)
+#   NAPI_FLAGS  ... for every node-api
+#   PLATFORM_TEST  the name of the failure log directory (default: the
+#                  script's number, "50" for 50_worker_path.sh)
+# and may define platform_on_cleanup(), which the cleanup runs first (to
+# stop the test's own helper processes).
+#
+# Files: space-control's data in $T/c, its log $T/ctl.log; worker <id>'s data
+# directory $T/<id> (records.db, run/sbx-manager.sock, metrics.prom), its
+# credential $T/cred_<id>, its logs $T/mgr_<id>.log and $T/napi_<id>.log.
+# When the script fails (a "not ok" or a non-zero exit) every $T/*.log is
+# copied to $(dirname "$SPACE_BIN")/test-logs/<PLATFORM_TEST>-daemons.
+#
+# The helpers name their own variables _pl_*: tests use i, p, b... freely.
+
+# platform_init: the directory, private binaries, space-control's port, the
+# API key and root key, and the exit trap
+platform_init() {
+	T=$(mktemp -d)
+	chmod 711 "$T"
+	BIN=$T/bin
+	# private copies: a rebuild of the tree while this runs must not look
+	# like a replaced bridge binary (which sbx-manager rightly refuses)
+	mkdir "$BIN"
+	for _pl_b in sbx-manager spaced-host spaced-guest node-api space-control; do
+		cp "$SPACE_BIN/$_pl_b" "$BIN/"
+	done
+	CP=$(free_port)
+	CU=http://127.0.0.1:$CP
+	CTL= CRASHT= _pl_workers=
+	: "${PLATFORM_TEST:=$(basename "$0" .sh | cut -d_ -f1)}"
+	# the cleanup runs once, on every exit; a signal is an exit with 1
+	trap platform_cleanup EXIT
+	trap 'exit 1' INT TERM
+	K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
+	ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
+}
+
+# bridges: the pids of this test's bridges (their executable is our
+# private copy, also when that file was replaced: "... (deleted)")
+bridges() {
+	for _pl_p in /proc/[0-9]*; do
+		case "$(readlink "$_pl_p/exe" 2>/dev/null)" in
+		"$BIN/spaced-host"*) echo "${_pl_p#/proc/}" ;;
+		esac
+	done
+}
+
+# platform_cleanup: the exit trap. Stops the daemons, then the bridges
+# (which outlive sbx-manager by design), lazily unmounts what they left
+# under $T, keeps the logs on failure and removes $T.
+platform_cleanup() {
+	_pl_rc=$?
+	command -v platform_on_cleanup >/dev/null 2>&1 && platform_on_cleanup
+	_pl_pids=
+	for _pl_n in $_pl_workers; do eval "_pl_pids=\"\$_pl_pids \$N$_pl_n\""; done
+	for _pl_n in $_pl_workers; do eval "_pl_pids=\"\$_pl_pids \$M$_pl_n\""; done
+	for _pl_p in $_pl_pids $CTL; do kill "$_pl_p" 2>/dev/null; wait "$_pl_p" 2>/dev/null; done
+	_pl_b=$(bridges); [ -n "$_pl_b" ] && kill $_pl_b 2>/dev/null
+	_pl_i=0
+	while [ -n "$(bridges)" ] && [ $_pl_i -lt 50 ]; do sleep 0.1; _pl_i=$((_pl_i + 1)); done
+	_pl_b=$(bridges); [ -n "$_pl_b" ] && kill -9 $_pl_b 2>/dev/null && sleep 0.5
+	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
+	if [ "$_tap_fail" != 0 ] || [ "$_pl_rc" != 0 ]; then
+		_pl_l=$(dirname "$SPACE_BIN")/test-logs/$PLATFORM_TEST-daemons
+		rm -rf "$_pl_l"; mkdir -p "$_pl_l"; cp "$T"/*.log "$_pl_l/" 2>/dev/null
+		echo "# daemons' logs kept in $_pl_l"
+	fi
+	rm -rf "$T"
+}
+
+# start_ctl [flag...]: space-control on $CP (again after a stop or crash);
+# true once it answers /healthz (10 s)
+start_ctl() {
+	"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" $CTL_FLAGS "$@" 2>>"$T/ctl.log" &
+	CTL=$!
+	wait_http "$CU/healthz" 10
+}
+
+# register_worker ID: the worker's credential, in $T/cred_ID
+register_worker() {
+	"$BIN/space-control" worker add "$1" --data-dir "$T/c" >"$T/cred_$1" 2>>"$T/ctl.log"
+}
+
+# start_mgr N ID PORT [flag...]: sbx-manager of worker ID (number N, its
+# node-api on PORT), again after a stop or crash; pid in M<N>. True once its
+# socket exists (10 s).
+start_mgr() {
+	_pl_n=$1 _pl_id=$2 _pl_port=$3; shift 3
+	rm -f "$T/$_pl_id/run/sbx-manager.sock"  # a killed instance leaves its socket
+	"$BIN/sbx-manager" --data-dir "$T/$_pl_id" --control "$CU" --worker-id "$_pl_id" \
+	    --credential-file "$T/cred_$_pl_id" --root-key "$ROOT" --endpoint "http://127.0.0.1:$_pl_port" \
+	    --capacity 4 --api-group nogroup $MGR_FLAGS "$@" 2>>"$T/mgr_$_pl_id.log" &
+	eval "M$_pl_n=\$!"
+	case " $_pl_workers " in *" $_pl_n "*) ;; *) _pl_workers="$_pl_workers $_pl_n" ;; esac
+	_pl_i=0
+	while [ ! -S "$T/$_pl_id/run/sbx-manager.sock" ] && [ $_pl_i -lt 100 ]; do sleep 0.1; _pl_i=$((_pl_i + 1)); done
+	test -S "$T/$_pl_id/run/sbx-manager.sock"
+}
+
+# start_napi N ID PORT [flag...]: node-api of worker ID on PORT; pid in
+# N<N>. True once it answers /healthz (10 s).
+start_napi() {
+	_pl_n=$1 _pl_id=$2 _pl_port=$3; shift 3
+	"$BIN/node-api" --listen "127.0.0.1:$_pl_port" --manager-socket "$T/$_pl_id/run/sbx-manager.sock" \
+	    --worker-id "$_pl_id" $NAPI_FLAGS "$@" 2>>"$T/napi_$_pl_id.log" &
+	eval "N$_pl_n=\$!"
+	case " $_pl_workers " in *" $_pl_n "*) ;; *) _pl_workers="$_pl_workers $_pl_n" ;; esac
+	wait_http "http://127.0.0.1:$_pl_port/healthz" 10
+}
+
+# add_worker N ID PORT [sbx-manager flag...]: register worker ID, start its
+# sbx-manager and its node-api on PORT; true when both are up
+add_worker() {
+	register_worker "$2"
+	start_mgr "$@" && start_napi "$1" "$2" "$3"
+}
+
+# crash VAR: kill -9 the process whose pid is in $VAR, reap it, empty VAR
+# and note the time in CRASHT
+crash() {
+	eval "_pl_p=\$$1"
+	kill -9 "$_pl_p" 2>/dev/null; wait "$_pl_p" 2>/dev/null
+	eval "$1="
+	CRASHT=$(date +%s%N)
+}
+
+# stop VAR: SIGTERM to the process whose pid is in $VAR, wait for it, empty VAR
+stop() {
+	eval "_pl_p=\$$1"
+	kill "$_pl_p" 2>/dev/null; wait "$_pl_p" 2>/dev/null
+	eval "$1="
+}
+
+# gone PID [seconds]: true once PID has exited (default 12 s)
+gone() {
+	_pl_end=$(($(date +%s) + ${2:-12}))
+	while kill -0 "$1" 2>/dev/null && [ "$(date +%s)" -le $_pl_end ]; do sleep 0.1; done
+	! kill -0 "$1" 2>/dev/null
+}
+
+# jget KEY[.KEY|.INDEX...] [FILE]: one value of a JSON file (default
+# $T/body): strings bare, objects and lists as JSON; nothing when absent
+jget() {
+	python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1" 2>/dev/null
+}
+
+# cpost PATH JSON: POST to space-control as alice; the status on stdout,
+# the body in $T/body
+cpost() {
+	curl -s -m 20 -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"
+}
+
+# sbx ID: the sandbox as space-control shows it, in $T/sbx
+sbx() { curl -s -m 10 -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"; }
+
+# wait_state ID STATE [seconds]: true once the sandbox is in STATE (default
+# 30 s, by the clock); the last answer stays in $T/sbx
+wait_state() {
+	_pl_end=$(($(date +%s) + ${3:-30}))
+	while [ "$(date +%s)" -le $_pl_end ]; do
+		sbx "$1"
+		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# route ID [ACCESS]: a capability for the sandbox (default access
+# "exec","fs:r","fs:w"), printed; the route answer stays in $T/body. A
+# test that needs more (the endpoint, retries) defines its own route().
+route() {
+	cpost "/v1/sandboxes/$1/routes" "{\"access\":[${2:-\"exec\",\"fs:r\",\"fs:w\"}]}" >/dev/null
+	jget capability
+}
+
+# napi_at URL METHOD PATH [curl arg...]: a request with $CAP to
+# URL/v1/sandboxes/$S/PATH; the status on stdout, the body in $T/body,
+# the headers in $T/hdr
+napi_at() {
+	_pl_u=$1 _pl_m=$2 _pl_path=$3; shift 3
+	curl -s -m 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$_pl_m" \
+	    -H "Authorization: Bearer $CAP" "$@" "$_pl_u/v1/sandboxes/$S/$_pl_path"
+}
+
+# napi METHOD PATH [curl arg...]: napi_at the node-api in $NU
+napi() { napi_at "$NU" "$@"; }
+
+# hdr NAME: the value of a header of the last napi answer
+hdr() {
+	tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'
+}
+
+# csql SQL: a query on space-control's database
+csql() { sqlite3 -cmd '.timeout 5000' "$T/c/control.db" "$1"; }
+
+# wsql ID SQL: a query on worker ID's records
+wsql() { sqlite3 -cmd '.timeout 5000' "$T/$1/records.db" "$2"; }
