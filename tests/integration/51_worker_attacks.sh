@@ -7,77 +7,18 @@
 # before it reaches sbx-manager; sbx-manager's socket refuses strangers and
 # survives garbage frames.
 . "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
 
-T=$(mktemp -d)
-chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
-BIN=$T/bin
-CTL= MGR= NAPI=
-# private copies: a rebuild of the tree while this runs must not look like
-# a replaced bridge binary (which sbx-manager rightly refuses)
-mkdir "$BIN"
-for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
-CP=$(free_port); NP=$(free_port)
-CU=http://127.0.0.1:$CP
+platform_init
+MGR_FLAGS="--disk-mb 1100"
+NP=$(free_port)
 NU=http://127.0.0.1:$NP
-W=$T/w
+W=$T/w1
 
-# the bridges of this test only: their executable is our private copy
-bridges() {
-	for p in /proc/[0-9]*; do
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
-	done
-}
-cleanup() {
-	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
-	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
-	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
-
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-cpost() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
-# napi METHOD PATH [curl args...]: status on stdout, body in $T/body, headers in $T/hdr
-napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
-	-H "Authorization: Bearer $CAP" "$@" "$NU/v1/sandboxes/$S/$p"; }
-hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
-sql() { sqlite3 "$W/records.db" "$1"; }
-start_mgr() {
-	rm -f "$W/run/sbx-manager.sock"         # a killed instance leaves its socket
-	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
-	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
-	MGR=$!
-	i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-}
-wait_state() { # sandbox state [seconds]
-	i=0
-	while [ $i -lt $((${3:-20} * 10)) ]; do
-		curl -s -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"
-		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
-route() { cpost "/v1/sandboxes/$1/routes" "{\"access\":[${2:-\"exec\",\"fs:r\",\"fs:w\"}]}" >/dev/null; jget capability; }
-
-K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
-"$BIN/space-control" worker add w1 --data-dir "$T/c" >"$T/cred" 2>>"$T/ctl.log"
-ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
-"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
-CTL=$!
-check "space-control up" wait_http "$CU/healthz" 10
-start_mgr
-check "sbx-manager made its socket" test -S "$W/run/sbx-manager.sock"
-"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
-    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
-NAPI=$!
-check "node-api answers /healthz" wait_http "$NU/healthz" 10
+register_worker w1
+check "space-control up" start_ctl
+check "sbx-manager made its socket" start_mgr 1 w1 "$NP"
+check "node-api answers /healthz" start_napi 1 w1 "$NP" --metrics-file "$W/metrics.prom"
 is "healthz body" "$(curl -s "$NU/healthz")" '{"ok":true}'
 
 # mgr_requests: sbx-manager's request counter (metrics.prom, rewritten every 2 s)
@@ -165,18 +106,18 @@ is "read-only capability: PUT files -> 403 access_denied" "$(napi PUT 'files?pat
 CAP=$CAPA
 is "... and the refused write left nothing" "$(napi GET 'fs/stat?path=/home/user/w')" 404
 check "refusals are audited with both identities" \
-	grep -q '"audit":"admission".*"reason":"sandbox_mismatch".*"cap_route":{"sandbox":"'"$A"'".*"record_route":{"sandbox":"'"$B"'"' "$T/mgr.log"
+	grep -q '"audit":"admission".*"reason":"sandbox_mismatch".*"cap_route":{"sandbox":"'"$A"'".*"record_route":{"sandbox":"'"$B"'"' "$T/mgr_w1.log"
 sleep 2.5
 curl -s "$NU/metrics" >"$T/metrics"
 check "refusals counted by reason" grep -q 'space_sbxmgr_admission_total{outcome="deny",reason="bad_signature"} [1-9]' "$T/metrics"
 
 # ---- an older activation: sbx-manager restarts and finds the bridge gone ----
-kill -9 "$MGR"; wait "$MGR" 2>/dev/null
-BPID=$(sql "select bridge_pid from records where sandbox='$A'")
+crash M1
+BPID=$(wsql w1 "select bridge_pid from records where sandbox='$A'")
 kill -9 "$BPID"
-start_mgr
-i=0; while [ "$(sql "select activation, state from records where sandbox='$A'")" != "2|serving" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-is "A relaunched as activation 2" "$(sql "select activation, state from records where sandbox='$A'")" "2|serving"
+start_mgr 1 w1 "$NP"
+i=0; while [ "$(wsql w1 "select activation, state from records where sandbox='$A'")" != "2|serving" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+is "A relaunched as activation 2" "$(wsql w1 "select activation, state from records where sandbox='$A'")" "2|serving"
 S=$A CAP=$CAPA
 is "activation-1 capability -> 409" "$(napi POST exec --data-binary '{"argv":["true"]}')" 409
 is "... refresh_route / activation_mismatch" "$(jget error) $(jget reason)" "refresh_route activation_mismatch"
@@ -202,18 +143,16 @@ busy=$(grep -lE 'too many concurrent operations|the execution refused the operat
 okc=$(cat "$T/flood"/*.code | grep -c '^200$')
 diag "72 concurrent execs on one sandbox: $okc served, $busy refused as too many"
 grep -hv exit_code "$T/flood"/*.body 2>/dev/null | sort | uniq -c | sed 's/^/#   /'
-grep -h '"audit":"bridge"' "$T/mgr.log" | sed 's/.*"reason":"\([^"]*\)".*/#   bridge refusal: \1/' | sort | uniq -c
+grep -h '"audit":"bridge"' "$T/mgr_w1.log" | sed 's/.*"reason":"\([^"]*\)".*/#   bridge refusal: \1/' | sort | uniq -c
 check "some are refused once 64 operations are open ($busy)" test "$busy" -ge 1
 check "at most 64 were served at once ($okc)" test "$okc" -le 64
 is "every other answer was that refusal" "$((okc + busy))" 72
-is "no bridge verification failed under load" "$(grep -c '"audit":"bridge"' "$T/mgr.log")" 0
+is "no bridge verification failed under load" "$(grep -c '"audit":"bridge"' "$T/mgr_w1.log")" 0
 is "the sandbox serves again afterwards" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 
 # ---- an expired capability ----
-kill "$CTL"; wait "$CTL" 2>/dev/null
-"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" --test-cap-backdate 200 2>>"$T/ctl.log" &
-CTL=$!
-wait_http "$CU/healthz" 10
+stop CTL
+start_ctl --test-cap-backdate 200
 S=$A CAP=$(route "$A")
 is "expired capability -> 401" "$(napi POST exec --data-binary '{"argv":["true"]}')" 401
 is "... body is exactly capability_expired" "$(cat "$T/body")" '{"error":"capability_expired"}'
@@ -258,7 +197,7 @@ out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" unknown "$A")
 check "REQUEST with an unknown field -> ERROR 400" sh -c "echo '$out' | grep -q '\"status\":400'"
 out=$(python3 "$T/raw.py" "$W/run/sbx-manager.sock" nul "$A" "$CAPA")
 check "a token with an embedded NUL -> ERROR 400" sh -c "echo '$out' | grep -q '\"status\":400'"
-check "sbx-manager survived all of it" kill -0 "$MGR"
+check "sbx-manager survived all of it" kill -0 "$M1"
 S=$B CAP=$(route "$B")
 is "... and still refuses an expired capability properly" "$(napi POST exec --data-binary '{"argv":["true"]}')" 401
 
