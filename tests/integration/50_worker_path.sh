@@ -6,85 +6,26 @@
 # restarted sbx-manager adopts its bridge; retiring cancels a running
 # operation and later requests get refresh_route.
 . "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
 
 [ "${SPACE_SAN:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
-T=$(mktemp -d)
-chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
-BIN=$T/bin
-CTL= MGR= NAPI=
-# private copies: a rebuild of the tree while this runs must not look like
-# a replaced bridge binary (which sbx-manager rightly refuses)
-mkdir "$BIN"
-for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
-CP=$(free_port); NP=$(free_port)
-CU=http://127.0.0.1:$CP
+platform_init
+MGR_FLAGS="--disk-mb 1100"
+NP=$(free_port)
 NU=http://127.0.0.1:$NP
-W=$T/w
+W=$T/w1
 
-# the bridges of this test only: their executable is our private copy
-bridges() {
-	for p in /proc/[0-9]*; do
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
-	done
-}
-cleanup() {
-	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
-	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
-	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
-
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-cpost() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
-# napi METHOD PATH [curl args...]: status on stdout, body in $T/body, headers in $T/hdr
-napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
-	-H "Authorization: Bearer $CAP" "$@" "$NU/v1/sandboxes/$S/$p"; }
-hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
-sql() { sqlite3 "$W/records.db" "$1"; }
-start_mgr() {
-	rm -f "$W/run/sbx-manager.sock"         # a killed instance leaves its socket
-	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
-	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
-	MGR=$!
-	i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-}
-wait_state() { # sandbox state [seconds]
-	i=0
-	while [ $i -lt $((${3:-20} * 10)) ]; do
-		curl -s -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"
-		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
-route() { cpost "/v1/sandboxes/$1/routes" "{\"access\":[${2:-\"exec\",\"fs:r\",\"fs:w\"}]}" >/dev/null; jget capability; }
-
-K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
-"$BIN/space-control" worker add w1 --data-dir "$T/c" >"$T/cred" 2>>"$T/ctl.log"
-ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
-"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
-CTL=$!
-check "space-control up" wait_http "$CU/healthz" 10
-start_mgr
-check "sbx-manager made its socket" test -S "$W/run/sbx-manager.sock"
-"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
-    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
-NAPI=$!
-check "node-api answers /healthz" wait_http "$NU/healthz" 10
+register_worker w1
+check "space-control up" start_ctl
+check "sbx-manager made its socket" start_mgr 1 w1 "$NP"
+check "node-api answers /healthz" start_napi 1 w1 "$NP" --metrics-file "$W/metrics.prom"
 is "healthz body" "$(curl -s "$NU/healthz")" '{"ok":true}'
 
 # ---- privilege separation ----
 is "node-api runs as nobody (real, effective, saved, fs uid)" \
-	"$(awk '/^Uid:/ { print $2, $3, $4, $5 }' /proc/$NAPI/status)" "65534 65534 65534 65534"
-is "node-api has no capabilities" "$(awk '/^CapEff:/ { print $2 }' /proc/$NAPI/status)" "0000000000000000"
-is "node-api has only its own group" "$(awk '/^Groups:/ { print $2 }' /proc/$NAPI/status)" "65534"
+	"$(awk '/^Uid:/ { print $2, $3, $4, $5 }' /proc/$N1/status)" "65534 65534 65534 65534"
+is "node-api has no capabilities" "$(awk '/^CapEff:/ { print $2 }' /proc/$N1/status)" "0000000000000000"
+is "node-api has only its own group" "$(awk '/^Groups:/ { print $2 }' /proc/$N1/status)" "65534"
 is "sbx-manager socket is 0660 root:nogroup" "$(stat -c '%a %U:%G' "$W/run/sbx-manager.sock")" "660 root:nogroup"
 is "records.db is 0600" "$(stat -c %a "$W/records.db")" 600
 
@@ -92,14 +33,14 @@ is "records.db is 0600" "$(stat -c %a "$W/records.db")" 600
 is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 S=$(jget id)
 check "sandbox running within 20 s" wait_state "$S" running 20
-is "record committed as serving, generation 1" "$(sql "select state, generation, activation from records where sandbox='$S'")" "serving|1|1"
+is "record committed as serving, generation 1" "$(wsql w1 "select state, generation, activation from records where sandbox='$S'")" "serving|1|1"
 is "resident is this worker's incarnation" "$(jget execution.resident "$T/sbx")" "$(cat "$W/incarnation")"
-BPID=$(sql "select bridge_pid from records where sandbox='$S'")
+BPID=$(wsql w1 "select bridge_pid from records where sandbox='$S'")
 check "recorded bridge pid $BPID is a live spaced-host" test "$(readlink /proc/$BPID/exe)" = "$BIN/spaced-host"
 is "recorded start time equals /proc/PID/stat field 22" \
-	"$(sql "select bridge_start from records where sandbox='$S'")" \
+	"$(wsql w1 "select bridge_start from records where sandbox='$S'")" \
 	"$(sed 's/.*) //' /proc/$BPID/stat | cut -d' ' -f20)"
-is "recorded exe inode equals the binary's" "$(sql "select exe_ino from records where sandbox='$S'")" "$(stat -c %i "$BIN/spaced-host")"
+is "recorded exe inode equals the binary's" "$(wsql w1 "select exe_ino from records where sandbox='$S'")" "$(stat -c %i "$BIN/spaced-host")"
 is "run directory is 0700" "$(stat -c %a "$W/run/$S.g1")" 700
 CAP=$(route "$S")
 
@@ -151,8 +92,8 @@ is "1 GiB GET returns the same bytes" "$sum" "$ZSUM"
 # under ASan the allocator's quarantine keeps freed chunks: the bound is
 # looser there (the daemons are started with a 16 MB quarantine)
 LIM=65536; [ "${SPACE_SAN:-0}" = 1 ] && LIM=196608
-hwm_m=$(awk '/^VmHWM:/ { print $2 }' /proc/$MGR/status)
-hwm_n=$(awk '/^VmHWM:/ { print $2 }' /proc/$NAPI/status)
+hwm_m=$(awk '/^VmHWM:/ { print $2 }' /proc/$M1/status)
+hwm_n=$(awk '/^VmHWM:/ { print $2 }' /proc/$N1/status)
 diag "1 GiB: PUT $((t1 - t0)) s, GET $((t2 - t1)) s; peak RSS sbx-manager ${hwm_m} kB, node-api ${hwm_n} kB"
 check "sbx-manager peak RSS under $((LIM / 1024)) MiB ($hwm_m kB)" test "$hwm_m" -lt $LIM
 check "node-api peak RSS under $((LIM / 1024)) MiB ($hwm_n kB)" test "$hwm_n" -lt $LIM
@@ -165,26 +106,24 @@ check "metrics: node-api requests by route and status" grep -q '^space_nodeapi_r
 check "metrics: sbx-manager admissions (appended)" grep -q '^space_sbxmgr_admission_total{outcome="allow",reason="ok"} ' "$T/metrics"
 
 # ---- restart: the bridge is adopted, not relaunched ----
-kill -9 "$MGR"; wait "$MGR" 2>/dev/null
+crash M1
 check "bridge survives sbx-manager's death" kill -0 "$BPID"
-start_mgr
+start_mgr 1 w1 "$NP"
 sleep 0.5
-is "after restart: same bridge, same activation" "$(sql "select bridge_pid, activation, state from records where sandbox='$S'")" "$BPID|1|serving"
+is "after restart: same bridge, same activation" "$(wsql w1 "select bridge_pid, activation, state from records where sandbox='$S'")" "$BPID|1|serving"
 is "exec with the same capability still works" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
-check "sbx-manager logged the adoption" grep -q "adopted bridge of $S" "$T/mgr.log"
+check "sbx-manager logged the adoption" grep -q "adopted bridge of $S" "$T/mgr_w1.log"
 
 # ---- the control plane away: the worker keeps serving what it has ----
-kill "$CTL"; wait "$CTL" 2>/dev/null
-kill -9 "$MGR"; wait "$MGR" 2>/dev/null
-start_mgr
+stop CTL
+crash M1
+start_mgr 1 w1 "$NP"
 check "sbx-manager starts while the control plane is down" test -S "$W/run/sbx-manager.sock"
 is "exec still served (key bundle kept in D/keys.bundle)" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
-check "logged that it serves without the control plane" grep -q "control plane unreachable" "$T/mgr.log"
-"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
-CTL=$!
-wait_http "$CU/healthz" 10
-i=0; while ! grep -q '"control: registered"' "$T/mgr.log" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
-check "registers once the control plane is back" grep -q '"control: registered"' "$T/mgr.log"
+check "logged that it serves without the control plane" grep -q "control plane unreachable" "$T/mgr_w1.log"
+start_ctl
+i=0; while ! grep -q '"control: registered"' "$T/mgr_w1.log" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+check "registers once the control plane is back" grep -q '"control: registered"' "$T/mgr_w1.log"
 
 # ---- retire cancels the running operation; late requests refresh ----
 curl -s -o "$T/long" -w '%{http_code}' -X POST -H "Authorization: Bearer $CAP" \
@@ -198,12 +137,11 @@ t1=$(date +%s)
 is "the running exec is cut off -> 503" "$(cat "$T/long.code")" 503
 is "... with reason execution_replaced" "$(jget reason "$T/long")" execution_replaced
 check "... well before the command's 30 s ($((t1 - t0)) s)" test $((t1 - t0)) -lt 15
-is "record retired (and kept)" "$(sql "select state from records where sandbox='$S'")" retired
-gone() { i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 120 ]; do sleep 0.1; i=$((i + 1)); done; ! kill -0 "$1" 2>/dev/null; }
+is "record retired (and kept)" "$(wsql w1 "select state from records where sandbox='$S'")" retired
 check "bridge stopped" gone "$BPID"
 is "request after retirement -> 409" "$(napi POST exec --data-binary '{"argv":["true"]}')" 409
 is "refresh_route / not_serving" "$(jget error) $(jget reason)" "refresh_route not_serving"
 check "the refusal is audited with both identities" \
-	grep -q "\"audit\":\"admission\".*\"reason\":\"not_serving\".*\"cap_route\":{.*\"record_route\":{" "$T/mgr.log"
+	grep -q "\"audit\":\"admission\".*\"reason\":\"not_serving\".*\"cap_route\":{.*\"record_route\":{" "$T/mgr_w1.log"
 
 done_testing
