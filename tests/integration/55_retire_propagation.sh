@@ -7,92 +7,15 @@
 # only correctness. Before the first 409 every 200 came from the old
 # generation on the source worker, after it never a 200 again.
 . "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
 
-T=$(mktemp -d)
-chmod 711 "$T"          # node-api runs as nobody and must reach the run dirs
-BIN=$T/bin
-CTL= M1= M2= N1= N2=
-# private copies: a rebuild of the tree while this runs must not look like
-# a replaced bridge binary (which sbx-manager rightly refuses)
-mkdir "$BIN"
-for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
-CP=$(free_port); NP1=$(free_port); NP2=$(free_port)
-CU=http://127.0.0.1:$CP
+platform_init
+MGR_FLAGS="--snapshot-dir $T/snapshots"
+NP1=$(free_port); NP2=$(free_port)
 
-bridges() {
-	for p in /proc/[0-9]*; do
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
-	done
-}
-cleanup() {
-	for p in $N1 $N2 $M1 $M2 $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
-	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
-	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
-	# the daemons' logs are kept when something failed
-	if [ "$_tap_fail" != 0 ]; then
-		L=$(dirname "$SPACE_BIN")/test-logs/55-daemons; rm -rf "$L"; mkdir -p "$L"; cp "$T"/*.log "$L/" 2>/dev/null
-	fi
-	rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1" 2>/dev/null; }
-cpost() { curl -s -m 20 -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
-# napi URL METHOD PATH [curl args...]: status; body in $T/body, headers in $T/hdr
-napi() { u=$1; m=$2; p=$3; shift 3; curl -s -m 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
-	-H "Authorization: Bearer $CAP" "$@" "$u/v1/sandboxes/$S/$p"; }
-hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
-sbx() { curl -s -m 10 -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"; }
-wait_state() { # sandbox state [seconds]
-	i=0
-	while [ $i -lt $((${3:-30} * 10)) ]; do
-		sbx "$1"
-		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
-csql() { sqlite3 -cmd '.timeout 5000' "$T/c/control.db" "$1"; }
-wsql() { sqlite3 -cmd '.timeout 5000' "$T/$1/records.db" "$2"; }
-# start_mgr N ID PORT: sbx-manager of one worker (again after a crash)
-start_mgr() {
-	"$BIN/sbx-manager" --data-dir "$T/$2" --control "$CU" --worker-id "$2" --credential-file "$T/cred_$2" \
-	    --root-key "$ROOT" --endpoint "http://127.0.0.1:$3" --capacity 4 --api-group nogroup \
-	    --snapshot-dir "$T/snapshots" 2>>"$T/mgr_$2.log" &
-	eval "M$1=\$!"
-	i=0; while [ ! -S "$T/$2/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-}
-start_napi() {
-	"$BIN/node-api" --listen "127.0.0.1:$3" --manager-socket "$T/$2/run/sbx-manager.sock" \
-	    --worker-id "$2" 2>>"$T/napi_$2.log" &
-	eval "N$1=\$!"
-	wait_http "http://127.0.0.1:$3/healthz" 10
-}
-start_ctl() {
-	"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
-	CTL=$!
-	wait_http "$CU/healthz" 10
-}
-worker() {
-	"$BIN/space-control" worker add "$2" --data-dir "$T/c" >"$T/cred_$2" 2>>"$T/ctl.log"
-	start_mgr "$@" && start_napi "$@"
-}
-# crash VAR: kill -9 the process whose pid is in $VAR and reap it
-crash() { eval "p=\$$1"; kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; eval "$1="; CRASHT=$(date +%s%N); }
-CRASHT=
-
-K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
-ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
 check "space-control up" start_ctl
-check "worker w1 up" worker 1 w1 "$NP1"
-check "worker w2 up" worker 2 w2 "$NP2"
+check "worker w1 up" add_worker 1 w1 "$NP1"
+check "worker w2 up" add_worker 2 w2 "$NP2"
 
 is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 S=$(jget id)
