@@ -3,7 +3,11 @@
  * reads differently from another is how an authentication check gets
  * skipped; hence one function, strict, bounded before it scans. */
 #include <errno.h>
+#include <jansson.h>
+#include <malloc.h>
+#include <sodium.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -66,4 +70,21 @@ space_bearer(const char *header, const char **tok, size_t *len)
 	*tok = t;
 	*len = n;
 	return 0;
+}
+
+/* the whole allocation, not only what jansson asked for: what it wrote
+ * lies within it, and the rest is ours to clear */
+static void
+free_wiped(void *p)
+{
+	if (p == NULL)
+		return;
+	sodium_memzero(p, malloc_usable_size(p));
+	free(p);
+}
+
+void
+space_json_wipe_frees(void)
+{
+	json_set_alloc_funcs(malloc, free_wiped);
 }

@@ -22,4 +22,11 @@
 #include <stddef.h>
 
 int space_bearer(const char *header, const char **tok, size_t *len);
+
+/* Make jansson wipe every buffer it frees, in a process through which
+ * bearer secrets pass as JSON (node-api, sbx-manager): its parser and its
+ * string values keep copies we never see. Allocation stays malloc, so
+ * json_dumps() results are still released with free(). Call once, before
+ * any thread starts. */
+void space_json_wipe_frees(void);
 #endif

@@ -371,6 +371,8 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 		return respond_error(c, r, 403, "deny", "malformed_token", NULL);
 	if (token_shape_check(tok, r->token_len, &why) != 0)
 		return respond_error(c, r, 403, "deny", why, NULL);
+	/* our copy is wiped in req_free; the header itself stays in
+	 * libmicrohttpd's connection pool, which we cannot wipe */
 	if ((r->token = strndup(tok, r->token_len)) == NULL)
 		return MHD_NO;
 

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bearer.h"
 #include "log.h"
 #include "node-api.h"
 #include "util.h"
@@ -133,6 +134,8 @@ main(int argc, char **argv)
 	log_init("node-api", verbose);
 	if (sodium_init() < 0)
 		fatalx("sodium_init");
+	/* capabilities pass through jansson here (bearer.h) */
+	space_json_wipe_frees();
 	signal(SIGPIPE, SIG_IGN);
 	fd = listen_tcp(listen_spec);
 	drop_privileges(user);

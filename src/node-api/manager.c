@@ -4,6 +4,7 @@
  * it connect, and sbx-manager checks SO_PEERCRED again. */
 #include <errno.h>
 #include <jansson.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -53,9 +54,14 @@ manager_open(const char *op, const char *sandbox, const char *token, json_t *arg
 	}
 	if ((ret = frame_write_json(fd, MSG_REQUEST, s)) != 0)
 		goto fail;
+	/* s holds the capability; jansson's own copy inside req is wiped
+	 * by the free function main.c installs (space_json_wipe_frees) */
+	sodium_memzero(s, strlen(s));
 	free(s);
 	return fd;
 fail:
+	if (s)
+		sodium_memzero(s, strlen(s));
 	free(s);
 	close(fd);
 	return ret;

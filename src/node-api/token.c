@@ -5,6 +5,7 @@
  * authority). A token that passes this check may still be forged. */
 #include <errno.h>
 #include <jansson.h>
+#include <sodium.h>
 #include <string.h>
 
 #include "node-api.h"
@@ -37,18 +38,21 @@ token_shape_check(const char *tok, size_t len, const char **why)
 	plen = (size_t)(dot - body);
 	if (memchr(dot + 1, '.', blen - plen - 1) != NULL)
 		return -EINVAL;
+	/* buf holds the decoded claims and signature: with the footer that
+	 * is the whole bearer, so it is wiped on the way out */
 	n = b64url_decode(body, plen, buf, sizeof(buf));
 	if (n < SIG_LEN + 2)            /* signature + at least "{}" */
-		return -EINVAL;
+		goto out;
 	n = b64url_decode(dot + 1, blen - plen - 1, buf, sizeof(buf));
 	if (n <= 0 || (size_t)n > SPACE_FOOTER_MAX)
-		return -EINVAL;
+		goto out;
 	f = json_loadb((const char *)buf, (size_t)n, JSON_REJECT_DUPLICATES, &je);
 	if (f == NULL || !json_is_object(f) || (kid = json_object_get(f, "kid")) == NULL ||
 	    !json_is_string(kid) || json_string_length(kid) > SPACE_KID_MAX)
 		goto out;
 	ret = 0;
 out:
+	sodium_memzero(buf, sizeof(buf));
 	json_decref(f);
 	return ret;
 }

@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "bearer.h"
 #include "log.h"
 #include "proto.h"
 #include "sbx-manager.h"
@@ -51,7 +52,10 @@ struct op_req {
 	json_t *args;
 };
 
-/* strict: exactly op, sandbox, token, args; returns a reason or NULL */
+/* strict: exactly op, sandbox, token, args; returns a reason or NULL.
+ * The token is a bearer secret. Our copy (r->token) and the frame it came
+ * in are wiped by us; jansson's own copies (its lexer buffer, the string
+ * value inside j) by the free function api_listen installs. */
 static const char *
 parse_request(const struct frame *f, struct op_req *r)
 {
@@ -294,7 +298,11 @@ handle(int cfd)
 		metrics_inc(MC_BAD_REQUEST);
 		goto out;               /* an unexpected frame closes the connection */
 	}
-	if ((why = parse_request(&f, &req)) != NULL) {
+	why = parse_request(&f, &req);
+	/* the raw REQUEST holds the token: wiped as soon as it is parsed */
+	sodium_memzero(f.payload, f.len);
+	frame_free(&f);
+	if (why != NULL) {
 		metrics_inc(MC_BAD_REQUEST);
 		frame_write_error(cfd, 400, "bad_request", NULL, why);
 		goto out;
@@ -420,6 +428,10 @@ api_listen(const char *path)
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
+	/* from here on capabilities arrive as JSON: jansson wipes what it
+	 * frees (bearer.h). Still single-threaded: main starts its threads
+	 * after this returns. */
+	space_json_wipe_frees();
 	strcpy(sa.sun_path, path);
 	unlink(path);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)

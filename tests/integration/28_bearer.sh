@@ -132,4 +132,34 @@ is "overlong header -> 403 malformed_token" "$(ex "Bearer $CAP$long")" 403
 is "... deny JSON" "$(errjson)" "deny malformed_token"
 is "the capability still works" "$(ex "Bearer $CAP")" 200
 
+# ---- the capability does not outlive its requests in memory ----
+# Every copy node-api and sbx-manager make of a bearer (header copy, the
+# REQUEST frame, jansson's parser and string values) is wiped before it is
+# freed; a freed but unwiped buffer keeps its bytes, and root can read them
+# from /proc/PID/mem. The needle is 40 characters of the signature.
+memhits() { python3 -c 'import re,sys
+pid, needle, n = int(sys.argv[1]), sys.argv[2].encode(), 0
+with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+    for line in maps:
+        f = line.split()
+        # writable private memory only: heap, anonymous maps, thread stacks
+        if f[1][:2] != "rw" or (len(f) > 5 and not f[5].startswith("[")) or \
+                (len(f) > 5 and f[5].startswith("[v")):
+            continue
+        a, b = (int(x, 16) for x in f[0].split("-"))
+        try:
+            mem.seek(a)
+            n += mem.read(b - a).count(needle)
+        except (OSError, ValueError, OverflowError):
+            pass
+print(n)' "$1" "$2"; }
+NEEDLE=$(python3 -c 'import sys; print(sys.argv[1].split(".")[2][-50:-10])' "$CAP")
+for i in 1 2 3 4 5; do ex "Bearer $CAP" >/dev/null; done
+auth "$X" "Bearer $CAP" -X POST --data-binary '{"argv":' >/dev/null    # refused after parsing
+sleep 1
+is "sbx-manager's memory holds no copy of the capability" "$(memhits "$MGR" "$NEEDLE")" 0
+is "node-api's memory holds no copy of the capability" "$(memhits "$NAPI" "$NEEDLE")" 0
+# the scan itself finds a capability where one is meant to be
+check "... (the scan finds the copy this shell holds)" test "$(memhits $$ "$NEEDLE")" -gt 0
+
 done_testing
