@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dbfile.h"
 #include "log.h"
 #include "sbx-manager.h"
 
@@ -120,6 +121,11 @@ records_open(const char *path)
 	struct record r;
 	int rc, ret = -EIO;
 
+	/* 0600 from the first byte, -wal and -shm too: not a chmod after */
+	if ((rc = db_file_private(path)) < 0) {
+		log_warnx("records: %s: %s", path, strerror(-rc));
+		goto out;
+	}
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
 		log_warnx("records: open %s: %s", path, sqlite3_errmsg(db));

@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "claims.h"
+#include "dbfile.h"
 #include "log.h"
 #include "store.h"
 #include "store_sqlite.h"
@@ -1437,6 +1438,11 @@ store_sqlite_open(const char *path)
 		return NULL;
 	q->base.ops = &sqlite_ops;
 	pthread_mutex_init(&q->mu, NULL);
+	/* API key and worker credential hashes: 0600, with -wal and -shm */
+	if ((rc = db_file_private(path)) < 0) {
+		log_warnx("store: %s: %s", path, strerror(-rc));
+		goto fail;
+	}
 	rc = sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	    SQLITE_OPEN_FULLMUTEX, NULL);
 	if (rc != SQLITE_OK) {

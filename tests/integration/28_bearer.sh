@@ -3,7 +3,9 @@
 # space-control and node-api, from the sender's side: the scheme is
 # case-insensitive, the token is exactly one b64token; a second word, a
 # glued scheme, another scheme or an overlong header is refused with the
-# JSON error of docs/errors.md and never half-read.
+# JSON error of docs/errors.md and never half-read. Around the bearers:
+# control.db and records.db (with -wal, -shm) are 0600 whatever the umask,
+# and no copy of a capability survives in node-api's or sbx-manager's memory.
 . "$SPACE_TOP/tests/lib.sh"
 
 [ "${SPACE_SAN:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
@@ -49,13 +51,23 @@ print(d["error"], d.get("reason", "-"))' "$T/body" 2>/dev/null || echo "not-json
 auth() { _u=$1 _a=$2; shift 2; curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: $_a" "$@" "$_u"; }
 metric() { curl -s "$CU/metrics" | awk -v k="space_control_auth_failures_total{kind=\"$1\"}" '$1 == k { print $2 }'; }
 
-K=$("$BIN/space-control" apikey add alice --data-dir "$D" 2>>"$T/ctl.log")
+# the first subcommand creates control.db, under the widest umask
+K=$(umask 0 && "$BIN/space-control" apikey add alice --data-dir "$D" 2>>"$T/ctl.log")
 "$BIN/space-control" worker add w1 --data-dir "$D" >"$T/cred" 2>>"$T/ctl.log"
 WK=$(cat "$T/cred")
 ROOT=$("$BIN/space-control" keys root --data-dir "$D" 2>>"$T/ctl.log")
+# ---- database files: the owner's alone ----
+is "control.db created 0600 by a subcommand (umask 0)" "$(stat -c %a "$D/control.db")" 600
+# an installation from before: the database and a -wal left wider
+: >"$D/control.db-wal"
+chmod 644 "$D/control.db" "$D/control.db-wal"
 "$BIN/space-control" --data-dir "$D" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
 CTL=$!
 check "space-control up" wait_http "$CU/healthz" 10
+is "a 0644 control.db is narrowed to 0600 at start" "$(stat -c %a "$D/control.db")" 600
+is "... and its leftover -wal too" "$(stat -c %a "$D/control.db-wal")" 600
+check "... and the change is logged" grep -q 'control.db had mode 0644; set to 0600' "$T/ctl.log"
+is "control.db-shm is 0600" "$(stat -c %a "$D/control.db-shm")" 600
 
 # ---- space-control, API keys ----
 L=$CU/v1/sandboxes
@@ -93,10 +105,14 @@ check "space-control still serves" wait_http "$CU/healthz" 2
 
 # ---- node-api (capabilities; sbx-manager behind it) ----
 rm -f "$W/run/sbx-manager.sock"
-"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
-    --root-key "$ROOT" --endpoint "$NU" --capacity 2 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
+# records.db does not exist yet: created by sbx-manager under umask 0
+(umask 0 && exec "$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
+    --root-key "$ROOT" --endpoint "$NU" --capacity 2 --api-group nogroup --disk-mb 1100) 2>>"$T/mgr.log" &
 MGR=$!
 i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+is "records.db is 0600" "$(stat -c %a "$W/records.db")" 600
+is "records.db-wal is 0600" "$(stat -c %a "$W/records.db-wal")" 600
+is "records.db-shm is 0600" "$(stat -c %a "$W/records.db-shm")" 600
 "$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
     --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
 NAPI=$!
