@@ -54,7 +54,7 @@ platform_init() {
 	done
 	CP=$(free_port)
 	CU=http://127.0.0.1:$CP
-	CTL= CRASHT= _pl_workers=
+	CTL='' CRASHT='' _pl_workers=''
 	: "${PLATFORM_TEST:=$(basename "$0" .sh | cut -d_ -f1)}"
 	# the cleanup runs once, on every exit; a signal is an exit with 1
 	trap platform_cleanup EXIT
