@@ -1,7 +1,8 @@
 /* Authorization: Bearer parsing, shared by every HTTP daemon (bearer.h).
  * Two parsers of the same header drift apart, and a header one daemon
  * reads differently from another is how an authentication check gets
- * skipped; hence one function, strict, bounded before it scans. */
+ * skipped; hence one function, strict, bounded before it scans. Also
+ * here: the free function that keeps bearers out of freed jansson memory. */
 #include <errno.h>
 #include <jansson.h>
 #include <malloc.h>
