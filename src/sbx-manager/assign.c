@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,6 +36,9 @@ static struct {
 	int pidfd;
 } live[LIVE_MAX];
 static pthread_mutex_t assign_lock = PTHREAD_MUTEX_INITIALIZER;
+/* wakes the exit monitor when live[] changes: a bridge that dies right
+ * after it was launched is seen at once, not at the next poll timeout */
+static int monitor_wake = -1;
 
 /* assign_lock held for all of these */
 static int
@@ -67,6 +71,8 @@ live_set(const char *sandbox, pid_t pid, int pidfd)
 	snprintf(live[i].sandbox, sizeof(live[i].sandbox), "%s", sandbox);
 	live[i].pid = pid;
 	live[i].pidfd = pidfd;
+	if (monitor_wake >= 0)
+		(void)eventfd_write(monitor_wake, 1);
 }
 
 /* stop the bridge of rec, if it is still the recorded process */
@@ -129,6 +135,70 @@ layer_present(const struct record *r)
 	return access(img, F_OK) == 0;
 }
 
+/* the bridge has exited, but its lock on the image (held while it
+ * serves) tells when it let go of the layer; then no file system of the
+ * image may be left (layer_release) before it is mounted again */
+static void
+wait_layer_free(const struct record *r)
+{
+	char img[PATH_MAX + 16];
+	int fd, i;
+
+	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	if ((fd = open(img, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	for (i = 0; i < 50 && flock(fd, LOCK_EX | LOCK_NB) != 0; i++)
+		usleep(100000);
+	close(fd);      /* releases our lock too */
+	if (i < 50)
+		layer_release(r);
+}
+
+/* live relaunches per execution in the current window, kept in memory: a
+ * restart of sbx-manager starts the count again, which is bounded by how
+ * often sbx-manager itself can be restarted */
+static struct {
+	char sandbox[SPACE_ID_MAX + 1];
+	uint64_t generation;
+	uint64_t since;         /* now_mono_ns() of the first in the window */
+	unsigned n;
+} burst[LIVE_MAX];
+
+/* may the execution of r be relaunched once more? Counts it if so. A
+ * guest that crashes again right after each start must end failed, not
+ * keep the worker busy relaunching it. */
+static bool
+relaunch_allowed(const struct record *r)
+{
+	uint64_t now = now_mono_ns(), window = (uint64_t)RELAUNCH_WINDOW_S * 1000000000ULL;
+	int i, free_i = -1, oldest = 0;
+
+	for (i = 0; i < LIVE_MAX; i++) {
+		if (burst[i].sandbox[0] == '\0' || now - burst[i].since >= window) {
+			if (free_i < 0)
+				free_i = i;
+			continue;
+		}
+		if (strcmp(burst[i].sandbox, r->id.sandbox) == 0)
+			break;
+		if (burst[i].since < burst[oldest].since)
+			oldest = i;
+	}
+	if (i < LIVE_MAX && burst[i].generation == r->id.generation) {
+		if (burst[i].n >= RELAUNCH_MAX)
+			return false;
+		burst[i].n++;
+		return true;
+	}
+	if (i == LIVE_MAX)
+		i = free_i >= 0 ? free_i : oldest;
+	snprintf(burst[i].sandbox, sizeof(burst[i].sandbox), "%s", r->id.sandbox);
+	burst[i].generation = r->id.generation;
+	burst[i].since = now;
+	burst[i].n = 1;
+	return true;
+}
+
 /* start (or restart) the bridge for r, whose identity is already set;
  * commits starting, then serving or failed; reports the result */
 static int
@@ -149,8 +219,24 @@ launch(struct record *r)
 		why = "cannot create the execution directories";
 		goto failed;
 	}
-	if ((ret = bridge_spawn(r, &pidfd, &why)) != 0)
-		goto failed;
+	while ((ret = bridge_spawn(r, &pidfd, &why)) != 0) {
+		/* a bridge that died while starting (killed, or its guest did)
+		 * gets the bounded relaunch a serving one gets, as a new
+		 * activation; one refused for what it is does not */
+		if (ret != -ECHILD || !relaunch_allowed(r))
+			goto failed;
+		log_warnx("bridge of %s g%llu a%u %s: relaunching", r->id.sandbox,
+		    (unsigned long long)r->id.generation, r->id.activation, why);
+		metrics_inc(MC_RELAUNCHES);
+		r->id.activation++;
+		r->epoch++;
+		if ((ret = records_put(r)) != 0) {
+			why = "cannot commit the record";
+			goto failed;
+		}
+		lease_cancel_before(r->id.sandbox, r->epoch);
+		wait_layer_free(r);
+	}
 	r->state = EXEC_SERVING;
 	if ((ret = records_put(r)) != 0) {
 		why = "cannot commit the record";
@@ -295,22 +381,6 @@ do_install(const struct route_identity *id, json_t *spec)
 		    (unsigned long long)id->generation, json_string_value(snap));
 	}
 	launch(&r);
-}
-
-/* the bridge has exited, but its lock on the image (held while it
- * serves) tells when the jail let go of the layer */
-static void
-wait_layer_free(const struct record *r)
-{
-	char img[PATH_MAX + 16];
-	int fd, i;
-
-	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
-	if ((fd = open(img, O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	for (i = 0; i < 50 && flock(fd, LOCK_EX | LOCK_NB) != 0; i++)
-		usleep(100000);
-	close(fd);      /* releases our lock too */
 }
 
 static void
@@ -506,51 +576,6 @@ relaunch(struct record *r)
 	launch(r);
 }
 
-/* live relaunches per execution in the current window, kept in memory: a
- * restart of sbx-manager starts the count again, which is bounded by how
- * often sbx-manager itself can be restarted */
-static struct {
-	char sandbox[SPACE_ID_MAX + 1];
-	uint64_t generation;
-	uint64_t since;         /* now_mono_ns() of the first in the window */
-	unsigned n;
-} burst[LIVE_MAX];
-
-/* may the execution of r be relaunched once more? Counts it if so. A
- * guest that crashes again right after each start must end failed, not
- * keep the worker busy relaunching it. */
-static bool
-relaunch_allowed(const struct record *r)
-{
-	uint64_t now = now_mono_ns(), window = (uint64_t)RELAUNCH_WINDOW_S * 1000000000ULL;
-	int i, free_i = -1, oldest = 0;
-
-	for (i = 0; i < LIVE_MAX; i++) {
-		if (burst[i].sandbox[0] == '\0' || now - burst[i].since >= window) {
-			if (free_i < 0)
-				free_i = i;
-			continue;
-		}
-		if (strcmp(burst[i].sandbox, r->id.sandbox) == 0)
-			break;
-		if (burst[i].since < burst[oldest].since)
-			oldest = i;
-	}
-	if (i < LIVE_MAX && burst[i].generation == r->id.generation) {
-		if (burst[i].n >= RELAUNCH_MAX)
-			return false;
-		burst[i].n++;
-		return true;
-	}
-	if (i == LIVE_MAX)
-		i = free_i >= 0 ? free_i : oldest;
-	snprintf(burst[i].sandbox, sizeof(burst[i].sandbox), "%s", r->id.sandbox);
-	burst[i].generation = r->id.generation;
-	burst[i].since = now;
-	burst[i].n = 1;
-	return true;
-}
-
 /* after a restart: adopt every serving bridge that is still the recorded
  * process; relaunch (activation + 1) the ones that are not. */
 int
@@ -609,16 +634,23 @@ assign_reconcile(void)
 void *
 assign_monitor_thread(void *arg)
 {
-	struct pollfd pf[LIVE_MAX];
+	struct pollfd pf[LIVE_MAX + 1];
 	char sbx[LIVE_MAX][SPACE_ID_MAX + 1];
 	pid_t pids[LIVE_MAX];
 	struct record r;
-	int i, n, k;
+	eventfd_t ev;
+	int i, n, k, wake;
 
 	(void)arg;
+	wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_lock(&assign_lock);
+	monitor_wake = wake;
+	pthread_mutex_unlock(&assign_lock);
 	while (!mgr_stopping) {
 		n = 0;
 		pthread_mutex_lock(&assign_lock);
+		if (wake >= 0)
+			(void)eventfd_read(wake, &ev);  /* live[] is read now */
 		for (i = 0; i < LIVE_MAX; i++)
 			if (live[i].pidfd > 0) {
 				int d = fcntl(live[i].pidfd, F_DUPFD_CLOEXEC, 3);
@@ -630,7 +662,9 @@ assign_monitor_thread(void *arg)
 				n++;
 			}
 		pthread_mutex_unlock(&assign_lock);
-		if (poll(pf, (nfds_t)n, 1000) > 0) {
+		/* the wake-up is last: pf[0..n) stay the bridges' */
+		pf[n] = (struct pollfd){ .fd = wake, .events = POLLIN };
+		if (poll(pf, (nfds_t)n + 1, 1000) > 0) {
 			pthread_mutex_lock(&assign_lock);
 			for (k = 0; k < n; k++) {
 				if (!(pf[k].revents & POLLIN))
@@ -669,6 +703,11 @@ assign_monitor_thread(void *arg)
 		for (k = 0; k < n; k++)
 			close(pf[k].fd);
 	}
+	pthread_mutex_lock(&assign_lock);
+	monitor_wake = -1;
+	pthread_mutex_unlock(&assign_lock);
+	if (wake >= 0)
+		close(wake);
 	return NULL;
 }
 

@@ -271,6 +271,7 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 			n = read(pfd[0], line + got, sizeof(line) - 1 - got);
 			if (n <= 0) {
 				*why = "bridge exited before ready";
+				ret = -ECHILD;
 				goto fail;
 			}
 			got += (size_t)n;
@@ -279,24 +280,30 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 				break;
 			if (got == sizeof(line) - 1) {
 				*why = "bridge said something else than ready";
+				ret = -EPROTO;
 				goto fail;
 			}
 			continue;
 		}
 		if (pf[1].revents & POLLIN) {
 			*why = "bridge exited before ready";
+			ret = -ECHILD;
 			goto fail;
 		}
 	}
 	if (strcmp(line, "ready\n") != 0) {
 		*why = "bridge said something else than ready";
+		ret = -EPROTO;
 		goto fail;
 	}
 	r->bridge_pid = pid;
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
 	if (proc_start_time(pid, &r->bridge_start) != 0 || proc_euid(pid, &r->bridge_uid) != 0 ||
 	    stat(exe, &st) != 0 || hash_file(exe, r->exe_hash) != 0) {
+		/* our unreaped child's /proc entries are there while it
+		 * lives: failing to read them means it died */
 		*why = "cannot read the bridge's process identity";
+		ret = -ECHILD;
 		goto fail;
 	}
 	r->exe_dev = (uint64_t)st.st_dev;
@@ -304,12 +311,14 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 	if (stat(cfg.spaced_host, &disk) != 0 || disk.st_dev != st.st_dev ||
 	    disk.st_ino != st.st_ino) {
 		*why = "spaced-host replaced while starting";
+		ret = -EACCES;
 		goto fail;
 	}
 	/* still alive now, so everything read from /proc above was this child */
 	pf[0] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
 	if (poll(pf, 1, 0) != 0) {
 		*why = "bridge exited after ready";
+		ret = -ECHILD;
 		goto fail;
 	}
 	*pidfd_out = pidfd;
@@ -317,8 +326,6 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 	ret = 0;
 	goto out;
 fail:
-	if (ret == -EIO)
-		ret = -ECHILD;
 	if (pidfd >= 0) {
 		bridge_stop(pidfd);
 		waitid(P_PIDFD, (id_t)pidfd, NULL, WEXITED | WNOHANG);

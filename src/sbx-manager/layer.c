@@ -11,6 +11,7 @@
  *     spaced-host) and extracts the verified archive into it. Archives do
  *     not record owners: everything restored belongs to the sandbox user,
  *     which is who could have written it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -28,6 +29,8 @@
 #include "util.h"
 
 #define JAIL_USER_UID 1000      /* the sandbox user inside (spaced-host, spaced-guest) */
+/* how long a dead bridge's jail may take to let go of the layer */
+#define LAYER_RELEASE_WAIT_MS 5000
 
 static int
 run(char *const argv[])
@@ -84,6 +87,72 @@ archive_dir(const char *dir, char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *siz
 		return -errno;
 	*size = (uint64_t)st.st_size;
 	return 0;
+}
+
+/* is some loop device backed by the image at real (a realpath)? */
+static bool
+image_attached(const char *real)
+{
+	char path[300], buf[PATH_MAX + 2];
+	struct dirent *de;
+	bool hit = false;
+	ssize_t n;
+	DIR *d;
+	int fd;
+
+	if ((d = opendir("/sys/block")) == NULL)
+		return false;
+	while (!hit && (de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "loop", 4) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;       /* not attached */
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		hit = strcmp(buf, real) == 0;
+	}
+	closedir(d);
+	return hit;
+}
+
+/* The bridge is gone and has let go of the image (its flock): is the file
+ * system on it gone too? A bridge killed with SIGKILL leaves its mount at
+ * RUNDIR/rw, and its jail holds a copy of that mount until the jail's
+ * last process has exited. Mounting the image again before that (to
+ * archive it, or in a relaunched bridge) would run two ext4 instances on
+ * one image, so the leftover is detached and we wait, bounded, until no
+ * loop device backs the image any more (they detach themselves when their
+ * file system ends). */
+int
+layer_release(const struct record *r)
+{
+	char img[PATH_MAX + 16], rw[PATH_MAX + 8], snap[PATH_MAX + 8], real[PATH_MAX];
+	int i;
+
+	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
+	snprintf(snap, sizeof(snap), "%s/snap", r->run_dir);
+	if (realpath(img, real) == NULL)
+		return errno == ENOENT ? 0 : -errno;
+	if (umount2(rw, MNT_DETACH) == 0)
+		log_info("layer of %s g%llu was left mounted by a dead bridge: detached",
+		    r->id.sandbox, (unsigned long long)r->id.generation);
+	/* and ours: an earlier life of sbx-manager killed while archiving */
+	if (umount2(snap, MNT_DETACH) == 0)
+		log_info("layer of %s g%llu was left mounted by an archive cut short: detached",
+		    r->id.sandbox, (unsigned long long)r->id.generation);
+	for (i = 0; i < LAYER_RELEASE_WAIT_MS / 10; i++) {
+		if (!image_attached(real))
+			return 0;
+		usleep(10000);
+	}
+	log_warnx("layer %s still in use %d ms after its bridge ended", img, LAYER_RELEASE_WAIT_MS);
+	return -EBUSY;
 }
 
 int
@@ -155,7 +224,8 @@ layer_restore(const struct record *r, const char *digest, const char **why)
 	snprintf(mnt, sizeof(mnt), "%s/restore", r->run_dir);
 	snprintf(owner, sizeof(owner), "root_owner=%u:%u", r->uid_base, r->uid_base);
 	/* a fresh image every time: a half-restored one from an interrupted
-	 * attempt is not trusted */
+	 * attempt is not trusted (nor left mounted) */
+	umount2(mnt, MNT_DETACH);
 	unlink(img);
 	unlink(fin);
 	if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)

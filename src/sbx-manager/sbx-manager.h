@@ -90,7 +90,10 @@ int records_meta_set(const char *key, uint64_t val);
 
 /* bridge.c */
 /* spawn spaced-host for r and wait for "ready"; fills the bridge fields.
- * *pidfd_out is a pidfd of the bridge. 0 or -errno, *why set. */
+ * *pidfd_out is a pidfd of the bridge. 0 or -errno, *why set; -ECHILD
+ * when the bridge died while starting (the one failure worth a relaunch),
+ * -EPROTO when it said something else, -EACCES when the binary changed,
+ * -ETIMEDOUT when it was not ready in time. */
 int bridge_spawn(struct record *r, int *pidfd_out, const char **why);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written
@@ -163,6 +166,9 @@ int metrics_write(void);
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
 int layer_snapshot_live(const struct record *r, char digest[65], uint64_t *size);
+/* after the bridge ended: detach a mount it left, wait (bounded) until no
+ * file system of the image is left; 0 or -EBUSY */
+int layer_release(const struct record *r);
 int layer_snapshot_stopped(const struct record *r, char digest[65], uint64_t *size);
 int layer_restore(const struct record *r, const char *digest, const char **why);
 

@@ -87,6 +87,9 @@ worker() {
 	"$BIN/space-control" worker add "$2" --data-dir "$T/c" >"$T/cred_$2" 2>>"$T/ctl.log"
 	start_mgr "$@" && start_napi "$@"
 }
+# kill9 PID: kill -9 of one process; an empty pid or 0 (a record without a
+# bridge) would be the test's own process group, and is refused
+kill9() { [ "${1:-0}" -gt 1 ] 2>/dev/null && kill -9 "$1"; }
 # crash VAR: kill -9 the process whose pid is in $VAR and reap it
 crash() { eval "p=\$$1"; kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; eval "$1="; CRASHT=$(date +%s%N); }
 CRASHT=
@@ -127,6 +130,8 @@ verify_acked() {
 	[ $bad = 0 ]
 }
 PREVGEN=0
+# alive PID: a running process (a zombie is not)
+alive() { [ "$1" -gt 0 ] 2>/dev/null && [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 # converged LABEL: within 30 s the sandbox runs with exactly one serving
 # execution in the control plane and on the workers together, a generation
 # above every earlier one, and every acknowledged write is intact
@@ -139,7 +144,11 @@ converged() {
 		v=$(csql "SELECT COUNT(*) FROM executions WHERE sandbox='$S' AND state='serving'")
 		r1=$(wsql w1 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")
 		r2=$(wsql w2 "SELECT generation FROM records WHERE sandbox='$S' AND state IN ('starting','serving')")
-		[ "$a $v" = "1 1" ] && [ "$r1$r2" = "$g" ] && break
+		# and the worker serves the activation the control plane names,
+		# with a live bridge (a relaunch in progress is not converged)
+		ca=$(csql "SELECT activation FROM executions WHERE sandbox='$S' AND state='serving'")
+		set -- "$1" $(wsql "$w" "SELECT activation, bridge_pid FROM records WHERE sandbox='$S' AND state='serving'" | tr '|' ' ')
+		[ "$a $v" = "1 1" ] && [ "$r1$r2" = "$g" ] && [ "${2:-}" = "$ca" ] && alive "${3:-0}" && break
 		[ $i = 0 ] && first="control: $a active, $v serving; records: w1 [$r1] w2 [$r2]"
 		sleep 0.1; i=$((i + 1))
 	done
@@ -271,7 +280,7 @@ w=$(cur_worker); route; OC=$CAP OE=$E
 act=$(wsql "$w" "SELECT activation FROM records WHERE sandbox='$S'")
 bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
 crash "$(mgr_of "$w")"
-kill -9 "$bp"
+kill9 "$bp"
 t0=$(date +%s%N)
 restart_mgr "$w"; CRASHT=
 i=0; while [ "$(wsql "$w" "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" != "serving $((act + 1))" ] && [ $i -lt 300 ]; do sleep 0.02; i=$((i + 1)); done
@@ -326,7 +335,7 @@ old_mismatch() {
 OC=$CAP OE=$E; g=$(wsql "$w" "SELECT generation FROM records WHERE sandbox='$S'")
 act=$(wsql "$w" "SELECT activation FROM records WHERE sandbox='$S'")
 bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
-kill -9 "$bp"; t0=$(date +%s%N)
+kill9 "$bp"; t0=$(date +%s%N)
 relaunched "$w" $((act + 1)) "$bp" "bridge killed while sbx-manager runs"
 old_mismatch "$OC" "$OE" "bridge killed while sbx-manager runs"
 new_route $((act + 1)) "bridge killed while sbx-manager runs"
@@ -336,14 +345,14 @@ new_route $((act + 1)) "bridge killed while sbx-manager runs"
 #     does not keep the worker relaunching it
 for n in 2 3; do
 	bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
-	kill -9 "$bp"; t0=$(date +%s%N)
+	kill9 "$bp"; t0=$(date +%s%N)
 	relaunched "$w" $((act + n)) "$bp" "bridge killed again ($n)"
 done
 OC=$CAP OE=$E
 new_route $((act + 3)) "after the third relaunch"
 OC=$CAP OE=$E
 bp=$(wsql "$w" "SELECT bridge_pid FROM records WHERE sandbox='$S'")
-kill -9 "$bp"; t0=$(date +%s%N)
+kill9 "$bp"; t0=$(date +%s%N)
 i=0; while [ "$(wsql "$w" "SELECT state FROM records WHERE sandbox='$S'")" != failed ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
 diag "fourth bridge exit committed as failed $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
 is "a fourth bridge death within 60 s: the record is failed, not relaunched" \
@@ -366,7 +375,7 @@ desc() { for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$c"; d
 gp=
 for p in $(desc "$bp"); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = spaced-guest ] && { gp=$p; break; }; done
 check "the guest found among the bridge's descendants (pid $gp)" test -n "$gp"
-kill -9 "$gp"; t0=$(date +%s%N)
+kill9 "$gp"; t0=$(date +%s%N)
 st=$(napi "$E" POST exec --data-binary '{"argv":["true"]}')
 case $st in 503|409) ok "an operation right after the guest died -> $st ($(jget error))" ;; *) not_ok "an operation right after the guest died -> $st" ;; esac
 relaunched w2 $((act + 1)) "$bp" "guest killed"
@@ -374,6 +383,68 @@ check "the old bridge is gone" sh -c "! kill -0 $bp 2>/dev/null"
 old_mismatch "$OC" "$OE" "guest killed"
 new_route $((act + 1)) "guest killed"
 mkdata g2 "after the guest"; check "guest killed: a new write is served" write g2
+
+# 7b. a bridge or a guest killed at a random moment of a move: on the
+#     source (before, during or after its retirement) or on the target
+#     (once its bridge runs). Each round must converge like the daemon
+#     crashes above; a retirement wins over a relaunch, a relaunch on the
+#     target is a new activation of the new generation.
+# bridge_of SANDBOX GEN: the pid of that execution's bridge (not a jail
+# child of it, which shares the command line until it execs the guest)
+bridge_of() {
+	for p in $(bridges); do
+		tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | grep -q -- "--sandbox $1 --generation $2 " || continue
+		pp=$(awk '/^PPid:/ { print $2 }' /proc/"$p"/status 2>/dev/null)
+		tr '\0' ' ' </proc/"$pp"/cmdline 2>/dev/null | grep -q -- "--sandbox $1 " && continue
+		echo "$p"; return 0
+	done
+	return 1
+}
+guest_of() { for c in $(desc "$1"); do [ "$(cat /proc/"$c"/comm 2>/dev/null)" = spaced-guest ] && { echo "$c"; return 0; }; done; return 1; }
+rnd() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % $1 )); }
+route
+k=0
+for kind in source-bridge target-bridge source-guest target-guest source-bridge target-bridge source-guest target-guest; do
+	k=$((k + 1))
+	OC=$CAP OE=$E; from=$(cur_worker); to=$(other "$from"); g=$(jget execution.generation "$T/sbx")
+	mkdata "m$k" "written before move $k"; check "round $k: a write before the move" write "m$k"
+	# the source's victim is found first; the call runs in the background:
+	# the source retires a few ms after the 202, and the kill must be able
+	# to land before, during or after that
+	victim=; bp=$(bridge_of "$S" "$g")
+	case $kind in source-bridge) victim=$bp ;; source-guest) [ -n "$bp" ] && victim=$(guest_of "$bp") ;; esac
+	cpost "/v1/sandboxes/$S/move" "{\"to\":\"$to\"}" >"$T/move.code" &
+	MV=$!
+	case $kind in
+	source-*)
+		gen=$g; sleep "0.0$(printf '%02d' "$(rnd 40)")" ;;
+	target-*)
+		gen=$((g + 1))
+		i=0; while ! bridge_of "$S" "$gen" >/dev/null && [ $i -lt 1000 ]; do sleep 0.005; i=$((i + 1)); done
+		sleep "0.0$(printf '%02d' "$(rnd 60)")" ;;
+	esac
+	case $kind in
+	target-*)
+		bp=$(bridge_of "$S" "$gen")
+		case $kind in *-bridge) victim=$bp ;; *) [ -n "$bp" ] && victim=$(guest_of "$bp") ;; esac ;;
+	esac
+	killed=0; kill9 "$victim" 2>/dev/null && { killed=1; CRASHT=$(date +%s%N); }
+	at="source record '$(wsql "$from" "SELECT state || ' a' || activation FROM records WHERE sandbox='$S' AND generation=$g")', target record '$(wsql "$to" "SELECT state || ' a' || activation FROM records WHERE sandbox='$S' AND generation=$((g + 1))")'"
+	if [ $killed = 1 ]; then
+		diag "round $k: $kind killed (pid $victim); just after: the $at"
+		# a bridge ends when its guest dies: converged only after that
+		i=0; while alive "$bp" && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done
+	else
+		diag "round $k: no $kind left to kill (the $at)"
+	fi
+	wait $MV; is "round $k: move $from -> $to: 202" "$(cat "$T/move.code")" 202
+	converged "round $k: $kind killed during a move"
+	is "round $k: ... it ended on $to" "$(cur_worker)" "$to"
+	refused_old "$OC" "$OE" "round $k"
+done
+is "the moves' bridge and guest kills left no execution failed" \
+	"$(csql "SELECT COUNT(*) FROM executions WHERE sandbox='$S' AND state='failed'")" 0
+diag "relaunches: w1 $(grep -c 'relaunching' "$T/mgr_w1.log"), w2 $(grep -c 'relaunching' "$T/mgr_w2.log") (all sections)"
 
 # 8. the platform still serves new sandboxes and moves
 is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
