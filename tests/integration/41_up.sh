@@ -6,71 +6,11 @@
 # after the stop continues with the same key, credentials and sandbox.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-# node-api runs as nobody and must reach DIR/wI/run/sbx-manager.sock
-chmod 711 "$T"
-D="$T/data"
-# a private copy of the binaries: a rebuild of the tree while this runs
-# must not replace the bridge binary under a running execution
-mkdir "$T/bin" && cp "$SPACE_BIN"/* "$T/bin/"
-PATH="$T/bin:$PATH"
-UP=""
-kids=""
-stop_up() { # SIGTERM the supervisor and wait for it, at most 20 s
-	[ -n "$UP" ] || return 0
-	kill -TERM "$UP" 2>/dev/null
-	i=0
-	while kill -0 "$UP" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-	wait "$UP" 2>/dev/null
-	up_rc=$?
-	UP=""
-}
-bridges() { # pids of spaced-host processes serving executions under $D
-	for c in /proc/[0-9]*/cmdline; do
-		case "$(tr '\0' ' ' 2>/dev/null <"$c")" in
-		*spaced-host*"--run-dir $D/w"*) p=${c#/proc/}; echo "${p%/cmdline}" ;;
-		esac
-	done | tr '\n' ' ' | sed 's/ $//'
-}
-cleanup() {
-	stop_up
-	for p in $kids $(bridges); do kill -9 "$p" 2>/dev/null; done
-	sleep 0.2
-	grep " $T/" /proc/mounts | cut -d' ' -f2 | sort -r | while read -r m; do umount -l "$m"; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-unset SPACE_API_URL SPACE_API_KEY SPACE_DEBUG
-export SPACE_ROUTE_CACHE="$T/routes.json"
+. "$SPACE_TOP/tests/lib_up.sh"
 
-# three consecutive free ports BASE..BASE+2, below the ephemeral range so
-# that no outgoing connection of a concurrent test takes one meanwhile
-port_free() { python3 -c '
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null; }
-pick_ports() {
-	P=""
-	for try in 1 2 3 4 5 6 7 8 9 10; do
-		b=$(python3 -c 'import random; print(random.randrange(20000, 30000))')
-		if port_free "$b" && port_free $((b + 1)) && port_free $((b + 2)); then P=$b; return 0; fi
-	done
-	return 1
-}
+up_init
 pick_ports || { not_ok "three free ports"; done_testing; exit; }
 
-start_up() { # log file
-	space up --data-dir "$D" --workers 2 --port "$P" >"$1" 2>&1 &
-	UP=$!
-	i=0
-	while [ $i -lt 900 ]; do
-		grep -q "space is up" "$1" 2>/dev/null && return 0
-		kill -0 "$UP" 2>/dev/null || { wait "$UP"; UP=""; return 1; }
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
 children() { pgrep -P "$UP" | tr '\n' ' '; }
 # sp: a data verb, bounded. Once the data plane has left one request
 # unanswered for 12 s the next ones are not tried (they fail, reported as
@@ -104,7 +44,7 @@ else
 	done_testing
 	exit
 fi
-kids=$(children)
+kids=$(children); UP_KILL9=$kids
 is "it supervises five processes" "$(echo $kids | wc -w)" 5
 check "the summary names the env file" grep -q "$D/env" "$T/up1.log"
 check "and the next commands" grep -q "space exec" "$T/up1.log"
@@ -193,7 +133,7 @@ if [ -n "$NA" ]; then
 	if [ -n "$new" ]; then ok "the killed node-api was restarted (pid $NA -> $new)"; else not_ok "the killed node-api was restarted"; fi
 	check "the restarted node-api answers /healthz" wait_http "http://127.0.0.1:$((P + 1))/healthz" 10
 	check "the restart is logged" grep -q "restarted" "$D/logs/w1-node-api.log"
-	kids=$(children)
+	kids=$(children); UP_KILL9=$kids
 else
 	not_ok "found the node-api of w1 among the children"
 fi
@@ -217,7 +157,7 @@ done
 cred1=$(sha256sum "$D/w1/credential" "$D/w2/credential")
 if start_up "$T/up2.log"; then ok "space up starts again on the same directory"; else
 	not_ok "space up starts again on the same directory"; tail -20 "$T/up2.log" | sed 's/^/# up: /'; fi
-kids=$(children)
+kids=$(children); UP_KILL9=$kids
 export $(cat "$D/env")
 is "the API key is reused" "$SPACE_API_KEY" "$KEY1"
 is "the worker credentials are reused" "$(sha256sum "$D/w1/credential" "$D/w2/credential")" "$cred1"
@@ -243,6 +183,6 @@ left=""
 for p in $before; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
 is "every child of the second run is gone" "$left" ""
 is "no sandbox bridge is left running after the second run" "$(bridges)" ""
-kids=""
+kids=""; UP_KILL9=""
 
 done_testing

@@ -13,82 +13,10 @@
 # capability names.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-chmod 711 "$T"          # node-api runs as nobody and must reach DIR/wI/run
-D="$T/data"
-# a private copy of the binaries: a rebuild of the tree while this runs
-# must not replace the bridge binary under a running execution
-mkdir "$T/bin" && cp "$SPACE_BIN"/* "$T/bin/"
-PATH="$T/bin:$PATH"
-UP=""
-bg=""
-stopped=""
-stop_up() {
-	[ -n "$UP" ] || return 0
-	kill -TERM "$UP" 2>/dev/null
-	i=0
-	while kill -0 "$UP" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-	wait "$UP" 2>/dev/null
-	UP=""
-}
-bridges() {
-	for c in /proc/[0-9]*/cmdline; do
-		case "$(tr '\0' ' ' 2>/dev/null <"$c")" in
-		*spaced-host*"--run-dir $D/w"*) p=${c#/proc/}; echo "${p%/cmdline}" ;;
-		esac
-	done | tr '\n' ' '
-}
-cleanup() {
-	for p in $stopped; do kill -CONT "$p" 2>/dev/null; done
-	for p in $bg; do kill "$p" 2>/dev/null; done
-	stop_up
-	for p in $(bridges); do kill -9 "$p" 2>/dev/null; done
-	sleep 0.2
-	grep " $T/" /proc/mounts | cut -d' ' -f2 | sort -r | while read -r m; do umount -l "$m"; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-unset SPACE_API_URL SPACE_API_KEY SPACE_DEBUG
-export SPACE_ROUTE_CACHE="$T/routes.json"
+. "$SPACE_TOP/tests/lib_up.sh"
 
-port_free() { python3 -c '
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null; }
-pick_ports() {
-	P=""
-	for try in 1 2 3 4 5 6 7 8 9 10; do
-		b=$(python3 -c 'import random; print(random.randrange(20000, 30000))')
-		if port_free "$b" && port_free $((b + 1)) && port_free $((b + 2)); then P=$b; return 0; fi
-	done
-	return 1
-}
-start_up() {
-	space up --data-dir "$D" --workers 2 --port "$P" >"$T/up.log" 2>&1 &
-	UP=$!
-	i=0
-	while [ $i -lt 900 ]; do
-		grep -q "space is up" "$T/up.log" 2>/dev/null && return 0
-		kill -0 "$UP" 2>/dev/null || { wait "$UP"; UP=""; return 1; }
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
-pick_ports || { not_ok "three free ports"; done_testing; exit; }
-started=0
-start_up && started=1
-if [ "$started" = 0 ] && grep -q "choose another --port" "$T/up.log"; then
-	pick_ports && start_up && started=1
-fi
-if [ "$started" = 0 ]; then
-	not_ok "space up --workers 2"
-	tail -20 "$T/up.log" | sed 's/^/# up: /'
-	done_testing
-	exit
-fi
-ok "space up --workers 2"
-export $(cat "$D/env")
+up_init
+up_start || exit 1
 EP1="http://127.0.0.1:$((P + 1))"
 EP2="http://127.0.0.1:$((P + 2))"
 
@@ -246,9 +174,9 @@ is "three more moves: S is N+4 on w1" "$G" "$((N + 4))"
 # A's cache says N+1 on w2: refused at w2, repaired to N+4 on w1; hold w1
 NA1=$(pid_of $((P + 1)))
 if [ -n "$NA1" ] && kill -STOP "$NA1"; then
-	stopped="$NA1"
+	UP_STOPPED="$NA1"
 	space -v fs read "$SBX" /home/user/note.txt >"$T/a.out" 2>"$T/a.err" &
-	A=$!; bg="$A"
+	A=$!; UP_KILL="$A"
 	i=0; while ! grep -q "repaired to gen" "$T/a.err" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 	check "A was refused and repaired to gen N+4 on w1 (its rebuilt attempt now held)" \
 		grep -q "repaired to gen $((N + 4)) on w1" "$T/a.err"
@@ -261,8 +189,8 @@ if [ -n "$NA1" ] && kill -STOP "$NA1"; then
 	is "B reads through its own repair" "$out" "before the move"
 	is "the file holds B's newer route, N+5 on w2" "$(cache route.generation) $(cache route.worker)" \
 		"$((N + 5)) w2"
-	kill -CONT "$NA1"; stopped=""
-	wait "$A"; rc=$?; bg=""
+	kill -CONT "$NA1"; UP_STOPPED=""
+	wait "$A"; rc=$?; UP_KILL=""
 	is "A's rebuilt attempt is refused too (N+4 retired): an error, not a loop" "$rc" 1
 	check "  ... saying it was refused again after one rebuilt attempt" \
 		grep -q "refused again after one rebuilt attempt" "$T/a.err"
@@ -351,15 +279,15 @@ for r in 1 2 3 4; do
 			if [ "$out" = load ]; then echo ok; else echo fail; fi
 		done >"$T/load.$r"
 	) &
-	bg="$bg $!"
+	UP_KILL="$UP_KILL $!"
 done
 moves_ok=0
 for to in w2 w1 w2 w1 w2 w1; do
 	sleep 1.5
 	sp move "$SBX" --to "$to" >/dev/null 2>>"$T/moves.err" && moves_ok=$((moves_ok + 1))
 done
-for p in $bg; do wait "$p"; done
-bg=""
+for p in $UP_KILL; do wait "$p"; done
+UP_KILL=""
 is "6 moves (back and forth 3 times) under load" "$moves_ok" 6
 cat "$T"/load.?.err >"$T/load.err"
 calls=$(cat "$T"/load.? | wc -l)
