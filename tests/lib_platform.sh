@@ -27,6 +27,14 @@
 #   CTL_FLAGS   more flags for every space-control this test starts
 #   MGR_FLAGS   ... for every sbx-manager (restarts included)
 #   NAPI_FLAGS  ... for every node-api
+#   MGR_CAPACITY  sbx-manager's --capacity (default 4)
+#   MGR_UMASK   the umask every sbx-manager runs under (default the
+#               script's; its log is still created under the script's): a
+#               test of the modes of the files it creates
+#   CTL_DB_UMASK  before platform_init: the umask under which its first
+#               space-control subcommand (apikey add) creates control.db
+#               (default the script's); the daemon itself runs under the
+#               script's
 #   PLATFORM_TEST  the name of the failure log directory (default: the
 #                  script's number, "50" for 50_worker_path.sh)
 # and may define platform_on_cleanup(), which the cleanup runs first (to
@@ -59,7 +67,8 @@ platform_init() {
 	# the cleanup runs once, on every exit; a signal is an exit with 1
 	trap platform_cleanup EXIT
 	trap 'exit 1' INT TERM
-	K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
+	K=$([ -z "${CTL_DB_UMASK:-}" ] || umask "$CTL_DB_UMASK"
+	    "$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
 	ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
 }
 
@@ -115,9 +124,11 @@ register_worker() {
 start_mgr() {
 	_pl_n=$1 _pl_id=$2 _pl_port=$3; shift 3
 	rm -f "$T/$_pl_id/run/sbx-manager.sock"  # a killed instance leaves its socket
-	"$BIN/sbx-manager" --data-dir "$T/$_pl_id" --control "$CU" --worker-id "$_pl_id" \
+	# the subshell execs sbx-manager: $! is its pid
+	([ -z "${MGR_UMASK:-}" ] || umask "$MGR_UMASK"
+	exec "$BIN/sbx-manager" --data-dir "$T/$_pl_id" --control "$CU" --worker-id "$_pl_id" \
 	    --credential-file "$T/cred_$_pl_id" --root-key "$ROOT" --endpoint "http://127.0.0.1:$_pl_port" \
-	    --capacity 4 --api-group nogroup $MGR_FLAGS "$@" 2>>"$T/mgr_$_pl_id.log" &
+	    --capacity "${MGR_CAPACITY:-4}" --api-group nogroup $MGR_FLAGS "$@") 2>>"$T/mgr_$_pl_id.log" &
 	eval "M$_pl_n=\$!"
 	case " $_pl_workers " in *" $_pl_n "*) ;; *) _pl_workers="$_pl_workers $_pl_n" ;; esac
 	_pl_i=0

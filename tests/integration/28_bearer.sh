@@ -7,41 +7,17 @@
 # control.db and records.db (with -wal, -shm) are 0600 whatever the umask,
 # and no copy of a capability survives in node-api's or sbx-manager's memory.
 . "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
 
 [ "${SPACE_SAN:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
-T=$(mktemp -d)
-chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
-BIN=$T/bin
+# the first subcommand creates control.db, under the widest umask
+CTL_DB_UMASK=0
+platform_init
 D=$T/c
-W=$T/w
-CTL= MGR= NAPI=
-# private copies: sbx-manager refuses a bridge binary replaced by a rebuild
-mkdir "$BIN"
-for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
-CP=$(free_port); NP=$(free_port)
-CU=http://127.0.0.1:$CP
+W=$T/w1
+NP=$(free_port)
 NU=http://127.0.0.1:$NP
 
-bridges() {
-	for p in /proc/[0-9]*; do
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
-	done
-}
-cleanup() {
-	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
-	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
-	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
-
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
 # the error convention: {"error":code,"message":string}, nothing else is an answer
 errjson() { python3 -c 'import json,sys
 d = json.load(open(sys.argv[1]))
@@ -51,19 +27,14 @@ print(d["error"], d.get("reason", "-"))' "$T/body" 2>/dev/null || echo "not-json
 auth() { _u=$1 _a=$2; shift 2; curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: $_a" "$@" "$_u"; }
 metric() { curl -s "$CU/metrics" | awk -v k="space_control_auth_failures_total{kind=\"$1\"}" '$1 == k { print $2 }'; }
 
-# the first subcommand creates control.db, under the widest umask
-K=$(umask 0 && "$BIN/space-control" apikey add alice --data-dir "$D" 2>>"$T/ctl.log")
-"$BIN/space-control" worker add w1 --data-dir "$D" >"$T/cred" 2>>"$T/ctl.log"
-WK=$(cat "$T/cred")
-ROOT=$("$BIN/space-control" keys root --data-dir "$D" 2>>"$T/ctl.log")
+register_worker w1
+WK=$(cat "$T/cred_w1")
 # ---- database files: the owner's alone ----
 is "control.db created 0600 by a subcommand (umask 0)" "$(stat -c %a "$D/control.db")" 600
 # an installation from before: the database and a -wal left wider
 : >"$D/control.db-wal"
 chmod 644 "$D/control.db" "$D/control.db-wal"
-"$BIN/space-control" --data-dir "$D" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
-CTL=$!
-check "space-control up" wait_http "$CU/healthz" 10
+check "space-control up" start_ctl
 is "a 0644 control.db is narrowed to 0600 at start" "$(stat -c %a "$D/control.db")" 600
 is "... and its leftover -wal too" "$(stat -c %a "$D/control.db-wal")" 600
 check "... and the change is logged" grep -q 'control.db had mode 0644; set to 0600' "$T/ctl.log"
@@ -104,19 +75,13 @@ is "\"BearerWK\" -> 401" "$(auth "$RG" "Bearer$WK")" 401
 check "space-control still serves" wait_http "$CU/healthz" 2
 
 # ---- node-api (capabilities; sbx-manager behind it) ----
-rm -f "$W/run/sbx-manager.sock"
 # records.db does not exist yet: created by sbx-manager under umask 0
-(umask 0 && exec "$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
-    --root-key "$ROOT" --endpoint "$NU" --capacity 2 --api-group nogroup --disk-mb 1100) 2>>"$T/mgr.log" &
-MGR=$!
-i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+MGR_UMASK=0 MGR_CAPACITY=2 MGR_FLAGS="--disk-mb 1100"
+start_mgr 1 w1 "$NP"
 is "records.db is 0600" "$(stat -c %a "$W/records.db")" 600
 is "records.db-wal is 0600" "$(stat -c %a "$W/records.db-wal")" 600
 is "records.db-shm is 0600" "$(stat -c %a "$W/records.db-shm")" 600
-"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
-    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
-NAPI=$!
-check "node-api answers /healthz" wait_http "$NU/healthz" 10
+check "node-api answers /healthz" start_napi 1 w1 "$NP" --metrics-file "$W/metrics.prom"
 is "create a sandbox on w1" "$(auth "$L" "Bearer $K" -X POST --data-binary '{"worker":"w1"}')" 201
 S=$(jget id)
 i=0
@@ -180,14 +145,13 @@ NEEDLE=$(python3 -c 'import sys; print(sys.argv[1].split(".")[2][-50:-10])' "$CA
 for i in 1 2 3 4 5; do ex "Bearer $CAP" >/dev/null; done
 auth "$X" "Bearer $CAP" -X POST --data-binary '{"argv":' >/dev/null    # refused after parsing
 sleep 1
-is "sbx-manager's memory holds no copy of the capability" "$(memhits "$MGR" "$NEEDLE")" 0
-is "node-api's memory holds no copy of the capability" "$(memhits "$NAPI" "$NEEDLE")" 0
+is "sbx-manager's memory holds no copy of the capability" "$(memhits "$M1" "$NEEDLE")" 0
+is "node-api's memory holds no copy of the capability" "$(memhits "$N1" "$NEEDLE")" 0
 # the scan itself finds a capability where one is meant to be
 check "... (the scan finds the copy this shell holds)" test "$(memhits $$ "$NEEDLE")" -gt 0
 
 # a clean stop; under SPACE_SAN the sanitizers report into these logs
-for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-NAPI= MGR= CTL=
-check "no sanitizer report from the daemons" sh -c "! grep -E 'Sanitizer|runtime error' '$T/ctl.log' '$T/mgr.log' '$T/napi.log'"
+stop N1; stop M1; stop CTL
+check "no sanitizer report from the daemons" sh -c "! grep -E 'Sanitizer|runtime error' '$T/ctl.log' '$T/mgr_w1.log' '$T/napi_w1.log'"
 
 done_testing
