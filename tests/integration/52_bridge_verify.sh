@@ -6,81 +6,30 @@
 # signalled); a bridge whose binary was replaced on disk is refused; a
 # bridge that dies is noticed. What is simulated is said where it is done.
 . "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
 
-T=$(mktemp -d)
-chmod 711 "$T"          # node-api runs as nobody and must reach $T/w/run
-BIN=$T/bin
-CTL= MGR= NAPI=
-# private copies: a rebuild of the tree while this runs must not look like
-# a replaced bridge binary (which sbx-manager rightly refuses)
-mkdir "$BIN"
-for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
-CP=$(free_port); NP=$(free_port)
-CU=http://127.0.0.1:$CP
+platform_init
+MGR_FLAGS="--disk-mb 1100"
+NP=$(free_port)
 NU=http://127.0.0.1:$NP
-W=$T/w
+W=$T/w1
+FAKE= IMPOSTOR=
+# the test's own processes, when it ends early: the fake listener, the
+# impostor, the stand-in bridges (not ours: another executable)
+platform_on_cleanup() {
+	for _p in $FAKE $IMPOSTOR; do kill "$_p" 2>/dev/null; wait "$_p" 2>/dev/null; done
+	for _p in /proc/[0-9]*; do [ "$(readlink "$_p/exe" 2>/dev/null)" = "$T/liar/spaced-host" ] && kill "${_p#/proc/}"; done
+}
+sql() { wsql w1 "$1"; }
 
-# the bridges of this test only: their executable is our private copy
-bridges() {
-	for p in /proc/[0-9]*; do
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
-	done
-}
-cleanup() {
-	for p in $NAPI $MGR $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
-	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
-	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
-
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-cpost() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
-# napi METHOD PATH [curl args...]: status on stdout, body in $T/body, headers in $T/hdr
-napi() { m=$1; p=$2; shift 2; curl -s -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
-	-H "Authorization: Bearer $CAP" "$@" "$NU/v1/sandboxes/$S/$p"; }
-hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
-sql() { sqlite3 "$W/records.db" "$1"; }
-start_mgr() {
-	rm -f "$W/run/sbx-manager.sock"         # a killed instance leaves its socket
-	"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
-	    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --disk-mb 1100 2>>"$T/mgr.log" &
-	MGR=$!
-	i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-}
-wait_state() { # sandbox state [seconds]
-	i=0
-	while [ $i -lt $((${3:-20} * 10)) ]; do
-		curl -s -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"
-		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
-route() { cpost "/v1/sandboxes/$1/routes" "{\"access\":[${2:-\"exec\",\"fs:r\",\"fs:w\"}]}" >/dev/null; jget capability; }
-
-K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
-"$BIN/space-control" worker add w1 --data-dir "$T/c" >"$T/cred" 2>>"$T/ctl.log"
-ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
-"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
-CTL=$!
-check "space-control up" wait_http "$CU/healthz" 10
-start_mgr
-check "sbx-manager made its socket" test -S "$W/run/sbx-manager.sock"
-"$BIN/node-api" --listen "127.0.0.1:$NP" --manager-socket "$W/run/sbx-manager.sock" --worker-id w1 \
-    --metrics-file "$W/metrics.prom" 2>>"$T/napi.log" &
-NAPI=$!
-check "node-api answers /healthz" wait_http "$NU/healthz" 10
+register_worker w1
+check "space-control up" start_ctl
+check "sbx-manager made its socket" start_mgr 1 w1 "$NP"
+check "node-api answers /healthz" start_napi 1 w1 "$NP" --metrics-file "$W/metrics.prom"
 is "healthz body" "$(curl -s "$NU/healthz")" '{"ok":true}'
 
 exec_marker() { napi POST exec --data-binary "{\"argv\":[\"touch\",\"/home/user/$1\"]}"; }
-refusal_logged() { grep -q "\"audit\":\"bridge\".*\"reason\":\"$1\"" "$T/mgr.log"; }
+refusal_logged() { grep -q "\"audit\":\"bridge\".*\"reason\":\"$1\"" "$T/mgr_w1.log"; }
 
 is "create a sandbox" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 S=$(jget id)
@@ -123,7 +72,7 @@ is "... unavailable" "$(jget error)" unavailable
 sleep 0.5
 is "the fake listener received no byte at all" "$(wc -c <"$T/fake.bytes")" 0
 check "refusal audited: SO_PEERCRED names another process" refusal_logged 'peer is not the recorded bridge (SO_PEERCRED)'
-kill "$FAKE"; wait "$FAKE" 2>/dev/null
+kill "$FAKE"; wait "$FAKE" 2>/dev/null; FAKE=
 rm -f "$RUN/bridge.sock"
 mv "$RUN/bridge.sock.real" "$RUN/bridge.sock"
 kill -CONT "$BPID"
@@ -138,12 +87,11 @@ check "refusal audited: binary replaced" refusal_logged 'bridge binary replaced 
 check "the old bridge is still the recorded process (pid, start time)" test "$(sql "select bridge_pid from records where sandbox='$S'")" = "$BPID"
 # a restart is how a new binary is taken into use: the old bridge (ours,
 # untrusted binary) is stopped and a new activation starts from the new file
-kill "$MGR"; wait "$MGR" 2>/dev/null
-start_mgr
+stop M1
+start_mgr 1 w1 "$NP"
 i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "2|serving" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 is "restart relaunches: activation 2, serving" "$(sql "select activation, state from records where sandbox='$S'")" "2|serving"
-check "logged why the old bridge was not adopted" grep -q "not adoptable (bridge binary replaced on disk)" "$T/mgr.log"
-gone() { i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 120 ]; do sleep 0.1; i=$((i + 1)); done; ! kill -0 "$1" 2>/dev/null; }
+check "logged why the old bridge was not adopted" grep -q "not adoptable (bridge binary replaced on disk)" "$T/mgr_w1.log"
 check "the old bridge was stopped" gone "$BPID"
 is "new bridge runs the new file" "$(sql "select exe_ino from records where sandbox='$S'")" "$(stat -c %i "$BIN/spaced-host")"
 is "activation-1 capability -> 409 activation_mismatch" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 activation_mismatch"
@@ -157,19 +105,19 @@ is "the command refused earlier never ran" "$(napi GET 'fs/stat?path=/home/user/
 # recorded start time, which is what a reused PID looks like: the pid is
 # alive, its start time is not the recorded one.
 BPID=$(sql "select bridge_pid from records where sandbox='$S'")
-kill "$MGR"; wait "$MGR" 2>/dev/null
+stop M1
 kill -9 "$BPID"; gone "$BPID"
 sleep 300 &
 IMPOSTOR=$!
 sql "update records set bridge_pid = $IMPOSTOR where sandbox='$S'"
 check "the impostor's start time differs from the recorded one" test \
 	"$(sed 's/.*) //' /proc/$IMPOSTOR/stat | cut -d' ' -f20)" != "$(sql "select bridge_start from records where sandbox='$S'")"
-start_mgr
+start_mgr 1 w1 "$NP"
 i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "3|serving" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 is "reused pid not adopted: relaunched as activation 3" "$(sql "select activation, state from records where sandbox='$S'")" "3|serving"
-check "logged: start time differs (pid reused)" grep -q "not adoptable (bridge start time differs (pid reused))" "$T/mgr.log"
+check "logged: start time differs (pid reused)" grep -q "not adoptable (bridge start time differs (pid reused))" "$T/mgr_w1.log"
 check "the impostor was never signalled" kill -0 "$IMPOSTOR"
-kill "$IMPOSTOR"; wait "$IMPOSTOR" 2>/dev/null
+kill "$IMPOSTOR"; wait "$IMPOSTOR" 2>/dev/null; IMPOSTOR=
 check "the new bridge is a different, live spaced-host" test "$(readlink /proc/$(sql "select bridge_pid from records where sandbox='$S'")/exe)" = "$BIN/spaced-host"
 CAP=$(route "$S")
 is "served by activation 3" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
@@ -249,12 +197,9 @@ SANFLAGS=; [ "${SPACE_SAN:-0}" = 1 ] && SANFLAGS="-fsanitize=address,undefined"
 mkdir -p "$T/liar"
 check "stand-in bridge compiles" cc -D_GNU_SOURCE $SANFLAGS -I"$SPACE_TOP/src/libspace" -o "$T/liar/spaced-host" \
 	"$T/liar.c" "$LIB" -ljansson -lsodium -lpthread
-kill "$MGR"; wait "$MGR" 2>/dev/null
-rm -f "$W/run/sbx-manager.sock"
-"$BIN/sbx-manager" --data-dir "$W" --control "$CU" --worker-id w1 --credential-file "$T/cred" \
-    --root-key "$ROOT" --endpoint "$NU" --capacity 4 --api-group nogroup --spaced-host "$T/liar/spaced-host" 2>>"$T/mgr.log" &
-MGR=$!
-i=0; while [ ! -S "$W/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+stop M1
+MGR_FLAGS=         # without --disk-mb
+start_mgr 1 w1 "$NP" --spaced-host "$T/liar/spaced-host"
 is "create a sandbox served by the stand-in" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 S=$(jget id)
 check "running" wait_state "$S" running 20
@@ -262,11 +207,10 @@ CAP=$(route "$S")
 is "control: an honest answer passes" "$(napi GET 'fs/list?path=/')" 200
 is "RESPONSE serving another generation -> 503" "$(napi POST exec --data-binary '{"argv":["true"]}')" 503
 check "... its result never reaches the client" sh -c "! grep -q 'from the liar' '$T/body'"
-check "... audited as serving_mismatch" grep -q '"audit":"serving_mismatch"' "$T/mgr.log"
+check "... audited as serving_mismatch" grep -q '"audit":"serving_mismatch"' "$T/mgr_w1.log"
 is "DATA before any RESPONSE -> 503" "$(napi GET 'fs/stat?path=/')" 503
 check "... and those bytes never reach the client" sh -c "! grep -q secret '$T/body'"
-kill "$MGR"; wait "$MGR" 2>/dev/null
+stop M1
 for p in /proc/[0-9]*; do [ "$(readlink "$p/exe" 2>/dev/null)" = "$T/liar/spaced-host" ] && kill "${p#/proc/}"; done
-MGR=
 
 done_testing
