@@ -7,98 +7,22 @@
 # reads back unchanged, a retired execution refuses old capabilities, and
 # new operations are served.
 . "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
 
-T=$(mktemp -d)
-chmod 711 "$T"          # node-api runs as nobody and must reach the run dirs
-BIN=$T/bin
-CTL= M1= M2= N1= N2=
-# private copies: a rebuild of the tree while this runs must not look like
-# a replaced bridge binary (which sbx-manager rightly refuses)
-mkdir "$BIN"
-for b in sbx-manager spaced-host spaced-guest node-api space-control; do cp "$SPACE_BIN/$b" "$BIN/"; done
-CP=$(free_port); NP1=$(free_port); NP2=$(free_port)
-CU=http://127.0.0.1:$CP
-
-bridges() {
-	for p in /proc/[0-9]*; do
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$BIN/spaced-host"*) echo "${p#/proc/}" ;; esac
-	done
-}
-cleanup() {
-	for p in $N1 $N2 $M1 $M2 $CTL; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	b=$(bridges); [ -n "$b" ] && kill $b 2>/dev/null
-	i=0; while [ -n "$(bridges)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	b=$(bridges); [ -n "$b" ] && kill -9 $b 2>/dev/null && sleep 0.5
-	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
-	# the daemons' logs are kept when something failed
-	if [ "$_tap_fail" != 0 ]; then
-		L=$(dirname "$SPACE_BIN")/test-logs/54-daemons; rm -rf "$L"; mkdir -p "$L"; cp "$T"/*.log "$L/" 2>/dev/null
-	fi
-	rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1" 2>/dev/null; }
-cpost() { curl -s -m 20 -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" --data-binary "$2" "$CU$1"; }
-# napi URL METHOD PATH [curl args...]: status; body in $T/body, headers in $T/hdr
-napi() { u=$1; m=$2; p=$3; shift 3; curl -s -m 30 -D "$T/hdr" -o "$T/body" -w '%{http_code}' -X "$m" \
-	-H "Authorization: Bearer $CAP" "$@" "$u/v1/sandboxes/$S/$p"; }
-hdr() { tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'; }
-sbx() { curl -s -m 10 -o "$T/sbx" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"; }
-wait_state() { # sandbox state [seconds]: bounded by the clock
-	end=$(($(date +%s) + ${3:-30}))
-	while [ "$(date +%s)" -le $end ]; do
-		sbx "$1"
-		[ "$(jget state "$T/sbx")" = "$2" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
-csql() { sqlite3 -cmd '.timeout 5000' "$T/c/control.db" "$1"; }
-wsql() { sqlite3 -cmd '.timeout 5000' "$T/$1/records.db" "$2"; }
-# start_mgr N ID PORT: sbx-manager of one worker (again after a crash)
-start_mgr() {
-	"$BIN/sbx-manager" --data-dir "$T/$2" --control "$CU" --worker-id "$2" --credential-file "$T/cred_$2" \
-	    --root-key "$ROOT" --endpoint "http://127.0.0.1:$3" --capacity 4 --api-group nogroup \
-	    --snapshot-dir "$T/snapshots" 2>>"$T/mgr_$2.log" &
-	eval "M$1=\$!"
-	i=0; while [ ! -S "$T/$2/run/sbx-manager.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-}
-start_napi() {
-	"$BIN/node-api" --listen "127.0.0.1:$3" --manager-socket "$T/$2/run/sbx-manager.sock" \
-	    --worker-id "$2" 2>>"$T/napi_$2.log" &
-	eval "N$1=\$!"
-	wait_http "http://127.0.0.1:$3/healthz" 10
-}
-start_ctl() {
-	# an operation whose daemon died is taken over once its lease
-	# expires: that TTL (60 s by default) bounds the convergence after a
-	# crash of space-control, so it is short here
-	"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" --lease-ttl 5 2>>"$T/ctl.log" &
-	CTL=$!
-	wait_http "$CU/healthz" 10
-}
-worker() {
-	"$BIN/space-control" worker add "$2" --data-dir "$T/c" >"$T/cred_$2" 2>>"$T/ctl.log"
-	start_mgr "$@" && start_napi "$@"
-}
+platform_init
+# an operation whose daemon died is taken over once its lease expires: that
+# TTL (60 s by default) bounds the convergence after a crash of
+# space-control, so it is short here
+CTL_FLAGS="--lease-ttl 5"
+MGR_FLAGS="--snapshot-dir $T/snapshots"
+NP1=$(free_port); NP2=$(free_port)
 # kill9 PID: kill -9 of one process; an empty pid or 0 (a record without a
 # bridge) would be the test's own process group, and is refused
 kill9() { [ "${1:-0}" -gt 1 ] 2>/dev/null && kill -9 "$1"; }
-# crash VAR: kill -9 the process whose pid is in $VAR and reap it
-crash() { eval "p=\$$1"; kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; eval "$1="; CRASHT=$(date +%s%N); }
-CRASHT=
 
-K=$("$BIN/space-control" apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
-ROOT=$("$BIN/space-control" keys root --data-dir "$T/c" 2>>"$T/ctl.log")
 check "space-control up" start_ctl
-check "worker w1 up" worker 1 w1 "$NP1"
-check "worker w2 up" worker 2 w2 "$NP2"
+check "worker w1 up" add_worker 1 w1 "$NP1"
+check "worker w2 up" add_worker 2 w2 "$NP2"
 
 # route: a fresh capability for $S (retried while the sandbox is between
 # executions); sets CAP, E (endpoint), R (route)
@@ -115,7 +39,7 @@ route() {
 # write NAME: writes $T/data/NAME at /home/user/NAME; an acknowledged write
 # (200) is remembered and must stay readable with that content for good
 write() {
-	st=$(napi "$E" PUT "files?path=/home/user/$1" --data-binary @"$T/data/$1")
+	st=$(napi_at "$E" PUT "files?path=/home/user/$1" --data-binary @"$T/data/$1")
 	[ "$st" = 200 ] && { grep -qx "$S $1" "$T/acked" 2>/dev/null || echo "$S $1" >>"$T/acked"; }
 	[ "$st" = 200 ]
 }
@@ -124,7 +48,7 @@ mkdata() { printf '%s\n' "$2" >"$T/data/$1"; }
 verify_acked() {
 	bad=0
 	for f in $(awk -v s="$S" '$1 == s { print $2 }' "$T/acked"); do
-		st=$(napi "$E" GET "files?path=/home/user/$f")
+		st=$(napi_at "$E" GET "files?path=/home/user/$f")
 		[ "$st" = 200 ] && cmp -s "$T/body" "$T/data/$f" || { bad=$((bad + 1)); diag "$f: $st"; }
 	done
 	[ $bad = 0 ]
@@ -171,7 +95,7 @@ converged() {
 refused_old() {
 	c=$CAP; CAP=$1
 	is "$3: the old capability at the old worker -> 409 refresh_route" \
-		"$(napi "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error)" "409 refresh_route"
+		"$(napi_at "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error)" "409 refresh_route"
 	CAP=$c
 }
 nport() { case "$1" in w1) echo "$NP1" ;; *) echo "$NP2" ;; esac; }
@@ -261,17 +185,17 @@ case $w in w1) crash N1 ;; *) crash N2 ;; esac
 wait $UP; up=$(cat "$T/up.code")
 check "the upload cut by the crash is not acknowledged (curl: $up)" test "$up" != 200
 restart_napi "$w"; CRASHT=
-is "the file keeps its previous content" "$(napi "$E" GET 'files?path=/home/user/big') $(cat "$T/body")" "200 the previous content"
+is "the file keeps its previous content" "$(napi_at "$E" GET 'files?path=/home/user/big') $(cat "$T/body")" "200 the previous content"
 i=0; left=
 while [ $i -lt 50 ]; do
-	napi "$E" POST exec --data-binary '{"argv":["ls","-a","/home/user"]}' >/dev/null
+	napi_at "$E" POST exec --data-binary '{"argv":["ls","-a","/home/user"]}' >/dev/null
 	left=$(jget stdout | grep -c 'space-'); [ "$left" = 0 ] && break
 	sleep 0.1; i=$((i + 1))
 done
 is "no temporary file of the cut upload left behind" "$left" 0
 cp "$T/big.new" "$T/data/big"
 check "the next 64 MiB write succeeds" write big
-is "... and reads back" "$(napi "$E" GET 'files?path=/home/user/big')" 200
+is "... and reads back" "$(napi_at "$E" GET 'files?path=/home/user/big')" 200
 check "... identical" cmp -s "$T/body" "$T/data/big"
 
 # 6a. the bridge killed while its sbx-manager is down: relaunched as
@@ -289,7 +213,7 @@ is "bridge killed while sbx-manager was down: relaunched as activation $((act + 
 	"$(wsql "$w" "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" "serving $((act + 1))"
 CAP=$OC
 is "the old activation's capability -> 409 refresh_route activation_mismatch" \
-	"$(napi "$OE" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route activation_mismatch"
+	"$(napi_at "$OE" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route activation_mismatch"
 i=0; while [ $i -lt 100 ]; do
 	cpost "/v1/sandboxes/$S/routes" "{\"access\":[\"exec\",\"fs:r\",\"fs:w\"],\"rejected\":$R}" >/dev/null
 	[ "$(jget route.activation)" = "$((act + 1))" ] && break
@@ -326,7 +250,7 @@ new_route() {
 old_mismatch() {
 	c=$CAP; CAP=$1
 	is "$3: the old activation's capability -> 409 refresh_route activation_mismatch" \
-		"$(napi "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route activation_mismatch"
+		"$(napi_at "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route activation_mismatch"
 	CAP=$c
 }
 
@@ -376,7 +300,7 @@ gp=
 for p in $(desc "$bp"); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = spaced-guest ] && { gp=$p; break; }; done
 check "the guest found among the bridge's descendants (pid $gp)" test -n "$gp"
 kill9 "$gp"; t0=$(date +%s%N)
-st=$(napi "$E" POST exec --data-binary '{"argv":["true"]}')
+st=$(napi_at "$E" POST exec --data-binary '{"argv":["true"]}')
 case $st in 503|409) ok "an operation right after the guest died -> $st ($(jget error))" ;; *) not_ok "an operation right after the guest died -> $st" ;; esac
 relaunched w2 $((act + 1)) "$bp" "guest killed"
 check "the old bridge is gone" sh -c "! kill -0 $bp 2>/dev/null"
