@@ -11,7 +11,6 @@
  *     spaced-host) and extracts the verified archive into it. Archives do
  *     not record owners: everything restored belongs to the sandbox user,
  *     which is who could have written it. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "loopdev.h"
 #include "sbx-manager.h"
 #include "snapshot.h"
 #include "util.h"
@@ -89,37 +89,6 @@ archive_dir(const char *dir, char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *siz
 	return 0;
 }
 
-/* is some loop device backed by the image at real (a realpath)? */
-static bool
-image_attached(const char *real)
-{
-	char path[300], buf[PATH_MAX + 2];
-	struct dirent *de;
-	bool hit = false;
-	ssize_t n;
-	DIR *d;
-	int fd;
-
-	if ((d = opendir("/sys/block")) == NULL)
-		return false;
-	while (!hit && (de = readdir(d)) != NULL) {
-		if (strncmp(de->d_name, "loop", 4) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;       /* not attached */
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		buf[strcspn(buf, "\n")] = '\0';
-		hit = strcmp(buf, real) == 0;
-	}
-	closedir(d);
-	return hit;
-}
-
 /* The bridge is gone and has let go of the image (its flock): is the file
  * system on it gone too? A bridge killed with SIGKILL leaves its mount at
  * RUNDIR/rw, and its jail holds a copy of that mount until the jail's
@@ -131,23 +100,17 @@ image_attached(const char *real)
 int
 layer_release(const struct record *r)
 {
-	char img[PATH_MAX + 16], rw[PATH_MAX + 8], snap[PATH_MAX + 8], real[PATH_MAX];
+	char img[PATH_MAX + 16], real[PATH_MAX];
 	int i;
 
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
-	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
-	snprintf(snap, sizeof(snap), "%s/snap", r->run_dir);
 	if (realpath(img, real) == NULL)
 		return errno == ENOENT ? 0 : -errno;
-	if (umount2(rw, MNT_DETACH) == 0)
-		log_info("layer of %s g%llu was left mounted by a dead bridge: detached",
-		    r->id.sandbox, (unsigned long long)r->id.generation);
-	/* and ours: an earlier life of sbx-manager killed while archiving */
-	if (umount2(snap, MNT_DETACH) == 0)
-		log_info("layer of %s g%llu was left mounted by an archive cut short: detached",
-		    r->id.sandbox, (unsigned long long)r->id.generation);
+	/* at RUNDIR/rw (a killed bridge) or RUNDIR/snap (an earlier life of
+	 * ours killed while archiving) */
+	loopdev_detach_mounts(real, "a dead bridge or an archive cut short");
 	for (i = 0; i < LAYER_RELEASE_WAIT_MS / 10; i++) {
-		if (!image_attached(real))
+		if (loopdev_backing(real, NULL, 0) == 0)
 			return 0;
 		usleep(10000);
 	}

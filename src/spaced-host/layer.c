@@ -1,7 +1,6 @@
 /* The writable layer of a jail: an ext4 image in LAYERDIR, loop-mounted
  * at RUNDIR/rw, so the sandbox can fill only the image, never the host's
  * disk (docs/jail.md, "Disk limit"). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,6 +18,7 @@
 
 #include "layer.h"
 #include "log.h"
+#include "loopdev.h"
 
 
 static int
@@ -112,54 +112,10 @@ out:
 static void
 layer_unmount_stale(const char *img)
 {
-	char real[PATH_MAX], path[300], buf[PATH_MAX + 2], dev[32], line[4096];
-	struct dirent *de;
-	DIR *d;
-	FILE *mi;
+	char real[PATH_MAX];
 
-	if (realpath(img, real) == NULL || (d = opendir("/sys/block")) == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		int fd;
-		ssize_t n;
-
-		if (strncmp(de->d_name, "loop", 4) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		buf[strcspn(buf, "\n")] = '\0';
-		if (strcmp(buf, real) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/sys/block/%s/dev", de->d_name);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		n = read(fd, dev, sizeof(dev) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		dev[n] = '\0';
-		dev[strcspn(dev, "\n")] = '\0';
-		if ((mi = fopen("/proc/self/mountinfo", "re")) == NULL)
-			continue;
-		/* mountinfo: id parent major:minor root mountpoint ... */
-		while (fgets(line, sizeof(line), mi) != NULL) {
-			char mdev[32], mpoint[PATH_MAX];
-			if (sscanf(line, "%*d %*d %31s %*s %4095s", mdev, mpoint) != 2 ||
-			    strcmp(mdev, dev) != 0)
-				continue;
-			log_warnx("layer %s still mounted at %s by a dead bridge: detaching", real, mpoint);
-			if (umount2(mpoint, MNT_DETACH) < 0)
-				log_warn("umount %s", mpoint);
-		}
-		fclose(mi);
-	}
-	closedir(d);
+	if (realpath(img, real) != NULL)
+		loopdev_detach_mounts(real, "a dead bridge");
 }
 
 /* ids of the previous owner of the layer, to move files to our range */

@@ -1,0 +1,90 @@
+/* Loop devices behind layer images (loopdev.h): read from sysfs and
+ * /proc/self/mountinfo, never from a cache, since what matters is what the
+ * kernel holds now. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loopdev.h"
+
+/* one line of a sysfs file, without its newline */
+static int
+sysfs_line(const char *path, char *buf, size_t cap)
+{
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+int
+loopdev_backing(const char *real, char devs[][16], int max)
+{
+	char path[300], buf[PATH_MAX + 2];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	if ((d = opendir("/sys/block")) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "loop", 4) != 0)
+			continue;
+		/* the file exists only while the device is attached */
+		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
+		if (sysfs_line(path, buf, sizeof(buf)) != 0 || strcmp(buf, real) != 0)
+			continue;
+		if (devs != NULL && n < max) {
+			snprintf(path, sizeof(path), "/sys/block/%s/dev", de->d_name);
+			if (sysfs_line(path, buf, sizeof(buf)) != 0 || strlen(buf) >= sizeof(devs[0]))
+				continue;
+			memcpy(devs[n], buf, strlen(buf) + 1);
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+int
+loopdev_detach_mounts(const char *real, const char *who)
+{
+	char devs[8][16], line[4096], mdev[32], mpoint[PATH_MAX];
+	int n, i, detached = 0;
+	FILE *mi;
+
+	if ((n = loopdev_backing(real, devs, 8)) > 8)
+		n = 8;
+	if (n <= 0 || (mi = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return 0;
+	/* mountinfo: id parent major:minor root mountpoint ... */
+	while (fgets(line, sizeof(line), mi) != NULL) {
+		if (sscanf(line, "%*d %*d %31s %*s %4095s", mdev, mpoint) != 2)
+			continue;
+		for (i = 0; i < n && strcmp(mdev, devs[i]) != 0; i++)
+			;
+		if (i == n)
+			continue;
+		log_warnx("layer %s still mounted at %s by %s: detaching", real, mpoint, who);
+		if (umount2(mpoint, MNT_DETACH) < 0)
+			log_warn("umount %s", mpoint);
+		else
+			detached++;
+	}
+	fclose(mi);
+	return detached;
+}

@@ -1,0 +1,20 @@
+/* Loop devices and the ext4 layer images behind them. A layer image must
+ * never carry two file systems at once (two ext4 instances writing one
+ * file corrupt it), and a process killed with SIGKILL leaves its mounts
+ * behind: sbx-manager and spaced-host both look at what still holds an
+ * image before they mount it, through these. */
+#ifndef SPACE_LOOPDEV_H
+#define SPACE_LOOPDEV_H
+
+/* How many loop devices are backed by the file at real (a realpath).
+ * Their device numbers ("7:3", the form of /proc/self/mountinfo) go to
+ * devs[0..max) when devs is not NULL. A loop device with a file system on
+ * it detaches itself (autoclear) when that file system ends, which is
+ * when the last mount of it, in any mount namespace, is gone. */
+int loopdev_backing(const char *real, char devs[][16], int max);
+
+/* Detach (MNT_DETACH) every mount, in our mount namespace, of a loop
+ * device backed by the file at real; each is logged with who as the
+ * presumed owner ("a dead bridge"). Returns how many were detached. */
+int loopdev_detach_mounts(const char *real, const char *who);
+#endif
