@@ -332,34 +332,43 @@ for kind in source-bridge target-bridge source-guest target-guest source-bridge 
 	k=$((k + 1))
 	OC=$CAP OE=$E; from=$(cur_worker); to=$(other "$from"); g=$(jget execution.generation "$T/sbx")
 	mkdata "m$k" "written before move $k"; check "round $k: a write before the move" write "m$k"
-	# the source's victim is found first; the call runs in the background:
-	# the source retires a few ms after the 202, and the kill must be able
-	# to land before, during or after that
-	victim=; bp=$(bridge_of "$S" "$g")
+	# the source's victim is found first; the call runs in the background.
+	# The source retires a few ms after the 202, so its kill lands from
+	# 30 ms before the call (the relaunch then races the retirement) to
+	# 30 ms after it (often the bridge is already stopped: nothing to kill)
+	victim=; bp=$(bridge_of "$S" "$g"); d=$(rnd 60); killed=0; when=
 	case $kind in source-bridge) victim=$bp ;; source-guest) [ -n "$bp" ] && victim=$(guest_of "$bp") ;; esac
+	kill_victim() { kill9 "$victim" 2>/dev/null && { killed=1; CRASHT=$(date +%s%N); }; }
+	case $kind in source-*)
+		if [ "$d" -lt 30 ]; then
+			when="$((30 - d)) ms before the move call"; kill_victim
+			sleep "0.0$(printf '%02d' $((30 - d)))"
+		fi ;;
+	esac
 	cpost "/v1/sandboxes/$S/move" "{\"to\":\"$to\"}" >"$T/move.code" &
 	MV=$!
 	case $kind in
 	source-*)
-		gen=$g; sleep "0.0$(printf '%02d' "$(rnd 40)")" ;;
+		gen=$g
+		if [ "$d" -ge 30 ]; then
+			sleep "0.0$(printf '%02d' $((d - 30)))"
+			when="$((d - 30)) ms after the move call"; kill_victim
+		fi ;;
 	target-*)
 		gen=$((g + 1))
 		i=0; while ! bridge_of "$S" "$gen" >/dev/null && [ $i -lt 1000 ]; do sleep 0.005; i=$((i + 1)); done
-		sleep "0.0$(printf '%02d' "$(rnd 60)")" ;;
-	esac
-	case $kind in
-	target-*)
+		sleep "0.0$(printf '%02d' "$(rnd 60)")"
 		bp=$(bridge_of "$S" "$gen")
-		case $kind in *-bridge) victim=$bp ;; *) [ -n "$bp" ] && victim=$(guest_of "$bp") ;; esac ;;
+		case $kind in *-bridge) victim=$bp ;; *) [ -n "$bp" ] && victim=$(guest_of "$bp") ;; esac
+		when="once the target's bridge ran"; kill_victim ;;
 	esac
-	killed=0; kill9 "$victim" 2>/dev/null && { killed=1; CRASHT=$(date +%s%N); }
 	at="source record '$(wsql "$from" "SELECT state || ' a' || activation FROM records WHERE sandbox='$S' AND generation=$g")', target record '$(wsql "$to" "SELECT state || ' a' || activation FROM records WHERE sandbox='$S' AND generation=$((g + 1))")'"
 	if [ $killed = 1 ]; then
-		diag "round $k: $kind killed (pid $victim); just after: the $at"
+		diag "round $k: $kind killed (pid $victim) $when; just after: the $at"
 		# a bridge ends when its guest dies: converged only after that
 		i=0; while alive "$bp" && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done
 	else
-		diag "round $k: no $kind left to kill (the $at)"
+		diag "round $k: no $kind left to kill $when (the $at)"
 	fi
 	wait $MV; is "round $k: move $from -> $to: 202" "$(cat "$T/move.code")" 202
 	converged "round $k: $kind killed during a move"
