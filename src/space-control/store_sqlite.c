@@ -242,6 +242,37 @@ sq_step_row(sqlite3 *db, sqlite3_stmt *st)
 	return -EIO;
 }
 
+/* The tail every list query shares: a failed prepare is -EIO, each row
+ * becomes row()'s object (NULL: out of memory), and a step error or a
+ * failed append drops what was built so a caller never sees half a list. */
+int
+sq_list(struct sq *q, sqlite3_stmt *st, sq_row_fn row, void *ctx, json_t **out)
+{
+	json_t *arr, *o;
+	int rc;
+
+	if (st == NULL)
+		return -EIO;
+	if ((arr = json_array()) == NULL) {
+		sqlite3_finalize(st);
+		return -ENOMEM;
+	}
+	while ((rc = sq_step_row(q->db, st)) == 1) {
+		/* json_array_append_new drops o itself when it fails */
+		if ((o = row(q, st, ctx)) == NULL || json_array_append_new(arr, o) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+	if (rc < 0) {
+		json_decref(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
 void
 sq_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
 {
@@ -434,47 +465,40 @@ sandbox_row(sqlite3_stmt *st)
 	return o;
 }
 
+static json_t *
+history_row(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	char ts[RFC3339_LEN + 1], te[RFC3339_LEN + 1];
+	bool ended = sqlite3_column_type(st, 7) != SQLITE_NULL;
+
+	rfc3339_format(sqlite3_column_int64(st, 6), ts);
+	if (ended)
+		rfc3339_format(sqlite3_column_int64(st, 7), te);
+	return json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s,s:s?}",
+	    "generation", (json_int_t)sqlite3_column_int64(st, 0),
+	    "worker", (const char *)sqlite3_column_text(st, 1),
+	    "substrate", (const char *)sqlite3_column_text(st, 2),
+	    "activation", (json_int_t)sqlite3_column_int64(st, 3),
+	    "resident", (const char *)sqlite3_column_text(st, 4),
+	    "state", (const char *)sqlite3_column_text(st, 5),
+	    "created_at", ts, "ended_at", ended ? te : NULL);
+}
+
 /* "history": every execution of the sandbox, oldest first */
 static int
 sandbox_history(struct sq *q, json_t *o)
 {
-	char ts[RFC3339_LEN + 1], te[RFC3339_LEN + 1];
 	sqlite3_stmt *st;
-	json_t *arr, *h;
+	json_t *arr;
 	int rc;
 
-	if (o == NULL || (arr = json_array()) == NULL)
+	if (o == NULL)
 		return -ENOMEM;
 	st = sq_prep(q->db, "SELECT generation, worker, substrate, activation, resident, state,"
 	    " created_at, ended_at FROM executions WHERE sandbox = ? ORDER BY generation", "s",
 	    json_string_value(json_object_get(o, "id")));
-	if (st == NULL) {
-		json_decref(arr);
-		return -EIO;
-	}
-	while ((rc = sq_step_row(q->db, st)) == 1) {
-		bool ended = sqlite3_column_type(st, 7) != SQLITE_NULL;
-		rfc3339_format(sqlite3_column_int64(st, 6), ts);
-		if (ended)
-			rfc3339_format(sqlite3_column_int64(st, 7), te);
-		h = json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s,s:s?}",
-		    "generation", (json_int_t)sqlite3_column_int64(st, 0),
-		    "worker", (const char *)sqlite3_column_text(st, 1),
-		    "substrate", (const char *)sqlite3_column_text(st, 2),
-		    "activation", (json_int_t)sqlite3_column_int64(st, 3),
-		    "resident", (const char *)sqlite3_column_text(st, 4),
-		    "state", (const char *)sqlite3_column_text(st, 5),
-		    "created_at", ts, "ended_at", ended ? te : NULL);
-		if (h == NULL || json_array_append_new(arr, h) < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	sqlite3_finalize(st);
-	if (rc < 0) {
-		json_decref(arr);
+	if ((rc = sq_list(q, st, history_row, NULL, &arr)) < 0)
 		return rc;
-	}
 	return json_object_set_new(o, "history", arr) < 0 ? -ENOMEM : 0;
 }
 
@@ -497,6 +521,21 @@ sq_sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out)
 	}
 	sqlite3_finalize(st);
 	if (rc == 0 && (rc = sandbox_history(q, *out)) < 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* loaded inside the transaction, so the answer is what gets committed */
+int
+sq_commit_sandbox(struct sq *q, const char *owner, const char *id, json_t **out)
+{
+	int rc;
+
+	if ((rc = sq_sandbox_load(q, owner, id, out)) < 0)
+		return rc;
+	if ((rc = sq_commit(q->db)) < 0) {
 		json_decref(*out);
 		*out = NULL;
 	}
@@ -610,12 +649,7 @@ sq_sandbox_create(struct store *s, const char *owner, const char *id,
 	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
 	    "VALUES (?,?,'sandbox.create',?)", "iss", now, owner, id))) < 0)
 		goto out;
-	if ((rc = sq_sandbox_load(q, owner, id, out)) < 0)
-		goto out;
-	if ((rc = sq_commit(q->db)) < 0) {
-		json_decref(*out);
-		*out = NULL;
-	}
+	rc = sq_commit_sandbox(q, owner, id, out);
 out:
 	if (rc < 0)
 		sq_rollback(q->db);
@@ -636,40 +670,32 @@ sq_sandbox_get(struct store *s, const char *owner, const char *id, json_t **out)
 	return rc;
 }
 
+/* a list entry is the whole sandbox object, history included */
+static json_t *
+sandbox_list_row(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	json_t *o = sandbox_row(st);
+
+	if (o != NULL && sandbox_history(q, o) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 static int
 sq_sandbox_list(struct store *s, const char *owner, json_t **out)
 {
 	struct sq *q = SQ(s);
 	sqlite3_stmt *st;
-	json_t *arr = json_array(), *o;
 	int rc;
 
-	if (arr == NULL)
-		return -ENOMEM;
 	sq_lock(q);
 	st = sq_prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? ORDER BY s.created_at, s.id",
 	    "s", owner);
-	if (st == NULL) {
-		rc = -EIO;
-		goto out;
-	}
-	while ((rc = sq_step_row(q->db, st)) == 1) {
-		if ((o = sandbox_row(st)) == NULL || sandbox_history(q, o) < 0 ||
-		    json_array_append_new(arr, o) < 0) {
-			json_decref(o);
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	sqlite3_finalize(st);
-out:
+	rc = sq_list(q, st, sandbox_list_row, NULL, out);
 	sq_unlock(q);
-	if (rc < 0) {
-		json_decref(arr);
-		return rc;
-	}
-	*out = arr;
-	return 0;
+	return rc;
 }
 
 static int
@@ -732,12 +758,7 @@ sq_sandbox_kill(struct store *s, const char *owner, const char *id, json_t **out
 	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO audit (ts,principal,action,target) "
 	    "VALUES (?,?,'sandbox.kill',?)", "iss", now, owner, id))) < 0)
 		goto out;
-	if ((rc = sq_sandbox_load(q, owner, id, out)) < 0)
-		goto out;
-	if ((rc = sq_commit(q->db)) < 0) {
-		json_decref(*out);
-		*out = NULL;
-	}
+	rc = sq_commit_sandbox(q, owner, id, out);
 out:
 	if (rc < 0)
 		sq_rollback(q->db);
@@ -956,19 +977,37 @@ sq_worker_heartbeat(struct store *s, const char *worker, const char *incarnation
 	return rc;
 }
 
+/* ctx: the revision of the last row, the worker's next cursor */
+static json_t *
+assignment_row(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	int64_t *rev = ctx;
+	struct route_identity r;
+	json_t *id;
+
+	memset(&r, 0, sizeof(r));
+	*rev = sqlite3_column_int64(st, 0);
+	sq_col_copy(st, 3, r.sandbox, sizeof(r.sandbox));
+	r.generation = (uint64_t)sqlite3_column_int64(st, 4);
+	sq_col_copy(st, 5, r.worker, sizeof(r.worker));
+	sq_col_copy(st, 6, r.substrate, sizeof(r.substrate));
+	r.activation = (uint32_t)sqlite3_column_int64(st, 7);
+	sq_col_copy(st, 8, r.resident, sizeof(r.resident));
+	id = route_identity_pack(&r);
+	return json_pack("{s:I,s:s,s:o,s:o}", "revision", (json_int_t)*rev,
+	    "action", (const char *)sqlite3_column_text(st, 1),
+	    "identity", id ? id : json_null(), "spec", sq_col_json(st, 2));
+}
+
 static int
 sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t **out,
     int64_t *revision)
 {
 	struct sq *q = SQ(s);
 	sqlite3_stmt *st;
-	struct route_identity r;
-	json_t *arr = json_array(), *o, *id;
-	int64_t rev = after;
+	int64_t rev;
 	int rc;
 
-	if (arr == NULL)
-		return -ENOMEM;
 	sq_lock(q);
 	/* a cursor beyond every revision ever issued comes from another
 	 * store (restored or re-created): replay the whole stream so the
@@ -991,38 +1030,12 @@ sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t 
 	    " JOIN workers w ON w.id = a.worker"
 	    " WHERE a.worker = ? AND a.revision > ? AND e.resident = w.incarnation"
 	    " ORDER BY a.revision LIMIT 1000", "si", worker, after);
-	if (st == NULL) {
-		rc = -EIO;
-		goto out;
-	}
-	while ((rc = sq_step_row(q->db, st)) == 1) {
-		memset(&r, 0, sizeof(r));
-		rev = sqlite3_column_int64(st, 0);
-		sq_col_copy(st, 3, r.sandbox, sizeof(r.sandbox));
-		r.generation = (uint64_t)sqlite3_column_int64(st, 4);
-		sq_col_copy(st, 5, r.worker, sizeof(r.worker));
-		sq_col_copy(st, 6, r.substrate, sizeof(r.substrate));
-		r.activation = (uint32_t)sqlite3_column_int64(st, 7);
-		sq_col_copy(st, 8, r.resident, sizeof(r.resident));
-		id = route_identity_pack(&r);
-		o = json_pack("{s:I,s:s,s:o,s:o}", "revision", (json_int_t)rev,
-		    "action", (const char *)sqlite3_column_text(st, 1),
-		    "identity", id ? id : json_null(), "spec", sq_col_json(st, 2));
-		if (o == NULL || json_array_append_new(arr, o) < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	sqlite3_finalize(st);
+	rc = sq_list(q, st, assignment_row, &rev, out);
+	if (rc == 0)
+		*revision = rev;
 out:
 	sq_unlock(q);
-	if (rc < 0) {
-		json_decref(arr);
-		return rc;
-	}
-	*out = arr;
-	*revision = rev;
-	return 0;
+	return rc;
 }
 
 static bool
@@ -1190,51 +1203,38 @@ sq_worker_counts(struct store *s, int64_t *live, int64_t *lost)
 	return rc;
 }
 
+static json_t *
+worker_row(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	char ts[RFC3339_LEN + 1];
+	int64_t hb = sqlite3_column_int64(st, 4);
+
+	if (hb > 0)
+		rfc3339_format(hb, ts);
+	return json_pack("{s:s,s:s?,s:s,s:I,s:I,s:s?}",
+	    "id", (const char *)sqlite3_column_text(st, 0),
+	    "endpoint", (const char *)sqlite3_column_text(st, 1),
+	    "state", (const char *)sqlite3_column_text(st, 2),
+	    "capacity", (json_int_t)sqlite3_column_int64(st, 3),
+	    "sandboxes", (json_int_t)sqlite3_column_int64(st, 5),
+	    "last_heartbeat", hb > 0 ? ts : NULL);
+}
+
 static int
 sq_workers_list(struct store *s, json_t **out)
 {
 	struct sq *q = SQ(s);
 	sqlite3_stmt *st;
-	json_t *arr = json_array(), *o;
-	char ts[RFC3339_LEN + 1];
 	int rc;
 
-	if (arr == NULL)
-		return -ENOMEM;
 	sq_lock(q);
 	st = sq_prep(q->db, "SELECT w.id, w.endpoint, w.state, w.capacity, w.last_heartbeat,"
 	    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id AND e.resident = w.incarnation"
 	    "   AND e.state IN ('pending','starting','serving'))"
 	    " FROM workers w ORDER BY w.id", NULL);
-	if (st == NULL) {
-		rc = -EIO;
-		goto out;
-	}
-	while ((rc = sq_step_row(q->db, st)) == 1) {
-		int64_t hb = sqlite3_column_int64(st, 4);
-		if (hb > 0)
-			rfc3339_format(hb, ts);
-		o = json_pack("{s:s,s:s?,s:s,s:I,s:I,s:s?}",
-		    "id", (const char *)sqlite3_column_text(st, 0),
-		    "endpoint", (const char *)sqlite3_column_text(st, 1),
-		    "state", (const char *)sqlite3_column_text(st, 2),
-		    "capacity", (json_int_t)sqlite3_column_int64(st, 3),
-		    "sandboxes", (json_int_t)sqlite3_column_int64(st, 5),
-		    "last_heartbeat", hb > 0 ? ts : NULL);
-		if (o == NULL || json_array_append_new(arr, o) < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	sqlite3_finalize(st);
-out:
+	rc = sq_list(q, st, worker_row, NULL, out);
 	sq_unlock(q);
-	if (rc < 0) {
-		json_decref(arr);
-		return rc;
-	}
-	*out = arr;
-	return 0;
+	return rc;
 }
 
 /* ---- keys ---- */

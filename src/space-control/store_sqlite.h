@@ -37,6 +37,13 @@ sqlite3_stmt *sq_prep(sqlite3 *db, const char *sql, const char *fmt, ...);
 int  sq_run(sqlite3 *db, sqlite3_stmt *st);
 /* 1 row, 0 done, -EIO */
 int  sq_step_row(sqlite3 *db, sqlite3_stmt *st);
+/* one element of a list query's answer, built from the current row (ctx:
+ * the query's own state); NULL when out of memory */
+typedef json_t *(*sq_row_fn)(struct sq *q, sqlite3_stmt *st, void *ctx);
+/* steps st to its end and finalizes it: 0 with *out, an array of row()
+ * per row (caller decrefs); -EIO (st NULL: a failed sq_prep, or a step
+ * error) or -ENOMEM with nothing built. Caller holds the lock. */
+int  sq_list(struct sq *q, sqlite3_stmt *st, sq_row_fn row, void *ctx, json_t **out);
 void sq_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
 json_t *sq_col_json(sqlite3_stmt *st, int i);
 
@@ -50,6 +57,10 @@ int  sq_place_execution(struct sq *q, const char *sandbox, const char *pinned,
     char worker_out[SPACE_ID_MAX + 1]);
 /* the sandbox object (history included); caller holds the lock */
 int  sq_sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out);
+/* a write transaction's end when it answers with the sandbox: loads it,
+ * then commits; 0 with *out (caller decrefs), or <0 with nothing to free
+ * and the transaction left for the caller to roll back */
+int  sq_commit_sandbox(struct sq *q, const char *owner, const char *id, json_t **out);
 /* abandon the unfinished operation of sandbox (a kill wins over it) and
  * release its lease; inside a write transaction. *kind: the abandoned
  * operation's kind (static string) or NULL when there was none */

@@ -740,17 +740,30 @@ out:
 	return rc;
 }
 
+static json_t *
+snapshot_row(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	char ts[RFC3339_LEN + 1];
+
+	rfc3339_format(sqlite3_column_int64(st, 6), ts);
+	return json_pack("{s:s,s:s?,s:s,s:s?,s:o,s:I,s:s}",
+	    "id", (const char *)sqlite3_column_text(st, 0),
+	    "name", (const char *)sqlite3_column_text(st, 1),
+	    "state", (const char *)sqlite3_column_text(st, 2),
+	    "digest", (const char *)sqlite3_column_text(st, 3),
+	    "size", sqlite3_column_type(st, 4) == SQLITE_NULL ? json_null() :
+	        json_integer(sqlite3_column_int64(st, 4)),
+	    "generation", (json_int_t)sqlite3_column_int64(st, 5),
+	    "created_at", ts);
+}
+
 int
 sqo_snapshots_list(struct store *s, const char *owner, const char *sandbox, json_t **out)
 {
 	struct sq *q = SQ(s);
 	sqlite3_stmt *st;
-	json_t *arr = json_array(), *o;
-	char ts[RFC3339_LEN + 1];
 	int rc;
 
-	if (arr == NULL)
-		return -ENOMEM;
 	sq_lock(q);
 	st = sq_prep(q->db, "SELECT 1 FROM sandboxes WHERE owner = ? AND id = ?", "ss", owner,
 	    sandbox);
@@ -766,35 +779,10 @@ sqo_snapshots_list(struct store *s, const char *owner, const char *sandbox, json
 		goto out;
 	st = sq_prep(q->db, "SELECT id, name, state, digest, size, generation, created_at"
 	    " FROM snapshots WHERE sandbox = ? ORDER BY created_at, rowid", "s", sandbox);
-	if (st == NULL) {
-		rc = -EIO;
-		goto out;
-	}
-	while ((rc = sq_step_row(q->db, st)) == 1) {
-		rfc3339_format(sqlite3_column_int64(st, 6), ts);
-		o = json_pack("{s:s,s:s?,s:s,s:s?,s:o,s:I,s:s}",
-		    "id", (const char *)sqlite3_column_text(st, 0),
-		    "name", (const char *)sqlite3_column_text(st, 1),
-		    "state", (const char *)sqlite3_column_text(st, 2),
-		    "digest", (const char *)sqlite3_column_text(st, 3),
-		    "size", sqlite3_column_type(st, 4) == SQLITE_NULL ? json_null() :
-		        json_integer(sqlite3_column_int64(st, 4)),
-		    "generation", (json_int_t)sqlite3_column_int64(st, 5),
-		    "created_at", ts);
-		if (o == NULL || json_array_append_new(arr, o) < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	sqlite3_finalize(st);
+	rc = sq_list(q, st, snapshot_row, NULL, out);
 out:
 	sq_unlock(q);
-	if (rc < 0) {
-		json_decref(arr);
-		return rc;
-	}
-	*out = arr;
-	return 0;
+	return rc;
 }
 
 /* ---- timeouts ---- */
@@ -818,12 +806,7 @@ sqo_sandbox_set_timeouts(struct store *s, const char *owner, const char *id,
 	}
 	if ((rc = audit_row(q, owner, "sandbox.timeouts", id, timeouts)) < 0)
 		goto out;
-	if ((rc = sq_sandbox_load(q, owner, id, out)) < 0)
-		goto out;
-	if ((rc = sq_commit(q->db)) < 0) {
-		json_decref(*out);
-		*out = NULL;
-	}
+	rc = sq_commit_sandbox(q, owner, id, out);
 out:
 	if (rc < 0)
 		sq_rollback(q->db);
@@ -846,16 +829,23 @@ sqo_sandbox_touch(struct store *s, const char *id, int64_t now)
 	return rc;
 }
 
+static json_t *
+due_row(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	return json_pack("{s:s,s:s,s:s,s:s}",
+	    "owner", (const char *)sqlite3_column_text(st, 0),
+	    "id", (const char *)sqlite3_column_text(st, 1),
+	    "action", (const char *)sqlite3_column_text(st, 2),
+	    "which", (const char *)sqlite3_column_text(st, 3));
+}
+
 int
 sqo_timeouts_due(struct store *s, int64_t now, json_t **out)
 {
 	struct sq *q = SQ(s);
 	sqlite3_stmt *st;
-	json_t *arr = json_array(), *o;
 	int rc;
 
-	if (arr == NULL)
-		return -ENOMEM;
 	sq_lock(q);
 	/* idle counts from the last capability issued, or from the start of
 	 * the current execution when none was issued since; absolute from the
@@ -876,28 +866,7 @@ sqo_timeouts_due(struct store *s, int64_t now, json_t **out)
 	    "   OR (COALESCE(json_extract(s.timeouts, '$.absolute'), 0) > 0"
 	    "       AND ?1 - e.created_at >= json_extract(s.timeouts, '$.absolute')))"
 	    " LIMIT 256", "i", now);
-	if (st == NULL) {
-		rc = -EIO;
-		goto out;
-	}
-	while ((rc = sq_step_row(q->db, st)) == 1) {
-		o = json_pack("{s:s,s:s,s:s,s:s}",
-		    "owner", (const char *)sqlite3_column_text(st, 0),
-		    "id", (const char *)sqlite3_column_text(st, 1),
-		    "action", (const char *)sqlite3_column_text(st, 2),
-		    "which", (const char *)sqlite3_column_text(st, 3));
-		if (o == NULL || json_array_append_new(arr, o) < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	sqlite3_finalize(st);
-out:
+	rc = sq_list(q, st, due_row, NULL, out);
 	sq_unlock(q);
-	if (rc < 0) {
-		json_decref(arr);
-		return rc;
-	}
-	*out = arr;
-	return 0;
+	return rc;
 }
