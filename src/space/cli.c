@@ -1,5 +1,6 @@
-/* Helpers shared by the verbs: the client from the environment, option
- * parsing conventions, error reporting. */
+/* Helpers shared by the verbs: option parsing conventions, the client
+ * from the environment, requests to space-control with their error
+ * reporting, output as JSON or text, and the listing verbs. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
+#include "util.h"
 
 int
 cli_usage(const char *verb, const char *usage, int help)
@@ -21,7 +23,8 @@ cli_usage(const char *verb, const char *usage, int help)
 	return help ? 0 : 2;
 }
 
-int
+/* 1 when c was one of the API options, 0 otherwise */
+static int
 cli_api_opt(struct cli_api *api, int c, const char *arg)
 {
 	if (c == CLI_OPT_API_URL)
@@ -35,6 +38,38 @@ cli_api_opt(struct cli_api *api, int c, const char *arg)
 	else
 		return 0;
 	return 1;
+}
+
+int
+cli_getopt(int argc, char **argv, const char *shortopts, const struct option *lo,
+    struct cli_api *api)
+{
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, shortopts, lo, NULL)) != -1)
+		if (!cli_api_opt(api, ch, optarg))
+			break;
+	return ch;
+}
+
+int
+cli_sbx_ok(const char *verb, const char *sbx)
+{
+	if (!id_valid(sbx)) {
+		fprintf(stderr, "space: %s: bad sandbox id '%s'\n", verb, sbx);
+		return 0;
+	}
+	return 1;
+}
+
+const char *
+cli_sbx_operand(const char *verb, const char *usage, int argc, char **argv)
+{
+	if (argc != 1) {
+		cli_usage(verb, usage, 0);
+		return NULL;
+	}
+	return cli_sbx_ok(verb, argv[0]) ? argv[0] : NULL;
 }
 
 struct space_client *
@@ -72,12 +107,68 @@ cli_answer_fail(const char *verb, const struct space_answer *a)
 }
 
 int
+cli_request(const char *verb, struct space_client *c, const char *method,
+    const char *path, json_t *body, struct space_answer *a)
+{
+	if (space_control(c, method, path, body, a) < 0 || !space_answer_ok(a))
+		return cli_answer_fail(verb, a);
+	return 0;
+}
+
+int
 cli_print_json(const json_t *j)
 {
 	if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY) < 0)
 		return -EIO;
 	fputc('\n', stdout);
 	return fflush(stdout) == 0 ? 0 : -EIO;
+}
+
+int
+cli_print(int json, const json_t *j, void (*text)(const json_t *j, const char *arg),
+    const char *arg)
+{
+	if (json)
+		return cli_print_json(j) != 0;
+	text(j, arg);
+	return fflush(stdout) != 0;
+}
+
+int
+cli_list_verb(const struct cli_listing *l, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' },
+		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
+	};
+	struct cli_api api = { NULL, NULL };
+	struct space_client *c = NULL;
+	struct space_answer a;
+	json_t *list;
+	int ch, json = 0, ret = 1;
+
+	space_answer_init(&a);
+	optind = 0;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
+		switch (ch) {
+		case 'j': json = 1; break;
+		default: return cli_usage(l->verb, l->usage, ch == 'h');
+		}
+	}
+	if (optind != argc)
+		return cli_usage(l->verb, l->usage, 0);
+	if ((c = cli_client(l->verb, &api)) == NULL ||
+	    cli_request(l->verb, c, "GET", l->path, NULL, &a) != 0)
+		goto out;
+	list = json_object_get(a.body, l->key);
+	if (!json_is_array(list))
+		ret = cli_fail(l->verb, "malformed answer: no \"%s\" list", l->key);
+	else
+		ret = cli_print(json, json && l->whole ? a.body : list, l->text, NULL);
+out:
+	space_answer_clear(&a);
+	space_client_free(c);
+	return ret;
 }
 
 const char *
@@ -111,8 +202,7 @@ cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_
 	*out = NULL;
 	space_answer_init(&a);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
-	if (space_control(c, "GET", path, NULL, &a) < 0 || !space_answer_ok(&a)) {
-		cli_answer_fail(verb, &a);
+	if (cli_request(verb, c, "GET", path, NULL, &a) != 0) {
 		space_answer_clear(&a);
 		return 1;
 	}

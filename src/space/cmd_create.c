@@ -35,8 +35,8 @@ wait_running(struct space_client *c, const char *id, struct space_answer *a)
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		if (space_control(c, "GET", path, NULL, a) < 0 || !space_answer_ok(a))
-			return cli_answer_fail("create", a);
+		if (cli_request("create", c, "GET", path, NULL, a) != 0)
+			return 1;
 		state = cli_jstr(a->body, "state", "");
 		if (strcmp(state, "running") == 0)
 			return 0;
@@ -73,9 +73,7 @@ cmd_create(int argc, char **argv)
 
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
 		switch (ch) {
 		case 'w': worker = optarg; break;
 		case 't': tmpl = optarg; break;
@@ -89,8 +87,7 @@ cmd_create(int argc, char **argv)
 			break;
 		case 'n': nowait = 1; break;
 		case 'j': json = 1; break;
-		case 'h': return cli_usage("create", USAGE, 1);
-		default: return cli_usage("create", USAGE, 0);
+		default: return cli_usage("create", USAGE, ch == 'h');
 		}
 	}
 	if (optind != argc)
@@ -110,10 +107,8 @@ cmd_create(int argc, char **argv)
 	if (mem > 0)
 		json_object_set_new(req, "resources", json_pack("{s:I}", "memory_mb",
 		    (json_int_t)mem));
-	if (space_control(c, "POST", "/v1/sandboxes", req, &a) < 0 || !space_answer_ok(&a)) {
-		ret = cli_answer_fail("create", &a);
+	if (cli_request("create", c, "POST", "/v1/sandboxes", req, &a) != 0)
 		goto out;
-	}
 	id = cli_jstr(a.body, "id", NULL);
 	if (id == NULL || !id_valid(id)) {
 		ret = cli_fail("create", "the control plane answered without a valid sandbox id");

@@ -125,8 +125,7 @@ pick_workers(struct demo *d)
 	int n = 0;
 
 	space_answer_init(&a);
-	if (space_control(d->c, "GET", "/v1/workers", NULL, &a) < 0 || !space_answer_ok(&a)) {
-		cli_answer_fail("demo", &a);
+	if (cli_request("demo", d->c, "GET", "/v1/workers", NULL, &a) != 0) {
 		space_answer_clear(&a);
 		return -1;
 	}
@@ -425,14 +424,11 @@ cmd_demo(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
 		switch (ch) {
 		case 'd': data = optarg; break;
 		case 'k': keep = 1; break;
-		case 'h': return cli_usage("demo", USAGE, 1);
-		default: return cli_usage("demo", USAGE, 0);
+		default: return cli_usage("demo", USAGE, ch == 'h');
 		}
 	}
 	if (optind != argc)

@@ -159,9 +159,7 @@ cmd_exec(int argc, char **argv)
 	if ((env = json_object()) == NULL || (av = json_array()) == NULL)
 		goto out;
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
 		switch (ch) {
 		case 't':
 			errno = 0;
@@ -188,8 +186,7 @@ cmd_exec(int argc, char **argv)
 			break;
 		case 'n': nostdin = 1; break;
 		case 'j': as_json = 1; break;
-		case 'h': ret = cli_usage("exec", USAGE, 1); goto out;
-		default: ret = cli_usage("exec", USAGE, 0); goto out;
+		default: ret = cli_usage("exec", USAGE, ch == 'h'); goto out;
 		}
 	}
 	/* SBX, then "--" (getopt consumed it if it came first), then CMD */
@@ -204,8 +201,7 @@ cmd_exec(int argc, char **argv)
 		ret = cli_usage("exec", USAGE, 0);
 		goto out;
 	}
-	if (!id_valid(sbx)) {
-		fprintf(stderr, "space: exec: bad sandbox id '%s'\n", sbx);
+	if (!cli_sbx_ok("exec", sbx)) {
 		ret = 2;
 		goto out;
 	}

@@ -93,44 +93,53 @@ run_op(struct space_client *c, struct fs_args *fa, struct space_data_op *op,
 	return 0;
 }
 
+/* run op on PREFIX?path=P1 (&mode=M when mode >= 0) */
 static int
-fs_read(struct space_client *c, struct fs_args *fa)
+run_path_op(struct space_client *c, struct fs_args *fa, struct space_data_op *op,
+    const char *prefix, long mode, struct space_answer *a)
 {
-	struct space_data_op op;
-	struct space_answer a;
-	char *q = path_query("files", fa->p1, -1);
+	char *q = path_query(prefix, fa->p1, mode);
 	int ret;
 
 	if (q == NULL)
 		return cli_fail(fa->verb, "out of memory");
-	space_answer_init(&a);
-	op_init(&op, "fs:r", "GET", q);
-	op.out_fd = STDOUT_FILENO;      /* streamed, never held whole */
-	op.timeout = 0;
-	ret = run_op(c, fa, &op, &a);
-	space_answer_clear(&a);
+	op->path = q;
+	ret = run_op(c, fa, op, a);
+	op->path = NULL;
 	free(q);
 	return ret;
+}
+
+/* read and write: the file streams through in_fd or out_fd, never held
+ * whole, so no timeout bounds it */
+static int
+fs_stream(struct space_client *c, struct fs_args *fa, const char *access,
+    const char *method, long mode, int in_fd, int out_fd)
+{
+	struct space_data_op op;
+	struct space_answer a;
+	int ret;
+
+	space_answer_init(&a);
+	op_init(&op, access, method, NULL);
+	op.in_fd = in_fd;
+	op.out_fd = out_fd;
+	op.timeout = 0;
+	ret = run_path_op(c, fa, &op, "files", mode, &a);
+	space_answer_clear(&a);
+	return ret;
+}
+
+static int
+fs_read(struct space_client *c, struct fs_args *fa)
+{
+	return fs_stream(c, fa, "fs:r", "GET", -1, -1, STDOUT_FILENO);
 }
 
 static int
 fs_write(struct space_client *c, struct fs_args *fa)
 {
-	struct space_data_op op;
-	struct space_answer a;
-	char *q = path_query("files", fa->p1, fa->mode);
-	int ret;
-
-	if (q == NULL)
-		return cli_fail(fa->verb, "out of memory");
-	space_answer_init(&a);
-	op_init(&op, "fs:w", "PUT", q);
-	op.in_fd = STDIN_FILENO;        /* streamed, never held whole */
-	op.timeout = 0;
-	ret = run_op(c, fa, &op, &a);
-	space_answer_clear(&a);
-	free(q);
-	return ret;
+	return fs_stream(c, fa, "fs:w", "PUT", fa->mode, STDIN_FILENO, -1);
 }
 
 static void
@@ -142,85 +151,78 @@ mode_str(char *buf, size_t cap, const json_t *m)
 		cli_jscalar(buf, cap, m);
 }
 
+/* ls and stat: a JSON answer */
+static int
+fs_get(struct space_client *c, struct fs_args *fa, const char *prefix, struct space_answer *a)
+{
+	struct space_data_op op;
+
+	op_init(&op, "fs:r", "GET", NULL);
+	return run_path_op(c, fa, &op, prefix, -1, a);
+}
+
 static void
-print_entry(const json_t *e)
+print_entries(const json_t *body, const char *arg)
 {
 	char size[32], mode[16];
+	json_t *e;
+	size_t i;
 
-	cli_jscalar(size, sizeof(size), json_object_get(e, "size"));
-	mode_str(mode, sizeof(mode), json_object_get(e, "mode"));
-	printf("%-7s %s %12s %-20s %s\n", cli_jstr(e, "type", "?"), mode, size,
-	    cli_jstr(e, "mtime", "-"), cli_jstr(e, "name", "?"));
+	json_array_foreach(json_object_get(body, "entries"), i, e) {
+		cli_jscalar(size, sizeof(size), json_object_get(e, "size"));
+		mode_str(mode, sizeof(mode), json_object_get(e, "mode"));
+		printf("%-7s %s %12s %-20s %s\n", cli_jstr(e, "type", "?"), mode, size,
+		    cli_jstr(e, "mtime", "-"), cli_jstr(e, "name", "?"));
+	}
 }
 
 static int
 fs_ls(struct space_client *c, struct fs_args *fa)
 {
-	struct space_data_op op;
 	struct space_answer a;
-	char *q = path_query("fs/list", fa->p1, -1);
-	json_t *ents, *e;
-	size_t i;
 	int ret;
 
-	if (q == NULL)
-		return cli_fail(fa->verb, "out of memory");
 	space_answer_init(&a);
-	op_init(&op, "fs:r", "GET", q);
-	if ((ret = run_op(c, fa, &op, &a)) != 0)
+	if ((ret = fs_get(c, fa, "fs/list", &a)) != 0)
 		goto out;
-	ents = json_object_get(a.body, "entries");
-	if (!json_is_array(ents)) {
+	if (!json_is_array(json_object_get(a.body, "entries")))
 		ret = cli_fail(fa->verb, "malformed answer: no \"entries\"");
-		goto out;
-	}
-	if (fa->json)
-		ret = cli_print_json(a.body) == 0 ? 0 : 1;
-	else {
-		json_array_foreach(ents, i, e)
-			print_entry(e);
-		ret = fflush(stdout) != 0;
-	}
+	else
+		ret = cli_print(fa->json, a.body, print_entries, NULL);
 out:
 	space_answer_clear(&a);
-	free(q);
 	return ret;
+}
+
+static void
+print_stat(const json_t *st, const char *arg)
+{
+	char v[64];
+
+	printf("%-6s %s\n", "name", cli_jstr(st, "name", "?"));
+	printf("%-6s %s\n", "type", cli_jstr(st, "type", "?"));
+	cli_jscalar(v, sizeof(v), json_object_get(st, "size"));
+	printf("%-6s %s\n", "size", v);
+	mode_str(v, sizeof(v), json_object_get(st, "mode"));
+	printf("%-6s %s\n", "mode", v);
+	printf("%-6s %s\n", "mtime", cli_jstr(st, "mtime", "-"));
 }
 
 static int
 fs_stat(struct space_client *c, struct fs_args *fa)
 {
-	struct space_data_op op;
 	struct space_answer a;
-	char *q = path_query("fs/stat", fa->p1, -1);
-	char v[64];
 	int ret;
 
-	if (q == NULL)
-		return cli_fail(fa->verb, "out of memory");
 	space_answer_init(&a);
-	op_init(&op, "fs:r", "GET", q);
-	if ((ret = run_op(c, fa, &op, &a)) != 0)
+	if ((ret = fs_get(c, fa, "fs/stat", &a)) != 0)
 		goto out;
-	if (!json_is_object(a.body)) {
+	if (!json_is_object(a.body))
 		ret = cli_fail(fa->verb, "malformed answer");
-		goto out;
-	}
-	if (fa->json)
-		ret = cli_print_json(a.body) == 0 ? 0 : 1;
-	else {
-		printf("%-6s %s\n", "name", cli_jstr(a.body, "name", "?"));
-		printf("%-6s %s\n", "type", cli_jstr(a.body, "type", "?"));
-		cli_jscalar(v, sizeof(v), json_object_get(a.body, "size"));
-		printf("%-6s %s\n", "size", v);
-		mode_str(v, sizeof(v), json_object_get(a.body, "mode"));
-		printf("%-6s %s\n", "mode", v);
-		printf("%-6s %s\n", "mtime", cli_jstr(a.body, "mtime", "-"));
-		ret = fflush(stdout) != 0;
-	}
+	else
+		ret = cli_print(fa->json, a.body, print_stat, NULL);
 out:
 	space_answer_clear(&a);
-	free(q);
 	return ret;
 }
 
@@ -311,9 +313,7 @@ cmd_fs(int argc, char **argv)
 	snprintf(opts, sizeof(opts), "hv%c", s->flag ? s->flag : 'h');
 	argc--, argv++;
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, opts, lo, NULL)) != -1) {
-		if (cli_api_opt(&fa.api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, opts, lo, &fa.api)) != -1) {
 		if (ch == 'j' && s->json)
 			fa.json = 1;
 		else if (ch == 'm' && s->run == fs_write) {
@@ -333,11 +333,8 @@ cmd_fs(int argc, char **argv)
 	fa.sbx = argv[optind];
 	fa.p1 = argv[optind + 1];
 	fa.p2 = s->npaths > 1 ? argv[optind + 2] : NULL;
-	if (!id_valid(fa.sbx)) {
-		fprintf(stderr, "space: %s: bad sandbox id '%s'\n", verb, fa.sbx);
-		return 2;
-	}
-	if (!path_ok(verb, fa.p1) || (fa.p2 && !path_ok(verb, fa.p2)))
+	if (!cli_sbx_ok(verb, fa.sbx) || !path_ok(verb, fa.p1) ||
+	    (fa.p2 && !path_ok(verb, fa.p2)))
 		return 2;
 	if ((c = cli_client(verb, &fa.api)) == NULL)
 		return 1;

@@ -7,7 +7,6 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
-#include "util.h"
 
 #define USAGE "SBX\n" \
 	"  Kill a sandbox: its execution is retired and it cannot be resumed;\n" \
@@ -26,25 +25,15 @@ cmd_kill(int argc, char **argv)
 
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	if ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1)
 		return cli_usage("kill", USAGE, ch == 'h');
-	}
-	if (optind != argc - 1)
-		return cli_usage("kill", USAGE, 0);
-	sbx = argv[optind];
-	if (!id_valid(sbx)) {
-		fprintf(stderr, "space: kill: bad sandbox id '%s'\n", sbx);
+	if ((sbx = cli_sbx_operand("kill", USAGE, argc - optind, argv + optind)) == NULL)
 		return 2;
-	}
 	if ((c = cli_client("kill", &api)) == NULL)
 		goto out;
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
-	if (space_control(c, "DELETE", path, NULL, &a) < 0 || !space_answer_ok(&a)) {
-		ret = cli_answer_fail("kill", &a);
+	if (cli_request("kill", c, "DELETE", path, NULL, &a) != 0)
 		goto out;
-	}
 	printf("%s %s\n", sbx, cli_jstr(a.body, "state", "killed"));
 	ret = fflush(stdout) != 0;
 out:

@@ -57,8 +57,15 @@ static const struct lc_verb lc_move = {
 	"move", "running", 2,
 };
 
+/* --no-wait: what the control plane accepted */
 static void
-print_result(const struct lc_verb *v, const char *sbx, const json_t *s)
+print_accepted(const json_t *op, const char *sbx)
+{
+	printf("%s %s (not waiting)\n", sbx, cli_jstr(op, "state", "accepted"));
+}
+
+static void
+print_result(const json_t *s, const char *sbx)
 {
 	const json_t *e = json_object_get(s, "execution");
 	char g[32];
@@ -69,7 +76,6 @@ print_result(const struct lc_verb *v, const char *sbx, const json_t *s)
 		    cli_jstr(e, "worker", "-"), cli_jstr(e, "state", "-"));
 	} else
 		printf("%s %s\n", sbx, cli_jstr(s, "state", "?"));
-	(void)v;
 }
 
 static int
@@ -94,9 +100,7 @@ lifecycle(const struct lc_verb *v, int argc, char **argv)
 
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
 		switch (ch) {
 		case 'w':
 		case 't':
@@ -118,17 +122,13 @@ lifecycle(const struct lc_verb *v, int argc, char **argv)
 			}
 			break;
 		case 'j': json = 1; break;
-		case 'h': return cli_usage(v->name, v->usage, 1);
-		default: return cli_usage(v->name, v->usage, 0);
+		default: return cli_usage(v->name, v->usage, ch == 'h');
 		}
 	}
-	if (optind != argc - 1 || (v->worker_opt == 2 && worker == NULL))
+	if (v->worker_opt == 2 && worker == NULL)
 		return cli_usage(v->name, v->usage, 0);
-	sbx = argv[optind];
-	if (!id_valid(sbx)) {
-		fprintf(stderr, "space: %s: bad sandbox id '%s'\n", v->name, sbx);
+	if ((sbx = cli_sbx_operand(v->name, v->usage, argc - optind, argv + optind)) == NULL)
 		return 2;
-	}
 	if (worker)
 		body = json_pack("{s:s}", v->worker_opt == 2 ? "to" : "worker", worker);
 	else
@@ -136,19 +136,12 @@ lifecycle(const struct lc_verb *v, int argc, char **argv)
 	if (body == NULL || (c = cli_client(v->name, &api)) == NULL)
 		goto out;
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/%s", sbx, v->endpoint);
-	if (space_control(c, "POST", path, body, &a) < 0 || !space_answer_ok(&a)) {
-		/* 409 conflict names what is in the way: another operation
-		 * holds the sandbox, or the operation does not apply */
-		ret = cli_answer_fail(v->name, &a);
+	/* 409 conflict names what is in the way: another operation holds
+	 * the sandbox, or the operation does not apply */
+	if (cli_request(v->name, c, "POST", path, body, &a) != 0)
 		goto out;
-	}
 	if (nowait) {
-		if (json)
-			ret = cli_print_json(a.body) != 0;
-		else {
-			printf("%s %s (not waiting)\n", sbx, cli_jstr(a.body, "state", "accepted"));
-			ret = fflush(stdout) != 0;
-		}
+		ret = cli_print(json, a.body, print_accepted, sbx);
 		goto out;
 	}
 	/* running means the new execution serves: for move on the
@@ -156,12 +149,7 @@ lifecycle(const struct lc_verb *v, int argc, char **argv)
 	if (cli_wait_state(v->name, c, sbx, v->done,
 	    v->worker_opt == 2 ? worker : NULL, (int)wait, &s) != 0)
 		goto out;
-	if (json)
-		ret = cli_print_json(s) != 0;
-	else {
-		print_result(v, sbx, s);
-		ret = fflush(stdout) != 0;
-	}
+	ret = cli_print(json, s, print_result, sbx);
 out:
 	json_decref(s);
 	json_decref(body);

@@ -9,7 +9,6 @@
 
 #include "client.h"
 #include "space.h"
-#include "util.h"
 
 #define USAGE "SBX [--access LIST | --port P --proto http|tcp] [--json]\n" \
 	"  Get a route to a sandbox's current execution; prints the capability\n" \
@@ -67,9 +66,7 @@ cmd_route(int argc, char **argv)
 	memset(&r, 0, sizeof(r));
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
 		switch (ch) {
 		case 'a': access = optarg; break;
 		case 'p':
@@ -88,17 +85,14 @@ cmd_route(int argc, char **argv)
 			proto = optarg;
 			break;
 		case 'j': json = 1; break;
-		case 'h': return cli_usage("route", USAGE, 1);
-		default: return cli_usage("route", USAGE, 0);
+		default: return cli_usage("route", USAGE, ch == 'h');
 		}
 	}
-	if (optind != argc - 1 || (access && (port > 0 || proto)) || ((port > 0) != (proto != NULL)))
+	/* --access for an exec/fs route, or --port and --proto for a service */
+	if ((access && (port > 0 || proto)) || ((port > 0) != (proto != NULL)))
 		return cli_usage("route", USAGE, 0);
-	sbx = argv[optind];
-	if (!id_valid(sbx)) {
-		fprintf(stderr, "space: route: bad sandbox id '%s'\n", sbx);
+	if ((sbx = cli_sbx_operand("route", USAGE, argc - optind, argv + optind)) == NULL)
 		return 2;
-	}
 	if (port > 0)
 		req = json_pack("{s:I,s:s}", "port", (json_int_t)port, "proto", proto);
 	else {

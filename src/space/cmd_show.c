@@ -5,9 +5,7 @@
 #include <jansson.h>
 
 #include "client.h"
-#include "limits.h"
 #include "space.h"
-#include "util.h"
 
 #define USAGE "SBX [--json]\n" \
 	"  Show a sandbox: state, the generation, worker, substrate,\n" \
@@ -16,63 +14,21 @@
 	"  with its worker, state, and when it was created and ended (--json:\n" \
 	"  the sandbox object, with \"execution\" and \"history\")."
 
-int
-cmd_show(int argc, char **argv)
+static void
+print_sandbox(const json_t *s, const char *arg)
 {
-	static const struct option lo[] = {
-		{ "json", no_argument, NULL, 'j' },
-		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
-	};
 	static const char *const fields[] = {
 		"generation", "worker", "substrate", "activation", "resident", "state", "endpoint"
 	};
-	struct cli_api api = { NULL, NULL };
-	struct space_client *c = NULL;
-	struct space_answer a;
-	char path[SPACE_ID_MAX + 32], v[256];
-	const char *sbx;
+	char v[256];
 	json_t *e, *h, *t;
 	size_t i;
-	int ch, json = 0, ret = 1;
 
-	space_answer_init(&a);
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
-		switch (ch) {
-		case 'j': json = 1; break;
-		case 'h': return cli_usage("show", USAGE, 1);
-		default: return cli_usage("show", USAGE, 0);
-		}
-	}
-	if (optind != argc - 1)
-		return cli_usage("show", USAGE, 0);
-	sbx = argv[optind];
-	if (!id_valid(sbx)) {
-		fprintf(stderr, "space: show: bad sandbox id '%s'\n", sbx);
-		return 2;
-	}
-	if ((c = cli_client("show", &api)) == NULL)
-		goto out;
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
-	if (space_control(c, "GET", path, NULL, &a) < 0 || !space_answer_ok(&a)) {
-		ret = cli_answer_fail("show", &a);
-		goto out;
-	}
-	if (!json_is_object(a.body)) {
-		ret = cli_fail("show", "malformed answer");
-		goto out;
-	}
-	if (json) {
-		ret = cli_print_json(a.body) == 0 ? 0 : 1;
-		goto out;
-	}
-	printf("%-12s %s\n", "id", cli_jstr(a.body, "id", "?"));
-	printf("%-12s %s\n", "state", cli_jstr(a.body, "state", "?"));
-	printf("%-12s %s\n", "template", cli_jstr(a.body, "template", "-"));
-	printf("%-12s %s\n", "created", cli_jstr(a.body, "created_at", "-"));
-	e = json_object_get(a.body, "execution");
+	printf("%-12s %s\n", "id", cli_jstr(s, "id", "?"));
+	printf("%-12s %s\n", "state", cli_jstr(s, "state", "?"));
+	printf("%-12s %s\n", "template", cli_jstr(s, "template", "-"));
+	printf("%-12s %s\n", "created", cli_jstr(s, "created_at", "-"));
+	e = json_object_get(s, "execution");
 	if (!json_is_object(e))
 		printf("%-12s %s\n", "execution", "none");
 	else
@@ -80,7 +36,7 @@ cmd_show(int argc, char **argv)
 			cli_jscalar(v, sizeof(v), json_object_get(e, fields[i]));
 			printf("%-12s %s\n", i == 5 ? "exec-state" : fields[i], v);
 		}
-	t = json_object_get(a.body, "timeouts");
+	t = json_object_get(s, "timeouts");
 	if (json_is_object(t)) {
 		char idle[32], abs[32];
 		cli_jscalar(idle, sizeof(idle), json_object_get(t, "idle"));
@@ -88,9 +44,9 @@ cmd_show(int argc, char **argv)
 		printf("%-12s idle %s s, absolute %s s, then %s (0: none)\n", "timeouts", idle,
 		    abs, cli_jstr(t, "action", "pause"));
 	}
-	cli_jscalar(v, sizeof(v), json_object_get(a.body, "snapshot"));
+	cli_jscalar(v, sizeof(v), json_object_get(s, "snapshot"));
 	printf("%-12s %s\n", "snapshot", v);
-	h = json_object_get(a.body, "history");
+	h = json_object_get(s, "history");
 	if (json_is_array(h) && json_array_size(h) > 0) {
 		printf("history:\n  %-4s %-14s %-9s %-20s %s\n", "GEN", "WORKER", "STATE",
 		    "CREATED", "ENDED");
@@ -102,9 +58,35 @@ cmd_show(int argc, char **argv)
 			    cli_jstr(e, "ended_at", "-"));
 		}
 	}
-	ret = fflush(stdout) != 0;
-out:
-	space_answer_clear(&a);
+}
+
+int
+cmd_show(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' },
+		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
+	};
+	struct cli_api api = { NULL, NULL };
+	struct space_client *c = NULL;
+	const char *sbx;
+	json_t *s = NULL;
+	int ch, json = 0, ret = 1;
+
+	optind = 0;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
+		switch (ch) {
+		case 'j': json = 1; break;
+		default: return cli_usage("show", USAGE, ch == 'h');
+		}
+	}
+	if ((sbx = cli_sbx_operand("show", USAGE, argc - optind, argv + optind)) == NULL)
+		return 2;
+	if ((c = cli_client("show", &api)) == NULL)
+		return 1;
+	if (cli_sandbox_get("show", c, sbx, &s) == 0)
+		ret = cli_print(json, s, print_sandbox, NULL);
+	json_decref(s);
 	space_client_free(c);
 	return ret;
 }

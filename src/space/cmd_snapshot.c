@@ -33,23 +33,45 @@ list_get(struct space_client *c, const char *sbx, struct space_answer *a)
 	char path[SPACE_ID_MAX + 64];
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", sbx);
-	if (space_control(c, "GET", path, NULL, a) < 0 || !space_answer_ok(a))
-		return cli_answer_fail("snapshot", a);
+	if (cli_request("snapshot", c, "GET", path, NULL, a) != 0)
+		return 1;
 	if (!json_is_array(json_object_get(a->body, "snapshots")))
 		return cli_fail("snapshot", "malformed answer: no \"snapshots\"");
 	return 0;
 }
 
+/* snapshot list: the answer {"snapshots": [...]} as a table */
 static void
-print_snap(const json_t *s)
+print_list(const json_t *body, const char *arg)
 {
 	char size[32], gen[32];
+	json_t *s;
+	size_t i;
 
-	cli_jscalar(size, sizeof(size), json_object_get(s, "size"));
-	cli_jscalar(gen, sizeof(gen), json_object_get(s, "generation"));
-	printf("%-24s %-16s %-8s %4s %12s %-20s %s\n", cli_jstr(s, "id", "?"),
-	    cli_jstr(s, "name", "-"), cli_jstr(s, "state", "?"), gen, size,
-	    cli_jstr(s, "created_at", "-"), cli_jstr(s, "digest", "-"));
+	printf("%-24s %-16s %-8s %4s %12s %-20s %s\n", "ID", "NAME", "STATE", "GEN",
+	    "SIZE", "CREATED", "DIGEST");
+	json_array_foreach(json_object_get(body, "snapshots"), i, s) {
+		cli_jscalar(size, sizeof(size), json_object_get(s, "size"));
+		cli_jscalar(gen, sizeof(gen), json_object_get(s, "generation"));
+		printf("%-24s %-16s %-8s %4s %12s %-20s %s\n", cli_jstr(s, "id", "?"),
+		    cli_jstr(s, "name", "-"), cli_jstr(s, "state", "?"), gen, size,
+		    cli_jstr(s, "created_at", "-"), cli_jstr(s, "digest", "-"));
+	}
+}
+
+/* --no-wait: the snapshot the control plane accepted */
+static void
+print_pending(const json_t *s, const char *id)
+{
+	printf("%s pending (not waiting)\n", id);
+}
+
+/* the snapshot once it is ready (or failed) */
+static void
+print_done(const json_t *s, const char *id)
+{
+	printf("%s %s %s %s\n", id, cli_jstr(s, "name", "-"), cli_jstr(s, "state", "?"),
+	    cli_jstr(s, "digest", "-"));
 }
 
 int
@@ -79,9 +101,7 @@ cmd_snapshot(int argc, char **argv)
 		argc--, argv++;
 	}
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
 		switch (ch) {
 		case 'N':
 			if (list || !id_valid(optarg)) {
@@ -101,41 +121,24 @@ cmd_snapshot(int argc, char **argv)
 			}
 			break;
 		case 'j': json = 1; break;
-		case 'h': return cli_usage("snapshot", USAGE, 1);
-		default: return cli_usage("snapshot", USAGE, 0);
+		default: return cli_usage("snapshot", USAGE, ch == 'h');
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage("snapshot", USAGE, 0);
-	sbx = argv[optind];
-	if (!id_valid(sbx)) {
-		fprintf(stderr, "space: snapshot: bad sandbox id '%s'\n", sbx);
+	if ((sbx = cli_sbx_operand("snapshot", USAGE, argc - optind, argv + optind)) == NULL)
 		return 2;
-	}
 	if ((c = cli_client("snapshot", &api)) == NULL)
 		goto out;
 	if (list) {
-		if (list_get(c, sbx, &a) != 0)
-			goto out;
-		if (json)
-			ret = cli_print_json(a.body) != 0;
-		else {
-			printf("%-24s %-16s %-8s %4s %12s %-20s %s\n", "ID", "NAME", "STATE", "GEN",
-			    "SIZE", "CREATED", "DIGEST");
-			json_array_foreach(json_object_get(a.body, "snapshots"), i, s)
-				print_snap(s);
-			ret = fflush(stdout) != 0;
-		}
+		if (list_get(c, sbx, &a) == 0)
+			ret = cli_print(json, a.body, print_list, NULL);
 		goto out;
 	}
 	body = name ? json_pack("{s:s}", "name", name) : json_object();
 	if (body == NULL)
 		goto out;
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", sbx);
-	if (space_control(c, "POST", path, body, &a) < 0 || !space_answer_ok(&a)) {
-		ret = cli_answer_fail("snapshot", &a);
+	if (cli_request("snapshot", c, "POST", path, body, &a) != 0)
 		goto out;
-	}
 	s = json_object_get(a.body, "snapshot");
 	if (!json_is_object(s) || !id_valid(cli_jstr(s, "id", ""))) {
 		ret = cli_fail("snapshot", "malformed answer: no snapshot id");
@@ -143,12 +146,7 @@ cmd_snapshot(int argc, char **argv)
 	}
 	snprintf(id, sizeof(id), "%s", cli_jstr(s, "id", ""));
 	if (nowait) {
-		if (json)
-			ret = cli_print_json(s) != 0;
-		else {
-			printf("%s pending (not waiting)\n", id);
-			ret = fflush(stdout) != 0;
-		}
+		ret = cli_print(json, s, print_pending, id);
 		goto out;
 	}
 	for (until = time(NULL) + wait;; usleep(200 * 1000)) {
@@ -166,13 +164,7 @@ cmd_snapshot(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (json)
-		ret = cli_print_json(found) != 0;
-	else {
-		printf("%s %s %s %s\n", id, cli_jstr(found, "name", "-"),
-		    cli_jstr(found, "state", "?"), cli_jstr(found, "digest", "-"));
-		ret = fflush(stdout) != 0;
-	}
+	ret = cli_print(json, found, print_done, id);
 	if (ret == 0 && strcmp(cli_jstr(found, "state", ""), "failed") == 0)
 		ret = cli_fail("snapshot", "snapshot %s failed", id);
 out:

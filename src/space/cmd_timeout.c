@@ -12,7 +12,6 @@
 #include "client.h"
 #include "limits.h"
 #include "space.h"
-#include "util.h"
 
 #define TIMEOUT_MAX     (366L * 24 * 3600)
 #define USAGE "SBX [--idle S] [--absolute S] [--action pause|kill] [--json]\n" \
@@ -37,6 +36,17 @@ secs(const char *s, long *out)
 	return 0;
 }
 
+static void
+print_timeouts(const json_t *t, const char *sbx)
+{
+	char idle[32], abs[32];
+
+	cli_jscalar(idle, sizeof(idle), json_object_get(t, "idle"));
+	cli_jscalar(abs, sizeof(abs), json_object_get(t, "absolute"));
+	printf("%s timeouts: idle %s s, absolute %s s, action %s (0: none)\n", sbx, idle, abs,
+	    cli_jstr(t, "action", "pause"));
+}
+
 int
 cmd_timeout(int argc, char **argv)
 {
@@ -50,7 +60,7 @@ cmd_timeout(int argc, char **argv)
 	struct cli_api api = { NULL, NULL };
 	struct space_client *c = NULL;
 	struct space_answer a;
-	char path[SPACE_ID_MAX + 64], v1[32], v2[32];
+	char path[SPACE_ID_MAX + 64];
 	const char *sbx, *action = NULL;
 	long idle = -1, absolute = -1;
 	json_t *s = NULL, *t, *body = NULL, *res;
@@ -58,9 +68,7 @@ cmd_timeout(int argc, char **argv)
 
 	space_answer_init(&a);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "hv", lo, NULL)) != -1) {
-		if (cli_api_opt(&api, ch, optarg))
-			continue;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
 		switch (ch) {
 		case 'i': if (secs(optarg, &idle) < 0) return 2; break;
 		case 'a': if (secs(optarg, &absolute) < 0) return 2; break;
@@ -72,17 +80,11 @@ cmd_timeout(int argc, char **argv)
 			action = optarg;
 			break;
 		case 'j': json = 1; break;
-		case 'h': return cli_usage("timeout", USAGE, 1);
-		default: return cli_usage("timeout", USAGE, 0);
+		default: return cli_usage("timeout", USAGE, ch == 'h');
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage("timeout", USAGE, 0);
-	sbx = argv[optind];
-	if (!id_valid(sbx)) {
-		fprintf(stderr, "space: timeout: bad sandbox id '%s'\n", sbx);
+	if ((sbx = cli_sbx_operand("timeout", USAGE, argc - optind, argv + optind)) == NULL)
 		return 2;
-	}
 	if ((c = cli_client("timeout", &api)) == NULL)
 		goto out;
 	if (cli_sandbox_get("timeout", c, sbx, &s) != 0)
@@ -99,22 +101,11 @@ cmd_timeout(int argc, char **argv)
 		if (body == NULL)
 			goto out;
 		snprintf(path, sizeof(path), "/v1/sandboxes/%s/timeouts", sbx);
-		if (space_control(c, "PUT", path, body, &a) < 0 || !space_answer_ok(&a)) {
-			ret = cli_answer_fail("timeout", &a);
+		if (cli_request("timeout", c, "PUT", path, body, &a) != 0)
 			goto out;
-		}
 		res = a.body;
 	}
-	t = json_object_get(res, "timeouts");
-	if (json)
-		ret = cli_print_json(t) != 0;
-	else {
-		cli_jscalar(v1, sizeof(v1), json_object_get(t, "idle"));
-		cli_jscalar(v2, sizeof(v2), json_object_get(t, "absolute"));
-		printf("%s timeouts: idle %s s, absolute %s s, action %s (0: none)\n", sbx, v1, v2,
-		    cli_jstr(t, "action", "pause"));
-		ret = fflush(stdout) != 0;
-	}
+	ret = cli_print(json, json_object_get(res, "timeouts"), print_timeouts, sbx);
 out:
 	json_decref(s);
 	json_decref(body);

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
+struct option;
 struct space_client;
 struct space_answer;
 
@@ -51,16 +52,33 @@ struct cli_api {
 	const char *url;
 	const char *key;
 };
-/* 1 when c was one of the API options (recorded; --route-cache and -v go
- * to the environment, where the client reads them), 0 otherwise */
-int cli_api_opt(struct cli_api *api, int c, const char *arg);
+/* getopt_long(argc, argv, shortopts, lo) that takes the API options itself
+ * (recorded in api; --route-cache and -v go to the environment, where the
+ * client reads them): the next option the verb handles ('h' for help, '?'
+ * for a bad one), or -1 after the last */
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *lo,
+    struct cli_api *api);
+/* the operands left after the options must be exactly one SBX, a valid id:
+ * it, or NULL after printing the usage or why the id is bad (exit code 2) */
+const char *cli_sbx_operand(const char *verb, const char *usage, int argc, char **argv);
+/* 1 when sbx is a valid sandbox id; 0 after printing
+ * "space: VERB: bad sandbox id 'SBX'" */
+int cli_sbx_ok(const char *verb, const char *sbx);
 /* the client; NULL after printing why (no URL, no key, bad URL) */
 struct space_client *cli_client(const char *verb, const struct cli_api *api);
 /* prints "usage: space VERB USAGE" on stdout (help) or stderr; returns 0 or 2 */
 int cli_usage(const char *verb, const char *usage, int help);
 /* prints the answer's error as "space: VERB: code: message"; returns 1 */
 int cli_answer_fail(const char *verb, const struct space_answer *a);
+/* one request to space-control: 0 with a 2xx answer in *a, or 1 after
+ * printing the error (transport or answer) */
+int cli_request(const char *verb, struct space_client *c, const char *method,
+    const char *path, json_t *body, struct space_answer *a);
 int cli_print_json(const json_t *j);
+/* the result of a verb on stdout: j as JSON with --json, else text(j, arg)
+ * prints it in words; 0, or 1 when stdout failed */
+int cli_print(int json, const json_t *j, void (*text)(const json_t *j, const char *arg),
+    const char *arg);
 /* GET /v1/sandboxes/{sbx}: 0 with *out (caller decrefs), or 1 after
  * printing why */
 int cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_t **out);
@@ -70,6 +88,17 @@ int cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, j
  * sandbox failed, or the time ran out). */
 int cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
     const char *want, const char *worker, int timeout, json_t **out);
+/* A verb that lists a collection, `space VERB [--json]`: one row each.
+ * cli_list_verb runs it (argv[0] is the verb) and returns the exit code. */
+struct cli_listing {
+	const char *verb;
+	const char *usage;
+	const char *path;       /* GET path */
+	const char *key;        /* the answer's array */
+	int whole;              /* --json prints the whole answer, not the array */
+	void (*text)(const json_t *list, const char *arg);     /* arg: NULL */
+};
+int cli_list_verb(const struct cli_listing *l, int argc, char **argv);
 const char *cli_jstr(const json_t *o, const char *key, const char *dflt);
 void cli_jscalar(char *buf, size_t cap, const json_t *v);
 #endif
