@@ -10,7 +10,9 @@
 #     agree with B's.
 #  3. A wakes up while B holds the lease of an unfinished operation: A
 #     neither takes the lease back nor steps; a worker report sent to A
-#     (not the holder) is recorded and B takes the step it allows.
+#     (not the holder) is recorded and B takes the step it allows. A third
+#     daemon that records a report but freezes before its step keeps A and
+#     B off while its lease is renewed; then one of them takes it, once.
 #  4. Concurrent pause/move/resume calls split across A and B: exactly one
 #     202 per sandbox and round, the rest 409; generations stay unique and
 #     increasing and never two executions of a sandbox are active at once.
@@ -26,10 +28,11 @@ UA=http://127.0.0.1:$PA
 UB=http://127.0.0.1:$PB
 PIDA=
 PIDB=
+PIDC=
 cleanup() {
 	rc=$?
-	for p in $PIDA $PIDB; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
-	for p in $PIDA $PIDB; do wait "$p" 2>/dev/null; done
+	for p in $PIDA $PIDB $PIDC; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
+	for p in $PIDA $PIDB $PIDC; do wait "$p" 2>/dev/null; done
 	if [ "$_tap_fail" != 0 ] || [ "$rc" != 0 ]; then
 		L=$(dirname "$SPACE_BIN")/test-logs/29-daemons
 		rm -rf "$L"; mkdir -p "$L"; cp "$T"/*.log "$L/" 2>/dev/null
@@ -51,11 +54,12 @@ for k in sys.argv[2].split("."):
     d = d[int(k)] if isinstance(d, list) else d[k]
 print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
 sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
-start() { # NAME PORT
-	space-control --data-dir "$D" --listen "127.0.0.1:$2" --heartbeat-timeout 3600 \
-		--lease-ttl 2 2>>"$T/$1.log" &
-	eval "PID$1=\$!"
-	wait_http "http://127.0.0.1:$2/healthz" 10
+start() { # NAME PORT [FLAG...]
+	n=$1 p=$2; shift 2
+	space-control --data-dir "$D" --listen "127.0.0.1:$p" --heartbeat-timeout 3600 \
+		--lease-ttl 2 "$@" 2>>"$T/$n.log" &
+	eval "PID$n=\$!"
+	wait_http "http://127.0.0.1:$p/healthz" 10
 }
 instance() { sed -n 's/.*instance \(ctl_[A-Za-z0-9_-]*\).*/\1/p' "$T/$1.log" | head -n 1; }
 digest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
@@ -103,12 +107,13 @@ view() { # URL SANDBOX: the sandbox as that daemon shows it
 s=json.load(open(sys.argv[1])); e=s["execution"]
 print(s["state"], e["generation"], e["worker"], e["substrate"], e["activation"], e["resident"], e["state"], s["snapshot"])' "$T/body"; }
 active() { sql "SELECT COUNT(*) FROM executions WHERE sandbox='$1' AND state IN ('pending','starting','serving')"; }
-# wait_takeover SANDBOX NEW_OWNER: until NEW_OWNER holds the lease and one
-# more takeover row exists (bounded, 15 s); prints the delay in ms
+# wait_takeover SANDBOX OLD_OWNER: until another daemon holds the lease and
+# one more takeover row exists (bounded, 15 s); prints the delay in ms
 wait_takeover() {
 	n0=$(takeovers "$1"); t0=$(ms); i=0
 	while [ $i -lt 150 ]; do
-		[ "$(owner "$1")" = "$2" ] && [ "$(takeovers "$1")" -gt "$n0" ] && break
+		o=$(owner "$1")
+		[ "$o" != "$2" ] && [ "$o" != none ] && [ "$(takeovers "$1")" -gt "$n0" ] && break
 		sleep 0.1; i=$((i + 1))
 	done
 	echo $(($(ms) - t0))
@@ -142,7 +147,7 @@ is "A's instance holds the lease" "$(owner "$S")" "$IA"
 N=$(sql "SELECT MAX(generation) FROM executions WHERE sandbox='$S'")
 ID_BEFORE=$(view "$UB" "$S")
 kill -STOP "$PIDA"
-DELAY1=$(wait_takeover "$S" "$IB")
+DELAY1=$(wait_takeover "$S" "$IA")
 is "A frozen past its lease: B's instance takes it over (within 15 s)" "$(owner "$S")" "$IB"
 diag "takeover delay after SIGSTOP (lease ttl 2 s): $DELAY1 ms"
 is "... one takeover audit row naming A as the previous owner" \
@@ -188,7 +193,7 @@ is "pause through A -> 202" "$(req "$UA" POST "/v1/sandboxes/$S/pause" "$K" '{}'
 OP=$(sql "SELECT id FROM operations WHERE sandbox='$S' AND step <> 'done'")
 is "A holds the lease" "$(owner "$S")" "$IA"
 kill -STOP "$PIDA"
-DELAY2=$(wait_takeover "$S" "$IB")
+DELAY2=$(wait_takeover "$S" "$IA")
 is "A frozen: B takes the pause over" "$(owner "$S")" "$IB"
 diag "second takeover delay after SIGSTOP: $DELAY2 ms"
 FP=$(footprint "$S")
@@ -235,6 +240,47 @@ diag "install committed by B -> returned to a long-poll waiting at A (wait=6): $
 is "w2 reports serving to A" "$(report "$UA" w2 "$W2" serving)" 200
 wait_state "$UA" "$S" running 5
 is "running again, generation N+2" "$(view "$UA" "$S" | cut -d' ' -f1,2,3,5)" "running $((N + 2)) w2 1"
+
+# a third daemon C that records reports but takes no step
+# (--test-hold-operations): the retirement is reported to the holder C,
+# which freezes before the step it allows; A and B must wait while C's
+# lease is renewed, then one of them takes over and takes that step once
+PC=$(free_port)
+while [ "$PC" = "$PA" ] || [ "$PC" = "$PB" ]; do PC=$(free_port); done
+UC=http://127.0.0.1:$PC
+check "daemon C started (holding its steps)" start C "$PC" --test-hold-operations
+IC=$(instance C)
+is "move to w1 through C -> 202" "$(req "$UC" POST "/v1/sandboxes/$S/move" "$K" '{"to":"w1"}')" 202
+is "C's instance holds the lease" "$(owner "$S")" "$IC"
+fetch "$UC" w2 "$W2"
+is "w2 gets retire g$((N + 2)) through C" "$(got w2)" "retire g$((N + 2)) true"
+DC=$(digest)
+is "w2 reports retired to the holder C" "$(report "$UC" w2 "$W2" retired "$DC")" 200
+sleep 2.5
+is "2.5 s later: recorded, no install yet, C's renewed lease still refuses B the step" \
+	"$(sql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$((N + 2))") $(sql "SELECT MAX(generation) FROM executions WHERE sandbox='$S'") $(owner "$S")" \
+	"retired $((N + 2)) $IC"
+kill -STOP "$PIDC"
+DELAY3=$(wait_takeover "$S" "$IC")
+NH=$(owner "$S")
+[ "$NH" = "$IA" ] && NU=$UA || NU=$UB
+check "C frozen: A or B (both live) takes the move over" test "$NH" = "$IA" -o "$NH" = "$IB"
+diag "third takeover delay after SIGSTOP: $DELAY3 ms (by $([ "$NH" = "$IA" ] && echo A || echo B))"
+fetch "$NU" w1 "$W1"
+is "... and takes the install step: w1 gets install g$((N + 3)) restoring the reported archive" "$(got w1)" "install g$((N + 3)) \"$DC\""
+FP=$(footprint "$S")
+kill -CONT "$PIDC"
+sleep 2.5
+is "C woken: nothing changed, the lease stays the new holder's" "$(footprint "$S") $(owner "$S")" "$FP $NH"
+is "w1 reports serving to C (not the holder)" "$(report "$UC" w1 "$W1" serving)" 200
+wait_state "$NU" "$S" running 5
+is "the move ends through the new holder: generation N+3 on w1, activation 1" "$(view "$NU" "$S" | cut -d' ' -f1-5)" "running $((N + 3)) w1 jail 1"
+is "... one install of each generation, one active execution" \
+	"$(sql "SELECT COUNT(*) = COUNT(DISTINCT generation) FROM assignments WHERE sandbox='$S' AND action='install'") $(active "$S")" "1 1"
+is "... the operation ended ok, lease released" \
+	"$(sql "SELECT step || ' ' || result FROM operations WHERE sandbox='$S' ORDER BY created DESC, rowid DESC LIMIT 1") $(owner "$S")" "done ok none"
+kill "$PIDC"; wait "$PIDC"; RC=$?; PIDC=
+is "C stops cleanly" "$RC" 0
 
 # ---- 4. concurrent operations split across A and B ----
 cat >"$T/drive.py" <<'EOF'
