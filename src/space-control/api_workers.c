@@ -13,6 +13,8 @@
 
 #define ENDPOINT_MAX 255
 #define STATUS_ERROR_MAX 1024
+/* how often a long-poll looks at the store for what another daemon committed */
+#define ASSIGN_RECHECK_NS (250ull * 1000000ull)
 
 static const char *
 str_field(struct req *r, json_t *o, const char *k, bool id)
@@ -148,7 +150,7 @@ api_worker_assignments(struct req *r)
 	struct ctl *c = r->ctl;
 	const char *a = req_query(r, "after"), *w = req_query(r, "wait");
 	int64_t after = 0, wait = 0, rev = 0;
-	uint64_t deadline, seq;
+	uint64_t deadline, seq, now;
 	json_t *arr = NULL;
 	int rc;
 
@@ -175,7 +177,12 @@ api_worker_assignments(struct req *r)
 			break;
 		json_decref(arr);
 		arr = NULL;
-		assign_wait(c, seq, deadline);
+		/* a commit by this daemon wakes the wait at once; one by another
+		 * daemon on the same store (a lease holder elsewhere) is seen at
+		 * the next look, so the wait is cut into short slices */
+		now = now_mono_ns();
+		assign_wait(c, seq, deadline - now > ASSIGN_RECHECK_NS ? now + ASSIGN_RECHECK_NS :
+		    deadline);
 	}
 	reply_json(r, 200, json_pack("{s:I,s:o}", "revision", (json_int_t)rev, "assignments", arr));
 }

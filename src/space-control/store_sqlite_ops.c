@@ -474,13 +474,17 @@ drive_one(struct sq *q, const char *id, const char *me, int64_t ttl, bool advanc
 	struct oprow o;
 	const char *result = NULL;
 	char detail[192];
-	int64_t now = now_unix();
+	int64_t now;
 	int rc;
 
 	*ended_kind = *ended_result = NULL;
 	memset(&o, 0, sizeof(o));
 	if ((rc = sq_begin(q->db)) < 0)
 		return rc;
+	/* the clock is read once the transaction is ours: taking it may have
+	 * waited on another daemon's, and an expiry computed from before the
+	 * wait could already be past (an unneeded takeover) */
+	now = now_unix();
 	if ((rc = oprow_load(q, id, &o)) <= 0)
 		goto out;
 	if (o.leased && streq(o.lease_owner, me)) {

@@ -225,8 +225,8 @@ is "... the operation ended ok, no more takeovers, lease released" \
 check "... the step was B's (B's log), not A's" sh -c "grep -q 'operation $OP (pause) on $S: ok' '$T/B.log' && ! grep -q 'operation $OP (pause) on $S: ok' '$T/A.log'"
 
 # an assignment committed by one daemon, seen by a worker long-polling the
-# other one: measured, not asserted (the long-poll's wakeup is per process,
-# the poll returns at its deadline at the latest)
+# other one: measured, not asserted (a long-poll looks at the store every
+# 250 ms for what another daemon committed)
 fetch "$UA" w2 "$W2" 0
 ( fetch "$UA" w2 "$W2" 6 ) &
 FPID=$!
