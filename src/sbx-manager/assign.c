@@ -576,6 +576,33 @@ relaunch(struct record *r)
 	launch(r);
 }
 
+/* an execution committed failed because its bridge kept dying: its layer
+ * is still good (the files the user wrote), so it is archived like a
+ * retired one, once no file system of it is left, and the archive goes
+ * with the report; the control plane can resume the sandbox from it.
+ * Nothing runs on the layer any more: the record is failed. */
+static void
+fail_salvaged(struct record *r, const char *why)
+{
+	char digest[SNAPSHOT_DIGEST_HEX + 1];
+	uint64_t size = 0;
+
+	if (!cfg.snapshot_dir[0] || !layer_present(r)) {
+		control_report(&r->id, "failed", why);
+		return;
+	}
+	wait_layer_free(r);
+	if (layer_snapshot_stopped(r, digest, &size) != 0) {
+		log_warnx("failed %s g%llu: its layer could not be archived", r->id.sandbox,
+		    (unsigned long long)r->id.generation);
+		control_report(&r->id, "failed", why);
+		return;
+	}
+	log_info("failed %s g%llu: layer archived as %s (%llu bytes)", r->id.sandbox,
+	    (unsigned long long)r->id.generation, digest, (unsigned long long)size);
+	control_report_failed(&r->id, why, digest, size);
+}
+
 /* after a restart: adopt every serving bridge that is still the recorded
  * process; relaunch (activation + 1) the ones that are not. */
 int
@@ -695,7 +722,7 @@ assign_monitor_thread(void *arg)
 				r.epoch++;
 				if (records_put(&r) == 0) {
 					lease_cancel_before(r.id.sandbox, r.epoch);
-					control_report(&r.id, "failed", "bridge exited");
+					fail_salvaged(&r, "bridge exited too often");
 				}
 			}
 			pthread_mutex_unlock(&assign_lock);

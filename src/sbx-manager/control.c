@@ -408,6 +408,16 @@ control_report_retired(const struct route_identity *id, const char *digest, uint
 }
 
 int
+control_report_failed(const struct route_identity *id, const char *error, const char *digest,
+    uint64_t size)
+{
+	json_t *snap = digest ? json_pack("{s:s, s:I}", "digest", digest, "size",
+	    (json_int_t)size) : json_null();
+
+	return report(id, "failed", error, snap);
+}
+
+int
 control_report_snapshot(const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error)
 {

@@ -129,6 +129,10 @@ int control_report(const struct route_identity *id, const char *state, const cha
 int control_report_retired(const struct route_identity *id, const char *digest,
     uint64_t size, const char *error);
 /* POST /v1/workers/{id}/snapshots: the result of a live snapshot */
+/* "failed", with the archive of the stopped layer when there is one
+ * (digest NULL: none), so the sandbox can be resumed from it */
+int control_report_failed(const struct route_identity *id, const char *error,
+    const char *digest, uint64_t size);
 int control_report_snapshot(const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error);
 

@@ -223,12 +223,14 @@ api_worker_status(struct req *r)
 		}
 		err = json_string_value(e);
 	}
-	/* the archive of a retired layer: {"digest","size"} or null */
+	/* the archive of a retired (or failed, stopped) layer:
+	 * {"digest","size"} or null */
 	memset(&snap, 0, sizeof(snap));
 	if ((sn = json_object_get(in, "snapshot")) != NULL && !json_is_null(sn)) {
 		json_t *d = json_object_get(sn, "digest"), *z = json_object_get(sn, "size");
-		if (strcmp(state, "retired") != 0) {
-			reply_error(r, 400, "bad_request", "\"snapshot\" comes only with \"retired\"");
+		if (strcmp(state, "serving") == 0) {
+			reply_error(r, 400, "bad_request",
+			    "\"snapshot\" comes only with \"retired\" or \"failed\"");
 			goto out;
 		}
 		if (!json_is_object(sn) || !json_keys_only(r, sn, snap_keys))

@@ -1135,6 +1135,20 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 		    streq(sstate, "running")))
 			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET state = 'failed'"
 			    " WHERE id = ?", "s", r->sandbox));
+		/* the worker archived the failed execution's layer: the
+		 * current generation's archive becomes the latest, which is
+		 * what lets a resume bring the sandbox back (an older
+		 * generation's failure must not replace a newer archive) */
+		if (rc >= 0 && snap != NULL && snap->digest != NULL &&
+		    (int64_t)r->generation == maxgen) {
+			if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO snapshots (id, sandbox,"
+			    " generation, name, kind, state, digest, size, created_at)"
+			    " VALUES (?,?,?,NULL,'auto','ready',?,?,?)", "ssisii", snap->id,
+			    r->sandbox, (int64_t)r->generation, snap->digest, snap->size, now))) < 0)
+				goto out;
+			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET snapshot = ?"
+			    " WHERE id = ?", "ss", snap->digest, r->sandbox));
+		}
 	} else {
 		if (streq(estate, "failed") || streq(estate, "retired")) {
 			/* already ended: a repeated report changes nothing */

@@ -103,6 +103,27 @@ cur_load(struct sq *q, const char *owner, const char *id, struct cur *c)
 	return rc;
 }
 
+/* 1 when the failed sandbox's current execution failed and the worker
+ * archived its layer (the latest snapshot is that generation's), else 0 */
+static int
+failed_salvaged(struct sq *q, const char *sandbox, const struct cur *c)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!streq(c->exec_state, "failed") || c->snapshot[0] == '\0')
+		return 0;
+	st = sq_prep(q->db, "SELECT COUNT(*) FROM snapshots WHERE sandbox = ? AND generation = ?"
+	    " AND digest = ? AND state = 'ready'", "sis", sandbox, c->gen, c->snapshot);
+	if (st == NULL)
+		return -EIO;
+	rc = sq_step_row(q->db, st);
+	if (rc == 1)
+		rc = sqlite3_column_int64(st, 0) > 0;
+	sqlite3_finalize(st);
+	return rc;
+}
+
 static int
 audit_row(struct sq *q, const char *principal, const char *action, const char *target,
     const char *detail)
@@ -201,8 +222,18 @@ start_step(struct sq *q, const char *sandbox, const struct op_request *rq, struc
 		    c->gen, rq->reason, now, now));
 	}
 	if (streq(kind, "resume")) {
-		if (!streq(c->state, "paused")) {
-			*why = "only a paused sandbox can be resumed";
+		if (streq(c->state, "failed")) {
+			/* only from an archive of the failed execution itself:
+			 * resuming from an older one would silently roll the
+			 * sandbox back */
+			if ((rc = failed_salvaged(q, sandbox, c)) < 0)
+				return rc;
+			if (rc == 0) {
+				*why = "the failed execution's files were not archived; it cannot be resumed";
+				return -EPERM;
+			}
+		} else if (!streq(c->state, "paused")) {
+			*why = "only a paused sandbox can be resumed (or a failed one whose files were archived)";
 			return -EPERM;
 		}
 		if ((spec = sq_spec_json(c->template_, c->resources,

@@ -37,7 +37,8 @@ static const struct lc_verb lc_pause = {
 };
 static const struct lc_verb lc_resume = {
 	"resume", "SBX [--worker W] [--no-wait] [--wait S] [--json]\n"
-	"  Resume a paused sandbox as a new generation, restoring its files;\n"
+	"  Resume a paused sandbox (or a failed one whose files its worker\n"
+	"  archived) as a new generation, restoring its files;\n"
 	"  --worker W chooses the worker (default: the previous one if it can).\n"
 	"  Waits until the new execution serves (at most --wait S seconds,\n"
 	"  default 60).\n"

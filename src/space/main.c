@@ -19,7 +19,7 @@ static const struct verb verbs[] = {
 	{ "exec",    cmd_exec,    "run a command in a sandbox" },
 	{ "fs",      cmd_fs,      "read, write, list and change files of a sandbox" },
 	{ "pause",   cmd_pause,   "pause a sandbox (its files are kept in a snapshot)" },
-	{ "resume",  cmd_resume,  "resume a paused sandbox, optionally on another worker" },
+	{ "resume",  cmd_resume,  "resume a paused (or failed) sandbox, optionally on another worker" },
 	{ "move",    cmd_move,    "move a running sandbox to another worker" },
 	{ "snapshot", cmd_snapshot, "take a named snapshot of a sandbox, or list them" },
 	{ "timeout", cmd_timeout, "set a sandbox's idle and absolute timeouts" },

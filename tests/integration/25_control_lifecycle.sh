@@ -350,6 +350,28 @@ is "the target's install failed -> sandbox failed" "$(state "$SF")" failed
 is "... the operation failed, the lease released" \
 	"$(sql "SELECT result FROM operations WHERE sandbox='$SF'") $(sql "SELECT COALESCE(lease_owner,'none') FROM sandboxes WHERE id='$SF'")" "failed none"
 is "... routes -> 409" "$(route "$SF")" 409
+# a failed sandbox comes back only from an archive of the failed execution
+# itself: resuming from the older one would roll its files back silently
+is "resume of a failed sandbox whose files were not archived -> 409" \
+	"$(req POST "/v1/sandboxes/$SF/resume" "$K" '{}') $(jget message)" \
+	"409 the failed execution's files were not archived; it cannot be resumed"
+# the worker archived the layer of an execution that failed (its bridge
+# kept dying) and sent the archive with the report
+req POST /v1/sandboxes "$K" '{"worker":"w1"}' >/dev/null
+SG=$(jget id)
+fetch w1 "$W1"
+report w1 "$W1" serving >/dev/null
+DF=$(digest)
+is "a serving report carrying an archive -> 400" "$(report w1 "$W1" serving "$DF")" 400
+is "a failed report carrying an archive -> 200" "$(report w1 "$W1" failed "$DF")" 200
+wait_state "$SG" failed 5
+is "... the sandbox failed, its latest snapshot is that archive" "$(state "$SG") $(jget snapshot)" "failed $DF"
+is "resume of the failed sandbox -> 202" "$(req POST "/v1/sandboxes/$SG/resume" "$K" '{}')" 202
+fetch w1 "$W1"
+is "w1 gets install g2 restoring the failed layer's archive" "$(got w1)" "install g2 \"$DF\""
+report w1 "$W1" serving >/dev/null
+wait_state "$SG" running 5
+is "... running again as generation 2" "$(state "$SG") $(jget execution.generation)" "running 2"
 
 # ---- metrics, audit, store ----
 curl -s "$U/metrics" >"$T/metrics"
@@ -357,12 +379,12 @@ check "metrics: lifecycle operations by kind and result (move ok)" grep -q 'spac
 check "metrics: pause ok (timeout)" grep -q 'space_control_lifecycle_operations_total{kind="pause",result="ok"} 1' "$T/metrics"
 check "metrics: pause failed (no archive)" grep -q 'space_control_lifecycle_operations_total{kind="pause",result="failed"} 1' "$T/metrics"
 check "metrics: move failed" grep -q 'space_control_lifecycle_operations_total{kind="move",result="failed"} 1' "$T/metrics"
-check "metrics: resume ok" grep -q 'space_control_lifecycle_operations_total{kind="resume",result="ok"} 1' "$T/metrics"
+check "metrics: resume ok (a paused and a failed sandbox)" grep -q 'space_control_lifecycle_operations_total{kind="resume",result="ok"} 2' "$T/metrics"
 check "metrics: conflicts counted" grep -Eq 'space_control_lifecycle_operations_total\{kind="[a-z]+",result="conflict"\} [0-9]+' "$T/metrics"
 check "metrics: the abandoned operation" grep -Eq 'space_control_lifecycle_operations_total\{kind="[a-z]+",result="abandoned"\} 1' "$T/metrics"
 is "audit: one start row per operation" \
-	"$(sql "SELECT COUNT(*) FROM audit WHERE action IN ('sandbox.pause','sandbox.resume','sandbox.move','sandbox.snapshot')") $(sql "SELECT COUNT(*) FROM operations")" "11 11"
-is "audit: one end row per operation" "$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.end'")" 11
+	"$(sql "SELECT COUNT(*) FROM audit WHERE action IN ('sandbox.pause','sandbox.resume','sandbox.move','sandbox.snapshot')") $(sql "SELECT COUNT(*) FROM operations")" "12 12"
+is "audit: one end row per operation" "$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.end'")" 12
 is "no execution generation reused anywhere" \
 	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1)")" 0
 is "store integrity" "$(sql 'PRAGMA integrity_check')" ok

@@ -286,6 +286,15 @@ is "... its execution failed there too" "$(csql "SELECT state FROM executions WH
 refused_old "$OC" "$OE" "bridge killed a fourth time"
 is "no route for a failed sandbox" "$(cpost "/v1/sandboxes/$S/routes" '{"access":["exec"]}')" 409
 
+# 6d. the failed execution's layer was archived and sent with the failure
+#     report: the sandbox resumes from it as a new generation, with every
+#     acknowledged write
+is "the failure report carried an archive of generation $g, now the sandbox's latest" \
+	"$(csql "SELECT COUNT(*) FROM snapshots WHERE sandbox='$S' AND generation=$g AND state='ready' AND digest=(SELECT snapshot FROM sandboxes WHERE id='$S')")" 1
+check "... archived after the record was failed (sbx-manager's log)" grep -q "failed $S g$g: layer archived" "$T/mgr_$w.log"
+is "resume the failed sandbox: 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202
+converged "resumed from the failed execution's archive"
+
 # 7. the guest (PID 1 of the jail) killed: the bridge ends with it, and is
 #    relaunched as activation + 1 with a new guest
 is "create a sandbox on w2" "$(cpost /v1/sandboxes '{"worker":"w2"}')" 201
