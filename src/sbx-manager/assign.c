@@ -647,6 +647,11 @@ assign_reconcile(void)
 			 * only if the pid is still the recorded bridge */
 			if (r.bridge_pid > 0)
 				stop_bridge(&r);        /* checks the start time itself */
+			/* a crash between the failed commit and its report would
+			 * leave the control plane routing to it: reported again
+			 * (the control plane keeps the error first reported) */
+			if (r.state == EXEC_FAILED)
+				control_report(&r.id, "failed", "failed before sbx-manager restarted");
 		}
 	}
 	pthread_mutex_unlock(&assign_lock);

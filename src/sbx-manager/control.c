@@ -385,8 +385,10 @@ report(const struct route_identity *id, const char *state, const char *error, js
 	ret = post_retried(path, req, "status");
 	/* not delivered (the control plane is away): the record is
 	 * committed, so it is reported again from the record later. A
-	 * retirement with an archive is not: its digest would be lost. */
-	if (ret == -EIO && !has_snap)
+	 * retirement with an archive is not: its digest would be lost. A
+	 * failure is, without its archive: the sandbox then cannot be
+	 * resumed, which is safe (never from an older snapshot). */
+	if (ret == -EIO && (!has_snap || strcmp(state, "failed") == 0))
 		pending_add(id->sandbox);
 	return ret;
 }

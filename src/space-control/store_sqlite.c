@@ -1126,8 +1126,11 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 			rc = -ESTALE;
 			goto out;
 		}
+		/* a failure reported again (after a restart of the worker)
+		 * keeps the error first reported */
 		if ((rc = sq_run(q->db, sq_prep(q->db, "UPDATE executions SET state = 'failed',"
-		    " error = ?1, updated_at = ?2, ended_at = COALESCE(ended_at, ?2)"
+		    " error = CASE WHEN state = 'failed' AND error IS NOT NULL THEN error ELSE ?1 END,"
+		    " updated_at = ?2, ended_at = COALESCE(ended_at, ?2)"
 		    " WHERE sandbox = ?3 AND generation = ?4", "sisi",
 		    error ? error : "failed", now, r->sandbox, (int64_t)r->generation))) < 0)
 			goto out;
