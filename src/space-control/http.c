@@ -219,36 +219,30 @@ authenticate(struct req *r, const struct route *rt)
 	tok = bearer(r->conn, buf);
 	switch (rt->auth) {
 	case AUTH_NONE:
+		rc = 0;
 		break;
 	case AUTH_USER:
 		rc = auth_user(c, tok, r->principal, &kind);
-		if (rc == -EIO) {
-			reply_error(r, 503, "unavailable", "credential store unavailable");
-			goto out;
-		}
-		if (rc < 0) {
-			metrics_auth_failure(kind);
-			reply_error(r, 401, "unauthenticated", "a valid API key is required");
-			goto out;
-		}
 		break;
 	case AUTH_WORKER:
 		rc = auth_worker(c, tok, r->params[0], &kind);
-		if (rc == -EIO) {
-			reply_error(r, 503, "unavailable", "credential store unavailable");
-			goto out;
-		}
-		if (rc == -EPERM) {
-			metrics_auth_failure(kind);
-			reply_error(r, 403, "forbidden", "credential belongs to another worker");
-			goto out;
-		}
-		if (rc < 0) {
-			metrics_auth_failure(kind);
-			reply_error(r, 401, "unauthenticated", "a valid worker credential is required");
-			goto out;
-		}
 		break;
+	default:
+		rc = -EINVAL;   /* a route without a known auth kind serves nobody */
+		break;
+	}
+	if (rc == -EIO) {
+		reply_error(r, 503, "unavailable", "credential store unavailable");
+		goto out;
+	}
+	if (rc < 0) {
+		metrics_auth_failure(kind);
+		if (rt->auth == AUTH_WORKER && rc == -EPERM)
+			reply_error(r, 403, "forbidden", "credential belongs to another worker");
+		else
+			reply_error(r, 401, "unauthenticated", rt->auth == AUTH_WORKER ?
+			    "a valid worker credential is required" : "a valid API key is required");
+		goto out;
 	}
 	ret = 0;
 out:

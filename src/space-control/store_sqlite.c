@@ -1044,6 +1044,23 @@ streq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+/* the archive a worker reported with an execution's end becomes the
+ * sandbox's latest snapshot (an automatic one, ready) */
+static int
+snap_latest(struct sq *q, const struct route_identity *r, const struct snap_report *snap,
+    int64_t now)
+{
+	int rc;
+
+	if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO snapshots (id, sandbox, generation,"
+	    " name, kind, state, digest, size, created_at) VALUES (?,?,?,NULL,'auto','ready',?,?,?)",
+	    "ssisii", snap->id, r->sandbox, (int64_t)r->generation, snap->digest, snap->size,
+	    now))) < 0)
+		return rc;
+	return sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET snapshot = ? WHERE id = ?",
+	    "ss", snap->digest, r->sandbox));
+}
+
 static int
 sq_execution_status(struct store *s, const char *worker, const struct route_identity *r,
     const char *state, const char *error, const struct snap_report *snap, const char **why)
@@ -1143,15 +1160,8 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 		 * what lets a resume bring the sandbox back (an older
 		 * generation's failure must not replace a newer archive) */
 		if (rc >= 0 && snap != NULL && snap->digest != NULL &&
-		    (int64_t)r->generation == maxgen) {
-			if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO snapshots (id, sandbox,"
-			    " generation, name, kind, state, digest, size, created_at)"
-			    " VALUES (?,?,?,NULL,'auto','ready',?,?,?)", "ssisii", snap->id,
-			    r->sandbox, (int64_t)r->generation, snap->digest, snap->size, now))) < 0)
-				goto out;
-			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET snapshot = ?"
-			    " WHERE id = ?", "ss", snap->digest, r->sandbox));
-		}
+		    (int64_t)r->generation == maxgen)
+			rc = snap_latest(q, r, snap, now);
 	} else {
 		if (streq(estate, "failed") || streq(estate, "retired")) {
 			/* already ended: a repeated report changes nothing */
@@ -1164,15 +1174,8 @@ sq_execution_status(struct store *s, const char *worker, const struct route_iden
 			goto out;
 		/* the archive of the retired layer is what a resume or the
 		 * second half of a move restores: it becomes the latest */
-		if (snap != NULL && snap->digest != NULL) {
-			if ((rc = sq_run(q->db, sq_prep(q->db, "INSERT INTO snapshots (id, sandbox,"
-			    " generation, name, kind, state, digest, size, created_at)"
-			    " VALUES (?,?,?,NULL,'auto','ready',?,?,?)", "ssisii", snap->id,
-			    r->sandbox, (int64_t)r->generation, snap->digest, snap->size, now))) < 0)
-				goto out;
-			rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET snapshot = ?"
-			    " WHERE id = ?", "ss", snap->digest, r->sandbox));
-		}
+		if (snap != NULL && snap->digest != NULL)
+			rc = snap_latest(q, r, snap, now);
 	}
 done:
 	if (rc < 0)
