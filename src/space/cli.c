@@ -215,6 +215,19 @@ cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_
 	return 0;
 }
 
+/* waiting for the control plane: often a few tens of milliseconds (a
+ * create, a move), sometimes seconds (a restore): look again after 5 ms,
+ * then twice as long each time, never longer than 200 ms */
+void
+cli_poll_sleep(unsigned *ms)
+{
+	if (*ms == 0)
+		*ms = 5;
+	usleep(*ms * 1000);
+	if ((*ms *= 2) > 200)
+		*ms = 200;
+}
+
 int
 cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
     const char *want, const char *worker, int timeout, json_t **out)
@@ -222,6 +235,7 @@ cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
 	time_t end = time(NULL) + timeout;
 	const char *st = "?";
 	json_t *s = NULL, *e;
+	unsigned pause_ms = 0;
 
 	*out = NULL;
 	for (;;) {
@@ -249,7 +263,7 @@ cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
 			    "see `space show %s`", sbx, st, timeout, want, sbx);
 			break;
 		}
-		usleep(200 * 1000);
+		cli_poll_sleep(&pause_ms);
 	}
 	json_decref(s);
 	return 1;

@@ -31,6 +31,7 @@ wait_running(struct space_client *c, const char *id, struct space_answer *a)
 	char path[SPACE_ID_MAX + 32];
 	struct timespec t0, now;
 	const char *state;
+	unsigned pause_ms = 0;
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -46,7 +47,7 @@ wait_running(struct space_client *c, const char *id, struct space_answer *a)
 		if (now.tv_sec - t0.tv_sec >= CREATE_WAIT_S)
 			return cli_fail("create", "sandbox %s still %s after %d s", id, state,
 			    CREATE_WAIT_S);
-		usleep(200 * 1000);
+		cli_poll_sleep(&pause_ms);
 	}
 }
 

@@ -92,6 +92,7 @@ cmd_snapshot(int argc, char **argv)
 	json_t *body = NULL, *arr, *s, *found = NULL;
 	long wait = WAIT_DEFAULT;
 	time_t until;
+	unsigned pause_ms = 0;
 	size_t i;
 	int ch, nowait = 0, json = 0, list = 0, ret = 1;
 
@@ -149,7 +150,7 @@ cmd_snapshot(int argc, char **argv)
 		ret = cli_print(json, s, print_pending, id);
 		goto out;
 	}
-	for (until = time(NULL) + wait;; usleep(200 * 1000)) {
+	for (until = time(NULL) + wait;; cli_poll_sleep(&pause_ms)) {
 		if (list_get(c, sbx, &a) != 0)
 			goto out;
 		arr = json_object_get(a.body, "snapshots");

@@ -34,6 +34,9 @@ int cmd_demo(int argc, char **argv);
 
 /* prints "space: <verb>: <message>" on stderr; returns 1 */
 int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* sleep before looking at the control plane again: 5 ms, doubling, at most
+ * 200 ms; *ms starts at 0 */
+void cli_poll_sleep(unsigned *ms);
 
 /* --api-url / --api-key, accepted by every verb that talks to space-control;
  * they override SPACE_API_URL / SPACE_API_KEY */
