@@ -383,6 +383,26 @@ do_install(const struct route_identity *id, json_t *spec)
 	launch(&r);
 }
 
+/* the layer of a stopped execution (retired, or failed) into the snapshot
+ * store, once no file system of it is left; what says why, in the log.
+ * 0 or -errno (-ENOTSUP: no snapshot store here) */
+static int
+archive_stopped(struct record *r, const char *what, char digest[SNAPSHOT_DIGEST_HEX + 1],
+    uint64_t *size)
+{
+	int rc;
+
+	wait_layer_free(r);
+	if ((rc = layer_snapshot_stopped(r, digest, size)) != 0) {
+		log_warnx("%s %s g%llu: archiving its layer failed: %s", what, r->id.sandbox,
+		    (unsigned long long)r->id.generation, strerror(-rc));
+		return rc;
+	}
+	log_info("%s %s g%llu: layer archived as %s (%llu bytes)", what, r->id.sandbox,
+	    (unsigned long long)r->id.generation, digest, (unsigned long long)*size);
+	return 0;
+}
+
 static void
 do_retire(const struct route_identity *id, bool want_snapshot)
 {
@@ -426,17 +446,11 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 		return;
 	}
 	/* archived only now: nothing can write to the layer any more */
-	wait_layer_free(&r);
-	rc = layer_snapshot_stopped(&r, digest, &size);
-	if (rc != 0) {
-		log_warnx("retire %s g%llu: snapshot failed: %s", r.id.sandbox,
-		    (unsigned long long)r.id.generation, strerror(-rc));
+	if ((rc = archive_stopped(&r, "retired", digest, &size)) != 0) {
 		control_report_retired(&r.id, NULL, 0, rc == -ENOTSUP ?
 		    "no snapshot store on this worker (--snapshot-dir)" : "snapshot failed");
 		return;
 	}
-	log_info("snapshot of %s g%llu: %s (%llu bytes)", r.id.sandbox,
-	    (unsigned long long)r.id.generation, digest, (unsigned long long)size);
 	control_report_retired(&r.id, digest, size, NULL);
 }
 
@@ -591,15 +605,10 @@ fail_salvaged(struct record *r, const char *why)
 		control_report(&r->id, "failed", why);
 		return;
 	}
-	wait_layer_free(r);
-	if (layer_snapshot_stopped(r, digest, &size) != 0) {
-		log_warnx("failed %s g%llu: its layer could not be archived", r->id.sandbox,
-		    (unsigned long long)r->id.generation);
+	if (archive_stopped(r, "failed", digest, &size) != 0) {
 		control_report(&r->id, "failed", why);
 		return;
 	}
-	log_info("failed %s g%llu: layer archived as %s (%llu bytes)", r->id.sandbox,
-	    (unsigned long long)r->id.generation, digest, (unsigned long long)size);
 	control_report_failed(&r->id, why, digest, size);
 }
 

@@ -219,7 +219,6 @@ main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/records.db", cfg.data_dir);
 	if (records_open(path) != 0)
 		fatalx("cannot open %s", path);
-	chmod(path, 0600);
 	if ((mgr_verifier = verifier_new(SPACE_VCACHE_ENTRIES)) == NULL)
 		fatalx("verifier_new");
 	if (control_init() != 0)
