@@ -16,9 +16,6 @@ platform_init
 CTL_FLAGS="--lease-ttl 5"
 MGR_FLAGS="--snapshot-dir $T/snapshots"
 NP1=$(free_port); NP2=$(free_port)
-# kill9 PID: kill -9 of one process; an empty pid or 0 (a record without a
-# bridge) would be the test's own process group, and is refused
-kill9() { [ "${1:-0}" -gt 1 ] 2>/dev/null && kill -9 "$1"; }
 
 check "space-control up" start_ctl
 check "worker w1 up" add_worker 1 w1 "$NP1"
@@ -54,8 +51,6 @@ verify_acked() {
 	[ $bad = 0 ]
 }
 PREVGEN=0
-# alive PID: a running process (a zombie is not)
-alive() { [ "$1" -gt 0 ] 2>/dev/null && [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 # converged LABEL: within 30 s the sandbox runs with exactly one serving
 # execution in the control plane and on the workers together, a generation
 # above every earlier one, and every acknowledged write is intact
@@ -304,9 +299,7 @@ route; OC=$CAP OE=$E
 mkdata g1 "guest file"; check "a write" write g1
 act=$(wsql w2 "SELECT activation FROM records WHERE sandbox='$S'")
 bp=$(wsql w2 "SELECT bridge_pid FROM records WHERE sandbox='$S'")
-desc() { for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$c"; desc "$c"; done; }
-gp=
-for p in $(desc "$bp"); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = spaced-guest ] && { gp=$p; break; }; done
+gp=$(guest_of "$bp")
 check "the guest found among the bridge's descendants (pid $gp)" test -n "$gp"
 kill9 "$gp"; t0=$(date +%s%N)
 st=$(napi_at "$E" POST exec --data-binary '{"argv":["true"]}')
@@ -333,8 +326,6 @@ bridge_of() {
 	done
 	return 1
 }
-guest_of() { for c in $(desc "$1"); do [ "$(cat /proc/"$c"/comm 2>/dev/null)" = spaced-guest ] && { echo "$c"; return 0; }; done; return 1; }
-rnd() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % $1 )); }
 route
 k=0
 for kind in source-bridge target-bridge source-guest target-guest source-bridge target-bridge source-guest target-guest; do

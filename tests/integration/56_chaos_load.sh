@@ -17,10 +17,6 @@ up_start || exit 1
 sp() { timeout 60 space "$@"; }
 csql() { sqlite3 -cmd '.timeout 5000' "$D/control/control.db" "$1"; }
 wsql() { sqlite3 -cmd '.timeout 5000' "$D/$1/records.db" "$2"; }
-rnd() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % $1 )); }
-# kill9 PID: one process; an empty pid or 0 would be the test's own
-# process group, and is refused
-kill9() { [ "${1:-0}" -gt 1 ] 2>/dev/null && kill -9 "$1"; }
 # the bridge serving S now, and its guest
 # (retried for 10 s: the control plane may be restarting)
 cur() {
@@ -43,8 +39,6 @@ bridge_of() { # WORKER GEN
 	done
 	return 1
 }
-desc() { for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$c"; desc "$c"; done; }
-guest_of() { for c in $(desc "$1"); do [ "$(cat /proc/"$c"/comm 2>/dev/null)" = spaced-guest ] && { echo "$c"; return 0; }; done; return 1; }
 other() { [ "$1" = w1 ] && echo w2 || echo w1; }
 
 SBX=$(sp create --worker w1 2>"$T/err"); rc=$?
