@@ -30,7 +30,10 @@
 #define SPACE_ARGV_MAX          1024        /* exec arguments */
 #define SPACE_ENV_MAX           256         /* exec environment entries */
 #define SPACE_EXEC_OUTPUT_MAX   (1u << 20)  /* captured stdout / stderr each, then truncated */
-#define SPACE_EXEC_STDIN_MAX    (1u << 20)
+#define SPACE_EXEC_STDIN_MAX    (1u << 20)  /* stdin bytes of one exec (decoded) */
+/* an exec request body: stdin at its worst encoding (base64: the CLI picks
+ * base64 whenever a JSON string would be longer) plus argv, env and cwd */
+#define SPACE_EXEC_BODY_MAX     ((SPACE_EXEC_STDIN_MAX + 2) / 3 * 4 + (256u << 10))
 #define SPACE_EXEC_TIMEOUT_MAX  3600        /* seconds */
 #define SPACE_STREAMS_PER_SBX   64          /* concurrent operations per sandbox */
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */

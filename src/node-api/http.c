@@ -32,17 +32,20 @@ enum kind { K_JSON, K_QUERY, K_DOWNLOAD, K_UPLOAD };
 struct route {
 	const char *method, *suffix, *op, *label;
 	enum kind kind;
+	size_t body_max;        /* K_JSON: the buffered body, bytes */
 };
 
 static const struct route routes[] = {
-	{ "POST", "exec",      "exec",      "exec",      K_JSON },
-	{ "GET",  "files",     "fs.read",   "files_get", K_DOWNLOAD },
-	{ "PUT",  "files",     "fs.write",  "files_put", K_UPLOAD },
-	{ "GET",  "fs/list",   "fs.list",   "fs_list",   K_QUERY },
-	{ "GET",  "fs/stat",   "fs.stat",   "fs_stat",   K_QUERY },
-	{ "POST", "fs/mkdir",  "fs.mkdir",  "fs_mkdir",  K_JSON },
-	{ "POST", "fs/remove", "fs.remove", "fs_remove", K_JSON },
-	{ "POST", "fs/rename", "fs.rename", "fs_rename", K_JSON },
+	/* an exec body carries stdin whole (SPACE_EXEC_STDIN_MAX, base64 at
+	 * worst) beside argv and env */
+	{ "POST", "exec",      "exec",      "exec",      K_JSON, SPACE_EXEC_BODY_MAX },
+	{ "GET",  "files",     "fs.read",   "files_get", K_DOWNLOAD, 0 },
+	{ "PUT",  "files",     "fs.write",  "files_put", K_UPLOAD, 0 },
+	{ "GET",  "fs/list",   "fs.list",   "fs_list",   K_QUERY, 0 },
+	{ "GET",  "fs/stat",   "fs.stat",   "fs_stat",   K_QUERY, 0 },
+	{ "POST", "fs/mkdir",  "fs.mkdir",  "fs_mkdir",  K_JSON, SPACE_HTTP_BODY_MAX },
+	{ "POST", "fs/remove", "fs.remove", "fs_remove", K_JSON, SPACE_HTTP_BODY_MAX },
+	{ "POST", "fs/rename", "fs.rename", "fs_rename", K_JSON, SPACE_HTTP_BODY_MAX },
 };
 
 struct req {
@@ -386,7 +389,7 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 	switch (r->rt->kind) {
 	case K_JSON:
 		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (cl && strtoull(cl, NULL, 10) > SPACE_HTTP_BODY_MAX)
+		if (cl && strtoull(cl, NULL, 10) > r->rt->body_max)
 			return respond_error(c, r, 413, "too_large", NULL, "body too large");
 		return MHD_YES;         /* body follows */
 	case K_QUERY:
@@ -445,7 +448,7 @@ handler(void *cls, struct MHD_Connection *c, const char *url, const char *method
 	}
 	if (r->rt->kind == K_JSON) {
 		if (n) {
-			if (!r->too_large && r->blen + n <= SPACE_HTTP_BODY_MAX) {
+			if (!r->too_large && r->blen + n <= r->rt->body_max) {
 				char *nb = realloc(r->body, r->blen + n + 1);
 				if (nb == NULL)
 					return MHD_NO;

@@ -30,6 +30,17 @@
 	"                   oom_killed, stdout, stderr, truncation flags) as JSON;\n" \
 	"                   the exit status is still the command's"
 
+/* whether the JSON text of v is at most max bytes */
+static int
+json_text_fits(const json_t *v, size_t max)
+{
+	char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	int ok = t != NULL && strlen(t) <= max;
+
+	free(t);
+	return ok;
+}
+
 /* stdin, bounded: an exec request carries it whole */
 static int
 read_stdin(json_t *args)
@@ -63,11 +74,16 @@ read_stdin(json_t *args)
 		ret = 0;
 		goto out;
 	}
-	/* text travels as a JSON string; bytes that are not UTF-8, or a NUL,
-	 * go base64 */
-	if (memchr(buf, '\0', len) == NULL && (s = json_stringn(buf, len)) != NULL) {
+	/* text travels as a JSON string; bytes that are not UTF-8, a NUL, or
+	 * text whose escapes would make it longer than base64 go base64, so
+	 * that any stdin up to SPACE_EXEC_STDIN_MAX fits the request body
+	 * (SPACE_EXEC_BODY_MAX) */
+	s = memchr(buf, '\0', len) == NULL ? json_stringn(buf, len) : NULL;
+	if (s != NULL && json_text_fits(s, sodium_base64_encoded_len(len,
+	    sodium_base64_VARIANT_ORIGINAL))) {
 		json_object_set_new(args, "stdin", s);
 	} else {
+		json_decref(s);
 		size_t n = sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
 		if ((b64 = malloc(n)) == NULL) {
 			cli_fail("exec", "out of memory");

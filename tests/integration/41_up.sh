@@ -74,6 +74,17 @@ sp exec --timeout 10 "$SBX" -- sh -c 'exit 3' </dev/null 2>"$T/err"; rc=$?
 is "exec sh -c 'exit 3' exits 3" "$rc" 3
 out=$(echo piped | sp exec --timeout 10 "$SBX" -- cat 2>"$T/err")
 is "exec passes stdin" "$out" "piped"
+# the documented cap is 1 MiB of stdin, whatever its bytes: text, bytes
+# that are not UTF-8, text made mostly of escapes
+head -c 1048576 /dev/zero | tr '\0' 'a' >"$T/in.text"
+head -c 1048576 /dev/urandom >"$T/in.bin"
+head -c 1048576 /dev/zero | tr '\0' '\001' >"$T/in.ctl"
+for f in text bin ctl; do
+	out=$(sp exec --timeout 20 "$SBX" -- wc -c <"$T/in.$f" 2>"$T/err")
+	is "exec takes exactly 1 MiB of stdin ($f)" "$out" "1048576"
+done
+{ cat "$T/in.text"; echo; } | sp exec --timeout 20 "$SBX" -- wc -c >/dev/null 2>"$T/err"; rc=$?
+is "exec refuses 1 MiB + 1 byte of stdin" "$rc" 1
 out=$(sp exec --json --timeout 10 "$SBX" -- sh -c 'echo out; echo err >&2; exit 5' </dev/null 2>"$T/err"); rc=$?
 is "exec --json keeps the command's exit status" "$rc" 5
 is "exec --json prints the whole result" \
