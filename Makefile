@@ -22,9 +22,24 @@ WARN     := -Wall -Wextra -Werror -Wformat=2 -Wshadow -Wpointer-arith \
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIE -fstack-protector-strong \
             -Isrc/libspace -MMD -MP
-LDFLAGS  += -pie -Wl,-z,relro,-z,now
-LDLIBS   := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
-            -luv -lpthread -lm
+LDFLAGS  += -pie -Wl,-z,relro,-z,now -Wl,--as-needed
+
+# What each program links besides libspace.a: only the libraries it calls,
+# because every shared library costs each process start its loading and
+# relocation (docs/benchmarks.md: `space version` against `true`). A
+# program that starts using another library fails to link until its line
+# says so. The CLI does not link libcurl: it loads it on its first HTTP
+# request (src/space/curl_lazy.c). Unit tests, benchmarks and fuzzers take
+# LDLIBS_ALL; --as-needed keeps only what each of them really calls
+# (gcc's sanitizer link turns that default off, hence the explicit flag).
+LIBS_node-api      := -lsodium -ljansson -lmicrohttpd
+LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl
+LIBS_space         := -lsodium -ljansson -luv
+LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd
+LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
+LIBS_spaced-host   := -lsodium -ljansson
+LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
+              -luv -lpthread -lm
 
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -63,17 +78,17 @@ define prog_rule
 $(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c))
 $(B)/bin/$(1): $$($(1)_OBJS) $(LIB)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(LIB) $$(LDLIBS)
+	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(LIB) $$(or $$(LIBS_$(1)),$$(LDLIBS_ALL))
 endef
 $(foreach p,$(PROGS),$(eval $(call prog_rule,$(p))))
 
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
 $(B)/bench/%: $(B)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
 up: deps all
 	$(B)/bin/space up $(UP_ARGS)
@@ -89,12 +104,22 @@ test-san: deps
 	$(MAKE) B=build-san SAN=1 all
 	SPACE_SAN=1 sh tests/run.sh build-san
 
-# libFuzzer harnesses link the library sources directly, built by clang.
+# libFuzzer harnesses, built by clang: the library is compiled once into
+# build-fuzz/libspace.a (instrumented, no fuzzer main), and each harness
+# takes from it only the objects it calls.
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Isrc/libspace \
-               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(wildcard src/libspace/*.h)
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+               -MMD -MP
+FUZZ_LIB_OBJS := $(LIB_SRCS:src/libspace/%.c=build-fuzz/obj/%.o)
+build-fuzz/obj/%.o: src/libspace/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -c -o $@ $<
+build-fuzz/libspace.a: $(FUZZ_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+build-fuzz/%: tests/fuzz/%.c build-fuzz/libspace.a
 	@mkdir -p build-fuzz
-	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -MF build-fuzz/obj/$*.d -MT $@ \
+	    -Wl,--as-needed -o $@ $< build-fuzz/libspace.a $(LDLIBS_ALL)
 
 fuzz-build: deps $(FUZZ_BINS)
 
@@ -108,4 +133,4 @@ bench: deps
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj build-fuzz/obj -name '*.d' 2>/dev/null)
