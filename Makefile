@@ -74,8 +74,20 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# A program named like a document of docs/openapi/ serves it at
+# GET /openapi.json: scripts/embed.sh turns it into C in $(B)/gen/ (the
+# generated source is never committed).
+$(B)/gen/%/openapi_doc.c: docs/openapi/%.json scripts/embed.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh $< $(subst -,_,$*)_openapi >$@.tmp && mv $@.tmp $@
+.PRECIOUS: $(B)/gen/%/openapi_doc.c
+
+$(B)/gen/%.o: $(B)/gen/%.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
 define prog_rule
-$(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c))
+$(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c)) \
+             $$(if $$(wildcard docs/openapi/$(1).json),$(B)/gen/$(1)/openapi_doc.o)
 $(B)/bin/$(1): $$($(1)_OBJS) $(LIB)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(LIB) $$(or $$(LIBS_$(1)),$$(LDLIBS_ALL))
@@ -133,4 +145,4 @@ bench: deps
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(shell find $(B)/obj build-fuzz/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/gen build-fuzz/obj -name '*.d' 2>/dev/null)

@@ -2,11 +2,11 @@
 # embed.sh JSON SYMBOL: print a C source file that holds JSON as the string
 # constant SYMBOL (plus SYMBOL_len), one source line per line of the file.
 # The daemons serve their OpenAPI documents from such files so that a binary
-# needs nothing beside it. The generated files are committed; the OpenAPI
-# integration test regenerates them and fails when they differ.
+# needs nothing beside it. The build generates them (Makefile: $(B)/gen/);
+# none is committed.
 #
 #   sh scripts/embed.sh docs/openapi/space-control.json space_control_openapi \
-#       > src/space-control/openapi_doc.c
+#       > build/gen/space-control/openapi_doc.c
 set -eu
 [ $# -eq 2 ] || { echo "usage: embed.sh JSON SYMBOL" >&2; exit 2; }
 json=$1 sym=$2

@@ -71,7 +71,7 @@ struct req {
 
 #define PREFIX "/v1/sandboxes/"
 
-/* openapi_doc.c, generated from docs/openapi/node-api.json (scripts/embed.sh) */
+/* generated at build time from docs/openapi/node-api.json (scripts/embed.sh, build/gen/) */
 extern const char node_api_openapi[];
 extern const size_t node_api_openapi_len;
 

@@ -1,7 +1,7 @@
 /* GET /openapi.json: the OpenAPI 3.0 document of this API, built into the
- * binary (openapi_doc.c is generated from docs/openapi/space-control.json
- * by scripts/embed.sh), so the daemon needs no file beside it and the
- * document served is the one the binary was built with.
+ * binary (the build turns docs/openapi/space-control.json into C with
+ * scripts/embed.sh, in build/gen/), so the daemon needs no file beside it
+ * and the document served is the one the binary was built with.
  * Unauthenticated: it describes the API, it holds no data. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The OpenAPI documents (docs/openapi/*.json) against the code that serves
-# them: the embedded copies are in sync with the files, each daemon serves
+# them: the copies the build embeds are generated from the files, each daemon serves
 # its document at GET /openapi.json, the documents are structurally valid
 # OpenAPI 3.0, every route of each daemon's routing table is documented and
 # nothing else is, and the running daemons behave as documented: each
@@ -31,13 +31,14 @@ done; }
 CDOC=$SPACE_TOP/docs/openapi/space-control.json
 NDOC=$SPACE_TOP/docs/openapi/node-api.json
 
-# ---- the embedded copies are generated from the documents ----
+# ---- the build embeds the documents (nothing generated is committed) ----
+B=$(dirname "$SPACE_BIN")
 (cd "$SPACE_TOP" && sh scripts/embed.sh docs/openapi/space-control.json space_control_openapi) >"$T/c_doc.c"
-check "src/space-control/openapi_doc.c is regenerated from docs/openapi/space-control.json" \
-	cmp -s "$T/c_doc.c" "$SPACE_TOP/src/space-control/openapi_doc.c"
+check "the build's space-control openapi_doc.c is generated from docs/openapi/space-control.json" \
+	cmp -s "$T/c_doc.c" "$B/gen/space-control/openapi_doc.c"
 (cd "$SPACE_TOP" && sh scripts/embed.sh docs/openapi/node-api.json node_api_openapi) >"$T/n_doc.c"
-check "src/node-api/openapi_doc.c is regenerated from docs/openapi/node-api.json" \
-	cmp -s "$T/n_doc.c" "$SPACE_TOP/src/node-api/openapi_doc.c"
+check "the build's node-api openapi_doc.c is generated from docs/openapi/node-api.json" \
+	cmp -s "$T/n_doc.c" "$B/gen/node-api/openapi_doc.c"
 # roundtrip FILE: embed, compile with the project's warnings, print the
 # string back; it must be the file, byte for byte
 cat >"$T/rt_main.c" <<'EOF'
