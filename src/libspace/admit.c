@@ -13,7 +13,6 @@
 
 #include "admit.h"
 #include "limits.h"
-#include "verifier.h"
 
 static struct admit_result
 result(enum admit_outcome o, enum admit_reason r)
@@ -202,32 +201,6 @@ admit(const struct capability *cap, const struct runtime_record *rec,
 
 	/* Step 8 */
 	return result(ADMIT_ALLOW, R_NONE);
-}
-
-struct admit_result
-admit_token(struct verifier *v, const char *token, size_t len,
-    const struct runtime_record *rec, const struct admit_request *req,
-    struct capability *cap_out)
-{
-	struct capability cap;
-	struct admit_result r;
-
-	memset(&cap, 0, sizeof(cap));
-	if (cap_out != NULL)
-		memset(cap_out, 0, sizeof(*cap_out));
-	if (v == NULL || req == NULL)
-		return result(ADMIT_DENY, R_MALFORMED);
-	/* step 1, possibly answered from the cache ... */
-	r = verifier_check(v, token, len, req->kind, req->now, &cap);
-	if (r.outcome != ADMIT_ALLOW)
-		return r;
-	/* ... and steps 2-8 on every call, cached or not: the cache remembers
-	 * that a token is authentic, never that it was admitted. The record
-	 * may have changed since the last request with this token. */
-	r = admit(&cap, rec, req);
-	if (cap_out != NULL)
-		*cap_out = cap;
-	return r;
 }
 
 static const char *const outcome_names[] = {

@@ -1,6 +1,7 @@
 /* The comparator: one function, four outcomes (DESIGN section 4).
- * Every receiver (sbx-manager, spaced-host, netgtw) calls admit_token() or
- * admit(); there is no second copy of these checks anywhere. */
+ * Every receiver (sbx-manager, spaced-host, netgtw) calls admit_token()
+ * (verifier.h) or admit(); there is no second copy of these checks
+ * anywhere. */
 #ifndef SPACE_ADMIT_H
 #define SPACE_ADMIT_H
 #include <stdbool.h>
@@ -95,14 +96,8 @@ struct admit_result admit_profile(const struct capability *cap, enum receiver_ki
 struct admit_result admit(const struct capability *cap,
     const struct runtime_record *rec, const struct admit_request *req);
 
-/* Steps 1-8: verify token (through the verifier's cache) then admit().
- * On ALLOW, *cap_out (if not NULL) holds the verified claims. (It also holds
- * them after a refusal in steps 2-8, for audit logs; it is zeroed when step 1
- * refused the token.) */
-struct verifier;
-struct admit_result admit_token(struct verifier *v, const char *token, size_t len,
-    const struct runtime_record *rec, const struct admit_request *req,
-    struct capability *cap_out);
+/* Steps 1-8 on a token, admit_token(), are in verifier.h: step 1 is the
+ * verifier's, and the verifier itself runs admit_profile(). */
 
 const char *admit_outcome_str(enum admit_outcome o);   /* "allow" "deny" "expired" "refresh_route" */
 const char *admit_reason_str(enum admit_reason r);

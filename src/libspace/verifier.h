@@ -27,6 +27,14 @@ uint64_t verifier_bundle_version(struct verifier *v);
 struct admit_result verifier_check(struct verifier *v, const char *token, size_t len,
     enum receiver_kind kind, int64_t now, struct capability *cap);
 
+/* Steps 1-8 of the comparator on a token: verifier_check() (through the
+ * cache) then admit(). On ALLOW, *cap_out (if not NULL) holds the verified
+ * claims. (It also holds them after a refusal in steps 2-8, for audit logs;
+ * it is zeroed when step 1 refused the token.) */
+struct admit_result admit_token(struct verifier *v, const char *token, size_t len,
+    const struct runtime_record *rec, const struct admit_request *req,
+    struct capability *cap_out);
+
 struct vcache_stats { uint64_t hits, misses, evictions, entries; };
 void verifier_stats(struct verifier *v, struct vcache_stats *st);
 #endif
