@@ -73,10 +73,10 @@ check "embed.sh refuses bytes it cannot escape" sh -c "! sh '$SPACE_TOP/scripts/
 sed -n 's/^[[:space:]]*{ *"\([A-Z]*\)", *"\([^"]*\)", *\([a-z_]*\), *\(AUTH_[A-Z]*\) *},.*/\1 \2 \4/p' \
 	"$SPACE_TOP/src/space-control/http.c" >"$T/c_routes"
 check "space-control routing table found in http.c ($(wc -l <"$T/c_routes") rows)" test "$(wc -l <"$T/c_routes")" -ge 20
-# node-api: the table rows { "METHOD", "suffix", "op", "label", K_x } under
+# node-api: the table rows { "METHOD", "suffix", "op", "label", K_x[, limit] } under
 # /v1/sandboxes/*/, and the fixed paths compared with strcmp(url, ...)
 {
-	sed -n 's/^[[:space:]]*{ *"\([A-Z]*\)", *"\([^"]*\)", *"[^"]*", *"[^"]*", *K_[A-Z]* *},.*/\1 \/v1\/sandboxes\/*\/\2 AUTH_CAP/p' \
+	sed -n 's/^[[:space:]]*{ *"\([A-Z]*\)", *"\([^"]*\)", *"[^"]*", *"[^"]*", *K_[A-Z]*\(, *[A-Z_0-9]*\)\{0,1\} *},.*/\1 \/v1\/sandboxes\/*\/\2 AUTH_CAP/p' \
 		"$SPACE_TOP/src/node-api/http.c"
 	sed -n 's/.*strcmp(url, "\(\/[^"]*\)") == 0 && strcmp(method, "\([A-Z]*\)") == 0.*/\2 \1 AUTH_NONE/p' \
 		"$SPACE_TOP/src/node-api/http.c"
