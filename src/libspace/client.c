@@ -788,6 +788,11 @@ op_attempt(void *arg, const struct route_entry *e)
 		o = ROUTE_DENY;
 	else if (a->status == 401 && strcmp(a->error, "capability_expired") == 0)
 		o = ROUTE_EXPIRED;
+	else if (a->status == 503 && strcmp(a->error, "unavailable") == 0 &&
+	    strcmp(a->reason, "execution_replaced") == 0)
+		/* forwarded, then cut when a replacement execution was
+		 * installed: a read is sent again, a write is not */
+		o = ROUTE_TRANSPORT_AFTER_SEND;
 	else if (a->status == 503 && strcmp(a->error, "unavailable") == 0)
 		/* node-api could not reach the execution: not forwarded */
 		o = ROUTE_TRANSPORT_BEFORE_SEND;

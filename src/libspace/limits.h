@@ -38,6 +38,7 @@
 #define SPACE_STREAMS_PER_SBX   64          /* concurrent operations per sandbox */
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
 #define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */
+#define SPACE_ROUTE_WAIT_MS     8000        /* a route request waits this long for a converging execution */
 
 #define SPACE_SNAPSHOT_ENTRIES_MAX (1u << 20) /* files, dirs, links in one snapshot archive */
 #define SPACE_SNAPSHOT_DEPTH_MAX   128        /* directory nesting in a snapshot */

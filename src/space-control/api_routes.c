@@ -3,10 +3,12 @@
  * route-repair entry point of clients (DESIGN 8): a client that got
  * REFRESH_ROUTE sends the route that was rejected; if it is still the
  * current one the platform is converging, and issuing the same route again
- * would only make the client loop, so the answer is 503 + Retry-After. */
+ * would only make the client loop: the answer waits (bounded) for the next
+ * one, then is 503 + Retry-After. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_common.h"
 #include "control.h"
@@ -55,7 +57,8 @@ api_routes(struct req *r)
 	char *token = NULL, exps[RFC3339_LEN + 1];
 	int64_t exp = 0;
 	bool have_rejected = false;
-	int rc;
+	int64_t deadline;
+	int rc, wait;
 
 	if ((in = req_json(r, false)) == NULL)
 		return;
@@ -101,42 +104,49 @@ api_routes(struct req *r)
 		have_rejected = true;
 	}
 
-	rc = c->st->ops->sandbox_current(c->st, r->principal, r->params[0], &ev);
-	if (rc < 0) {
-		reply_store_error(r, rc, "sandbox");
-		goto out;
-	}
-	/* states that will not serve again without a new request: a 503 here
-	 * would keep a client retrying for nothing */
-	if (strcmp(ev.sandbox_state, "killed") == 0 || strcmp(ev.sandbox_state, "stopping") == 0 ||
-	    strcmp(ev.sandbox_state, "failed") == 0) {
-		reply_error(r, 409, "conflict", "sandbox is %s", ev.sandbox_state);
-		goto out;
-	}
-	/* pausing ends in paused, and a paused sandbox serves again only
-	 * after a resume: retrying the route would not help. (resuming and
-	 * moving converge by themselves: they fall through to the 503 below
-	 * while the new execution is not serving.) */
-	if (strcmp(ev.sandbox_state, "pausing") == 0 || strcmp(ev.sandbox_state, "paused") == 0) {
-		reply_error(r, 409, "conflict", "sandbox is %s; resume it first", ev.sandbox_state);
-		goto out;
-	}
-	/* a capability names one execution; there is none to name until the
-	 * worker reports it serving */
-	if (ev.route.generation == 0 || strcmp(ev.state, "serving") != 0) {
-		r->retry_after = 1;
-		reply_error(r, 503, "unavailable", "execution is not serving yet");
-		goto out;
-	}
-	if (strcmp(ev.worker_state, "live") != 0) {
-		r->retry_after = 1;
-		reply_error(r, 503, "unavailable", "the execution's worker is not live");
-		goto out;
-	}
-	if (have_rejected && route_identity_equal(&rejected, &ev.route)) {
-		r->retry_after = 1;
-		reply_error(r, 503, "unavailable", "route is converging");
-		goto out;
+	/* while a lifecycle operation converges (a resume or a move whose
+	 * new execution is not serving yet, a worker coming back) the answer
+	 * waits, bounded, for the execution that will serve: answering 503 at
+	 * once would leave the client polling and missing the short moments
+	 * between two operations of a busy sandbox */
+	deadline = (int64_t)(now_mono_ns() / 1000000) + SPACE_ROUTE_WAIT_MS;
+	for (wait = 5;; wait = wait * 2 > 100 ? 100 : wait * 2) {
+		const char *busy;
+
+		rc = c->st->ops->sandbox_current(c->st, r->principal, r->params[0], &ev);
+		if (rc < 0) {
+			reply_store_error(r, rc, "sandbox");
+			goto out;
+		}
+		/* states that will not serve again without a new request: a
+		 * 503 here would keep a client retrying for nothing */
+		if (strcmp(ev.sandbox_state, "killed") == 0 || strcmp(ev.sandbox_state, "stopping") == 0 ||
+		    strcmp(ev.sandbox_state, "failed") == 0) {
+			reply_error(r, 409, "conflict", "sandbox is %s", ev.sandbox_state);
+			goto out;
+		}
+		/* pausing ends in paused, and a paused sandbox serves again
+		 * only after a resume: waiting would not help */
+		if (strcmp(ev.sandbox_state, "pausing") == 0 || strcmp(ev.sandbox_state, "paused") == 0) {
+			reply_error(r, 409, "conflict", "sandbox is %s; resume it first", ev.sandbox_state);
+			goto out;
+		}
+		/* a capability names one execution; there is none to name
+		 * until the worker reports it serving */
+		if (ev.route.generation == 0 || strcmp(ev.state, "serving") != 0)
+			busy = "execution is not serving yet";
+		else if (strcmp(ev.worker_state, "live") != 0)
+			busy = "the execution's worker is not live";
+		else if (have_rejected && route_identity_equal(&rejected, &ev.route))
+			busy = "route is converging";
+		else
+			break;
+		if ((int64_t)(now_mono_ns() / 1000000) + wait > deadline) {
+			r->retry_after = 1;
+			reply_error(r, 503, "unavailable", "%s", busy);
+			goto out;
+		}
+		usleep((useconds_t)wait * 1000);
 	}
 	rc = capability_issue(c, r->principal, &ev.route, pur, acc, port, proto, &token, &exp);
 	if (rc < 0) {
