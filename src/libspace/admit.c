@@ -251,6 +251,32 @@ admit_reason_str(enum admit_reason r)
 	return reason_names[r];
 }
 
+struct admit_error
+admit_error_code(struct admit_result res)
+{
+	struct admit_error e = { 403, "deny", NULL };
+
+	switch (res.outcome) {
+	case ADMIT_EXPIRED:
+		e.code = "capability_expired";
+		break;
+	case ADMIT_REFRESH_ROUTE:
+		e.code = "refresh_route";
+		break;
+	case ADMIT_DENY:
+	case ADMIT_ALLOW:
+	default:
+		/* ALLOW never reaches an error path; if it did, the safe
+		 * answer is a refusal */
+		res.outcome = ADMIT_DENY;
+		break;
+	}
+	e.status = admit_http_status(res.outcome);
+	if (res.reason != R_NONE)
+		e.reason = admit_reason_str(res.reason);
+	return e;
+}
+
 int
 admit_http_status(enum admit_outcome o)
 {

@@ -102,6 +102,19 @@ struct admit_result admit(const struct capability *cap,
 const char *admit_outcome_str(enum admit_outcome o);   /* "allow" "deny" "expired" "refresh_route" */
 const char *admit_reason_str(enum admit_reason r);
 int admit_http_status(enum admit_outcome o);           /* 200 403 401 409 */
+
+/* How a refusal is told to the sender, the same at every hop (node-api,
+ * sbx-manager, spaced-host): the HTTP status, the error code and the
+ * reason. deny -> 403 "deny", expired -> 401 "capability_expired",
+ * refresh_route -> 409 "refresh_route"; an outcome we do not know, or
+ * ALLOW asked for as an error, is a 403 "deny": never success, never a
+ * code the client would retry. reason is NULL for R_NONE. */
+struct admit_error {
+	int status;
+	const char *code;
+	const char *reason;
+};
+struct admit_error admit_error_code(struct admit_result res);
 const char *exec_state_str(enum exec_state s);
 int exec_state_parse(const char *s, enum exec_state *out);
 #endif

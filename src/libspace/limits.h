@@ -39,6 +39,10 @@
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
 #define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */
 #define SPACE_ROUTE_WAIT_MS     8000        /* a route request waits this long for a converging execution */
+#define SPACE_ASSIGNMENTS_MAX   1000        /* assignments in one long-poll answer */
+#define SPACE_OP_NAME_MAX       31          /* "exec", "fs.rename", ... in a REQUEST */
+#define SPACE_ERROR_CODE_MAX    63          /* "error" and "reason" of an ERROR: [a-z0-9_] */
+#define SPACE_ERROR_MESSAGE_MAX 1024        /* "message" of an ERROR, bytes */
 
 #define SPACE_SNAPSHOT_ENTRIES_MAX (1u << 20) /* files, dirs, links in one snapshot archive */
 #define SPACE_SNAPSHOT_DEPTH_MAX   128        /* directory nesting in a snapshot */

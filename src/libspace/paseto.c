@@ -320,29 +320,50 @@ out:
 }
 
 int
-paseto_v4_peek_footer(const char *token, size_t len, char **footer_out)
+paseto_v4_peek(const char *token, size_t len, size_t maxlen,
+    char footer[SPACE_FOOTER_MAX + 1], size_t *footer_len)
 {
 	struct shape sh;
 	uint8_t *body = NULL;
-	char foot[SPACE_FOOTER_MAX + 1];
-	size_t blen, flen;
+	size_t bmax, blen, flen = 0;
 	int err;
 
-	*footer_out = NULL;
-	err = token_shape(token, len, SPACE_BUNDLE_TOKEN_MAX, &sh);
+	footer[0] = '\0';
+	if (footer_len)
+		*footer_len = 0;
+	err = token_shape(token, len, maxlen, &sh);
 	if (err)
 		return err;
 	/* the body is decoded too, to apply the same grammar as verify */
-	body = malloc(b64url_decoded_max(sh.btxt) + 1);
+	bmax = b64url_decoded_max(sh.btxt);
+	body = malloc(bmax + 1);
 	if (body == NULL)
 		return -ENOMEM;
 	err = decode_body(&sh, body, &blen);
 	if (err == 0)
-		err = decode_footer(&sh, foot, &flen);
+		err = decode_footer(&sh, footer, &flen);
+	sodium_memzero(body, bmax + 1);
 	free(body);
-	if (err)
+	if (err) {
+		sodium_memzero(footer, SPACE_FOOTER_MAX + 1);
+		footer[0] = '\0';
 		return err;
-	foot[flen] = '\0';
+	}
+	footer[flen] = '\0';
+	if (footer_len)
+		*footer_len = flen;
+	return 0;
+}
+
+int
+paseto_v4_peek_footer(const char *token, size_t len, char **footer_out)
+{
+	char foot[SPACE_FOOTER_MAX + 1];
+	int err;
+
+	*footer_out = NULL;
+	if ((err = paseto_v4_peek(token, len, SPACE_BUNDLE_TOKEN_MAX, foot, NULL)) != 0)
+		return err;
 	if ((*footer_out = strdup(foot)) == NULL)
 		return -ENOMEM;
 	return 0;

@@ -5,6 +5,7 @@
 #define SPACE_PASETO_H
 #include <stddef.h>
 #include <stdint.h>
+#include "limits.h"
 
 #define PASETO_V4_PUBLIC_HDR   "v4.public."
 #define PASERK_K4_PUBLIC_LEN   53   /* "k4.public." + 43 */
@@ -32,6 +33,13 @@ int paseto_v4_verify(const uint8_t pk[32], const char *token, size_t len,
 /* footer of a v4.public token without verifying it (to pick a key by kid).
  * *footer_out malloc'd. */
 int paseto_v4_peek_footer(const char *token, size_t len, char **footer_out);
+
+/* the whole v4.public grammar without the signature (size at most maxlen,
+ * header, parts, strict base64url, a body at least a signature long, the
+ * footer's size): the footer text into footer (NUL-terminated, "" if none).
+ * The decoded body is wiped: with the footer it is the whole token. */
+int paseto_v4_peek(const char *token, size_t len, size_t maxlen,
+    char footer[SPACE_FOOTER_MAX + 1], size_t *footer_len);
 
 const char *paseto_strerror(int err);
 

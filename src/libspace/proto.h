@@ -59,10 +59,7 @@ const char *msg_type_str(uint16_t type);
  * on a bad frame, -errno on I/O errors. */
 int frame_write(int fd, uint16_t type, const void *payload, size_t len);
 int frame_write_json(int fd, uint16_t type, const char *json);
-/* an ERROR frame {"status","error","reason"?,"message"?}; reason and
- * message may be NULL (then left out). 0 or -errno. */
-int frame_write_error(int fd, int status, const char *code, const char *reason,
-    const char *message);
+/* payloads (and frame_write_error) are msg.h's */
 int frame_read(int fd, struct frame *f);
 void frame_free(struct frame *f);
 

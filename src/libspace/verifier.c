@@ -273,37 +273,6 @@ verifier_stats(struct verifier *v, struct vcache_stats *st)
 
 /* ---- step 1 ---- */
 
-/* The footer, to pick the key: the text after the last '.' of a
- * "v4.public." token, base64url-decoded. Only a key selector: the full
- * token grammar is enforced by paseto_v4_verify() right after, and the
- * footer it returns must equal this one. (paseto_v4_peek_footer() would
- * also decode the whole body, a few microseconds the cold path need not
- * spend twice.) */
-static int
-footer_text(const char *token, size_t len, char *out, size_t cap)
-{
-	const char *dot;
-	size_t hl = sizeof(PASETO_V4_PUBLIC_HDR) - 1, flen;
-	ssize_t n;
-
-	if (len <= hl || memcmp(token, PASETO_V4_PUBLIC_HDR, hl) != 0)
-		return -EPROTO;
-	dot = memrchr(token + hl, '.', len - hl);
-	if (dot == NULL)
-		return -EINVAL;         /* no footer, so no kid */
-	flen = (size_t)(token + len - (dot + 1));
-	if (flen == 0 || b64url_decoded_max(flen) >= cap)
-		return -EINVAL;
-	n = b64url_decode(dot + 1, flen, out, cap - 1);
-	if (n < 0)
-		return -EINVAL;
-	/* an embedded NUL would make two footers compare equal as C strings */
-	if (memchr(out, '\0', (size_t)n) != NULL)
-		return -EINVAL;
-	out[n] = '\0';
-	return 0;
-}
-
 /* footer: exactly {"kid":"k4.pid.<44>"}, nothing else. It is read before
  * the signature is checked (to pick the key), so it is parsed as hostile
  * input; the signature then covers it. */
@@ -330,6 +299,22 @@ footer_kid(const char *footer, char kid[PASERK_K4_PID_LEN + 1])
 out:
 	json_decref(o);
 	return r;
+}
+
+int
+capability_token_kid(const char *token, size_t len, char kid[PASERK_K4_PID_LEN + 1],
+    char footer[SPACE_FOOTER_MAX + 1])
+{
+	int r;
+
+	if (token == NULL || len == 0 || len > SPACE_TOKEN_MAX)
+		return -EINVAL;
+	if ((r = paseto_v4_peek(token, len, SPACE_TOKEN_MAX, footer, NULL)) < 0)
+		return r;
+	/* a capability always names its key */
+	if (footer[0] == '\0' || footer_kid(footer, kid) < 0)
+		return -EINVAL;
+	return 0;
 }
 
 struct admit_result
@@ -375,8 +360,7 @@ verifier_check(struct verifier *v, const char *token, size_t len,
 	if (hit)
 		goto profile;
 
-	if (footer_text(token, len, footer, sizeof(footer)) < 0 ||
-	    footer_kid(footer, kid) < 0) {
+	if (capability_token_kid(token, len, kid, footer) < 0) {
 		res = deny(R_MALFORMED);
 		goto out;
 	}

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include "admit.h"
 #include "keys.h"
+#include "limits.h"
+#include "paseto.h"
 
 struct verifier;
 /* cache_entries 0 means SPACE_VCACHE_ENTRIES; at most 2^20 (NULL, EINVAL) */
@@ -34,6 +36,15 @@ struct admit_result verifier_check(struct verifier *v, const char *token, size_t
 struct admit_result admit_token(struct verifier *v, const char *token, size_t len,
     const struct runtime_record *rec, const struct admit_request *req,
     struct capability *cap_out);
+
+/* The one grammar of a capability token, signature aside: PASETO
+ * v4.public (paseto_v4_peek) of at most SPACE_TOKEN_MAX bytes whose footer
+ * is exactly {"kid":"k4.pid.<44>"}. verifier_check starts with it, and
+ * node-api checks it before it forwards anything, so both refuse the same
+ * tokens. kid and the footer text are filled; 0, -EINVAL, -EPROTO or
+ * -E2BIG (paseto.h). */
+int capability_token_kid(const char *token, size_t len, char kid[PASERK_K4_PID_LEN + 1],
+    char footer[SPACE_FOOTER_MAX + 1]);
 
 struct vcache_stats { uint64_t hits, misses, evictions, entries; };
 void verifier_stats(struct verifier *v, struct vcache_stats *st);

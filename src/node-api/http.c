@@ -24,8 +24,10 @@
 #include "claims.h"
 #include "log.h"
 #include "node-api.h"
+#include "msg.h"
 #include "proto.h"
 #include "util.h"
+#include "verifier.h"
 
 enum kind { K_JSON, K_QUERY, K_DOWNLOAD, K_UPLOAD };
 
@@ -143,14 +145,6 @@ respond_error_from(struct MHD_Connection *c, struct req *r, unsigned status, con
 	return ret;
 }
 
-static int
-parse_serving(json_t *j, struct route_identity *id)
-{
-	json_t *s = json_object_get(j, "serving");
-
-	return s ? route_identity_unpack(s, id) : -EINVAL;
-}
-
 /* map the manager's first reply frame; for K_DOWNLOAD a RESPONSE starts the
  * streamed body instead */
 static ssize_t dl_reader(void *cls, uint64_t pos, char *buf, size_t max);
@@ -158,70 +152,60 @@ static ssize_t dl_reader(void *cls, uint64_t pos, char *buf, size_t max);
 static enum MHD_Result
 reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 {
-	struct route_identity serving;
-	struct MHD_Response *resp;
-	json_error_t je;
-	json_t *j = NULL, *res, *st;
-	const char *code, *reason = NULL, *message = NULL;
+	struct msg_response resp = { 0 };
+	struct msg_error err;
+	struct MHD_Response *mr;
+	const char *why;
 	char *s, gen[24];
 	enum MHD_Result ret;
-	json_int_t status;
+	json_t *sz;
 
 	if (f->type == MSG_CANCEL) {
 		/* replaced after the request was forwarded: a transport failure
 		 * for the client (retry rules per operation), not a route signal */
 		return respond_error(c, r, 503, "unavailable", "execution_replaced", NULL);
 	}
-	if (f->type != MSG_ERROR && f->type != MSG_RESPONSE)
-		goto bad;
-	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
-	if (j == NULL || !json_is_object(j))
-		goto bad;
 	if (f->type == MSG_ERROR) {
-		st = json_object_get(j, "status");
-		if (json_unpack(j, "{s:s}", "error", &code) != 0 || !json_is_integer(st))
-			goto bad;
-		status = json_integer_value(st);
-		if (status < 400 || status > 599)
-			goto bad;
-		json_unpack(j, "{s?s, s?s}", "reason", &reason, "message", &message);
-		/* DESIGN section 4: an expired capability is just that */
-		if (strcmp(code, "capability_expired") == 0)
-			reason = NULL;
 		/* "serving": the error came from an execution (sbx-manager
 		 * adds it to what the bridge answered) */
-		ret = respond_error_from(c, r, (unsigned)status, code, reason, message,
-		    parse_serving(j, &serving) == 0 ? &serving : NULL);
-		json_decref(j);
-		return ret;
+		if (msg_error_decode(f->payload, f->len, true, &err, &why) != 0)
+			goto bad;
+		/* DESIGN section 4: an expired capability is just that */
+		if (strcmp(err.error, "capability_expired") == 0)
+			err.reason[0] = '\0';
+		return respond_error_from(c, r, (unsigned)err.status, err.error,
+		    err.reason[0] ? err.reason : NULL, err.has_message ? err.message : NULL,
+		    err.has_serving ? &err.serving : NULL);
 	}
-	if (parse_serving(j, &serving) != 0 || (res = json_object_get(j, "result")) == NULL ||
-	    !json_is_object(res))
+	if (f->type != MSG_RESPONSE ||
+	    msg_response_decode(f->payload, f->len, MSG_FORM_CLAIMS, &resp, &why) != 0)
 		goto bad;
 	if (r->rt->kind == K_DOWNLOAD) {
-		json_t *sz = json_object_get(res, "size");
+		sz = json_object_get(resp.result, "size");
 		if (!json_is_integer(sz) || json_integer_value(sz) < 0)
 			goto bad;
 		r->size = (uint64_t)json_integer_value(sz);
-		resp = MHD_create_response_from_callback(r->size, SPACE_CHUNK, dl_reader, r, NULL);
-		if (resp == NULL)
+		mr = MHD_create_response_from_callback(r->size, SPACE_CHUNK, dl_reader, r, NULL);
+		if (mr == NULL)
 			goto bad;
-		MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
-		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)serving.generation);
-		MHD_add_response_header(resp, "X-Space-Generation", gen);
-		MHD_add_response_header(resp, "X-Space-Worker", serving.worker);
-		json_decref(j);
-		return queue(c, r, 200, resp);
+		MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
+		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)resp.serving.generation);
+		MHD_add_response_header(mr, "X-Space-Generation", gen);
+		MHD_add_response_header(mr, "X-Space-Worker", resp.serving.worker);
+		msg_response_free(&resp);
+		return queue(c, r, 200, mr);
 	}
-	s = json_dumps(res, JSON_COMPACT);
-	json_decref(j);
-	if (s == NULL)
+	s = json_dumps(resp.result, JSON_COMPACT);
+	if (s == NULL) {
+		msg_response_free(&resp);
 		return MHD_NO;
-	ret = respond_text(c, r, 200, "application/json", s, strlen(s), &serving);
+	}
+	ret = respond_text(c, r, 200, "application/json", s, strlen(s), &resp.serving);
 	free(s);
+	msg_response_free(&resp);
 	return ret;
 bad:
-	json_decref(j);
+	msg_response_free(&resp);
 	log_warnx("node-api: unexpected %s from sbx-manager", msg_type_str(f->type));
 	return respond_error(c, r, 502, "internal", NULL, "bad answer from the worker");
 }
@@ -372,8 +356,21 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 		return respond_error(c, r, 401, "unauthenticated", NULL, "a capability bearer is required");
 	if (rc < 0)
 		return respond_error(c, r, 403, "deny", "malformed_token", NULL);
-	if (token_shape_check(tok, r->token_len, &why) != 0)
-		return respond_error(c, r, 403, "deny", why, NULL);
+	/* The shape of a capability, by the grammar the verifier applies
+	 * (capability_token_kid): garbage is refused here without a
+	 * signature check. The signature is verified once, in sbx-manager,
+	 * through its cache; doing it here too would double the cost of every
+	 * request and decide nothing (sbx-manager is the authority). A token
+	 * that passes may still be forged. */
+	{
+		char kid[PASERK_K4_PID_LEN + 1], foot[SPACE_FOOTER_MAX + 1];
+		struct admit_error e;
+
+		if (capability_token_kid(tok, r->token_len, kid, foot) != 0) {
+			e = admit_error_code((struct admit_result){ ADMIT_DENY, R_MALFORMED });
+			return respond_error(c, r, (unsigned)e.status, e.code, e.reason, NULL);
+		}
+	}
 	/* our copy is wiped in req_free; the header itself stays in
 	 * libmicrohttpd's connection pool, which we cannot wipe */
 	if ((r->token = strndup(tok, r->token_len)) == NULL)

@@ -1,10 +1,10 @@
 /* One connection to sbx-manager per operation (docs/protocol.md section 1):
- * HELLO, then REQUEST {"op","sandbox","token","args"}. node-api runs as an
+ * HELLO, then REQUEST {"op","sandbox","token","args"} (msg.h, token form). node-api runs as an
  * unprivileged user; the socket's group (see docs/worker.md) is what lets
  * it connect, and sbx-manager checks SO_PEERCRED again. */
 #include <errno.h>
 #include <jansson.h>
-#include <sodium.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "node-api.h"
+#include "msg.h"
 #include "proto.h"
 
 int
@@ -20,8 +21,9 @@ manager_open(const char *op, const char *sandbox, const char *token, json_t *arg
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = 120 };
 	enum proto_role peer;
-	json_t *req;
+	struct msg_request req;
 	char *s = NULL;
+	size_t len;
 	int fd, ret;
 
 	memcpy(sa.sun_path, ncfg.manager_socket, sizeof(ncfg.manager_socket));
@@ -36,33 +38,29 @@ manager_open(const char *op, const char *sandbox, const char *token, json_t *arg
 		ret = -EPROTO;
 		goto fail;
 	}
-	req = json_pack("{s:s, s:s, s:s, s:O}", "op", op, "sandbox", sandbox,
-	    "token", token, "args", args);
-	if (req == NULL) {
-		ret = -ENOMEM;
+	memset(&req, 0, sizeof(req));
+	if (op_parse(op, &req.op) != 0 || strlen(sandbox) >= sizeof(req.sandbox)) {
+		ret = -EINVAL;
 		goto fail;
 	}
-	s = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	if (s == NULL) {
-		ret = -ENOMEM;
+	strcpy(req.sandbox, sandbox);
+	/* borrowed, not copied: the encoder only reads them */
+	req.token = (char *)(uintptr_t)token;
+	req.token_len = strlen(token);
+	req.args = args;
+	/* the encoding holds the capability: msg_wipe_free; jansson's own
+	 * copy is wiped by the free function main.c installs
+	 * (space_json_wipe_frees) */
+	if ((ret = msg_request_encode(&req, MSG_FORM_TOKEN, &s, &len)) != 0)
 		goto fail;
-	}
-	if (strlen(s) > frame_max_len(MSG_REQUEST)) {
-		ret = -EMSGSIZE;
+	ret = frame_write_json(fd, MSG_REQUEST, s);
+	msg_wipe_free(s);
+	s = NULL;
+	if (ret != 0)
 		goto fail;
-	}
-	if ((ret = frame_write_json(fd, MSG_REQUEST, s)) != 0)
-		goto fail;
-	/* s holds the capability; jansson's own copy inside req is wiped
-	 * by the free function main.c installs (space_json_wipe_frees) */
-	sodium_memzero(s, strlen(s));
-	free(s);
 	return fd;
 fail:
-	if (s)
-		sodium_memzero(s, strlen(s));
-	free(s);
+	msg_wipe_free(s);
 	close(fd);
 	return ret;
 }

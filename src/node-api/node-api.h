@@ -23,10 +23,6 @@ extern struct napi_config ncfg;
 struct MHD_Daemon;
 struct MHD_Daemon *http_start(int listen_fd);
 
-/* token.c: 0 when the bearer has the shape of a v4.public capability;
- * -EINVAL otherwise (*why static) */
-int token_shape_check(const char *tok, size_t len, const char **why);
-
 /* manager.c: connect, HELLO, REQUEST {op, sandbox, token, args};
  * returns the fd or -errno */
 struct json_t;

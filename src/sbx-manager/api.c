@@ -2,7 +2,7 @@
  * verified bridge. One operation per connection, one thread per
  * connection (bounded).
  *
- *   node-api --HELLO, REQUEST{op,sandbox,token,args}--> here
+ *   node-api --HELLO, REQUEST{op,sandbox,token,args}--> here  (msg.h)
  *   admit_token() against the committed record     (non-ALLOW: ERROR, stop)
  *   connect + verify the bridge (bridge.c)          (failure: 503, stop)
  *   lease, then HELLO, REQUEST{op,sandbox,claims,args} --> bridge
@@ -25,6 +25,7 @@
 
 #include "bearer.h"
 #include "log.h"
+#include "msg.h"
 #include "proto.h"
 #include "sbx-manager.h"
 #include "util.h"
@@ -32,93 +33,18 @@
 static int listen_fd = -1;
 static atomic_uint nconns;
 
-static const char *
-outcome_code(enum admit_outcome o)
-{
-	switch (o) {
-	case ADMIT_DENY: return "deny";
-	case ADMIT_EXPIRED: return "capability_expired";
-	case ADMIT_REFRESH_ROUTE: return "refresh_route";
-	default: return "internal";
-	}
-}
-
-struct op_req {
-	char op_name[32];
-	enum op_kind op;
-	char sandbox[SPACE_ID_MAX + 1];
-	char *token;
-	size_t token_len;
-	json_t *args;
-};
-
-/* strict: exactly op, sandbox, token, args; returns a reason or NULL.
- * The token is a bearer secret. Our copy (r->token) and the frame it came
- * in are wiped by us; jansson's own copies (its lexer buffer, the string
- * value inside j) by the free function api_listen installs. */
-static const char *
-parse_request(const struct frame *f, struct op_req *r)
-{
-	json_error_t je;
-	json_t *j, *v;
-	const char *k, *why = NULL;
-
-	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
-	if (j == NULL || !json_is_object(j))
-		why = "request is not a JSON object";
-	else
-		json_object_foreach(j, k, v) {
-			if (strcmp(k, "op") == 0 && json_is_string(v) &&
-			    json_string_length(v) < sizeof(r->op_name))
-				snprintf(r->op_name, sizeof(r->op_name), "%s", json_string_value(v));
-			else if (strcmp(k, "sandbox") == 0 && json_is_string(v) &&
-			    id_valid(json_string_value(v)))
-				snprintf(r->sandbox, sizeof(r->sandbox), "%s", json_string_value(v));
-			else if (strcmp(k, "token") == 0 && json_is_string(v) &&
-			    json_string_length(v) <= SPACE_TOKEN_MAX &&
-			    /* an embedded NUL would make the length lie */
-			    strlen(json_string_value(v)) == json_string_length(v)) {
-				r->token_len = json_string_length(v);
-				r->token = strndup(json_string_value(v), r->token_len);
-			} else if (strcmp(k, "args") == 0 && json_is_object(v)) {
-				r->args = json_incref(v);
-			} else {
-				why = "unknown or invalid field in request";
-				break;
-			}
-		}
-	if (why == NULL && (r->op_name[0] == '\0' || op_parse(r->op_name, &r->op) != 0))
-		why = "unknown operation";
-	if (why == NULL && (r->sandbox[0] == '\0' || r->token == NULL || r->args == NULL))
-		why = "missing field in request";
-	json_decref(j);
-	return why;
-}
-
-static void
-op_req_free(struct op_req *r)
-{
-	if (r->token) {
-		sodium_memzero(r->token, r->token_len);
-		free(r->token);
-	}
-	json_decref(r->args);
-}
-
 /* the RESPONSE must come from the execution we admitted for */
 static bool
 serving_matches(const struct frame *f, const struct route_identity *want)
 {
-	struct route_identity got;
-	json_error_t je;
-	json_t *j, *s;
-	bool ok = false;
+	struct msg_response m;
+	const char *why;
+	bool ok;
 
-	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
-	if (j && json_is_object(j) && (s = json_object_get(j, "serving")) != NULL &&
-	    route_identity_unpack(s, &got) == 0)
-		ok = route_identity_equal(&got, want);
-	json_decref(j);
+	if (msg_response_decode(f->payload, f->len, MSG_FORM_CLAIMS, &m, &why) != 0)
+		return false;
+	ok = route_identity_equal(&m.serving, want);
+	msg_response_free(&m);
 	return ok;
 }
 
@@ -133,25 +59,21 @@ forward(int to, const struct frame *f)
 static int
 forward_error(int to, const struct frame *f, const struct route_identity *id)
 {
-	json_error_t je;
-	json_t *j;
+	struct msg_error m;
+	const char *why;
 	char *s = NULL;
+	size_t n;
 	int ret;
 
-	j = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &je);
-	if (j == NULL || !json_is_object(j) || !json_is_integer(json_object_get(j, "status")) ||
-	    !json_is_string(json_object_get(j, "error"))) {
-		json_decref(j);
+	/* the bridge never names the execution itself: that is ours to say */
+	if (msg_error_decode(f->payload, f->len, false, &m, &why) != 0)
 		return frame_write_error(to, 503, "unavailable", NULL,
 		    "bad answer from the bridge");
-	}
-	json_object_set_new(j, "serving", route_identity_pack(id));
-	s = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	if (s == NULL)
-		return -ENOMEM;
-	ret = strlen(s) <= SPACE_FRAME_JSON_MAX ? frame_write_json(to, MSG_ERROR, s) :
-	    frame_write_error(to, 502, "internal", NULL, "answer too large");
+	m.has_serving = true;
+	m.serving = *id;
+	if ((ret = msg_error_encode(&m, &s, &n)) != 0)
+		return frame_write_error(to, 502, "internal", NULL, "answer too large");
+	ret = frame_write(to, MSG_ERROR, s, n);
 	free(s);
 	return ret;
 }
@@ -159,7 +81,7 @@ forward_error(int to, const struct frame *f, const struct route_identity *id)
 /* relay one operation; both fds are verified and the lease is held */
 static void
 relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *rec,
-    const struct capability *cap, const char *op_name)
+    const struct capability *cap, const char *what)
 {
 	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
 	bool bridge_broken = false;
@@ -193,7 +115,7 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *r
 					goto bridge_violation;
 				if (!serving_matches(&f, &rec->id)) {
 					metrics_inc(MC_SERVING_MISMATCH);
-					audit_refusal("serving_mismatch", op_name, rec->id.sandbox, cap,
+					audit_refusal("serving_mismatch", what, rec->id.sandbox, cap,
 					    rec, "unavailable", "serving identity differs from the record");
 					frame_write_error(cfd, 503, "unavailable", NULL,
 					    "execution identity mismatch");
@@ -272,7 +194,7 @@ static void
 handle(int cfd)
 {
 	struct timeval tv = { .tv_sec = MGR_IO_TIMEOUT_S }, stv = { .tv_sec = 120 };
-	struct op_req req = { 0 };
+	struct msg_request req = { 0 }, fwd_req;
 	struct frame f = { 0 };
 	struct record rec, now_rec;
 	struct runtime_record rr;
@@ -281,11 +203,11 @@ handle(int cfd)
 	struct capability cap;
 	struct lease *l = NULL;
 	enum proto_role peer;
-	json_t *fwd = NULL;
-	char *claims = NULL, *fwd_s = NULL;
+	char *fwd_s = NULL;
+	size_t fwd_len;
 	const char *why;
 	bool have;
-	int bfd = -1;
+	int bfd = -1, r;
 
 	setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv));
@@ -298,11 +220,14 @@ handle(int cfd)
 		metrics_inc(MC_BAD_REQUEST);
 		goto out;               /* an unexpected frame closes the connection */
 	}
-	why = parse_request(&f, &req);
-	/* the raw REQUEST holds the token: wiped as soon as it is parsed */
+	/* The token is a bearer secret: req.token is wiped by
+	 * msg_request_free, the raw frame right here, jansson's own copies
+	 * (its lexer buffer, the string value) by the free function
+	 * api_listen installs. */
+	r = msg_request_decode(f.payload, f.len, MSG_FORM_TOKEN, &req, &why);
 	sodium_memzero(f.payload, f.len);
 	frame_free(&f);
-	if (why != NULL) {
+	if (r != 0) {
 		metrics_inc(MC_BAD_REQUEST);
 		frame_write_error(cfd, 400, "bad_request", NULL, why);
 		goto out;
@@ -319,10 +244,9 @@ handle(int cfd)
 	res = admit_token(mgr_verifier, req.token, req.token_len, have ? &rr : NULL, &ar, &cap);
 	metrics_admission(res.outcome, res.reason);
 	if (res.outcome != ADMIT_ALLOW) {
-		audit_refusal("admission", req.op_name, req.sandbox, &cap, have ? &rec : NULL,
+		audit_refusal("admission", op_name(req.op), req.sandbox, &cap, have ? &rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
-		frame_write_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
-		    admit_reason_str(res.reason), NULL);
+		frame_write_refusal(cfd, res);
 		goto out;
 	}
 
@@ -346,16 +270,15 @@ handle(int cfd)
 			res.reason = R_NOT_SERVING;
 		}
 		metrics_admission(res.outcome, res.reason);
-		audit_refusal("admission", req.op_name, req.sandbox, &cap, have ? &now_rec : NULL,
+		audit_refusal("admission", op_name(req.op), req.sandbox, &cap, have ? &now_rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
-		frame_write_error(cfd, admit_http_status(res.outcome), outcome_code(res.outcome),
-		    admit_reason_str(res.reason), NULL);
+		frame_write_refusal(cfd, res);
 		goto out;
 	}
 	if ((bfd = bridge_connect(&rec, &why)) < 0) {
 		metrics_inc(bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
 		metrics_bridge_refusal(why);
-		audit_refusal("bridge", req.op_name, req.sandbox, &cap, &rec, "unavailable", why);
+		audit_refusal("bridge", op_name(req.op), req.sandbox, &cap, &rec, "unavailable", why);
 		frame_write_error(cfd, 503, "unavailable", NULL, "execution unavailable");
 		bfd = -1;
 		goto out;
@@ -378,15 +301,14 @@ handle(int cfd)
 		    "the execution refused the operation");
 		goto out;
 	}
-	if (claims_encode(&cap, &claims) != 0 ||
-	    (fwd = json_pack("{s:s, s:s, s:s, s:O}", "op", req.op_name, "sandbox", req.sandbox,
-	    "claims", claims, "args", req.args)) == NULL ||
-	    (fwd_s = json_dumps(fwd, JSON_COMPACT)) == NULL) {
-		frame_write_error(cfd, 500, "internal", NULL, "cannot build request");
-		goto out;
-	}
-	if (strlen(fwd_s) > frame_max_len(MSG_REQUEST)) {
-		frame_write_error(cfd, 413, "too_large", NULL, "request too large");
+	/* the claims travel as the claims object, verified here once */
+	fwd_req = (struct msg_request){ .op = req.op, .claims = cap, .args = req.args };
+	memcpy(fwd_req.sandbox, req.sandbox, sizeof(fwd_req.sandbox));
+	if ((r = msg_request_encode(&fwd_req, MSG_FORM_CLAIMS, &fwd_s, &fwd_len)) != 0) {
+		if (r == -EMSGSIZE)
+			frame_write_error(cfd, 413, "too_large", NULL, "request too large");
+		else
+			frame_write_error(cfd, 500, "internal", NULL, "cannot build request");
 		goto out;
 	}
 	if (frame_write_json(bfd, MSG_REQUEST, fwd_s) != 0) {
@@ -394,18 +316,16 @@ handle(int cfd)
 		goto out;
 	}
 	metrics_inc(MC_ALLOW);
-	relay(cfd, bfd, l, req.op, &rec, &cap, req.op_name);
+	relay(cfd, bfd, l, req.op, &rec, &cap, op_name(req.op));
 out:
 	/* the lease goes before the fds: a canceller never touches a
 	 * descriptor number that was closed and reused */
 	lease_remove(l);
 	if (bfd >= 0)
 		close(bfd);
-	free(claims);
 	free(fwd_s);
-	json_decref(fwd);
 	frame_free(&f);
-	op_req_free(&req);
+	msg_request_free(&req);
 	close(cfd);
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "msg.h"
 #include "sbx-manager.h"
 #include "snapshot.h"
 #include "util.h"
@@ -261,30 +262,29 @@ failed:
 	return ret ? ret : -EIO;
 }
 
+/* a resource of the spec (0: not given, the default applies) within
+ * this worker's bounds */
 static int
-spec_u32(json_t *res, const char *key, uint32_t def, uint32_t max, uint32_t *out)
+spec_u32(uint32_t given, uint32_t def, uint32_t max, uint32_t *out)
 {
-	json_t *v = res ? json_object_get(res, key) : NULL;
-
-	if (v == NULL || json_is_null(v)) {
+	if (given == 0) {
 		*out = def;
 		return 0;
 	}
-	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
+	if (given > max)
 		return -EINVAL;
-	*out = (uint32_t)json_integer_value(v);
+	*out = given;
 	return 0;
 }
 
 static void
-do_install(const struct route_identity *id, json_t *spec)
+do_install(const struct msg_assignment *a)
 {
+	const struct route_identity *id = &a->id;
 	struct record old, r;
 	bool have_old;
-	json_t *res = spec ? json_object_get(spec, "resources") : NULL;
-	const char *tmpl = "host";
-	json_t *t = spec ? json_object_get(spec, "template") : NULL;
-	json_t *snap = spec ? json_object_get(spec, "snapshot") : NULL;
+	const char *tmpl = a->template_name[0] ? a->template_name : "host";
+	const char *snap = a->snapshot[0] ? a->snapshot : NULL;
 	const char *why = NULL;
 
 	metrics_inc(MC_INSTALLS);
@@ -298,21 +298,14 @@ do_install(const struct route_identity *id, json_t *spec)
 		control_report(id, "failed", "substrate not supported on this worker");
 		return;
 	}
-	if (t && json_is_string(t))
-		tmpl = json_string_value(t);
 	memset(&r, 0, sizeof(r));
 	r.id = *id;
-	if (!id_valid(tmpl) || strlen(tmpl) >= sizeof(r.template_name) ||
-	    spec_u32(res, "memory_mb", 512, 1u << 20, &r.memory_mb) != 0 ||
-	    spec_u32(res, "pids", 256, 1u << 22, &r.pids) != 0 ||
-	    spec_u32(res, "cpu_percent", 100, 100000, &r.cpu_percent) != 0 ||
-	    spec_u32(res, "disk_mb", cfg.disk_mb, 1u << 24, &r.disk_mb) != 0) {
+	if (strlen(tmpl) >= sizeof(r.template_name) ||
+	    spec_u32(a->memory_mb, 512, 1u << 20, &r.memory_mb) != 0 ||
+	    spec_u32(a->pids, 256, 1u << 22, &r.pids) != 0 ||
+	    spec_u32(a->cpu_percent, 100, 100000, &r.cpu_percent) != 0 ||
+	    spec_u32(a->disk_mb, cfg.disk_mb, 1u << 24, &r.disk_mb) != 0) {
 		control_report(id, "failed", "invalid spec");
-		return;
-	}
-	if (snap && !json_is_null(snap) && (!json_is_string(snap) ||
-	    json_string_length(snap) != SNAPSHOT_DIGEST_HEX)) {
-		control_report(id, "failed", "invalid snapshot digest");
 		return;
 	}
 	snprintf(r.template_name, sizeof(r.template_name), "%s", tmpl);
@@ -360,14 +353,14 @@ do_install(const struct route_identity *id, json_t *spec)
 				control_report(&old.id, "retired", NULL);
 		}
 	}
-	if (snap && json_is_string(snap)) {
+	if (snap != NULL) {
 		/* the new layer is built from the verified archive before the
 		 * bridge ever sees it; the digest is in the record so that a
 		 * restore cut short by a crash is done again on restart */
-		snprintf(r.snapshot, sizeof(r.snapshot), "%s", json_string_value(snap));
+		snprintf(r.snapshot, sizeof(r.snapshot), "%s", snap);
 		if (records_put(&r) != 0 || make_run_dir(r.run_dir) != 0 ||
 		    mkdir_p(r.layer_dir, 0711) != 0 ||
-		    layer_restore(&r, json_string_value(snap), &why) != 0) {
+		    layer_restore(&r, snap, &why) != 0) {
 			log_warnx("install %s g%llu: restore failed: %s", id->sandbox,
 			    (unsigned long long)id->generation, why ? why : "error");
 			metrics_inc(MC_INSTALL_FAILED);
@@ -378,7 +371,7 @@ do_install(const struct route_identity *id, json_t *spec)
 			return;
 		}
 		log_info("install %s g%llu: layer restored from snapshot %s", id->sandbox,
-		    (unsigned long long)id->generation, json_string_value(snap));
+		    (unsigned long long)id->generation, snap);
 	}
 	launch(&r);
 }
@@ -456,18 +449,13 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 
 /* a live snapshot of a serving execution */
 static void
-do_snapshot(const struct route_identity *id, json_t *spec)
+do_snapshot(const struct route_identity *id, const char *sid)
 {
 	char digest[SNAPSHOT_DIGEST_HEX + 1];
-	const char *sid = NULL;
 	uint64_t size = 0;
 	struct record r;
 	int rc;
 
-	if (spec == NULL || json_unpack(spec, "{s:s}", "snapshot_id", &sid) != 0 || !id_valid(sid)) {
-		log_warnx("snapshot assignment without a valid snapshot_id skipped");
-		return;
-	}
 	if (records_get(id->sandbox, &r) != 0 || !route_identity_equal(&r.id, id) ||
 	    r.state != EXEC_SERVING) {
 		control_report_snapshot(sid, id, NULL, 0, "execution not serving on this worker");
@@ -485,27 +473,35 @@ do_snapshot(const struct route_identity *id, json_t *spec)
 }
 
 static int
-apply(json_t *a)
+apply(const struct msg_assignment *a)
 {
-	struct route_identity id;
-	const char *action;
-	json_t *jid, *spec = NULL;
-
-	if (json_unpack(a, "{s:s, s:o, s?o}", "action", &action, "identity", &jid,
-	    "spec", &spec) != 0 || route_identity_unpack(jid, &id) != 0) {
-		log_warnx("assignments: malformed assignment skipped");
+	if (a->invalid != NULL) {
+		/* an install we cannot do is the control plane's to know; the
+		 * rest is skipped (it would come back the same) */
+		if (a->action == ASSIGN_INSTALL && a->id.sandbox[0] != '\0') {
+			metrics_inc(MC_INSTALLS);
+			pthread_mutex_lock(&assign_lock);
+			control_report(&a->id, "failed", a->invalid);
+			pthread_mutex_unlock(&assign_lock);
+		} else
+			log_warnx("assignments: malformed assignment skipped (%s)", a->invalid);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&assign_lock);
-	if (strcmp(action, "install") == 0)
-		do_install(&id, spec);
-	else if (strcmp(action, "retire") == 0) {
-		json_t *sn = spec ? json_object_get(spec, "snapshot") : NULL;
-		do_retire(&id, sn != NULL && json_is_true(sn));
-	} else if (strcmp(action, "snapshot") == 0)
-		do_snapshot(&id, spec);
-	else
+	switch (a->action) {
+	case ASSIGN_INSTALL:
+		do_install(a);
+		break;
+	case ASSIGN_RETIRE:
+		do_retire(&a->id, a->want_snapshot);
+		break;
+	case ASSIGN_SNAPSHOT:
+		do_snapshot(&a->id, a->snapshot_id);
+		break;
+	default:
 		log_warnx("assignments: unknown action skipped");
+		break;
+	}
 	pthread_mutex_unlock(&assign_lock);
 	return 0;
 }
@@ -513,11 +509,12 @@ apply(json_t *a)
 void *
 assign_thread(void *arg)
 {
-	uint64_t rev = 0, r;
-	json_error_t je;
-	json_t *j, *list, *a, *jr;
+	struct msg_assignments m;
+	const char *why;
+	uint64_t rev = 0;
 	char *body;
 	size_t i;
+	int rc;
 
 	(void)arg;
 	if (records_meta_get("assign_rev", &rev) != 0)
@@ -528,33 +525,30 @@ assign_thread(void *arg)
 			sleep(2);
 			continue;
 		}
-		j = json_loads(body, JSON_REJECT_DUPLICATES, &je);
+		rc = body ? msg_assignments_decode(body, strlen(body), &m, &why) : -EINVAL;
 		free(body);
-		if (j == NULL || json_unpack(j, "{s:I, s:o}", "revision", (json_int_t *)&r,
-		    "assignments", &list) != 0 || !json_is_array(list)) {
+		if (rc != 0) {
 			log_warnx("assignments: malformed answer");
-			json_decref(j);
 			sleep(2);
 			continue;
 		}
-		json_array_foreach(list, i, a) {
-			apply(a);
+		for (i = 0; i < m.n; i++) {
+			apply(&m.a[i]);
 			/* persisted per assignment: a crash re-applies at most
 			 * the one in progress, and apply is idempotent */
-			if ((jr = json_object_get(a, "revision")) && json_is_integer(jr) &&
-			    (uint64_t)json_integer_value(jr) > rev) {
-				rev = (uint64_t)json_integer_value(jr);
+			if (m.a[i].revision > rev) {
+				rev = m.a[i].revision;
 				records_meta_set("assign_rev", rev);
 			}
 		}
-		if (r != rev) {
-			if (r < rev)
+		if (m.revision != rev) {
+			if (m.revision < rev)
 				log_warnx("assignments: revision went back from %llu to %llu",
-				    (unsigned long long)rev, (unsigned long long)r);
-			rev = r;
+				    (unsigned long long)rev, (unsigned long long)m.revision);
+			rev = m.revision;
 			records_meta_set("assign_rev", rev);
 		}
-		json_decref(j);
+		msg_assignments_free(&m);
 	}
 	return NULL;
 }

@@ -28,6 +28,7 @@
 #include "guestmac.h"
 #include "limits.h"
 #include "log.h"
+#include "msg.h"
 #include "proto.h"
 #include "util.h"
 
@@ -135,40 +136,34 @@ static int
 answer_challenge(struct guest *g, const uint8_t secret[GUEST_SECRET_LEN])
 {
 	struct frame f = { 0 };
-	json_t *o = NULL, *nonce;
-	json_error_t jerr;
-	uint8_t n[GUEST_NONCE_LEN], mac[GUEST_MAC_LEN];
-	char macb[64];
+	struct msg_challenge ch;
+	struct msg_challenge_reply rep;
+	const char *why;
 	char *out = NULL;
+	size_t n;
 	int r;
 
+	memset(&rep, 0, sizeof(rep));
 	if ((r = frame_read(g->control, &f)) < 0)
 		return r;
 	r = -EPROTO;
-	if (f.type != MSG_CHALLENGE)
+	if (f.type != MSG_CHALLENGE || msg_challenge_decode(f.payload, f.len, &ch, &why) != 0)
 		goto out;
-	o = json_loadb((const char *)f.payload, f.len, JSON_REJECT_DUPLICATES, &jerr);
-	if (o == NULL || !json_is_object(o) || json_object_size(o) != 1 ||
-	    !json_is_string(nonce = json_object_get(o, "nonce")) ||
-	    b64url_decode(json_string_value(nonce), json_string_length(nonce), n,
-	    sizeof(n)) != GUEST_NONCE_LEN)
-		goto out;
-	if ((r = guest_mac(secret, n, g->sandbox, g->generation, g->activation, mac)) < 0 ||
-	    (r = (int)b64url_encode(mac, sizeof(mac), macb, sizeof(macb))) < 0)
-		goto out;
-	json_decref(o);
-	o = json_pack("{s:s,s:I,s:I,s:s}", "sandbox", g->sandbox,
-	    "generation", (json_int_t)g->generation, "activation",
-	    (json_int_t)g->activation, "mac", macb);
-	if (o == NULL || (out = json_dumps(o, JSON_COMPACT)) == NULL) {
-		r = -ENOMEM;
+	if (strlen(g->sandbox) >= sizeof(rep.sandbox)) {
+		r = -EINVAL;
 		goto out;
 	}
-	r = frame_write_json(g->control, MSG_CHALLENGE_REPLY, out);
+	strcpy(rep.sandbox, g->sandbox);
+	rep.generation = g->generation;
+	rep.activation = g->activation;
+	if ((r = guest_mac(secret, ch.nonce, g->sandbox, g->generation, g->activation,
+	    rep.mac)) < 0 || (r = msg_challenge_reply_encode(&rep, &out, &n)) < 0)
+		goto out;
+	r = frame_write(g->control, MSG_CHALLENGE_REPLY, out, n);
 out:
-	sodium_memzero(mac, sizeof(mac));
-	free(out);
-	json_decref(o);
+	sodium_memzero(&rep, sizeof(rep));
+	if (out != NULL)
+		msg_wipe_free(out);
 	frame_free(&f);
 	return r;
 }

@@ -10,6 +10,7 @@
 #include "guest.h"
 #include "limits.h"
 #include "log.h"
+#include "msg.h"
 #include "proto.h"
 
 static const struct {
@@ -29,19 +30,19 @@ static const struct {
 int
 send_result(int fd, json_t *result)
 {
-	json_t *o;
+	struct msg_response m = { .result = result };
 	char *s;
+	size_t n;
 	int r;
 
 	if (result == NULL)
 		return send_error(fd, 500, "internal", "out of memory");
-	o = json_pack("{s:i,s:o}", "status", 200, "result", result);
-	if (o == NULL || (s = json_dumps(o, JSON_COMPACT)) == NULL) {
-		json_decref(o);
-		return send_error(fd, 500, "internal", "out of memory");
-	}
-	json_decref(o);
-	r = frame_write_json(fd, MSG_RESPONSE, s);
+	r = msg_response_encode(&m, MSG_FORM_GUEST, &s, &n);
+	json_decref(result);
+	if (r != 0)
+		return send_error(fd, 500, "internal", r == -EMSGSIZE ? "result too large" :
+		    "out of memory");
+	r = frame_write(fd, MSG_RESPONSE, s, n);
 	free(s);
 	return r;
 }
@@ -117,13 +118,9 @@ args_only(json_t *args, const char *const *allowed, const char **bad)
 void
 op_serve(int fd)
 {
-	static const char *const req_keys[] = { "op", "args", NULL };
+	struct msg_request req = { 0 };
 	struct frame f = { 0 };
-	json_error_t jerr;
-	json_t *req = NULL, *op, *args;
-	enum op_kind kind;
-	const char *bad;
-	char msg[128];
+	const char *why;
 	size_t i;
 	int r;
 
@@ -143,34 +140,18 @@ op_serve(int fd)
 		send_error(fd, 400, "bad_request", "expected REQUEST");
 		goto out;
 	}
-	req = json_loadb((const char *)f.payload, f.len, JSON_REJECT_DUPLICATES, &jerr);
-	if (req == NULL || !json_is_object(req)) {
-		send_error(fd, 400, "bad_request", "REQUEST is not a JSON object");
-		goto out;
-	}
-	if (args_only(req, req_keys, &bad) < 0) {
-		snprintf(msg, sizeof(msg), "unknown field in REQUEST");
-		send_error(fd, 400, "bad_request", msg);
-		goto out;
-	}
-	op = json_object_get(req, "op");
-	args = json_object_get(req, "args");
-	if (!json_is_string(op) || op_parse(json_string_value(op), &kind) < 0) {
-		send_error(fd, 400, "bad_request", "unknown op");
-		goto out;
-	}
-	if (!json_is_object(args)) {
-		send_error(fd, 400, "bad_request", "args must be an object");
+	if (msg_request_decode(f.payload, f.len, MSG_FORM_GUEST, &req, &why) != 0) {
+		send_error(fd, 400, "bad_request", why);
 		goto out;
 	}
 	for (i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++)
-		if (op_table[i].op == kind) {
-			op_table[i].fn(fd, args);
+		if (op_table[i].op == req.op) {
+			op_table[i].fn(fd, req.args);
 			goto out;
 		}
 	send_error(fd, 400, "bad_request", "op not served here");
 out:
-	json_decref(req);
+	msg_request_free(&req);
 	frame_free(&f);
 	close(fd);
 }

@@ -20,6 +20,7 @@
 #include "host.h"
 #include "limits.h"
 #include "log.h"
+#include "msg.h"
 #include "proto.h"
 #include "util.h"
 
@@ -32,17 +33,6 @@ bridge_refuse(int fd, int status, const char *code, const char *message)
 {
 	frame_write_error(fd, status, code, NULL, message);
 	close(fd);
-}
-
-static const char *
-outcome_code(enum admit_outcome o)
-{
-	switch (o) {
-	case ADMIT_DENY: return "deny";
-	case ADMIT_EXPIRED: return "capability_expired";
-	case ADMIT_REFRESH_ROUTE: return "refresh_route";
-	default: return "deny";
-	}
 }
 
 static void
@@ -60,56 +50,48 @@ static int
 relay_response(struct host *h, int client, const struct frame *f, bool check_oom,
     uint64_t oom_before)
 {
-	json_t *o, *res, *serving;
-	json_error_t jerr;
-	char *s;
-	int r = -EPROTO;
+	struct msg_response m;
+	const char *why;
+	char *s = NULL;
+	size_t n;
+	int r;
 
-	o = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
-	if (o == NULL || !json_is_object(o) || json_object_size(o) != 2 ||
-	    !json_is_integer(json_object_get(o, "status")) ||
-	    json_integer_value(json_object_get(o, "status")) != 200 ||
-	    !json_is_object(res = json_object_get(o, "result")))
-		goto out;
+	if (msg_response_decode(f->payload, f->len, MSG_FORM_GUEST, &m, &why) != 0)
+		return -EPROTO;
 	if (check_oom) {
 		uint64_t after;
-		json_t *sig = json_object_get(res, "signal");
+		json_t *sig = json_object_get(m.result, "signal");
 		if (h->ops->oom_kills(h->sub, &after) == 0 && after > oom_before &&
 		    json_is_integer(sig) && json_integer_value(sig) == 9)
-			json_object_set_new(res, "oom_killed", json_true());
+			json_object_set_new(m.result, "oom_killed", json_true());
 	}
-	if ((serving = route_identity_pack(&h->rec.id)) == NULL) {
-		r = -ENOMEM;
-		goto out;
-	}
-	json_object_set_new(o, "serving", serving);
-	if ((s = json_dumps(o, JSON_COMPACT)) == NULL) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = frame_write_json(client, MSG_RESPONSE, s);
+	m.serving = h->rec.id;
+	r = msg_response_encode(&m, MSG_FORM_CLAIMS, &s, &n);
+	msg_response_free(&m);
+	if (r == 0)
+		r = frame_write(client, MSG_RESPONSE, s, n);
 	free(s);
-out:
-	json_decref(o);
 	return r;
 }
 
-/* the guest's ERROR, passed on only if it is the JSON object it should be */
+/* the guest's ERROR, passed on only if it is the message it should be
+ * (and re-encoded: what reaches sbx-manager is what the codec wrote) */
 static int
 relay_error(int client, const struct frame *f)
 {
-	json_t *o;
-	json_error_t jerr;
+	struct msg_error m;
+	const char *why;
+	char *s = NULL;
+	size_t n;
+	int r;
 
-	o = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
-	if (o == NULL || !json_is_object(o) || !json_is_integer(json_object_get(o, "status")) ||
-	    !json_is_string(json_object_get(o, "error"))) {
-		json_decref(o);
+	if (msg_error_decode(f->payload, f->len, false, &m, &why) != 0 ||
+	    msg_error_encode(&m, &s, &n) != 0)
 		return frame_write_error(client, 500, "internal", NULL,
 		    "malformed error from the guest");
-	}
-	json_decref(o);
-	return frame_write(client, MSG_ERROR, f->payload, f->len);
+	r = frame_write(client, MSG_ERROR, s, n);
+	free(s);
+	return r;
 }
 
 /* the guest side broke before it answered */
@@ -203,70 +185,16 @@ relay_download(struct host *h, int client, int guest)
 	}
 }
 
-static int
-parse_request(const struct frame *f, json_t **req, enum op_kind *op,
-    struct capability *cap, const char **why)
-{
-	static const char *const keys[] = { "op", "sandbox", "claims", "args" };
-	json_t *o, *c;
-	json_error_t jerr;
-	char *cj = NULL;
-	const char *cjs;
-	size_t i, cl;
-	int r;
-
-	*req = NULL;
-	o = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
-	if (o == NULL || !json_is_object(o)) {
-		json_decref(o);
-		return *why = "REQUEST is not a JSON object", -EINVAL;
-	}
-	*req = o;
-	if (json_object_size(o) != 4)
-		return *why = "REQUEST must hold op, sandbox, claims and args", -EINVAL;
-	for (i = 0; i < 4; i++)
-		if (json_object_get(o, keys[i]) == NULL)
-			return *why = "REQUEST must hold op, sandbox, claims and args", -EINVAL;
-	if (!json_is_string(json_object_get(o, "op")) ||
-	    op_parse(json_string_value(json_object_get(o, "op")), op) < 0)
-		return *why = "unknown op", -EINVAL;
-	if (!json_is_string(json_object_get(o, "sandbox")) ||
-	    !id_valid(json_string_value(json_object_get(o, "sandbox"))))
-		return *why = "sandbox is not a valid id", -EINVAL;
-	if (!json_is_object(json_object_get(o, "args")))
-		return *why = "args must be an object", -EINVAL;
-	/* claims: the claims JSON text (claims_encode), or the object itself */
-	c = json_object_get(o, "claims");
-	if (json_is_string(c)) {
-		cjs = json_string_value(c);
-		cl = json_string_length(c);
-	} else if (json_is_object(c)) {
-		if ((cj = json_dumps(c, JSON_COMPACT)) == NULL)
-			return *why = "out of memory", -ENOMEM;
-		cjs = cj;
-		cl = strlen(cj);
-	} else
-		return *why = "claims must be the claims JSON", -EINVAL;
-	if (cl > SPACE_CLAIMS_MAX) {
-		free(cj);
-		return *why = "claims too large", -EACCES;
-	}
-	r = claims_decode(cjs, cl, cap, why);
-	free(cj);
-	return r < 0 ? -EACCES : 0;
-}
-
 static void
 serve(struct host *h, int client)
 {
 	struct frame f = { 0 }, g = { 0 };
-	json_t *req = NULL, *fwd = NULL;
-	struct capability cap;
+	struct msg_request req = { 0 };
 	struct admit_request ar;
 	struct admit_result res;
 	enum proto_role peer;
-	enum op_kind op;
 	const char *why = NULL;
+	size_t slen;
 	char open_json[48], *s = NULL;
 	int sp[2] = { -1, -1 }, r;
 	uint64_t oom_before = 0;
@@ -286,12 +214,13 @@ serve(struct host *h, int client)
 		frame_write_error(client, 400, "bad_request", NULL, "expected REQUEST");
 		goto out;
 	}
-	memset(&cap, 0, sizeof(cap));
-	r = parse_request(&f, &req, &op, &cap, &why);
+	r = msg_request_decode(f.payload, f.len, MSG_FORM_CLAIMS, &req, &why);
 	if (r == -EACCES) {
 		/* claims we cannot read are refused like a bad token */
-		frame_write_error(client, admit_http_status(ADMIT_DENY), "deny",
-		    admit_reason_str(R_BAD_CLAIMS), why);
+		struct admit_error e = admit_error_code((struct admit_result){ ADMIT_DENY,
+		    R_BAD_CLAIMS });
+
+		frame_write_error(client, e.status, e.code, e.reason, why);
 		goto out;
 	}
 	if (r < 0) {
@@ -303,17 +232,16 @@ serve(struct host *h, int client)
 	 * must still not reach another sandbox, generation or activation */
 	ar = (struct admit_request){
 		.kind = RECV_BRIDGE,
-		.target_sandbox = json_string_value(json_object_get(req, "sandbox")),
+		.target_sandbox = req.sandbox,
 		.receiver_sandbox = h->rec.id.sandbox,
-		.need_access = op_access(op),
+		.need_access = op_access(req.op),
 		.now = now_unix(),
 	};
-	res = admit(&cap, &h->rec, &ar);
+	res = admit(&req.claims, &h->rec, &ar);
 	if (res.outcome != ADMIT_ALLOW) {
-		log_info("refused %s: %s (%s)", op_name(op), admit_outcome_str(res.outcome),
+		log_info("refused %s: %s (%s)", op_name(req.op), admit_outcome_str(res.outcome),
 		    admit_reason_str(res.reason));
-		frame_write_error(client, admit_http_status(res.outcome), outcome_code(res.outcome),
-		    admit_reason_str(res.reason), NULL);
+		frame_write_refusal(client, res);
 		goto out;
 	}
 	if (atomic_load(&h->guest_dead)) {
@@ -338,25 +266,23 @@ serve(struct host *h, int client)
 		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 		goto out;
 	}
-	fwd = json_pack("{s:O,s:O}", "op", json_object_get(req, "op"), "args",
-	    json_object_get(req, "args"));
-	if (fwd == NULL || (s = json_dumps(fwd, JSON_COMPACT)) == NULL) {
+	if (msg_request_encode(&req, MSG_FORM_GUEST, &s, &slen) != 0) {
 		frame_write_error(client, 500, "internal", NULL, "out of memory");
 		goto out;
 	}
-	if (op == OP_EXEC)
+	if (req.op == OP_EXEC)
 		h->ops->oom_kills(h->sub, &oom_before);
-	if (frame_write_json(sp[0], MSG_REQUEST, s) < 0) {
+	if (frame_write(sp[0], MSG_REQUEST, s, slen) < 0) {
 		guest_lost(h, client);
 		goto out;
 	}
-	if (op == OP_FS_WRITE) {
+	if (req.op == OP_FS_WRITE) {
 		set_timeouts(sp[0], BRIDGE_IDLE_SECONDS);
 		if (relay_upload(h, client, sp[0], &answered) < 0 || answered)
 			goto out;
 	}
 	/* an exec may run for its whole timeout: no idle limit on the answer */
-	if (op == OP_EXEC) {
+	if (req.op == OP_EXEC) {
 		struct timeval tv = { 0, 0 };
 		setsockopt(sp[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
@@ -368,21 +294,19 @@ serve(struct host *h, int client)
 		relay_error(client, &g);
 		goto out;
 	}
-	if (g.type != MSG_RESPONSE || relay_response(h, client, &g, op == OP_EXEC, oom_before) < 0) {
+	if (g.type != MSG_RESPONSE || relay_response(h, client, &g, req.op == OP_EXEC, oom_before) < 0) {
 		frame_write_error(client, 500, "internal", NULL, "bad answer from the guest");
 		goto out;
 	}
-	if (op == OP_FS_READ)
+	if (req.op == OP_FS_READ)
 		relay_download(h, client, sp[0]);
 out:
 	free(s);
-	json_decref(fwd);
-	json_decref(req);
+	msg_request_free(&req);
 	frame_free(&f);
 	frame_free(&g);
 	if (sp[0] >= 0)
 		close(sp[0]);
-	explicit_bzero(&cap, sizeof(cap));
 }
 
 void

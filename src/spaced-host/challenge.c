@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
 #include <sodium.h>
 
 #include "host.h"
 #include "log.h"
+#include "msg.h"
 #include "proto.h"
 #include "util.h"
 
@@ -37,63 +37,47 @@ int
 challenge_guest(int control, const uint8_t secret[GUEST_SECRET_LEN],
     const struct route_identity *id, int timeout_ms, const char **why)
 {
-	static const char *const keys[] = { "sandbox", "generation", "activation", "mac" };
-	uint8_t nonce[GUEST_NONCE_LEN], want[GUEST_MAC_LEN], got[GUEST_MAC_LEN];
-	char nb[64], req[96];
+	struct msg_challenge ch;
+	struct msg_challenge_reply rep;
+	uint8_t want[GUEST_MAC_LEN];
 	struct frame f = { 0 };
-	json_t *o = NULL, *sbx, *gen, *act, *mac;
-	json_error_t jerr;
-	size_t i;
+	const char *bad;
+	char *req = NULL;
+	size_t n;
 	int r;
 
-	randombytes_buf(nonce, sizeof(nonce));
-	b64url_encode(nonce, sizeof(nonce), nb, sizeof(nb));
-	snprintf(req, sizeof(req), "{\"nonce\":\"%s\"}", nb);
-	if ((r = frame_write_json(control, MSG_CHALLENGE, req)) < 0) {
+	randombytes_buf(ch.nonce, sizeof(ch.nonce));
+	if ((r = msg_challenge_encode(&ch, &req, &n)) < 0 ||
+	    (r = frame_write(control, MSG_CHALLENGE, req, n)) < 0) {
+		free(req);
 		*why = "cannot send the challenge";
 		return r;
 	}
+	free(req);
 	if ((r = read_with_timeout(control, &f, timeout_ms)) < 0) {
 		*why = r == -ETIMEDOUT ? "no challenge reply in time" : "no challenge reply";
 		return r;
 	}
 	r = -EPERM;
 	*why = "malformed challenge reply";
-	if (f.type != MSG_CHALLENGE_REPLY)
-		goto out;
-	o = json_loadb((const char *)f.payload, f.len, JSON_REJECT_DUPLICATES, &jerr);
-	if (o == NULL || !json_is_object(o) || json_object_size(o) != 4)
-		goto out;
-	for (i = 0; i < 4; i++)
-		if (json_object_get(o, keys[i]) == NULL)
-			goto out;
-	sbx = json_object_get(o, "sandbox");
-	gen = json_object_get(o, "generation");
-	act = json_object_get(o, "activation");
-	mac = json_object_get(o, "mac");
-	if (!json_is_string(sbx) || !json_is_integer(gen) || !json_is_integer(act) ||
-	    !json_is_string(mac) || json_integer_value(gen) < 1 || json_integer_value(act) < 1 ||
-	    json_integer_value(act) > (json_int_t)UINT32_MAX ||
-	    b64url_decode(json_string_value(mac), json_string_length(mac), got,
-	    sizeof(got)) != GUEST_MAC_LEN)
+	if (f.type != MSG_CHALLENGE_REPLY ||
+	    msg_challenge_reply_decode(f.payload, f.len, &rep, &bad) != 0)
 		goto out;
 	/* the guest must serve exactly our execution: an old activation or
 	 * another sandbox's guest on this channel is refused */
 	*why = "guest reports another identity";
-	if (strlen(json_string_value(sbx)) != json_string_length(sbx) ||
-	    strcmp(json_string_value(sbx), id->sandbox) != 0 ||
-	    (uint64_t)json_integer_value(gen) != id->generation ||
-	    (uint32_t)json_integer_value(act) != id->activation)
+	if (strcmp(rep.sandbox, id->sandbox) != 0 || rep.generation != id->generation ||
+	    rep.activation != id->activation)
 		goto out;
-	guest_mac(secret, nonce, id->sandbox, id->generation, id->activation, want);
+	guest_mac(secret, ch.nonce, id->sandbox, id->generation, id->activation, want);
 	*why = "challenge MAC does not verify";
-	if (crypto_verify_32(want, got) != 0)       /* constant time */
+	if (crypto_verify_32(want, rep.mac) != 0)       /* constant time */
 		goto out;
 	*why = NULL;
 	r = 0;
 out:
 	sodium_memzero(want, sizeof(want));
-	json_decref(o);
+	sodium_memzero(&rep, sizeof(rep));
 	frame_free(&f);
 	return r;
 }

@@ -94,8 +94,14 @@ def call(path, op, sandbox, claims, args, infile=None, outfile=None, timeout=600
         name, body = recv_frame(s)
         if name != "HELLO":
             return name, json.loads(body), 0, False
-        # claims travel as the claims JSON text (claims_encode's output)
-        req = {"op": op, "sandbox": sandbox, "claims": claims, "args": args}
+        # claims travel as the claims object itself (docs/protocol.md);
+        # text that is not JSON is sent as a string, which the bridge
+        # refuses as a malformed REQUEST
+        try:
+            cl = json.loads(claims)
+        except ValueError:
+            cl = claims
+        req = {"op": op, "sandbox": sandbox, "claims": cl, "args": args}
         send_frame(s, "REQUEST", json.dumps(req))
         if infile is not None:
             try:

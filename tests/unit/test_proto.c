@@ -12,6 +12,7 @@
 
 #include "claims.h"
 #include "limits.h"
+#include "msg.h"
 #include "proto.h"
 #include "tap.h"
 
