@@ -33,13 +33,13 @@ LDFLAGS  += -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 # LDLIBS_ALL; --as-needed keeps only what each of them really calls
 # (gcc's sanitizer link turns that default off, hence the explicit flag).
 LIBS_node-api      := -lsodium -ljansson -lmicrohttpd
-LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl
+LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd
 LIBS_space         := -lsodium -ljansson -luv
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
 LIBS_spaced-host   := -lsodium -ljansson
 LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
-              -luv -lpthread -lm
+              -luv -larchive -lzstd -lpthread -lm
 
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

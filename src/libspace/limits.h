@@ -47,6 +47,10 @@
 #define SPACE_SNAPSHOT_ENTRIES_MAX (1u << 20) /* files, dirs, links in one snapshot archive */
 #define SPACE_SNAPSHOT_DEPTH_MAX   128        /* directory nesting in a snapshot */
 #define SPACE_SNAPSHOT_DIRBYTES_MAX (64u << 20) /* dir paths kept while restoring (modes, mtimes applied last) */
+#define SPACE_SNAPSHOT_SPARSE_MAX  65536      /* data regions of one file kept apart by holes (the smallest holes are stored as zeros beyond) */
+#define SPACE_SNAPSHOT_META_MAX    (64ull << 20) /* tar stream beyond twice the layer quota: headers of a full layer */
+#define SPACE_SNAPSHOT_WINDOW_LOG  23         /* zstd window a restore accepts (8 MiB of decoder memory) */
+#define SPACE_SNAPSHOT_ZSTD_LEVEL  3
 #define SPACE_ENDPOINT_MAX         512        /* a node-api base URL in the client route cache */
 #define SPACE_ROUTECACHE_ENTRIES   1024       /* sandboxes in the client route cache file */
 #define SPACE_ROUTECACHE_FILE_MAX  (8u << 20) /* the route cache file, bytes */

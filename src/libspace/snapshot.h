@@ -1,11 +1,14 @@
 /* Content-addressed snapshots of a sandbox's writable layer (DESIGN 9, 11).
  *
- * An archive is one file STORE/<hex BLAKE2b-256>.snap in a simple framed
- * format (docs/recovery.md): regular files, directories, symlinks and
- * overlay whiteouts with their permission bits and mtimes; ownership is not
+ * An archive is one file STORE/<hex BLAKE2b-256>.snap: a POSIX pax tar
+ * stream (libarchive) compressed as one zstd frame, followed by a zstd
+ * skippable frame that repeats the digest (docs/recovery.md). It holds
+ * regular files (sparse ones as pax sparse entries: holes are neither
+ * stored nor filled on restore), directories, symlinks and overlay
+ * whiteouts with their permission bits and mtimes; ownership is not
  * recorded (the substrate assigns it when it resumes the layer). The name is
- * the digest of the archive body, which is also stored as the trailer, so a
- * restore verifies the whole file before it creates anything. */
+ * the digest of everything before the trailer, so a restore verifies the
+ * whole file before it creates anything. */
 #ifndef SPACE_SNAPSHOT_H
 #define SPACE_SNAPSHOT_H
 #include <stddef.h>
@@ -16,29 +19,37 @@
 
 struct snapshot_stats {
 	uint64_t entries;       /* archived (create) or extracted (restore) */
-	uint64_t bytes;         /* file data bytes */
+	uint64_t bytes;         /* file sizes (holes included) */
 	uint64_t skipped;       /* create only: devices, fifos, sockets left out */
 };
 
 /* Archives layer_dir (never following a symlink inside it) into store_dir,
  * which is created 0700 when missing. Streams through a temporary file that
  * is fsync'd and renamed to <digest>.snap (mode 0444); an existing archive
- * of that name holds the same content. digest_out gets lowercase hex.
- * stats may be NULL. Returns 0 or a negative errno: -EBUSY when the layer
- * changed while it was read, -E2BIG / -ENAMETOOLONG over a limit. */
-int snapshot_create(const char *layer_dir, const char *store_dir,
+ * of that name holds the same content. max_bytes (0: no bound) is the
+ * layer's quota: the archive file is never larger, the attempt stops with
+ * -EFBIG as soon as it would be. digest_out gets lowercase hex. stats may be
+ * NULL. Returns 0 or a negative errno: -EBUSY when the layer changed while
+ * it was read, -E2BIG / -ENAMETOOLONG over a limit, -EFBIG over max_bytes. */
+int snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats);
 
 /* Verifies store_dir/<digest>.snap (BLAKE2b-256 recomputed and compared in
  * constant time with the name and the trailer) and parses every entry
  * before creating anything, then extracts it into dest_dir, which must be
  * missing (it is created 0755) or empty. Extraction never follows a
- * symlink and never writes outside dest_dir. On any failure what was
- * extracted is removed again and dest_dir is left as it was found.
+ * symlink and never writes outside dest_dir. max_bytes (0: no bound) is the
+ * quota of the layer it restores into: the decompressed stream may not
+ * exceed what snapshot_create could have written under it. On any failure
+ * what was extracted is removed again and dest_dir is left as it was found.
  * Returns 0, -EINVAL for a malformed digest string, -ENOENT when there is no
  * such archive, -EBADMSG when it fails verification or is malformed,
  * -ENOTEMPTY when dest_dir has content, or another negative errno; *why
  * (may be NULL) gets a static reason for a refused archive. */
-int snapshot_restore(const char *store_dir, const char *digest,
-    const char *dest_dir, struct snapshot_stats *stats, const char **why);
+int snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir,
+    uint64_t max_bytes, struct snapshot_stats *stats, const char **why);
+
+/* The most tar stream a layer of quota max_bytes can produce (file data
+ * at most the quota, headers within the rest); both sides enforce it. */
+uint64_t snapshot_stream_max(uint64_t max_bytes);
 #endif

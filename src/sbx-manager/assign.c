@@ -464,7 +464,8 @@ do_snapshot(const struct route_identity *id, const char *sid)
 	rc = layer_snapshot_live(&r, digest, &size);
 	if (rc != 0) {
 		control_report_snapshot(sid, id, NULL, 0, rc == -ENOTSUP ?
-		    "no snapshot store on this worker (--snapshot-dir)" : "snapshot failed");
+		    "no snapshot store on this worker (--snapshot-dir)" : rc == -EFBIG ?
+		    "the archive would be larger than the layer's quota" : "snapshot failed");
 		return;
 	}
 	log_info("live snapshot of %s g%llu: %s", id->sandbox,

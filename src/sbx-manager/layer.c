@@ -70,15 +70,17 @@ mount_image(const char *img, const char *dir, bool ro)
 	return run(argv);
 }
 
+/* never an archive larger than the layer's quota (-EFBIG) */
 static int
-archive_dir(const char *dir, char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
+archive_dir(const struct record *r0, const char *dir, char digest[SNAPSHOT_DIGEST_HEX + 1],
+    uint64_t *size)
 {
 	char path[PATH_MAX + 80];
 	struct stat st;
 	int r, tries;
 
 	for (tries = 0; tries < 3; tries++)
-		if ((r = snapshot_create(dir, cfg.snapshot_dir, digest, NULL)) != -EBUSY)
+		if ((r = snapshot_create(dir, cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20, digest, NULL)) != -EBUSY)
 			break;
 	if (r != 0)
 		return r;
@@ -127,7 +129,7 @@ layer_snapshot_live(const struct record *r, char digest[SNAPSHOT_DIGEST_HEX + 1]
 	if (!cfg.snapshot_dir[0])
 		return -ENOTSUP;
 	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
-	return archive_dir(rw, digest, size);
+	return archive_dir(r, rw, digest, size);
 }
 
 int
@@ -145,7 +147,7 @@ layer_snapshot_stopped(const struct record *r, char digest[SNAPSHOT_DIGEST_HEX +
 		return -errno;
 	if ((ret = mount_image(img, mnt, true)) != 0)
 		goto out;
-	ret = archive_dir(mnt, digest, size);
+	ret = archive_dir(r, mnt, digest, size);
 	if (umount2(mnt, 0) != 0)
 		umount2(mnt, MNT_DETACH);
 out:
@@ -207,7 +209,7 @@ layer_restore(const struct record *r, const char *digest, const char **why)
 	 * what it needs (home, tmp) when it mounts the layer */
 	snprintf(lf, sizeof(lf), "%s/lost+found", mnt);
 	rmdir(lf);
-	ret = snapshot_restore(cfg.snapshot_dir, digest, mnt, NULL, why);
+	ret = snapshot_restore(cfg.snapshot_dir, digest, mnt, (uint64_t)r->disk_mb << 20, NULL, why);
 	if (ret == 0) {
 		chown_uid = r->uid_base + JAIL_USER_UID;
 		if (nftw(mnt, chown_one, 32, FTW_PHYS | FTW_MOUNT) != 0) {

@@ -1,8 +1,11 @@
 /* libFuzzer: the snapshot reader (snapshot_restore) on arbitrary archive
- * bodies. The input is the body of an archive, everything before the
- * trailer; the harness appends the trailer (BLAKE2b-256 of the body) and
- * stores the file under that digest, as snapshot_create would, so every
- * input gets past the digest check and into the parser and the extractor.
+ * bodies. The first input byte chooses what the rest is: even, a tar
+ * stream that the harness compresses with zstd (so the mutations reach
+ * libarchive's tar and pax parsing and our entry checks); odd, the
+ * compressed body itself (zstd framing, our stream bounds). The harness
+ * appends the trailer (the digest of the body) and stores the file under
+ * that digest, as snapshot_create would, so every input gets past the
+ * digest check and into the parser and the extractor.
  *
  * Oracles, besides ASan/UBSan/LeakSanitizer:
  *   - nothing is created outside the destination directory: the work
@@ -26,6 +29,7 @@
 #include <unistd.h>
 
 #include <sodium.h>
+#include <zstd.h>
 
 #include "snapshot.h"
 #include "util.h"
@@ -154,12 +158,29 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const top[] = { "store", "dest", "decoy" };
-	unsigned char digest[SNAPSHOT_DIGEST_LEN];
+	static unsigned char zbuf[1 << 20];
+	unsigned char digest[SNAPSHOT_DIGEST_LEN], trailer[8] = { 0x5e, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 };
 	char hex[SNAPSHOT_DIGEST_HEX + 1], file[PATH_MAX];
 	struct snapshot_stats st;
 	const char *why = NULL;
 	int fd, r, names;
 
+	if (size == 0)
+		return 0;
+	if ((data[0] & 1) == 0) {
+		size_t z;
+
+		if (ZSTD_compressBound(size - 1) > sizeof(zbuf))
+			return 0;
+		z = ZSTD_compress(zbuf, sizeof(zbuf), data + 1, size - 1, 1);
+		if (ZSTD_isError(z))
+			abort();
+		data = zbuf;
+		size = z;
+	} else {
+		data++;
+		size--;
+	}
 	/* the file snapshot_create would have written for this body */
 	crypto_generichash(digest, sizeof(digest), data, size, NULL, 0);
 	if (hex_encode(digest, sizeof(digest), hex, sizeof(hex)) != SNAPSHOT_DIGEST_HEX)
@@ -169,11 +190,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (fd < 0)
 		abort();
 	if ((size && write(fd, data, size) != (ssize_t)size) ||
+	    write(fd, trailer, sizeof(trailer)) != (ssize_t)sizeof(trailer) ||
 	    write(fd, digest, sizeof(digest)) != (ssize_t)sizeof(digest))
 		abort();
 	close(fd);
 
-	r = snapshot_restore(store, hex, dest, &st, &why);
+	/* a 1 MiB layer: the tar stream is bounded at 66 MiB */
+	r = snapshot_restore(store, hex, dest, 1u << 20, &st, &why);
 	if (r < 0 && why == NULL && r == -EBADMSG)
 		abort();        /* every refused archive carries a reason */
 	if (r == 0 && access(dest, F_OK) != 0)

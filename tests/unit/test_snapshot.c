@@ -14,7 +14,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <sodium.h>
+#include <zstd.h>
 
 #include "snapshot.h"
 #include "util.h"
@@ -77,6 +80,11 @@ make_tree(const char *root)
 	write_bytes(p, "", 0, 0600);
 	path_join(p, sizeof(p), root, "run.sh");
 	write_bytes(p, "#!/bin/sh\necho hi\n", 18, 0755);
+	/* names are bytes: UTF-8, and bytes that are no character at all */
+	path_join(p, sizeof(p), root, "caf\xc3\xa9");
+	write_bytes(p, "", 0, 0644);
+	path_join(p, sizeof(p), root, "raw-\xff\xfe");
+	write_bytes(p, "", 0, 0644);
 	path_join(p, sizeof(p), root, "a");
 	mkdir(p, 0750);
 	path_join(p, sizeof(p), root, "a/b");
@@ -221,94 +229,148 @@ empty_dir(const char *p)
 	return n == 0;
 }
 
-/* ---- a hand-made archive, written from the format in docs/recovery.md ---- */
+/* ---- a hand-made archive: libarchive's pax writer used raw (it writes
+ * whatever path, type and mode it is given), zstd, the trailer; what an
+ * attacker with write access to the store could put there ---- */
 
 struct hand {
+	struct archive *a;
+	struct archive_entry *ae;
 	unsigned char *b;
-	size_t len, cap;
-	uint64_t count;
+	size_t cap, used;
+	size_t cut;             /* keep only this much of the tar stream (0: all) */
+	bool no_end_frame;      /* leave the zstd frame unfinished */
+	const char *after;      /* bytes after the zstd frame */
 };
 
 static void
-h_put(struct hand *h, const void *p, size_t n)
+h_start_cap(struct hand *h, size_t cap)
 {
-	if (h->len + n > h->cap) {
-		h->cap = (h->len + n) * 2 + 64;
-		h->b = realloc(h->b, h->cap);
-	}
-	memcpy(h->b + h->len, p, n);
-	h->len += n;
-}
-
-static void
-h_be(struct hand *h, uint64_t v, int bytes)
-{
-	unsigned char b[8];
-	for (int i = 0; i < bytes; i++)
-		b[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
-	h_put(h, b, (size_t)bytes);
+	memset(h, 0, sizeof(*h));
+	h->cap = cap;
+	h->b = malloc(cap);
+	h->a = archive_write_new();
+	h->ae = archive_entry_new();
+	if (!h->b || !h->a || !h->ae ||
+	    archive_write_set_format_pax(h->a) != ARCHIVE_OK ||
+	    archive_write_set_format_option(h->a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(h->a, 0) != ARCHIVE_OK ||
+	    archive_write_open_memory(h->a, h->b, h->cap, &h->used) != ARCHIVE_OK)
+		abort();
 }
 
 static void
 h_start(struct hand *h)
 {
-	memset(h, 0, sizeof(*h));
-	h_put(h, "SPACESNP", 8);
-	h_be(h, 1, 4);
-	h_be(h, 0, 4);
+	h_start_cap(h, 1u << 20);
 }
 
 static void
-h_entry(struct hand *h, int type, uint32_t mode, const char *path)
+h_head(struct hand *h, unsigned type, unsigned mode, const char *path, int64_t size)
 {
-	h_put(h, (unsigned char[]){ (unsigned char)type, 0 }, 2);
-	h_be(h, strlen(path), 2);
-	h_be(h, mode, 4);
-	h_be(h, 1700000000, 8);
-	h_be(h, 0, 4);
-	h_put(h, path, strlen(path));
-	h->count++;
+	archive_entry_clear(h->ae);
+	archive_entry_copy_pathname(h->ae, path);
+	archive_entry_set_filetype(h->ae, type);
+	archive_entry_set_perm(h->ae, mode);
+	archive_entry_set_mtime(h->ae, 1700000000, 0);
+	if (type == AE_IFREG)
+		archive_entry_set_size(h->ae, size);
+}
+
+static void
+h_put_entry(struct hand *h)
+{
+	if (archive_write_header(h->a, h->ae) != ARCHIVE_OK)
+		abort();
+}
+
+/* an entry of any type (devices, fifos: what a restore must refuse) */
+static void
+h_entry(struct hand *h, unsigned type, uint32_t mode, const char *path, dev_t rdev)
+{
+	h_head(h, type, mode, path, 0);
+	archive_entry_set_rdev(h->ae, rdev);
+	h_put_entry(h);
 }
 
 static void
 h_file(struct hand *h, const char *path, uint32_t mode, const char *data)
 {
-	h_entry(h, 'F', mode, path);
-	h_be(h, strlen(data), 8);
-	h_put(h, data, strlen(data));
+	h_head(h, AE_IFREG, mode, path, (int64_t)strlen(data));
+	h_put_entry(h);
+	if (archive_write_data(h->a, data, strlen(data)) != (la_ssize_t)strlen(data))
+		abort();
 }
 
 static void
 h_dir(struct hand *h, const char *path)
 {
-	h_entry(h, 'D', 0755, path);
+	h_head(h, AE_IFDIR, 0755, path, 0);
+	h_put_entry(h);
 }
 
 static void
 h_link(struct hand *h, const char *path, const char *target)
 {
-	h_entry(h, 'L', 0, path);
-	h_be(h, strlen(target), 2);
-	h_put(h, target, strlen(target));
+	h_head(h, AE_IFLNK, 0777, path, 0);
+	archive_entry_copy_symlink(h->ae, target);
+	h_put_entry(h);
 }
 
-/* ends, hashes and stores the archive under its digest */
+static void
+h_hardlink(struct hand *h, const char *path, const char *target)
+{
+	h_head(h, AE_IFREG, 0644, path, 0);
+	archive_entry_copy_hardlink(h->ae, target);
+	h_put_entry(h);
+}
+
+/* ends (or cuts), compresses, hashes and stores the archive under its
+ * digest, trailer included */
 static void
 h_store(struct hand *h, const char *store, char hex[SNAPSHOT_DIGEST_HEX + 1])
 {
-	unsigned char dg[32];
+	unsigned char dg[32], tr[40];
+	size_t tlen, zcap, zlen;
+	unsigned char *z;
 	char p[512];
+	int fd;
 
-	h_put(h, "E", 1);
-	h_be(h, h->count, 8);
-	crypto_generichash(dg, sizeof(dg), h->b, h->len, NULL, 0);
-	h_put(h, dg, sizeof(dg));
+	if (h->cut)
+		tlen = h->cut;
+	else {
+		if (archive_write_close(h->a) != ARCHIVE_OK)
+			abort();
+		tlen = h->used;
+	}
+	zcap = ZSTD_compressBound(tlen) + 64 + (h->after ? strlen(h->after) : 0);
+	if ((z = malloc(zcap)) == NULL)
+		abort();
+	zlen = ZSTD_compress(z, zcap, h->b, tlen, 3);
+	if (ZSTD_isError(zlen))
+		abort();
+	if (h->no_end_frame)
+		zlen -= 4;      /* a frame without its last bytes */
+	if (h->after) {
+		memcpy(z + zlen, h->after, strlen(h->after));
+		zlen += strlen(h->after);
+	}
+	crypto_generichash(dg, sizeof(dg), z, zlen, NULL, 0);
 	hex_encode(dg, sizeof(dg), hex, SNAPSHOT_DIGEST_HEX + 1);
+	/* the skippable frame that repeats the digest */
+	memcpy(tr, (unsigned char[]){ 0x5e, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 }, 8);
+	memcpy(tr + 8, dg, 32);
 	mkdir(store, 0700);
 	snprintf(p, sizeof(p), "%s/%s.snap", store, hex);
-	write_bytes(p, h->b, h->len, 0444);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+	if (fd < 0 || write(fd, z, zlen) != (ssize_t)zlen || write(fd, tr, 40) != 40)
+		abort();
+	close(fd);
+	free(z);
+	archive_write_free(h->a);       /* a cut archive is not closed */
+	archive_entry_free(h->ae);
 	free(h->b);
-	h->b = NULL;
+	memset(h, 0, sizeof(*h));
 }
 
 static void
@@ -330,7 +392,7 @@ test_round_trip(void)
 	path_join(copyd, sizeof(copyd), top, "store2");
 	big = make_tree(layer);
 
-	r = snapshot_create(layer, store, d1, &st);
+	r = snapshot_create(layer, store, 0, d1, &st);
 	is_int(r, 0, "snapshot_create of a tree");
 	ok(strlen(d1) == 64 && strspn(d1, "0123456789abcdef") == 64, "digest is 64 lowercase hex");
 	ok(st.skipped == 1, "the fifo was left out (%llu skipped)", (unsigned long long)st.skipped);
@@ -355,15 +417,16 @@ test_round_trip(void)
 		char hex[65];
 		read_file(p, 64u << 20, (char **)&all, &len);
 		ok(len < big + 4096, "archive is the data plus small framing (%zu bytes)", len);
-		/* the name is BLAKE2b-256 of the body; the trailer repeats it */
-		crypto_generichash(dg, 32, all, len - 32, NULL, 0);
+		/* the name is BLAKE2b-256 of the body; the trailer (a zstd
+		 * skippable frame: 8 bytes of frame header) repeats it */
+		crypto_generichash(dg, 32, all, len - 40, NULL, 0);
 		hex_encode(dg, 32, hex, sizeof(hex));
 		ok(strcmp(hex, d1) == 0 && memcmp(all + len - 32, dg, 32) == 0,
 		    "name and trailer are the BLAKE2b-256 of the body");
 		free(all);
 	}
 
-	r = snapshot_restore(store, d1, dest, &rs, &why);
+	r = snapshot_restore(store, d1, dest, 0, &rs, &why);
 	is_int(r, 0, "restore into a new directory (%s)", why ? why : "-");
 	is_int(tree_diff(layer, dest, true), 0, "restored tree equals the original (types, modes, mtimes, data, links)");
 	ok(rs.entries == st.entries && rs.bytes == st.bytes, "restore stats match");
@@ -381,9 +444,9 @@ test_round_trip(void)
 		ok(1, "# SKIP mknod of a whiteout not permitted here");
 
 	/* same content, same digest: twice, and from the restored copy */
-	r = snapshot_create(layer, store, d2, NULL);
+	r = snapshot_create(layer, store, 0, d2, NULL);
 	ok(r == 0 && strcmp(d1, d2) == 0, "same tree -> same digest");
-	r = snapshot_create(dest, copyd, d3, NULL);
+	r = snapshot_create(dest, copyd, 0, d3, NULL);
 	ok(r == 0 && strcmp(d1, d3) == 0, "restored copy -> same digest in another store");
 
 	/* a one-byte change gives another digest */
@@ -397,17 +460,17 @@ test_round_trip(void)
 		lstat(l, &sb);
 		set_mtime(p, sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
 	}
-	r = snapshot_create(dest, copyd, d3, NULL);
+	r = snapshot_create(dest, copyd, 0, d3, NULL);
 	ok(r == 0 && strcmp(d1, d3) != 0, "one changed byte -> another digest");
 
 	/* a non-empty destination is refused and left alone */
-	r = snapshot_restore(store, d1, dest, NULL, &why);
+	r = snapshot_restore(store, d1, dest, 0, NULL, &why);
 	is_int(r, -ENOTEMPTY, "restore into a non-empty directory refused");
 	ok(exists(p), "existing content untouched");
 
 	/* an empty existing destination is fine */
 	mkdir(dest2, 0711);
-	r = snapshot_restore(store, d1, dest2, NULL, &why);
+	r = snapshot_restore(store, d1, dest2, 0, NULL, &why);
 	is_int(r, 0, "restore into an existing empty directory");
 	is_int(tree_diff(layer, dest2, true), 0, "and it equals the original");
 }
@@ -425,7 +488,7 @@ test_tamper(void)
 	path_join(layer, sizeof(layer), top, "layer");
 	path_join(store, sizeof(store), top, "tstore");
 	path_join(dest, sizeof(dest), top, "tdest");
-	r = snapshot_create(layer, store, dg, NULL);
+	r = snapshot_create(layer, store, 0, dg, NULL);
 	is_int(r, 0, "archive for tampering");
 	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
 	read_file(p, 64u << 20, (char **)&all, &len);
@@ -435,7 +498,7 @@ test_tamper(void)
 	chmod(p, 0644);
 	write_bytes(p, all, len, 0444);
 	why = NULL;
-	r = snapshot_restore(store, dg, dest, NULL, &why);
+	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	is_int(r, -EBADMSG, "tampered archive refused (%s)", why ? why : "-");
 	ok(!exists(dest), "nothing extracted: destination not even created");
 
@@ -443,12 +506,12 @@ test_tamper(void)
 	 * names the original content, so it is refused too */
 	{
 		unsigned char d[32];
-		crypto_generichash(d, 32, all, len - 32, NULL, 0);
+		crypto_generichash(d, 32, all, len - 40, NULL, 0);
 		hex_encode(d, 32, hex, sizeof(hex));
 		snprintf(p2, sizeof(p2), "%s/%s.snap", store, hex);
 		rename(p, p2);
 	}
-	r = snapshot_restore(store, hex, dest, NULL, &why);
+	r = snapshot_restore(store, hex, dest, 0, NULL, &why);
 	is_int(r, -EBADMSG, "tampered archive under its own digest refused (trailer)");
 	ok(!exists(dest), "nothing extracted");
 
@@ -456,16 +519,16 @@ test_tamper(void)
 	all[len / 2] ^= 0x01;
 	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
 	write_bytes(p, all, len - 100, 0444);
-	r = snapshot_restore(store, dg, dest, NULL, &why);
+	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	is_int(r, -EBADMSG, "truncated archive refused");
 	ok(!exists(dest), "nothing extracted");
 	free(all);
 
-	r = snapshot_restore(store, "../../../../etc/passwd", dest, NULL, &why);
+	r = snapshot_restore(store, "../../../../etc/passwd", dest, 0, NULL, &why);
 	is_int(r, -EINVAL, "digest that is a path refused");
-	r = snapshot_restore(store, "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789", dest, NULL, &why);
+	r = snapshot_restore(store, "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789", dest, 0, NULL, &why);
 	is_int(r, -EINVAL, "uppercase digest refused (one spelling per archive)");
-	r = snapshot_restore(store, "0000000000000000000000000000000000000000000000000000000000000000", dest, NULL, &why);
+	r = snapshot_restore(store, "0000000000000000000000000000000000000000000000000000000000000000", dest, 0, NULL, &why);
 	is_int(r, -ENOENT, "unknown digest: not found");
 }
 
@@ -482,7 +545,7 @@ hostile(const char *label, struct hand *h, int want, const char *outside)
 	path_join(store, sizeof(store), top, "hstore");
 	snprintf(dest, sizeof(dest), "%s/hdest%d", top, n++);
 	h_store(h, store, dg);
-	r = snapshot_restore(store, dg, dest, NULL, &why);
+	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	is_int(r, want, "%s refused (%s)", label, why ? why : "-");
 	ok(!exists(dest), "%s: destination removed again", label);
 	if (outside)
@@ -507,7 +570,7 @@ test_hostile(void)
 	h_link(&h, "d/l", "../../../../etc/shadow");
 	h_store(&h, store, dg);
 	path_join(dest, sizeof(dest), top, "hgood");
-	r = snapshot_restore(store, dg, dest, NULL, &why);
+	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	is_int(r, 0, "hand-made well-formed archive restores (%s)", why ? why : "-");
 	path_join(p, sizeof(p), dest, "d/f");
 	{
@@ -578,21 +641,81 @@ test_hostile(void)
 	hostile("setuid file", &h, -EBADMSG, NULL);
 
 	h_start(&h);
-	h_entry(&h, 'B', 0644, "blockdev");
-	hostile("unknown entry type (device)", &h, -EBADMSG, NULL);
+	h_entry(&h, AE_IFBLK, 0644, "blockdev", makedev(8, 0));
+	hostile("block device", &h, -EBADMSG, NULL);
 
-	/* a file whose size runs past the archive */
 	h_start(&h);
-	h_entry(&h, 'F', 0644, "f");
-	h_be(&h, 1u << 30, 8);
-	h_put(&h, "short", 5);
-	hostile("file size past the end", &h, -EBADMSG, NULL);
+	h_entry(&h, AE_IFCHR, 0666, "mem", makedev(1, 1));
+	hostile("character device (/dev/mem)", &h, -EBADMSG, NULL);
 
-	/* wrong entry count in the end record */
+	h_start(&h);
+	h_entry(&h, AE_IFCHR, 0, "wh", makedev(1, 3));
+	hostile("character device dressed as a whiteout", &h, -EBADMSG, NULL);
+
+	h_start(&h);
+	h_entry(&h, AE_IFIFO, 0644, "fifo", 0);
+	hostile("fifo", &h, -EBADMSG, NULL);
+
 	h_start(&h);
 	h_file(&h, "f", 0644, "x");
-	h.count = 7;
-	hostile("wrong entry count", &h, -EBADMSG, NULL);
+	h_hardlink(&h, "hl", "f");
+	hostile("hard link", &h, -EBADMSG, NULL);
+
+	h_start(&h);
+	h_hardlink(&h, "hl", "/etc/shadow");
+	hostile("hard link to a host file", &h, -EBADMSG, NULL);
+
+	h_start(&h);
+	h_head(&h, AE_IFDIR, 02755, "sgid", 0);
+	h_put_entry(&h);
+	hostile("setgid directory", &h, -EBADMSG, NULL);
+
+	h_start(&h);
+	h_head(&h, AE_IFREG, 0644, "x", 5);
+	archive_entry_xattr_add_entry(h.ae, "security.capability", "\x01\x00\x00\x02", 4);
+	h_put_entry(&h);
+	archive_write_data(h.a, "hello", 5);
+	hostile("extended attribute (file capability)", &h, -EBADMSG, NULL);
+
+	/* a file whose size runs past the archive: the tar stream is cut
+	 * right after 5 of its 1 GiB */
+	h_start(&h);
+	h_head(&h, AE_IFREG, 0644, "f", 1 << 30);
+	h_put_entry(&h);
+	archive_write_data(h.a, "short", 5);
+	h.cut = h.used;
+	hostile("file size past the end", &h, -EBADMSG, NULL);
+
+	/* the compressed stream is not whole (the old format's end record
+	 * with its entry count): a frame cut short, or data after it */
+	h_start(&h);
+	h_file(&h, "f", 0644, "x");
+	h.no_end_frame = true;
+	hostile("zstd frame cut short", &h, -EBADMSG, NULL);
+
+	h_start(&h);
+	h_file(&h, "f", 0644, "x");
+	h.after = "junk after the frame";
+	hostile("data after the compressed stream", &h, -EBADMSG, NULL);
+
+	/* a bomb: 80 MiB of zeros compress to almost nothing; a layer of
+	 * 1 MiB cannot have produced that much tar stream */
+	{
+		static char zeros[1 << 20];
+		h_start_cap(&h, 82u << 20);
+		h_head(&h, AE_IFREG, 0644, "bomb", 80 << 20);
+		h_put_entry(&h);
+		for (int i = 0; i < 80; i++)
+			archive_write_data(h.a, zeros, sizeof(zeros));
+		h_store(&h, store, dg);
+		path_join(dest, sizeof(dest), top, "hbomb");
+		why = NULL;
+		r = snapshot_restore(store, dg, dest, 1u << 20, NULL, &why);
+		is_int(r, -EBADMSG, "decompression bomb refused for a 1 MiB layer (%s)", why ? why : "-");
+		ok(!exists(dest), "bomb: destination removed again");
+		r = snapshot_restore(store, dg, dest, 0, NULL, &why);
+		is_int(r, 0, "the same archive restores without a bound (the control)");
+	}
 
 	/* a path over the limit */
 	{
@@ -628,9 +751,114 @@ test_hostile(void)
 	h_store(&h, store, dg);
 	path_join(dest, sizeof(dest), top, "hkeep");
 	mkdir(dest, 0700);
-	r = snapshot_restore(store, dg, dest, NULL, &why);
+	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	ok(r < 0 && exists(dest) && empty_dir(dest), "existing destination left empty after a refusal");
 	ok(!exists("/etc-x"), "nothing written at /etc-x");
+}
+
+/* the data regions of a file (SEEK_DATA/SEEK_HOLE), as text */
+static void
+data_map(const char *path, char *out, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t off = 0, d, h, size;
+	size_t o = 0;
+
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	size = lseek(fd, 0, SEEK_END);
+	while (off < size && (d = lseek(fd, off, SEEK_DATA)) >= 0) {
+		h = lseek(fd, d, SEEK_HOLE);
+		o += (size_t)snprintf(out + o, cap - o, "%lld+%lld ", (long long)d, (long long)(h - d));
+		if (o >= cap)
+			break;
+		off = h;
+	}
+	close(fd);
+}
+
+static bool
+same_at(const char *a, const char *b, off_t off, size_t len)
+{
+	char x[64], y[64];
+	int fa = open(a, O_RDONLY | O_CLOEXEC), fb = open(b, O_RDONLY | O_CLOEXEC);
+	bool same = fa >= 0 && fb >= 0 && len <= sizeof(x) &&
+	    pread(fa, x, len, off) == (ssize_t)len && pread(fb, y, len, off) == (ssize_t)len &&
+	    memcmp(x, y, len) == 0;
+
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return same;
+}
+
+/* three sparse files of 1 GiB: the archive holds their data, not their
+ * holes, and the restore makes holes again */
+static void
+test_sparse(void)
+{
+	static const char *const names[] = { "hole1", "hole2", "data" };
+	char layer[300], store[300], dest[300], copyd[300], p[512], q[512];
+	char dg[SNAPSHOT_DIGEST_HEX + 1], d2[SNAPSHOT_DIGEST_HEX + 1];
+	struct snapshot_stats st = { 0 }, rs = { 0 };
+	const off_t gib = 1ll << 30;
+	struct stat sb;
+	const char *why = NULL;
+	int fd, r;
+
+	path_join(layer, sizeof(layer), top, "sparse-layer");
+	path_join(store, sizeof(store), top, "sparse-store");
+	path_join(dest, sizeof(dest), top, "sparse-restored");
+	path_join(copyd, sizeof(copyd), top, "sparse-store2");
+	mkdir(layer, 0755);
+	for (int i = 0; i < 3; i++) {
+		path_join(p, sizeof(p), layer, names[i]);
+		if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
+		    ftruncate(fd, gib) < 0)
+			abort();
+		if (i == 2 && (pwrite(fd, "hello", 5, gib / 2) != 5 ||
+		    pwrite(fd, "end", 3, gib - 3) != 3 || pwrite(fd, "start", 5, 0) != 5))
+			abort();
+		close(fd);
+	}
+	r = snapshot_create(layer, store, 1u << 20, dg, &st);
+	is_int(r, 0, "3 x 1 GiB sparse files archived within a 1 MiB quota");
+	ok(st.bytes == 3ull << 30, "their sizes counted (%llu)", (unsigned long long)st.bytes);
+	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
+	r = stat(p, &sb);
+	ok(r == 0 && sb.st_size < 64 * 1024, "the archive is small (%lld bytes)",
+	    (long long)sb.st_size);
+
+	r = snapshot_restore(store, dg, dest, 1u << 20, &rs, &why);
+	is_int(r, 0, "sparse archive restored (%s)", why ? why : "-");
+	ok(rs.bytes == st.bytes, "restore stats match");
+	for (int i = 0; i < 3; i++) {
+		char ma[256], mb[256];
+		path_join(p, sizeof(p), layer, names[i]);
+		path_join(q, sizeof(q), dest, names[i]);
+		r = stat(q, &sb);
+		ok(r == 0 && sb.st_size == gib && sb.st_blocks * 512 <= 64 * 1024,
+		    "%s: 1 GiB restored as holes (%lld bytes allocated)", names[i],
+		    (long long)sb.st_blocks * 512);
+		data_map(p, ma, sizeof(ma));
+		data_map(q, mb, sizeof(mb));
+		is_str(mb, ma, "%s: the same data regions", names[i]);
+	}
+	path_join(p, sizeof(p), layer, "data");
+	path_join(q, sizeof(q), dest, "data");
+	ok(same_at(p, q, 0, 5) && same_at(p, q, gib / 2, 5) && same_at(p, q, gib - 3, 3) &&
+	    same_at(p, q, gib / 4, 64), "the data and the holes read the same");
+	r = snapshot_create(dest, copyd, 0, d2, NULL);
+	ok(r == 0 && strcmp(dg, d2) == 0, "the restored copy archives to the same digest");
+
+	/* the quota: 3 MiB of random data never fits in a 1 MiB archive */
+	path_join(p, sizeof(p), top, "layer");
+	path_join(q, sizeof(q), top, "quota-store");
+	r = snapshot_create(p, q, 1u << 20, d2, NULL);
+	is_int(r, -EFBIG, "an archive larger than the layer's quota is refused");
+	ok(empty_dir(q), "and nothing is left in the store");
 }
 
 /* the layer is hostile too: a symlink in it is archived, never followed */
@@ -657,10 +885,10 @@ test_layer_symlinks(void)
 		path_join(k, sizeof(k), secret, "key");
 		must(symlink(k, p), "symlink");
 	}
-	r = snapshot_create(layer, store, dg, &st);
+	r = snapshot_create(layer, store, 0, dg, &st);
 	is_int(r, 0, "layer with symlinks to host files archived");
 	is_int((long long)st.bytes, 0, "no host file data was read through the links");
-	r = snapshot_restore(store, dg, dest, NULL, NULL);
+	r = snapshot_restore(store, dg, dest, 0, NULL, NULL);
 	path_join(p, sizeof(p), dest, "to-key");
 	{
 		struct stat sb;
@@ -682,6 +910,7 @@ main(void)
 	test_tamper();
 	test_hostile();
 	test_layer_symlinks();
+	test_sparse();
 	if (snprintf(cmd, sizeof(cmd), "chmod -R u+rwx %s 2>/dev/null; rm -rf %s", top, top) >= (int)sizeof(cmd))
 		return 1;
 	if (system(cmd) != 0)

@@ -1,0 +1,748 @@
+/* Snapshot archives, the restore side: verify everything, then extract
+ * beneath one directory fd. Format: docs/recovery.md; create: snapshot.c.
+ *
+ * libarchive parses the tar stream; zstd decompression is done here, in
+ * the read callback, so that the bytes libarchive ever sees are counted
+ * and bounded (snapshot_stream_max) before any of its parsers allocates
+ * for them. Extraction is ours, not archive_write_disk: that resolves
+ * paths against the process's working directory (sbx-manager is
+ * multithreaded), creates device nodes and hard links, and checks
+ * symlinks by lstat; here every entry is opened beneath the destination
+ * one component at a time with O_NOFOLLOW, files with O_EXCL, and only
+ * files, directories, symlinks and whiteouts exist. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sodium.h>
+#include <zstd.h>
+
+#include "limits.h"
+#include "log.h"
+#include "snapshot.h"
+#include "snapshot_int.h"
+#include "util.h"
+
+/* ---- input: file -> hash -> zstd -> tar stream, bounded ---- */
+
+struct snap_in {
+	int fd;
+	uint64_t remain;        /* compressed body bytes not read yet */
+	uint64_t out_total, out_max;
+	size_t zret;            /* last ZSTD_decompressStream answer: 0 at a frame end */
+	bool flush;             /* the last call filled obuf: call again before reading */
+	ZSTD_DCtx *z;
+	ZSTD_inBuffer in;
+	crypto_generichash_state h;
+	const char *why;        /* what our callback refused */
+	unsigned char ibuf[SNAP_BUF];
+	unsigned char obuf[SNAP_BUF];
+};
+
+static la_ssize_t
+in_fail(struct archive *a, struct snap_in *rd, const char *why)
+{
+	rd->why = why;
+	archive_set_error(a, EBADMSG, "%s", why);
+	return -1;
+}
+
+static la_ssize_t
+in_read_cb(struct archive *a, void *ctx, const void **buf)
+{
+	struct snap_in *rd = ctx;
+
+	for (;;) {
+		ZSTD_outBuffer out = { rd->obuf, sizeof(rd->obuf), 0 };
+
+		/* more input, unless zstd still holds output for us */
+		if (rd->in.pos == rd->in.size && !rd->flush) {
+			size_t want = sizeof(rd->ibuf);
+			ssize_t n;
+
+			if (rd->remain == 0) {
+				if (rd->zret != 0)
+					return in_fail(a, rd, "compressed stream cut short");
+				return 0;
+			}
+			if (want > rd->remain)
+				want = (size_t)rd->remain;
+			do
+				n = read(rd->fd, rd->ibuf, want);
+			while (n < 0 && errno == EINTR);
+			if (n <= 0)
+				return in_fail(a, rd, "archive shorter than its size");
+			crypto_generichash_update(&rd->h, rd->ibuf, (size_t)n);
+			rd->remain -= (uint64_t)n;
+			rd->in.src = rd->ibuf;
+			rd->in.size = (size_t)n;
+			rd->in.pos = 0;
+		}
+		/* one frame: anything after its end is not ours */
+		if (rd->zret == 0 && rd->in.pos < rd->in.size)
+			return in_fail(a, rd, "data after the compressed stream");
+		rd->zret = ZSTD_decompressStream(rd->z, &out, &rd->in);
+		if (ZSTD_isError(rd->zret))
+			return in_fail(a, rd, "not a zstd stream, or a damaged one");
+		rd->flush = out.pos == out.size;
+		if (out.pos > 0) {
+			rd->out_total += out.pos;
+			if (rd->out_total > rd->out_max)
+				return in_fail(a, rd, "archive expands past what the layer could hold");
+			*buf = rd->obuf;
+			return (la_ssize_t)out.pos;
+		}
+	}
+}
+
+struct snap_entry {
+	unsigned type;                          /* AE_IF*, AE_IFCHR = whiteout */
+	uint32_t mode;
+	int64_t sec;
+	uint32_t nsec;
+	int64_t size;                           /* AE_IFREG */
+	char path[SPACE_PATH_MAX + 1];
+	const char *target;                     /* AE_IFLNK, owned by libarchive */
+};
+
+/* One pass over the archive: a fresh decompressor and tar reader over the
+ * body, hashing it again. */
+struct snap_pass {
+	struct archive *a;
+	struct snap_in *rd;
+	uint64_t seen;
+};
+
+static int
+pass_open(struct snap_pass *p, struct snap_in *rd, uint64_t body, uint64_t out_max)
+{
+	memset(p, 0, sizeof(*p));
+	p->rd = rd;
+	if (lseek(rd->fd, 0, SEEK_SET) < 0)
+		return -errno;
+	rd->remain = body;
+	rd->out_total = 0;
+	rd->out_max = out_max;
+	rd->zret = 1;
+	rd->flush = false;
+	rd->in.src = rd->ibuf;
+	rd->in.size = rd->in.pos = 0;
+	rd->why = NULL;
+	crypto_generichash_init(&rd->h, NULL, 0, SNAPSHOT_DIGEST_LEN);
+	if (ZSTD_isError(ZSTD_DCtx_reset(rd->z, ZSTD_reset_session_and_parameters)) ||
+	    ZSTD_isError(ZSTD_DCtx_setParameter(rd->z, ZSTD_d_windowLogMax, SPACE_SNAPSHOT_WINDOW_LOG)))
+		return -EIO;
+	/* tar only (pax, with its sparse entries), no further filter: the
+	 * one decompression is ours */
+	if ((p->a = archive_read_new()) == NULL)
+		return -ENOMEM;
+	if (archive_read_support_format_tar(p->a) != ARCHIVE_OK)
+		return -EIO;
+	if (archive_read_open(p->a, rd, NULL, in_read_cb, NULL) != ARCHIVE_OK) {
+		log_debug("snapshot: %s", archive_error_string(p->a));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static void
+pass_close(struct snap_pass *p)
+{
+	if (p->a)
+		archive_read_free(p->a);
+	p->a = NULL;
+}
+
+/* a refusal's reason: our callback's, or the tar reader's */
+static int
+pass_bad(struct snap_pass *p, const char **why, const char *what)
+{
+	if (p->rd->why)
+		*why = p->rd->why;
+	else {
+		*why = what;
+		log_debug("snapshot: %s: %s", what, archive_error_string(p->a) ?
+		    archive_error_string(p->a) : "-");
+	}
+	return -EBADMSG;
+}
+
+/* Reads and checks the next entry (not its data). 1 for an entry, 0 at the
+ * end, or -EBADMSG with *why. */
+static int
+next_entry(struct snap_pass *p, struct snap_entry *e, const char **why)
+{
+	struct archive_entry *ae;
+	const char *path;
+	size_t plen;
+	int r;
+
+	r = archive_read_next_header(p->a, &ae);
+	if (r == ARCHIVE_EOF)
+		return 0;
+	if (r != ARCHIVE_OK)
+		return pass_bad(p, why, "malformed tar stream");
+	if (p->seen >= SPACE_SNAPSHOT_ENTRIES_MAX) {
+		*why = "too many entries";
+		return -EBADMSG;
+	}
+	p->seen++;
+	if (archive_entry_hardlink(ae) != NULL) {
+		*why = "hard link";
+		return -EBADMSG;
+	}
+	if (archive_entry_xattr_count(ae) != 0) {
+		*why = "extended attributes are not snapshot content";
+		return -EBADMSG;
+	}
+	if ((path = archive_entry_pathname(ae)) == NULL) {
+		*why = "entry without a path";
+		return -EBADMSG;
+	}
+	plen = strlen(path);
+	e->type = archive_entry_filetype(ae);
+	e->mode = archive_entry_perm(ae);
+	e->sec = archive_entry_mtime(ae);
+	e->nsec = (uint32_t)archive_entry_mtime_nsec(ae);
+	e->size = archive_entry_size(ae);
+	e->target = NULL;
+	/* tar spells a directory "d/": one slash, no more */
+	if (e->type == AE_IFDIR && plen > 1 && path[plen - 1] == '/')
+		plen--;
+	if (plen > SPACE_PATH_MAX) {
+		*why = "path too long";
+		return -EBADMSG;
+	}
+	memcpy(e->path, path, plen);
+	e->path[plen] = '\0';
+	/* the one rule that keeps extraction beneath dest: checked here for
+	 * every entry, before the first byte of the archive is extracted */
+	if (!snap_path_valid(e->path, plen)) {
+		*why = "absolute, empty, dot-dot or over-deep path";
+		return -EBADMSG;
+	}
+	if (archive_entry_mtime_nsec(ae) < 0 || archive_entry_mtime_nsec(ae) >= 1000000000L) {
+		*why = "bad mtime";
+		return -EBADMSG;
+	}
+	if (e->type != AE_IFREG && e->size != 0) {
+		*why = "data on an entry that is not a file";
+		return -EBADMSG;
+	}
+	switch (e->type) {
+	case AE_IFREG:
+		if (e->mode & ~SNAP_FILE_MODES)
+			goto badmode;
+		if (e->size < 0 || !archive_entry_size_is_set(ae)) {
+			*why = "file without a size";
+			return -EBADMSG;
+		}
+		break;
+	case AE_IFDIR:
+		if (e->mode & ~SNAP_DIR_MODES)
+			goto badmode;
+		break;
+	case AE_IFLNK:
+		if (e->mode != SNAP_LINK_MODE)
+			goto badmode;
+		e->target = archive_entry_symlink(ae);
+		if (e->target == NULL || e->target[0] == '\0' ||
+		    strlen(e->target) > SPACE_PATH_MAX) {
+			*why = "bad symlink target length";
+			return -EBADMSG;
+		}
+		break;
+	case AE_IFCHR:
+		/* the one device an archive holds: an overlay whiteout */
+		if (archive_entry_rdev(ae) != 0) {
+			*why = "device node";
+			return -EBADMSG;
+		}
+		if (e->mode != 0 || e->sec != 0 || e->nsec != 0)
+			goto badmode;
+		break;
+	default:
+		*why = "device node, fifo, socket or unknown entry type";
+		return -EBADMSG;
+	}
+	return 1;
+badmode:
+	*why = "mode bits not allowed for this entry type";
+	return -EBADMSG;
+}
+
+/* The data of the current file entry, written at its offsets into fd (or
+ * only read when fd < 0): holes are skipped and stay holes. */
+static int
+entry_data(struct snap_pass *p, const struct snap_entry *e, int fd, const char **why)
+{
+	const void *buf;
+	size_t n;
+	la_int64_t off, pos = 0;
+	int r;
+
+	while ((r = archive_read_data_block(p->a, &buf, &n, &off)) == ARCHIVE_OK) {
+		if (off < pos || off > e->size || (la_int64_t)n > e->size - off) {
+			*why = "file data outside its size";
+			return -EBADMSG;
+		}
+		if (fd >= 0) {
+			for (size_t done = 0; done < n;) {
+				ssize_t w = pwrite(fd, (const char *)buf + done, n - done,
+				    (off_t)(off + (la_int64_t)done));
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w < 0)
+					return -errno;
+				done += (size_t)w;
+			}
+		}
+		pos = off + (la_int64_t)n;
+	}
+	if (r != ARCHIVE_EOF)
+		return pass_bad(p, why, "truncated archive");
+	if (fd >= 0 && ftruncate(fd, (off_t)e->size) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Ends a pass: the rest of the body is read (a tar reader stops at its
+ * end marker), the frame must be complete, and the body hash must equal
+ * the name and the trailer. */
+static int
+pass_check(struct snap_pass *p, const unsigned char want[SNAPSHOT_DIGEST_LEN],
+    const unsigned char trailer[SNAP_TRAILER_LEN], const char **why)
+{
+	unsigned char got[SNAPSHOT_DIGEST_LEN];
+	const void *dummy;
+	la_ssize_t n;
+
+	while ((n = in_read_cb(p->a, p->rd, &dummy)) > 0)
+		;
+	if (n < 0) {
+		*why = p->rd->why;
+		return -EBADMSG;
+	}
+	crypto_generichash_final(&p->rd->h, got, sizeof(got));
+	/* constant-time: the name is public, but no comparison of digests
+	 * should leak how much of a forged archive matched */
+	if (sodium_memcmp(got, want, sizeof(got)) != 0 ||
+	    sodium_memcmp(trailer + 8, want, sizeof(got)) != 0) {
+		*why = "digest does not match the archive";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Pass 1: read the whole archive, hash it and parse every entry and its
+ * data, creating nothing. A tampered or malformed archive stops here. */
+static int
+verify_pass(struct snap_in *rd, uint64_t body, uint64_t out_max,
+    const unsigned char want[SNAPSHOT_DIGEST_LEN], const unsigned char trailer[SNAP_TRAILER_LEN],
+    struct snap_entry *e, const char **why)
+{
+	struct snap_pass p;
+	int r;
+
+	if ((r = pass_open(&p, rd, body, out_max)) < 0) {
+		if (r == -EBADMSG)
+			*why = rd->why;
+		goto out;
+	}
+	while ((r = next_entry(&p, e, why)) == 1)
+		if (e->type == AE_IFREG && (r = entry_data(&p, e, -1, why)) < 0)
+			goto out;
+	if (r == 0)
+		r = pass_check(&p, want, trailer, why);
+out:
+	pass_close(&p);
+	return r;
+}
+
+/* Opens the directory of path's parent beneath root, one component at a
+ * time with O_NOFOLLOW: a symlink anywhere on the way (one the archive
+ * itself created, or any other) fails with ELOOP/ENOTDIR instead of being
+ * followed out of the destination. *last points at the final component. */
+static int
+open_parent(int root, char *path, const char **last)
+{
+	char *slash = strrchr(path, '/'), *p = path, *q;
+	int fd, nfd;
+
+	if ((fd = fcntl(root, F_DUPFD_CLOEXEC, 0)) < 0)
+		return -errno;
+	if (slash == NULL) {
+		*last = path;
+		return fd;
+	}
+	*slash = '\0';
+	for (;;) {
+		q = strchr(p, '/');
+		if (q)
+			*q = '\0';
+		nfd = openat(fd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (q)
+			*q = '/';
+		close(fd);
+		if (nfd < 0) {
+			*slash = '/';
+			return -errno;
+		}
+		fd = nfd;
+		if (!q)
+			break;
+		p = q + 1;
+	}
+	*slash = '/';
+	*last = slash + 1;
+	return fd;
+}
+
+struct dir_fix {
+	size_t off;             /* into names */
+	uint32_t mode;
+	struct timespec ts[2];
+};
+
+struct snap_restore {
+	struct dir_fix *dirs;
+	size_t ndirs, capdirs;
+	char *names;
+	size_t nlen, capnames;
+};
+
+static int
+remember_dir(struct snap_restore *x, const struct snap_entry *e)
+{
+	size_t plen = strlen(e->path) + 1;
+
+	if (x->nlen + plen > SPACE_SNAPSHOT_DIRBYTES_MAX)
+		return -E2BIG;
+	if (x->ndirs == x->capdirs) {
+		size_t cap = x->capdirs ? x->capdirs * 2 : 64;
+		struct dir_fix *d = realloc(x->dirs, cap * sizeof(*d));
+		if (d == NULL)
+			return -ENOMEM;
+		x->dirs = d;
+		x->capdirs = cap;
+	}
+	if (x->nlen + plen > x->capnames) {
+		size_t cap = x->capnames ? x->capnames : 4096;
+		while (cap < x->nlen + plen)
+			cap *= 2;
+		char *n = realloc(x->names, cap);
+		if (n == NULL)
+			return -ENOMEM;
+		x->names = n;
+		x->capnames = cap;
+	}
+	memcpy(x->names + x->nlen, e->path, plen);
+	x->dirs[x->ndirs].off = x->nlen;
+	x->dirs[x->ndirs].mode = e->mode;
+	x->dirs[x->ndirs].ts[0].tv_sec = e->sec;
+	x->dirs[x->ndirs].ts[0].tv_nsec = e->nsec;
+	x->dirs[x->ndirs].ts[1] = x->dirs[x->ndirs].ts[0];
+	x->ndirs++;
+	x->nlen += plen;
+	return 0;
+}
+
+static int
+extract_entry(struct snap_restore *x, struct snap_pass *p, int root,
+    struct snap_entry *e, const char **why)
+{
+	struct timespec ts[2] = { { e->sec, e->nsec }, { e->sec, e->nsec } };
+	const char *name;
+	int pfd, fd = -1, r = 0;
+
+	if ((pfd = open_parent(root, e->path, &name)) < 0) {
+		*why = "entry beneath a missing directory or a symlink";
+		return pfd;
+	}
+	switch (e->type) {
+	case AE_IFDIR:
+		/* owner-writable until the end, then the archived mode */
+		if (mkdirat(pfd, name, 0700) < 0)
+			r = -errno;
+		else
+			r = remember_dir(x, e);
+		break;
+	case AE_IFREG:
+		/* O_EXCL + O_NOFOLLOW: a duplicate entry or a planted
+		 * symlink is refused, never written through */
+		fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			r = -errno;
+			break;
+		}
+		r = entry_data(p, e, fd, why);
+		if (r == 0 && (fchmod(fd, e->mode) < 0 || futimens(fd, ts) < 0))
+			r = -errno;
+		break;
+	case AE_IFLNK:
+		/* the target is stored, never resolved by us */
+		if (symlinkat(e->target, pfd, name) < 0 ||
+		    utimensat(pfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			r = -errno;
+		break;
+	case AE_IFCHR:
+		if (mknodat(pfd, name, S_IFCHR, makedev(0, 0)) < 0)
+			r = -errno;
+		break;
+	}
+	if (r == -EEXIST)
+		*why = "duplicate entry";
+	if (fd >= 0)
+		close(fd);
+	close(pfd);
+	return r;
+}
+
+/* Removes everything beneath dfd without following symlinks. Only used on
+ * a directory this restore populated itself. */
+static int
+remove_tree(int dfd, int depth)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	if (depth > SPACE_SNAPSHOT_DEPTH_MAX + 1)
+		return -ELOOP;
+	if ((fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd >= 0) {
+				fchmod(cfd, 0700);
+				if (remove_tree(cfd, depth + 1) < 0)
+					r = -EIO;
+				close(cfd);
+			}
+			if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0)
+				r = -errno;
+		} else if (unlinkat(dfd, de->d_name, 0) < 0)
+			r = -errno;
+	}
+	closedir(d);
+	return r;
+}
+
+static int
+dir_is_empty(int dfd)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, empty = 1;
+
+	if ((fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+			empty = 0;
+			break;
+		}
+	closedir(d);
+	return empty;
+}
+
+/* Pass 2: extract, hashing again; the archive is re-verified at the end so
+ * a file swapped on shared storage between the passes cannot slip in. */
+static int
+extract_pass(struct snap_restore *x, struct snap_in *rd, uint64_t body, uint64_t out_max,
+    const unsigned char want[SNAPSHOT_DIGEST_LEN], const unsigned char trailer[SNAP_TRAILER_LEN],
+    int root, struct snap_entry *e, struct snapshot_stats *st, const char **why)
+{
+	struct snap_pass p;
+	int r;
+
+	if ((r = pass_open(&p, rd, body, out_max)) < 0) {
+		if (r == -EBADMSG)
+			*why = rd->why;
+		goto out;
+	}
+	while ((r = next_entry(&p, e, why)) == 1) {
+		if ((r = extract_entry(x, &p, root, e, why)) < 0)
+			goto out;
+		if (e->type == AE_IFREG)
+			st->bytes += (uint64_t)e->size;
+	}
+	if (r == 0)
+		r = pass_check(&p, want, trailer, why);
+	st->entries = p.seen;
+out:
+	pass_close(&p);
+	if (r < 0)
+		return r;
+	/* deepest first (reverse pre-order): a directory's mtime is set
+	 * after everything inside it was created */
+	for (size_t i = x->ndirs; i-- > 0;) {
+		struct dir_fix *d = &x->dirs[i];
+		char *path = x->names + d->off;
+		const char *name;
+		int pfd = open_parent(root, path, &name), fd;
+
+		if (pfd < 0)
+			return pfd;
+		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(pfd);
+		if (fd < 0)
+			return -errno;
+		if (fchmod(fd, d->mode) < 0 || futimens(fd, d->ts) < 0)
+			r = -errno;
+		close(fd);
+		if (r < 0)
+			return r;
+	}
+	if (syncfs(root) < 0)
+		return -errno;
+	return 0;
+}
+
+int
+snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir,
+    uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+{
+	unsigned char want[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], expect[SNAP_TRAILER_LEN];
+	char name[PATH_MAX];
+	struct snap_in *rd = NULL;
+	struct snap_restore *x = NULL;
+	struct snap_entry *e = NULL;
+	struct snapshot_stats st = { 0 };
+	const char *dummy;
+	struct stat sb;
+	uint64_t body, out_max = snapshot_stream_max(max_bytes);
+	ssize_t n;
+	int fd = -1, root = -1, r;
+	bool made_dest = false, populated = false;
+
+	if (why == NULL)
+		why = &dummy;
+	*why = NULL;
+	/* exactly 64 lowercase hex digits: the name can never become a path */
+	if (digest == NULL || strlen(digest) != SNAPSHOT_DIGEST_HEX ||
+	    strspn(digest, "0123456789abcdef") != SNAPSHOT_DIGEST_HEX ||
+	    hex_decode(digest, SNAPSHOT_DIGEST_HEX, want, sizeof(want)) != SNAPSHOT_DIGEST_LEN) {
+		*why = "digest is not 64 lowercase hex digits";
+		return -EINVAL;
+	}
+	if (sodium_init() < 0)
+		return -EIO;
+	if ((rd = calloc(1, sizeof(*rd))) == NULL || (x = calloc(1, sizeof(*x))) == NULL ||
+	    (e = calloc(1, sizeof(*e))) == NULL || (rd->z = ZSTD_createDCtx()) == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (snprintf(name, sizeof(name), "%s/%s.snap", store_dir, digest) >= (int)sizeof(name)) {
+		r = -ENAMETOOLONG;
+		goto out;
+	}
+	if ((fd = open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (fstat(fd, &sb) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size <= SNAP_TRAILER_LEN) {
+		*why = "not a snapshot archive";
+		r = -EBADMSG;
+		goto out;
+	}
+	body = (uint64_t)sb.st_size - SNAP_TRAILER_LEN;
+	/* the trailer: a skippable frame holding the digest the name says */
+	do
+		n = pread(fd, trailer, sizeof(trailer), (off_t)body);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		r = -errno;
+		goto out;
+	}
+	snap_trailer(expect, want);
+	if ((size_t)n != sizeof(trailer) || sodium_memcmp(trailer, expect, 8) != 0) {
+		*why = "not a snapshot archive (no trailer)";
+		r = -EBADMSG;
+		goto out;
+	}
+	rd->fd = fd;
+	if ((r = verify_pass(rd, body, out_max, want, trailer, e, why)) < 0) {
+		if (*why == NULL)
+			*why = "malformed archive";
+		goto out;
+	}
+
+	if (mkdir(dest_dir, 0755) == 0)
+		made_dest = true;
+	else if (errno != EEXIST) {
+		r = -errno;
+		goto out;
+	}
+	/* O_NOFOLLOW: dest itself must be a real directory */
+	if ((root = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!made_dest && (r = dir_is_empty(root)) <= 0) {
+		r = r == 0 ? -ENOTEMPTY : r;
+		goto out;
+	}
+	populated = true;
+	if ((r = extract_pass(x, rd, body, out_max, want, trailer, root, e, &st, why)) < 0) {
+		/* the first pass accepted it: the file changed in between */
+		if (r == -EBADMSG && *why == NULL)
+			*why = "archive changed while it was restored";
+		goto out;
+	}
+	populated = false;
+	if (stats)
+		*stats = st;
+	r = 0;
+out:
+	if (populated) {
+		/* leave dest as we found it: missing, or empty */
+		if (remove_tree(root, 0) < 0)
+			log_warnx("snapshot restore: could not clean %s", dest_dir);
+		if (made_dest)
+			rmdir(dest_dir);
+	} else if (made_dest && r < 0)
+		rmdir(dest_dir);
+	if (root >= 0)
+		close(root);
+	if (fd >= 0)
+		close(fd);
+	if (x) {
+		free(x->dirs);
+		free(x->names);
+	}
+	if (rd)
+		ZSTD_freeDCtx(rd->z);
+	free(x);
+	free(e);
+	free(rd);
+	return r;
+}
