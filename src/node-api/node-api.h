@@ -1,7 +1,7 @@
 /* node-api: the unprivileged HTTP edge of a worker. One file per role:
  *   main.c     options, listening socket, privilege drop, MHD daemon
- *   http.c     routes, cheap rejection, request/response mapping
- *   token.c    the cheap bearer shape check (no signature: sbx-manager does it)
+ *   http.c     routes, cheap rejection (the bearer's shape by the verifier's
+ *              grammar; the signature is sbx-manager's), request/response mapping
  *   manager.c  one framed connection to sbx-manager per operation
  *   metrics.c  counters and GET /metrics */
 #ifndef NODE_API_H

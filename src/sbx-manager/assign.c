@@ -511,25 +511,15 @@ void *
 assign_thread(void *arg)
 {
 	struct msg_assignments m;
-	const char *why;
 	uint64_t rev = 0;
-	char *body;
 	size_t i;
-	int rc;
 
 	(void)arg;
 	if (records_meta_get("assign_rev", &rev) != 0)
 		rev = 0;
 	while (!mgr_stopping) {
-		body = NULL;
-		if (control_assignments(rev, 25, &body) != 0) {
-			sleep(2);
-			continue;
-		}
-		rc = body ? msg_assignments_decode(body, strlen(body), &m, &why) : -EINVAL;
-		free(body);
-		if (rc != 0) {
-			log_warnx("assignments: malformed answer");
+		/* a malformed answer is refused whole and asked again */
+		if (control_assignments(rev, 25, &m) != 0) {
 			sleep(2);
 			continue;
 		}

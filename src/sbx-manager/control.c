@@ -13,6 +13,7 @@
 
 #include "keys.h"
 #include "log.h"
+#include "msg.h"
 #include "sbx-manager.h"
 #include "util.h"
 #include "verifier.h"
@@ -266,21 +267,27 @@ control_keys_thread(void *arg)
 }
 
 int
-control_assignments(uint64_t after, int wait_s, char **body_out)
+control_assignments(uint64_t after, int wait_s, struct msg_assignments *out)
 {
-	char path[256];
+	char path[256], *body = NULL;
+	const char *why;
 	long st;
 	int ret;
 
+	memset(out, 0, sizeof(*out));
 	snprintf(path, sizeof(path), "/v1/workers/%s/assignments?after=%llu&wait=%d",
 	    cfg.worker_id, (unsigned long long)after, wait_s);
-	ret = http_call("GET", path, NULL, wait_s + 10, true, &st, body_out);
+	ret = http_call("GET", path, NULL, wait_s + 10, true, &st, &body);
 	if (ret == 0 && st != 200) {
 		log_warnx("control: assignments answered %ld", st);
-		free(*body_out);
-		*body_out = NULL;
 		ret = st == 401 || st == 403 ? -EPERM : -EIO;
 	}
+	if (ret == 0 && (body == NULL ||
+	    msg_assignments_decode(body, strlen(body), out, &why) != 0)) {
+		log_warnx("assignments: malformed answer (%s)", body ? why : "empty");
+		ret = -EIO;
+	}
+	free(body);
 	return ret;
 }
 

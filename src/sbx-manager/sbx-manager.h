@@ -122,8 +122,12 @@ void *control_keys_thread(void *arg);
 int control_fetch_keys(void);
 int control_load_keys(void);
 extern volatile int mgr_registered;
-/* long-poll; *body_out malloc'd JSON text */
-int control_assignments(uint64_t after, int wait_s, char **body_out);
+/* long-poll for the assignments after revision `after`, decoded by the one
+ * strict codec (msg.h): 0 with *out filled (msg_assignments_free), -EPERM
+ * when the control plane refuses our credential, -EIO otherwise (no answer,
+ * or one that is not an assignments answer) */
+struct msg_assignments;
+int control_assignments(uint64_t after, int wait_s, struct msg_assignments *out);
 int control_report(const struct route_identity *id, const char *state, const char *error);
 /* retired, with the archive of the layer ({"digest","size"}) or null + error */
 int control_report_retired(const struct route_identity *id, const char *digest,
