@@ -110,7 +110,9 @@ wait "$LP"
 T1=$(date +%s%N)
 is "long-poll returned the new install" "$(jget assignments.0.identity.sandbox "$T/lp")" "$SP"
 is "... action install" "$(jget assignments.0.action "$T/lp")" install
-check "... within 3 s of a 20 s wait ($(( (T1 - T0) / 1000000 )) ms)" test $(( (T1 - T0) / 1000000 )) -lt 3000
+# woken by the install, not by the end of its wait (the wait is 20 s; how
+# fast the wake-up is belongs to make bench, not to a test)
+check "... woken by it before its 20 s wait ended ($(( (T1 - T0) / 1000000 )) ms)" test $(( (T1 - T0) / 1000000 )) -lt 19000
 T0=$(date +%s%N)
 get "/v1/workers/w2/assignments?after=$(jget revision "$T/lp")&wait=1" "$W2" >/dev/null
 T1=$(date +%s%N)
