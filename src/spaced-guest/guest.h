@@ -18,6 +18,8 @@ struct guest_limits {
 /* confine.c: rlimits, capabilities, no_new_privs, seccomp for PID 1 and
  * everything it starts; 0 or -errno */
 int confine_guest(const struct guest_limits *l);
+/* filter.c: the seccomp allow list; 0 or -errno */
+int filter_install(void);
 /* in an operation child, before anything of the request is looked at */
 int become_user(void);
 

@@ -168,6 +168,49 @@ mirror_ro(const char *host)
 	}
 }
 
+/* What the sandbox's own /proc still shows of the kernel, the host and
+ * the other sandboxes (docs/jail.md, "/proc"): what the common container
+ * runtimes mask, plus every file that names the host's disks (other
+ * sandboxes' loop devices), its boot command line or its configuration.
+ * Files become /dev/null (read: empty), directories an empty read-only
+ * tmpfs. Done before the pivot, while the host's /dev/null is reachable;
+ * the guest then has no capability to unmount them and no umount call. */
+static void
+mask_proc(void)
+{
+	static const char *const files[] = {
+		"cmdline", "config.gz", "diskstats", "partitions", "swaps",
+		"mdstat", "locks", "kcore", "kmsg", "kallsyms", "modules",
+		"keys", "key-users", "latency_stats", "timer_list",
+		"timer_stats", "sched_debug", "interrupts", "softirqs", "iomem",
+		"ioports", "vmallocinfo", "slabinfo", "pagetypeinfo",
+		"zoneinfo", "buddyinfo", "kpagecount", "kpageflags",
+		"kpagecgroup", "mtrr", "sysrq-trigger", NULL
+	};
+	static const char *const dirs[] = {
+		"acpi", "asound", "bus", "driver", "fs", "irq", "pressure",
+		"scsi", "dynamic_debug", NULL
+	};
+	char p[128];
+	struct stat st;
+	int i;
+
+	for (i = 0; files[i]; i++) {
+		snprintf(p, sizeof(p), JAIL_ROOT "/proc/%s", files[i]);
+		if (lstat(p, &st) == 0)         /* absent on this kernel: nothing to hide */
+			bind_path("/dev/null", p, true, true);
+	}
+	for (i = 0; dirs[i]; i++) {
+		snprintf(p, sizeof(p), JAIL_ROOT "/proc/%s", dirs[i]);
+		if (lstat(p, &st) == 0 && mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID |
+		    MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
+			child_die("mask %s", p);
+	}
+	/* kernel settings: readable as in any container, never writable
+	 * (the netns' own net.* would otherwise be root-writable inside) */
+	bind_path(JAIL_ROOT "/proc/sys", JAIL_ROOT "/proc/sys", true, false);
+}
+
 static void
 build_rootfs(const struct substrate_config *cfg)
 {
@@ -252,6 +295,7 @@ build_rootfs(const struct substrate_config *cfg)
 	make_dir(JAIL_ROOT "/proc", 0555);
 	if (mount("proc", JAIL_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		child_die("mount proc");
+	mask_proc();
 
 	/* pivot_root(".", ".") stacks the old root under the new one; the
 	 * detach then drops every host mount from this namespace */
