@@ -112,6 +112,22 @@ is "\"Bearer CAP;\" -> 403 malformed_token" "$(ex "Bearer $CAP;")" 403
 is "overlong header -> 403 malformed_token" "$(ex "Bearer $CAP$long")" 403
 is "... deny JSON" "$(errjson)" "deny malformed_token"
 is "the capability still works" "$(ex "Bearer $CAP")" 200
+# one grammar for the token (capability_token_kid, the verifier's): a
+# footer the verifier refuses is refused by node-api too, so it never
+# reaches sbx-manager (whose audit log would show the refusal)
+refooter() { python3 -c 'import sys, base64, json
+t = sys.argv[1].split(".")
+f = json.loads(base64.urlsafe_b64decode(t[3] + "=" * (-len(t[3]) % 4)))
+exec(sys.argv[2])
+t[3] = base64.urlsafe_b64encode(json.dumps(f, separators=(",", ":")).encode()).decode().rstrip("=")
+print(".".join(t))' "$CAP" "$1"; }
+seen() { grep -c '"audit":"admission".*"reason":"malformed_token"' "$T/mgr_w1.log"; }
+a0=$(seen)
+is "a footer with a member besides kid -> 403 malformed_token" "$(ex "Bearer $(refooter 'f["x"] = 1')")" 403
+is "... deny JSON" "$(errjson)" "deny malformed_token"
+is "a kid that is not a k4.pid -> 403 malformed_token" "$(ex "Bearer $(refooter 'f["kid"] = "k1"')")" 403
+is "... deny JSON" "$(errjson)" "deny malformed_token"
+is "... both refused by node-api: sbx-manager never saw them" "$(seen)" "$a0"
 
 # ---- the capability does not outlive its requests in memory ----
 # Every copy node-api and sbx-manager make of a bearer (header copy, the

@@ -136,6 +136,20 @@ print(json.loads(spc.recv_frame(s)[1])["status"])
 EOF
 )
 is "unknown field in REQUEST is 400" "$out" "400"
+out=$(python3 - "$W/$SB/run/bridge.sock" "$SB" "$(claims)" <<'EOF'
+import sys, json, socket
+sys.path.insert(0, __import__("os").environ["SPACE_TOP"] + "/tests/tools")
+import spc
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+spc.send_frame(s, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1})); spc.recv_frame(s)
+# valid claims, but as their JSON text inside a string: one spelling only
+spc.send_frame(s, "REQUEST", json.dumps({"op": "exec", "sandbox": sys.argv[2], "claims": sys.argv[3],
+    "args": {"argv": ["true"]}}))
+name, body = spc.recv_frame(s)
+print(name, json.loads(body)["status"])
+EOF
+)
+is "claims as a string inside the REQUEST (a second spelling) -> 400" "$out" "ERROR 400"
 
 # ---- only root may connect (SO_PEERCRED), even if the directory were open ----
 chmod 755 "$W" "$W/$SB" "$W/$SB/run"; chmod 666 "$W/$SB/run/bridge.sock"
