@@ -8,7 +8,7 @@
  *   uid_map, setgroups deny, gid_map
  *   cgroup.procs <- child
  *   "go" + secret ----------------------->  setresuid(0) in the new user ns
- *                                           NEWCGROUP, rootfs, pivot_root
+ *                                           NEWCGROUP, rootfs, mask /proc, pivot_root
  *                                           lo up, hostname, exec guest
  *   error pipe EOF = exec happened  <-----  (or an error line, then exit)
  *
