@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs every benchmark of one build tree: bench/run.sh BUILD_DIR
-#   the C micro-benchmarks BUILD_DIR/bench/bench_*, then the platform
-#   benchmark (bench/platform.py: space up on private copies of
+#   the C micro-benchmarks BUILD_DIR/bench/bench_*, the process start of
+#   the CLI beside `true` (bench/startup.py, also as Markdown in
+#   BUILD_DIR/bench/startup.md), then the platform benchmark
+#   (bench/platform.py: space up on private copies of
 #   BUILD_DIR/bin, each figure beside a baseline measured in the same run),
 #   which ends with the summary table. BENCH_ARGS are passed to platform.py
 #   (e.g. BENCH_ARGS=--quick for a smoke run). The whole output is kept in
@@ -30,6 +32,7 @@ run_all() {
 		cat "$tmp/one" >>"$tmp/admit"
 	done
 	[ "$found" = 1 ] || { echo "bench: no benchmark in $B/bench"; rc=1; }
+	python3 "$top/bench/startup.py" --bin "$B/bin" --md "$B/bench/startup.md" || rc=1
 	# shellcheck disable=SC2086 # BENCH_ARGS is a list of words
 	python3 "$top/bench/platform.py" --bin "$B/bin" --admit "$tmp/admit" \
 	    --summary-md "$B/bench/summary.md" ${BENCH_ARGS:-} || rc=1
