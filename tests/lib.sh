@@ -27,3 +27,55 @@ rnd() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % $1 )); }
 # desc PID: every descendant of PID; guest_of BRIDGE-PID: its spaced-guest
 desc() { for _d in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$_d"; desc "$_d"; done; }
 guest_of() { for _g in $(desc "$1"); do [ "$(cat /proc/"$_g"/comm 2>/dev/null)" = spaced-guest ] && { echo "$_g"; return 0; }; done; return 1; }
+
+# jget KEY[.KEY|.INDEX...] [FILE]: one value of a JSON file (default
+# $T/body): strings bare, objects and lists as JSON with sorted keys (so
+# that they compare as text); nothing when absent
+jget() {
+	python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    d = d[int(k)] if isinstance(d, list) else d[k]
+print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1" 2>/dev/null
+}
+
+# A space-control of the test's own (the 2x tests): T (the test's
+# directory), D (the daemon's data directory), PORT and U (its base URL),
+# PID (its pid while it runs); CTL_FLAGS, more flags for every start (split
+# at spaces).
+# ctl_init [SIGNAL]: set them, the exit trap stops the daemon with SIGNAL
+# (default TERM) and removes $T
+ctl_init() {
+	T=$(mktemp -d)
+	D=$T/data
+	PORT=$(free_port)
+	U=http://127.0.0.1:$PORT
+	PID=
+	# shellcheck disable=SC2064 # the signal is fixed now
+	trap "ctl_cleanup ${1:-TERM}" EXIT INT TERM
+}
+# ctl_start [FLAG...]: start it (log in $T/log); true once it answers
+ctl_start() {
+	# shellcheck disable=SC2086 # CTL_FLAGS is a list of words
+	space-control --data-dir "$D" --listen "127.0.0.1:$PORT" ${CTL_FLAGS:-} "$@" 2>>"$T/log" &
+	PID=$!
+	wait_http "$U/healthz" 10
+}
+# ctl_stop: stop it (SIGTERM); ctl_crash: kill -9 it
+ctl_stop()  { kill "$PID"; wait "$PID" 2>/dev/null; PID=; }
+ctl_crash() { kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=; }
+# ctl_cleanup [SIGNAL]: the exit trap: the daemon if it runs, then $T
+ctl_cleanup() {
+	[ -n "$PID" ] && kill -"${1:-TERM}" "$PID" 2>/dev/null
+	[ -n "$PID" ] && wait "$PID" 2>/dev/null
+	rm -rf "$T"
+}
+# get PATH CRED, post PATH CRED JSON: one request with a bearer; the status
+# on stdout, the body in $T/body, the headers in $T/headers
+get()  { curl -s -D "$T/headers" -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $2" "$U$1"; }
+post() {
+	curl -s -D "$T/headers" -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $2" \
+		-H 'Content-Type: application/json' --data-binary "$3" "$U$1"
+}
+# sql QUERY: on the space-control store in $D
+sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }

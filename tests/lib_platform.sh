@@ -177,16 +177,6 @@ gone() {
 	! kill -0 "$1" 2>/dev/null
 }
 
-# jget KEY[.KEY|.INDEX...] [FILE]: one value of a JSON file (default
-# $T/body): strings bare, objects and lists as JSON; nothing when absent
-jget() {
-	python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1" 2>/dev/null
-}
-
 # cpost PATH JSON: POST to space-control as alice; the status on stdout,
 # the body in $T/body
 cpost() {

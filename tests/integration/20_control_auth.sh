@@ -4,13 +4,7 @@
 # worker endpoints, another worker's path, another principal's sandbox.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-D=$T/data
-PORT=$(free_port)
-U=http://127.0.0.1:$PORT
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT INT TERM
+ctl_init
 
 # req METHOD PATH BEARER [BODY]: body -> $T/body, prints the status
 req() {
@@ -20,13 +14,6 @@ req() {
 	[ -n "$_b" ] && set -- "$@" -H "Authorization: Bearer $_b"
 	curl "$@" "$U$_p"
 }
-post() { _p=$1 _b=$2 _d=$3; curl -s -o "$T/body" -w '%{http_code}' -X POST \
-	-H "Authorization: Bearer $_b" -H 'Content-Type: application/json' --data-binary "$_d" "$U$_p"; }
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "$T/body" "$1"; }
 
 KA=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 KB=$(space-control apikey add bob --data-dir "$D" 2>>"$T/log")
@@ -37,9 +24,7 @@ check "worker add prints one wk_ credential" sh -c "echo '$W1' | grep -Eq '^wk_[
 check "worker add refuses an existing worker" sh -c "! space-control worker add w1 --data-dir '$D' 2>/dev/null"
 check "keys are stored hashed, never in clear" sh -c "! sqlite3 '$D/control.db' .dump | grep -q -- '${KA#sk_}'"
 
-space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 2>>"$T/log" &
-PID=$!
-check "daemon answers /healthz" wait_http "$U/healthz" 10
+check "daemon answers /healthz" ctl_start --heartbeat-timeout 3600
 
 is "worker registers with its credential" "$(post /v1/workers/w1/register "$W1" \
 	'{"incarnation":"inc1","endpoint":"http://127.0.0.1:1","capacity":8}')" 200

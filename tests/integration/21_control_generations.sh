@@ -5,35 +5,14 @@
 # long-poll wakes on a new assignment; lost workers get no placements.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-D=$T/data
-PORT=$(free_port)
-U=http://127.0.0.1:$PORT
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT INT TERM
+ctl_init
 
-get() { curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $2" "$U$1"; }
-post() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $2" \
-	--data-binary "$3" "$U$1"; }
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
-start() {
-	space-control --data-dir "$D" --listen "127.0.0.1:$PORT" "$@" 2>>"$T/log" &
-	PID=$!
-	wait_http "$U/healthz" 10
-}
-stop() { kill "$PID"; wait "$PID" 2>/dev/null; PID=; }
 reg() { post "/v1/workers/$1/register" "$2" "{\"incarnation\":\"$3\",\"endpoint\":\"http://127.0.0.1:9$4\",\"capacity\":1000}"; }
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
-start --heartbeat-timeout 3600
+ctl_start --heartbeat-timeout 3600
 check "daemon started" true
 is "w1 registers" "$(reg w1 "$W1" incA 1)" 200
 is "w2 registers" "$(reg w2 "$W2" incX 2)" 200
@@ -143,8 +122,8 @@ is "a retired execution cannot be reported serving again" "$(post /v1/workers/w2
 
 # pinning and lost workers
 is "pinned to an unknown worker -> 409" "$(post /v1/sandboxes "$K" '{"worker":"nosuch"}')" 409
-stop
-start --heartbeat-timeout 1
+ctl_stop
+ctl_start --heartbeat-timeout 1
 sleep 3
 is "silent workers are marked lost" "$(sql "SELECT GROUP_CONCAT(state) FROM workers")" "lost,lost"
 check "metrics count lost workers" sh -c "curl -s '$U/metrics' | grep -q 'space_control_workers{state=\"lost\"} 2'"

@@ -5,32 +5,12 @@
 # integrity check, and keys and generations continue where they were.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-D=$T/data
-PORT=$(free_port)
-U=http://127.0.0.1:$PORT
-PID=
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT INT TERM
-
-post() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $2" \
-	--data-binary "$3" "$U$1"; }
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
-start() {
-	space-control --data-dir "$D" --listen "127.0.0.1:$PORT" "$@" 2>>"$T/log" &
-	PID=$!
-	wait_http "$U/healthz" 10
-}
+ctl_init KILL
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 ROOT=$(space-control keys root --data-dir "$D" 2>>"$T/log")
-start --heartbeat-timeout 3600
+ctl_start --heartbeat-timeout 3600
 check "daemon started" true
 post /v1/workers/w1/register "$W" '{"incarnation":"inc1","endpoint":"http://127.0.0.1:1","capacity":100000}' >/dev/null
 BUNDLE1=$(curl -s "$U/v1/keys" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bundle"])')
@@ -60,7 +40,7 @@ NACK=$(wc -l <"$T/acked")
 diag "acknowledged before kill -9: $NACK of 400"
 check "some creates were acknowledged before the kill" test "$NACK" -gt 0
 
-start --heartbeat-timeout 3600
+ctl_start --heartbeat-timeout 3600
 check "daemon restarts on the same data" true
 is "integrity_check ok" "$(sql 'PRAGMA integrity_check')" ok
 is "no foreign key violation" "$(sql 'PRAGMA foreign_key_check' | wc -l)" 0

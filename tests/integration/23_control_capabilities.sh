@@ -6,29 +6,9 @@
 # routes and non-serving executions get 503 + Retry-After.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-D=$T/data
-PORT=$(free_port)
-U=http://127.0.0.1:$PORT
-PID=
+ctl_init
 CHECK="$SPACE_TOP/tests/tools/paseto_check.py"
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT INT TERM
 
-get() { curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $2" "$U$1"; }
-post() { curl -s -D "$T/headers" -o "$T/body" -w '%{http_code}' -X POST \
-	-H "Authorization: Bearer $2" --data-binary "$3" "$U$1"; }
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-start() {
-	space-control --data-dir "$D" --listen "127.0.0.1:$PORT" "$@" 2>>"$T/log" &
-	PID=$!
-	wait_http "$U/healthz" 10
-}
-stop() { kill "$PID"; wait "$PID" 2>/dev/null; PID=; }
 ident() { echo "{\"sandbox\":\"$1\",\"generation\":${2:-1},\"worker\":\"w1\",\"substrate\":\"jail\",\"activation\":${3:-1},\"resident\":\"inc1\"}"; }
 
 # verify.py KEYS_JSON TOKEN: verifies the bundle under the root (pinned
@@ -68,7 +48,7 @@ ROOT=$(space-control keys root --data-dir "$D" 2>>"$T/log")
 check "keys root prints a k4.public PASERK" sh -c "echo '$ROOT' | grep -Eq '^k4\.public\.[A-Za-z0-9_-]{43}$'"
 check "key files are 0600 in a 0700 directory" sh -c \
 	"[ \$(stat -c %a '$D/keys') = 700 ] && [ -z \"\$(find '$D/keys' -name '*.key' ! -perm 600)\" ] && [ \$(ls '$D/keys'/*.key | wc -l) = 2 ]"
-start --rotate-publish-delay 2 --heartbeat-timeout 3600
+ctl_start --rotate-publish-delay 2 --heartbeat-timeout 3600
 check "daemon started" true
 
 curl -s "$U/v1/keys" >"$T/keys"
@@ -181,8 +161,8 @@ check "issuances counted by purpose" sh -c \
 	"curl -s '$U/metrics' | grep -Eq 'space_control_capabilities_issued_total\\{purpose=\"control\"\\} ([5-9]|[1-9][0-9])'"
 
 # test-only backdating gives an already expired capability
-stop
-start --test-cap-backdate 300 --heartbeat-timeout 3600
+ctl_stop
+ctl_start --test-cap-backdate 300 --heartbeat-timeout 3600
 post /v1/sandboxes "$K" '{}' >/dev/null
 S3=$(jget id)
 post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S3"),\"state\":\"serving\"}" >/dev/null

@@ -3,13 +3,7 @@
 # nothing, and the daemon keeps serving.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-D=$T/data
-PORT=$(free_port)
-U=http://127.0.0.1:$PORT
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT INT TERM
+ctl_init
 
 # send METHOD PATH BEARER [curl args...]: body -> $T/body, prints the status
 send() { _m=$1 _p=$2 _b=$3; shift 3; curl -s -o "$T/body" -w '%{http_code}' -X "$_m" \
@@ -21,13 +15,10 @@ assert isinstance(d.get("message"), str)
 print(d["error"])' "$T/body" 2>/dev/null || echo "not-json"; }
 # bad "what" STATUS CODE -- answer must be STATUS with JSON error CODE
 bad() { is "$1 -> $2 $3" "$4 $(errcode)" "$2 $3"; }
-sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
-space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 2>>"$T/log" &
-PID=$!
-check "daemon started" wait_http "$U/healthz" 10
+check "daemon started" ctl_start --heartbeat-timeout 3600
 post /v1/workers/w1/register "$W" '{"incarnation":"inc1","endpoint":"http://127.0.0.1:1","capacity":100}' >/dev/null
 post /v1/sandboxes "$K" '{}' >/dev/null
 S=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/body")

@@ -13,25 +13,12 @@ D=$T/data
 PORT=$(free_port)
 U=http://127.0.0.1:$PORT
 PID=
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT INT TERM
+trap "ctl_cleanup KILL" EXIT INT TERM
 
 req() { # METHOD PATH CRED [BODY] -> status; body in $T/body, headers in $T/hdr
 	curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \
 		${4:+--data-binary "$4"} "$U$2"; }
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
-start() {
-	space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 \
-		--lease-ttl 2 "$@" 2>>"$T/log" &
-	PID=$!
-	wait_http "$U/healthz" 10
-}
-crash() { kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=; }
+CTL_FLAGS="--heartbeat-timeout 3600 --lease-ttl 2"
 digest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 # a simulated worker: fetch W CRED -> the next assignments of W's stream
@@ -76,7 +63,7 @@ K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 KB=$(space-control apikey add bob --data-dir "$D" 2>>"$T/log")
 W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
-start
+ctl_start
 check "daemon started" true
 is "w1 registers" "$(req POST /v1/workers/w1/register "$W1" '{"incarnation":"incA","endpoint":"http://127.0.0.1:9001","capacity":10}')" 200
 is "w2 registers" "$(req POST /v1/workers/w2/register "$W2" '{"incarnation":"incB","endpoint":"http://127.0.0.1:9002","capacity":10}')" 200
@@ -176,8 +163,8 @@ route "$S" >/dev/null
 cp "$T/body" "$T/rsnap"
 ID_BEFORE=$(exec_id "$S")
 OWNER1=$(sql "SELECT lease_owner FROM sandboxes WHERE id='$S'")
-crash
-start
+ctl_crash
+ctl_start
 # the lease (TTL 2 s) expires, then the once-a-second sweep takes it over:
 # wait for that, bounded, rather than for a fixed time a loaded machine
 # may not meet
@@ -209,8 +196,8 @@ is "... lease released" "$(sql "SELECT COALESCE(lease_owner,'none') FROM sandbox
 is "move w2 -> w1 -> 202" "$(req POST "/v1/sandboxes/$S/move" "$K" '{"to":"w1"}')" 202
 fetch w2 "$W2"
 is "w2 gets retire g3" "$(got w2)" "retire g3 true"
-crash
-start
+ctl_crash
+ctl_start
 is "after restart: still moving" "$(state "$S")" moving
 D4=$(digest)
 is "w2 reports retired to the new daemon" "$(report w2 "$W2" retired "$D4")" 200
@@ -222,8 +209,8 @@ is "sandbox running on w1, generation 4" "$(state "$S") $(jget execution.worker)
 is "exactly one serving execution" "$(serving_count "$S")" 1
 
 # ---- kill -9 during a move, after the report, before the install ----
-crash
-start --test-hold-operations
+ctl_crash
+ctl_start --test-hold-operations
 is "move w1 -> w2 -> 202" "$(req POST "/v1/sandboxes/$S/move" "$K" '{"to":"w2"}')" 202
 fetch w1 "$W1"
 is "w1 gets retire g4" "$(got w1)" "retire g4 true"
@@ -231,8 +218,8 @@ D5=$(digest)
 is "w1 reports retired" "$(report w1 "$W1" retired "$D5")" 200
 is "report recorded, no install yet (generation 4 is the highest)" \
 	"$(sql "SELECT state FROM executions WHERE sandbox='$S' AND generation=4") $(sql "SELECT MAX(generation) FROM executions WHERE sandbox='$S'") $(sql "SELECT snapshot FROM sandboxes WHERE id='$S'")" "retired 4 $D5"
-crash
-start
+ctl_crash
+ctl_start
 fetch w2 "$W2"
 is "after restart w2 gets install g5 with that digest" "$(got w2)" "install g5 \"$D5\""
 report w2 "$W2" serving >/dev/null

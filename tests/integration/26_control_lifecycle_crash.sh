@@ -25,19 +25,7 @@ trap cleanup EXIT INT TERM
 
 req() { curl -s -o "$T/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \
 	${4:+--data-binary "$4"} "$U$2"; }
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
-start() {
-	space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 \
-		--lease-ttl 1 2>>"$T/log" &
-	PID=$!
-	wait_http "$U/healthz" 10
-}
-crash() { kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=; }
+CTL_FLAGS="--heartbeat-timeout 3600 --lease-ttl 1"
 state() { req GET "/v1/sandboxes/$1" "$K" >/dev/null 2>&1 && jget state 2>/dev/null; }
 wait_state() { # SANDBOX WANT SECONDS
 	i=0
@@ -52,7 +40,7 @@ pause_ms() { sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 700 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
-start
+ctl_start
 check "daemon started" true
 
 # the simulated workers
@@ -131,16 +119,16 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 	if [ $((i % 4)) = 0 ]; then
 		req POST "/v1/sandboxes/$S/pause" "$K" '{}' >/dev/null
 		pause_ms
-		crash; start
+		ctl_crash; ctl_start
 		wait_state "$S" paused 15 || { [ "$(state "$S")" = running ] || fails=$((fails + 1)); }
 		req POST "/v1/sandboxes/$S/resume" "$K" '{}' >/dev/null
 		pause_ms
-		crash; start
+		ctl_crash; ctl_start
 	else
 		to=w1; [ "$cur" = w1 ] && to=w2
 		req POST "/v1/sandboxes/$S/move" "$K" "{\"to\":\"$to\"}" >/dev/null
 		pause_ms
-		crash; start
+		ctl_crash; ctl_start
 	fi
 	if ! wait_state "$S" running 15; then
 		fails=$((fails + 1)); diag "round $i: sandbox is $(state "$S")"

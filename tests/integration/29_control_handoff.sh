@@ -48,12 +48,6 @@ trap 'exit 1' INT TERM
 # request to a frozen daemon must not hang the test)
 req() { curl -s -m 20 -o "$T/body" -w '%{http_code}' -X "$2" -H "Authorization: Bearer $4" \
 	${5:+--data-binary "$5"} "$1$3"; }
-jget() { python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    d = d[int(k)] if isinstance(d, list) else d[k]
-print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) or d is None else d)' "${2:-$T/body}" "$1"; }
-sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
 start() { # NAME PORT [FLAG...]
 	n=$1 p=$2; shift 2
 	space-control --data-dir "$D" --listen "127.0.0.1:$p" --heartbeat-timeout 3600 \
