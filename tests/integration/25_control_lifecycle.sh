@@ -8,12 +8,7 @@
 # timeouts, history, metrics and audit rows.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-D=$T/data
-PORT=$(free_port)
-U=http://127.0.0.1:$PORT
-PID=
-trap "ctl_cleanup KILL" EXIT INT TERM
+ctl_init KILL
 
 req() { # METHOD PATH CRED [BODY] -> status; body in $T/body, headers in $T/hdr
 	curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \

@@ -10,17 +10,9 @@
 # before it.
 . "$SPACE_TOP/tests/lib.sh"
 
-T=$(mktemp -d)
-D=$T/data
-PORT=$(free_port)
-U=http://127.0.0.1:$PORT
-PID=
+ctl_init
 SIM=
-cleanup() {
-	[ -n "$SIM" ] && kill "$SIM" 2>/dev/null
-	[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null
-	rm -rf "$T"
-}
+cleanup() { [ -n "$SIM" ] && kill "$SIM" 2>/dev/null; ctl_cleanup KILL; }
 trap cleanup EXIT INT TERM
 
 req() { curl -s -o "$T/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \
