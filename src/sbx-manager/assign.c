@@ -410,6 +410,22 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 		/* nothing of that generation runs here (never installed, or
 		 * replaced already): it is retired as far as we are concerned */
 		control_report(id, "retired", NULL);
+		/* a kill replayed after a crash before its reclamation began */
+		if (r.state == EXEC_RETIRED && r.id.generation == id->generation)
+			reclaim_execution(&r);
+		return;
+	}
+	if (r.state == EXEC_RETIRED && !layer_present(&r) && r.snapshot[0]) {
+		/* replayed after the layer was archived and reclaimed: the
+		 * archive it left is the answer (content-addressed, durable) */
+		char path[PATH_MAX + 80];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "%s/%s.snap", cfg.snapshot_dir, r.snapshot);
+		if (stat(path, &st) == 0)
+			control_report_retired(&r.id, r.snapshot, (uint64_t)st.st_size, NULL);
+		else
+			control_report_retired(&r.id, NULL, 0, "snapshot failed (archive gone)");
 		return;
 	}
 	if (r.state == EXEC_RETIRED) {
@@ -436,14 +452,23 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 	}
 	if (!want_snapshot) {
 		control_report(&r.id, "retired", NULL);
+		/* a kill keeps nothing of the execution */
+		wait_layer_free(&r);
+		reclaim_execution(&r);
 		return;
 	}
 	/* archived only now: nothing can write to the layer any more */
 	if ((rc = archive_stopped(&r, "retired", digest, &size)) != 0) {
 		control_report_retired(&r.id, NULL, 0, rc == -ENOTSUP ?
-		    "no snapshot store on this worker (--snapshot-dir)" : "snapshot failed");
+		    "no snapshot store on this worker (--snapshot-dir)" : rc == -EFBIG ?
+		    "the archive would be larger than the layer's quota" : "snapshot failed");
 		return;
 	}
+	/* the archive is durable (fsync'd, renamed, directory fsync'd):
+	 * recorded with the execution for a replay, then the layer goes */
+	snprintf(r.snapshot, sizeof(r.snapshot), "%s", digest);
+	if (records_put(&r) == 0)
+		reclaim_execution(&r);
 	control_report_retired(&r.id, digest, size, NULL);
 }
 

@@ -234,6 +234,8 @@ main(int argc, char **argv)
 		log_warnx("no key bundle yet: every capability is refused until one verifies");
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile();
+	/* finish what a crash cut short before anything new is retired */
+	reclaim_resume();
 	snprintf(path, sizeof(path), "%s/run/sbx-manager.sock", cfg.data_dir);
 	if ((r = api_listen(path)) != 0) {
 		errno = -r;

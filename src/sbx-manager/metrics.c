@@ -30,10 +30,13 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_RELAUNCHES] = "space_sbxmgr_relaunches_total",
 	[MC_PEER_REFUSED] = "space_sbxmgr_peer_refused_total",
 	[MC_CONN_LIMIT] = "space_sbxmgr_connection_limit_total",
+	[MC_RECLAIMS] = "space_sbxmgr_reclaimed_executions_total",
 };
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t counters[MC__COUNT];
+static uint64_t disk[3];        /* exec, run, snapshots: bytes allocated */
+static bool disk_known;
 static uint64_t admissions[4][R__COUNT];
 static struct { const char *why; uint64_t n; } refusals[REFUSAL_KINDS];
 
@@ -100,6 +103,13 @@ metrics_write(void)
 	for (i = 0; i < REFUSAL_KINDS && refusals[i].why; i++)
 		fprintf(f, "space_sbxmgr_bridge_refusal_total{why=\"%s\"} %llu\n",
 		    refusals[i].why, (unsigned long long)refusals[i].n);
+	if (disk_known)
+		fprintf(f, "# TYPE space_sbxmgr_disk_bytes gauge\n"
+		    "space_sbxmgr_disk_bytes{area=\"layers\"} %llu\n"
+		    "space_sbxmgr_disk_bytes{area=\"run\"} %llu\n"
+		    "space_sbxmgr_disk_bytes{area=\"snapshots\"} %llu\n",
+		    (unsigned long long)disk[0], (unsigned long long)disk[1],
+		    (unsigned long long)disk[2]);
 	pthread_mutex_unlock(&mlock);
 	fprintf(f, "# TYPE space_sbxmgr_leases gauge\nspace_sbxmgr_leases %u\n", lease_count());
 	if (mgr_verifier) {
@@ -121,11 +131,40 @@ metrics_write(void)
 	return ret;
 }
 
+void
+metrics_disk_set(uint64_t exec, uint64_t run, uint64_t snapshots)
+{
+	pthread_mutex_lock(&mlock);
+	disk[0] = exec;
+	disk[1] = run;
+	disk[2] = snapshots;
+	disk_known = true;
+	pthread_mutex_unlock(&mlock);
+}
+
+/* every 2 s the counters; every DISK_EVERY rounds the reclamation pass
+ * (what a crash or a busy mount left) and the disk use, which walks the
+ * data directory */
+#define DISK_EVERY 5
+
 void *
 metrics_thread(void *arg)
 {
+	char dir[PATH_MAX];
+	unsigned n = 0;
+
 	(void)arg;
 	while (!mgr_stopping) {
+		if (n++ % DISK_EVERY == 0) {
+			uint64_t e, r;
+
+			reclaim_resume();
+			snprintf(dir, sizeof(dir), "%s/exec", cfg.data_dir);
+			e = reclaim_du(dir);
+			snprintf(dir, sizeof(dir), "%s/run", cfg.data_dir);
+			r = reclaim_du(dir);
+			metrics_disk_set(e, r, reclaim_du(cfg.snapshot_dir));
+		}
 		metrics_write();
 		sleep(2);
 	}

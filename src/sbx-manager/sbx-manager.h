@@ -67,7 +67,7 @@ struct record {
 	char exe_hash[MGR_HASH_HEX + 1];
 	char run_dir[PATH_MAX];
 	char layer_dir[PATH_MAX];
-	char snapshot[MGR_HASH_HEX + 1];        /* the layer was restored from it, or "" */
+	char snapshot[MGR_HASH_HEX + 1];        /* the layer was restored from it; once retired, the archive made of it; or "" */
 };
 
 extern struct mgr_config cfg;
@@ -164,13 +164,15 @@ void *api_accept_thread(void *arg);
 enum mgr_counter {
 	MC_REQUESTS, MC_ALLOW, MC_BAD_REQUEST, MC_BRIDGE_REFUSED, MC_BRIDGE_UNREACHABLE,
 	MC_SERVING_MISMATCH, MC_LEASES_CANCELLED, MC_INSTALLS, MC_INSTALL_FAILED,
-	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC__COUNT
+	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC_RECLAIMS, MC__COUNT
 };
 void metrics_inc(enum mgr_counter c);
 void metrics_admission(enum admit_outcome o, enum admit_reason r);
 void metrics_bridge_refusal(const char *why);
 void *metrics_thread(void *arg);
 int metrics_write(void);
+/* disk use, measured by the metrics thread every DISK_EVERY writes */
+void metrics_disk_set(uint64_t exec, uint64_t run, uint64_t snapshots);
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
 int layer_snapshot_live(const struct record *r, char digest[65], uint64_t *size);
@@ -179,6 +181,12 @@ int layer_snapshot_live(const struct record *r, char digest[65], uint64_t *size)
 int layer_release(const struct record *r);
 int layer_snapshot_stopped(const struct record *r, char digest[65], uint64_t *size);
 int layer_restore(const struct record *r, const char *digest, const char **why);
+
+/* reclaim.c: deleting a retired execution's layer and run directory,
+ * crash-safe (a journal entry first, finished by reclaim_resume) */
+int reclaim_execution(const struct record *r);
+void reclaim_resume(void);
+uint64_t reclaim_du(const char *dir);   /* bytes allocated beneath dir */
 
 /* uidrange.c */
 int uid_window_claim(uint32_t *window);

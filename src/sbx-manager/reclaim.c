@@ -1,0 +1,332 @@
+/* Disk reclamation (docs/worker.md, "Disk reclamation").
+ *
+ * A retired execution's layer image (D/exec/<sandbox>.g<gen>) and run
+ * directory (D/run/<sandbox>.g<gen>) are deleted once nothing can need
+ * them: its archive is durable in the snapshot store (a pause or a move),
+ * or none was asked for (a kill). Restores only ever read archives, so a
+ * retired layer has no reader left.
+ *
+ * Crash-safe by mark-then-delete: a journal entry D/reclaim/<sandbox>.g<gen>
+ * is made durable first (file and directory fsync'd), then the directories
+ * are removed, and the entry last. A restart finishes every entry it finds
+ * (reclaim_resume), so a kill -9 in the middle leaves nothing behind for
+ * long. An entry is written only for an execution whose record is
+ * retired, and the removal never crosses a mount point, never follows a
+ * symlink and only touches the two directories the entry's name gives. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "limits.h"
+#include "log.h"
+#include "sbx-manager.h"
+#include "util.h"
+
+/* one reclamation at a time: the assignment thread's and the periodic
+ * pass's never interleave on the same entry */
+static pthread_mutex_t rlock = PTHREAD_MUTEX_INITIALIZER;
+
+/* "<id>.g<generation>": the only names reclamation touches */
+static bool
+exec_name_valid(const char *name, char sandbox[SPACE_ID_MAX + 1], uint64_t *gen)
+{
+	const char *g = strrchr(name, '.');
+	char *end;
+	size_t n;
+
+	if (g == NULL || g[1] != 'g' || g[2] < '1' || g[2] > '9')
+		return false;
+	n = (size_t)(g - name);
+	if (n == 0 || n > SPACE_ID_MAX)
+		return false;
+	memcpy(sandbox, name, n);
+	sandbox[n] = '\0';
+	if (!id_valid(sandbox))
+		return false;
+	errno = 0;
+	*gen = strtoull(g + 2, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/* Removes everything beneath dfd: no symlink followed (they are removed as
+ * links), no other file system entered (a mount point stays, and so does
+ * the entry's directory, to be retried). 0 or -errno. */
+static int
+remove_beneath(int dfd, dev_t dev, int depth)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	if (depth > 256)
+		return -ELOOP;
+	if ((fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				r = -errno;
+			continue;
+		}
+		if (st.st_dev != dev) {
+			r = -EBUSY;     /* something still mounted here */
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			int cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int cr;
+
+			if (cfd < 0) {
+				r = -errno;
+				continue;
+			}
+			cr = remove_beneath(cfd, dev, depth + 1);
+			close(cfd);
+			if (cr < 0) {
+				r = cr;
+				continue;
+			}
+			if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0)
+				r = -errno;
+		} else if (unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT)
+			r = -errno;
+	}
+	closedir(d);
+	return r;
+}
+
+/* D/<area>/<name> and all beneath it; a missing one is done already */
+static int
+remove_entry(const char *area, const char *name)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	int afd, fd, r;
+
+	snprintf(dir, sizeof(dir), "%s/%s", cfg.data_dir, area);
+	if ((afd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	fd = openat(afd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		r = errno == ENOENT ? 0 : -errno;
+		close(afd);
+		return r;
+	}
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else
+		r = remove_beneath(fd, st.st_dev, 0);
+	close(fd);
+	if (r == 0 && unlinkat(afd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		r = -errno;
+	close(afd);
+	return r;
+}
+
+static int
+fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* the deletion of one journalled execution; the entry goes last */
+static int
+reclaim_finish(const char *name)
+{
+	char jdir[PATH_MAX], entry[PATH_MAX + 300];
+	struct record tmp;
+	int r;
+
+	memset(&tmp, 0, sizeof(tmp));
+	snprintf(tmp.layer_dir, sizeof(tmp.layer_dir), "%s/exec/%s/layer", cfg.data_dir, name);
+	/* a loop device or a leftover mount of a killed bridge still on
+	 * the image: let go of it first (the image's blocks are only
+	 * freed when nothing holds it) */
+	layer_release(&tmp);
+	if ((r = remove_entry("exec", name)) < 0 || (r = remove_entry("run", name)) < 0) {
+		log_warnx("reclaim %s: %s (kept for a later attempt)", name, strerror(-r));
+		return r;
+	}
+	snprintf(jdir, sizeof(jdir), "%s/reclaim", cfg.data_dir);
+	snprintf(entry, sizeof(entry), "%s/%s", jdir, name);
+	if (unlink(entry) < 0 && errno != ENOENT)
+		return -errno;
+	fsync_dir(jdir);
+	log_info("reclaimed the layer and run directory of %s", name);
+	metrics_inc(MC_RECLAIMS);
+	return 0;
+}
+
+/* the mark, durable before the first deletion, then the deletion */
+static int
+mark_and_finish(const char *name)
+{
+	char jdir[PATH_MAX], entry[PATH_MAX + 300];
+	int fd, ret;
+
+	snprintf(jdir, sizeof(jdir), "%s/reclaim", cfg.data_dir);
+	snprintf(entry, sizeof(entry), "%s/%s", jdir, name);
+	if (mkdir(jdir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if ((fd = open(entry, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		return -errno;
+	ret = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	if (ret == 0)
+		ret = fsync_dir(jdir);
+	if (ret < 0)
+		return ret;
+	return reclaim_finish(name);
+}
+
+int
+reclaim_execution(const struct record *r)
+{
+	char name[SPACE_ID_MAX + 32];
+	int ret;
+
+	if (r->state != EXEC_RETIRED)
+		return -EINVAL;
+	snprintf(name, sizeof(name), "%s.g%llu", r->id.sandbox, (unsigned long long)r->id.generation);
+	pthread_mutex_lock(&rlock);
+	ret = mark_and_finish(name);
+	pthread_mutex_unlock(&rlock);
+	return ret;
+}
+
+/* Executions of a sandbox older than the one its record holds: a newer
+ * generation was installed here (from an archive), so nothing reads the
+ * old layer any more. This also collects what builds before reclamation
+ * left behind. */
+static void
+reclaim_superseded(void)
+{
+	char dir[PATH_MAX], sandbox[SPACE_ID_MAX + 1];
+	struct dirent *de;
+	struct record r;
+	uint64_t gen;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/exec", cfg.data_dir);
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (!exec_name_valid(de->d_name, sandbox, &gen))
+			continue;
+		if (records_get(sandbox, &r) != 0)
+			continue;       /* no record: an install cut short, left alone */
+		if (r.id.generation > gen)
+			mark_and_finish(de->d_name);
+	}
+	closedir(d);
+}
+
+static void
+resume_locked(void)
+{
+	char dir[PATH_MAX], sandbox[SPACE_ID_MAX + 1];
+	struct dirent *de;
+	struct record r;
+	uint64_t gen;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/reclaim", cfg.data_dir);
+	if ((d = opendir(dir)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (!exec_name_valid(de->d_name, sandbox, &gen))
+				continue;
+			/* never the layer of an execution that runs here */
+			if (records_get(sandbox, &r) == 0 && r.id.generation == gen &&
+			    r.state != EXEC_RETIRED) {
+				log_warnx("reclaim %s: its execution is not retired, entry dropped",
+				    de->d_name);
+				unlinkat(dirfd(d), de->d_name, 0);
+				continue;
+			}
+			reclaim_finish(de->d_name);
+		}
+		closedir(d);
+	}
+	reclaim_superseded();
+}
+
+/* at start, and periodically: finish every journalled reclamation (one
+ * cut short by a crash, or by a mount still in the way), and collect the
+ * layers of generations superseded here */
+void
+reclaim_resume(void)
+{
+	pthread_mutex_lock(&rlock);
+	resume_locked();
+	pthread_mutex_unlock(&rlock);
+}
+
+/* bytes allocated beneath dfd, not crossing into another file system */
+static uint64_t
+du_beneath(int dfd, dev_t dev, int depth)
+{
+	struct dirent *de;
+	uint64_t sum = 0;
+	DIR *d;
+	int fd;
+
+	if (depth > 64 || (fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return 0;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev)
+			continue;
+		sum += (uint64_t)st.st_blocks * 512;
+		if (S_ISDIR(st.st_mode)) {
+			int cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd >= 0) {
+				sum += du_beneath(cfd, dev, depth + 1);
+				close(cfd);
+			}
+		}
+	}
+	closedir(d);
+	return sum;
+}
+
+uint64_t
+reclaim_du(const char *dir)
+{
+	struct stat st;
+	uint64_t sum;
+	int fd;
+
+	if (dir == NULL || !dir[0] ||
+	    (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return 0;
+	sum = fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 + du_beneath(fd, st.st_dev, 0) : 0;
+	close(fd);
+	return sum;
+}

@@ -1,0 +1,110 @@
+#!/bin/sh
+# Disk reclamation from the operator's side: a paused execution's layer is
+# deleted once its archive is in the store, a kill deletes the layer and
+# run directory of the sandbox, so the worker's data directory goes back
+# to what it was before the sandbox; the worker reports its disk use in
+# /metrics. A kill -9 of sbx-manager while a reclamation is held up (a
+# stray mount in the run directory) leaves the durable journal entry, and
+# the restart finishes it; a journal entry that names an execution still
+# serving (planted) deletes nothing, and the other sandbox's files and its
+# named snapshot stay.
+. "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
+
+platform_init
+MGR_FLAGS="--snapshot-dir $T/snapshots"
+NAPI_FLAGS="--metrics-file $T/w1/metrics.prom"
+NP=$(free_port)
+NU=http://127.0.0.1:$NP
+W=$T/w1
+platform_on_cleanup() { umount -l "$T/stray" 2>/dev/null; umount -l "$W"/run/*/stray 2>/dev/null; :; }
+
+check "space-control up" start_ctl
+check "worker w1 up" add_worker 1 w1 "$NP"
+
+# the layers and run directories of w1, in KiB
+du_w() { du -sk --one-file-system "$W/exec" "$W/run" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+exec_sh() { napi POST exec --data-binary "$(python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$1")" >/dev/null; }
+# wait_gone PATH [seconds]: true once PATH does not exist
+wait_gone() { _e=$(($(date +%s) + ${2:-20})); while [ -e "$1" ] && [ "$(date +%s)" -le $_e ]; do sleep 0.2; done; [ ! -e "$1" ]; }
+killsbx() { curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"; }
+
+# A: a sandbox that stays, with a file and a named snapshot
+is "create sandbox A" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+A=$(jget id)
+check "A running" wait_state "$A" running 20
+S=$A; CAP=$(route "$A")
+is "A writes a file" "$(exec_sh 'echo keep-me >/home/user/keep'; jget exit_code)" 0
+is "named snapshot of A -> 202" "$(cpost "/v1/sandboxes/$A/snapshots" '{"name":"keep"}')" 202
+i=0; while [ $i -lt 200 ]; do
+	curl -s -o "$T/snaps" -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$A/snapshots"
+	[ "$(jget snapshots.0.state "$T/snaps")" = ready ] && break
+	sleep 0.1; i=$((i + 1))
+done
+NAMED=$(jget snapshots.0.digest "$T/snaps")
+check "A's named snapshot is in the store" test -f "$T/snapshots/$NAMED.snap"
+BASE=$(du_w)
+diag "w1 layers and run directories with A: $BASE KiB"
+
+# S: writes 64 MiB, is paused, resumed, killed
+is "create sandbox S" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "S running" wait_state "$S" running 20
+CAP=$(route "$S")
+is "S writes 64 MiB" "$(exec_sh 'dd if=/dev/urandom of=/home/user/big bs=1M count=64 2>/dev/null && sync && md5sum </home/user/big'; jget exit_code)" 0
+SUM=$(jget stdout)
+USED=$(du_w)
+check "the data is on w1's disk ($USED KiB)" test "$USED" -gt $((BASE + 60000))
+is "pause S -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
+check "S paused" wait_state "$S" paused 60
+P=$(jget snapshot "$T/sbx")
+check "the pause archive is in the store" test -f "$T/snapshots/$P.snap"
+check "generation 1's layer is deleted once its archive is durable" wait_gone "$W/exec/$S.g1"
+check "... and its run directory" wait_gone "$W/run/$S.g1"
+is "resume S -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202
+check "S running again" wait_state "$S" running 60
+CAP=$(route "$S")
+is "the 64 MiB are back" "$(exec_sh 'md5sum </home/user/big'; jget stdout)" "$SUM"
+
+i=0; while [ $i -lt 60 ]; do
+	curl -s "$NU/metrics" >"$T/metrics"
+	grep -q '^space_sbxmgr_disk_bytes{area="layers"} [1-9]' "$T/metrics" && break
+	sleep 0.5; i=$((i + 1))
+done
+check "/metrics reports the worker's disk use (layers, run, snapshots)" \
+	sh -c "grep -q '^space_sbxmgr_disk_bytes{area=\"layers\"} [1-9]' '$T/metrics' &&
+	grep -q '^space_sbxmgr_disk_bytes{area=\"snapshots\"} [1-9]' '$T/metrics'"
+
+is "kill S" "$(killsbx "$S")" 200
+check "the killed execution's layer is deleted" wait_gone "$W/exec/$S.g2"
+check "... and its run directory" wait_gone "$W/run/$S.g2"
+AFTER=$(du_w)
+check "w1's layers and run directories are back to the baseline ($AFTER KiB, was $BASE)" \
+	test "$AFTER" -le $((BASE + 1024))
+check "grep reclaimed in the log" grep -q "reclaimed the layer and run directory of $S.g2" "$T/mgr_w1.log"
+
+# ---- a kill -9 while a reclamation is held up, then a restart ----
+is "create sandbox S2" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S2=$(jget id)
+check "S2 running" wait_state "$S2" running 20
+mkdir -p "$W/run/$S2.g1/stray"
+check "a stray mount in S2's run directory" mount -t tmpfs -o size=1m stray "$W/run/$S2.g1/stray"
+is "kill S2" "$(killsbx "$S2")" 200
+check "S2's layer is deleted" wait_gone "$W/exec/$S2.g1"
+check "the journal entry stays while the run directory cannot go" test -f "$W/reclaim/$S2.g1"
+crash M1
+check "after kill -9: the entry is still there" test -f "$W/reclaim/$S2.g1"
+umount "$W/run/$S2.g1/stray"
+# a planted entry naming A's serving execution
+: >"$W/reclaim/$A.g1"
+check "sbx-manager restarted" start_mgr 1 w1 "$NP"
+check "the restart finished the reclamation" wait_gone "$W/run/$S2.g1"
+check "... and dropped its journal entry" wait_gone "$W/reclaim/$S2.g1"
+check "the planted entry for a serving execution deleted nothing" test -f "$W/exec/$A.g1/layer/disk.img"
+check "... and was dropped" wait_gone "$W/reclaim/$A.g1"
+S=$A; CAP=$(route "$A")
+is "A still serves its file" "$(exec_sh 'cat /home/user/keep'; jget stdout)" keep-me
+check "A's named snapshot is still in the store" test -f "$T/snapshots/$NAMED.snap"
+
+check "no sanitizer report in the worker's log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/mgr_w1.log'"
+done_testing
