@@ -135,16 +135,29 @@ control_register(void)
 	return ret;
 }
 
+/* the incarnation, and the disk use once the metrics thread measured it */
+static void
+heartbeat_body(char *body, size_t cap)
+{
+	uint64_t du[3];
+
+	if (metrics_disk_get(du))
+		snprintf(body, cap, "{\"incarnation\":\"%s\",\"disk\":{\"layers\":%llu,"
+		    "\"run\":%llu,\"snapshots\":%llu}}", cfg.incarnation, (unsigned long long)du[0],
+		    (unsigned long long)du[1], (unsigned long long)du[2]);
+	else
+		snprintf(body, cap, "{\"incarnation\":\"%s\"}", cfg.incarnation);
+}
+
 void *
 control_heartbeat_thread(void *arg)
 {
-	char path[256], body[256];
+	char path[256], body[384];
 	long st;
 	bool was_ok = true;
 
 	(void)arg;
 	snprintf(path, sizeof(path), "/v1/workers/%s/heartbeat", cfg.worker_id);
-	snprintf(body, sizeof(body), "{\"incarnation\":\"%s\"}", cfg.incarnation);
 	/* the worker serves what it has while the control plane is away;
 	 * registration happens when it answers */
 	while (!mgr_stopping && !mgr_registered) {
@@ -157,6 +170,7 @@ control_heartbeat_thread(void *arg)
 	}
 	while (!mgr_stopping) {
 		sleep(5);
+		heartbeat_body(body, sizeof(body));
 		if (http_call("POST", path, body, 5, true, &st, NULL) != 0 || st != 200) {
 			if (was_ok)
 				log_warnx("control: heartbeat failed (status %ld)", st);

@@ -142,6 +142,18 @@ metrics_disk_set(uint64_t exec, uint64_t run, uint64_t snapshots)
 	pthread_mutex_unlock(&mlock);
 }
 
+bool
+metrics_disk_get(uint64_t out[3])
+{
+	bool known;
+
+	pthread_mutex_lock(&mlock);
+	known = disk_known;
+	memcpy(out, disk, sizeof(disk));
+	pthread_mutex_unlock(&mlock);
+	return known;
+}
+
 /* every 2 s the counters; every DISK_EVERY rounds the reclamation pass
  * (what a crash or a busy mount left) and the disk use, which walks the
  * data directory */

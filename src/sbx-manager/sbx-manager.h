@@ -173,6 +173,7 @@ void *metrics_thread(void *arg);
 int metrics_write(void);
 /* disk use, measured by the metrics thread every DISK_EVERY writes */
 void metrics_disk_set(uint64_t exec, uint64_t run, uint64_t snapshots);
+bool metrics_disk_get(uint64_t out[3]);         /* false until measured */
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
 int layer_snapshot_live(const struct record *r, char digest[65], uint64_t *size);

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "snapshot.h"
 #include "util.h"
+#include "worker_disk.h"
 
 #define ENDPOINT_MAX 255
 #define STATUS_ERROR_MAX 1024
@@ -56,6 +57,7 @@ api_workers_list(struct req *r)
 		reply_store_error(r, rc, "worker");
 		return;
 	}
+	worker_disk_annotate(arr);
 	reply_json(r, 200, json_pack("{s:o}", "workers", arr));
 }
 
@@ -105,8 +107,9 @@ out:
 void
 api_worker_heartbeat(struct req *r)
 {
-	static const char *const keys[] = { "incarnation", NULL };
-	json_t *in;
+	static const char *const keys[] = { "incarnation", "disk", NULL };
+	json_t *in, *disk;
+	json_int_t du[3];
 	const char *inc;
 	int rc;
 
@@ -114,7 +117,11 @@ api_worker_heartbeat(struct req *r)
 		return;
 	if (!json_keys_only(r, in, keys) || (inc = str_field(r, in, "incarnation", true)) == NULL)
 		goto out;
+	if ((disk = json_object_get(in, "disk")) != NULL && worker_disk_parse(r, disk, du) < 0)
+		goto out;
 	rc = r->ctl->st->ops->worker_heartbeat(r->ctl->st, r->params[0], inc);
+	if (rc >= 0 && disk != NULL)
+		worker_disk_set(r->params[0], du);
 	if (rc == -ESTALE)
 		reply_error(r, 409, "conflict", "incarnation is not the registered one; register again");
 	else if (rc < 0)

@@ -6,21 +6,47 @@
 #include "space.h"
 
 #define USAGE "[--json]\n" \
-	"  List the workers: id, endpoint, state, capacity and sandboxes placed."
+	"  List the workers: id, endpoint, state, capacity, sandboxes placed, and\n" \
+	"  the disk the worker uses for layers and run directories (DISK) and its\n" \
+	"  snapshot store (STORE), as its last heartbeat said."
+
+/* bytes as MiB, or "-" when the worker did not report it */
+static void
+mib(char *out, size_t cap, const json_t *disk, const char *k)
+{
+	json_t *v = json_object_get(disk, k);
+
+	if (json_is_integer(v))
+		snprintf(out, cap, "%lldM", (long long)(json_integer_value(v) >> 20));
+	else
+		snprintf(out, cap, "-");
+}
 
 static void
 print_workers(const json_t *list, const char *arg)
 {
-	json_t *w;
+	json_t *w, *d;
 	size_t i;
-	char cap[32], n[32];
+	char cap[32], n[32], layers[32], store[32];
 
-	printf("%-12s %-28s %-10s %-8s %s\n", "ID", "ENDPOINT", "STATE", "CAPACITY", "SANDBOXES");
+	printf("%-12s %-28s %-10s %-8s %-9s %-8s %s\n", "ID", "ENDPOINT", "STATE", "CAPACITY",
+	    "SANDBOXES", "DISK", "STORE");
 	json_array_foreach(list, i, w) {
+		long long lr = 0;
+
 		cli_jscalar(cap, sizeof(cap), json_object_get(w, "capacity"));
 		cli_jscalar(n, sizeof(n), json_object_get(w, "sandboxes"));
-		printf("%-12s %-28s %-10s %-8s %s\n", cli_jstr(w, "id", "?"),
-		    cli_jstr(w, "endpoint", "-"), cli_jstr(w, "state", "?"), cap, n);
+		d = json_object_get(w, "disk");
+		if (json_is_integer(json_object_get(d, "layers")) &&
+		    json_is_integer(json_object_get(d, "run"))) {
+			lr = (long long)(json_integer_value(json_object_get(d, "layers")) +
+			    json_integer_value(json_object_get(d, "run")));
+			snprintf(layers, sizeof(layers), "%lldM", lr >> 20);
+		} else
+			snprintf(layers, sizeof(layers), "-");
+		mib(store, sizeof(store), d, "snapshots");
+		printf("%-12s %-28s %-10s %-8s %-9s %-8s %s\n", cli_jstr(w, "id", "?"),
+		    cli_jstr(w, "endpoint", "-"), cli_jstr(w, "state", "?"), cap, n, layers, store);
 	}
 }
 

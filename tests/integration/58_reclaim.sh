@@ -75,6 +75,21 @@ check "/metrics reports the worker's disk use (layers, run, snapshots)" \
 	sh -c "grep -q '^space_sbxmgr_disk_bytes{area=\"layers\"} [1-9]' '$T/metrics' &&
 	grep -q '^space_sbxmgr_disk_bytes{area=\"snapshots\"} [1-9]' '$T/metrics'"
 
+i=0; while [ $i -lt 40 ]; do
+	curl -s -o "$T/workers" -H "Authorization: Bearer $K" "$CU/v1/workers"
+	[ -n "$(jget workers.0.disk.layers "$T/workers")" ] && break
+	sleep 0.5; i=$((i + 1))
+done
+check "GET /v1/workers shows w1's disk use from its heartbeat" test "$(jget workers.0.disk.layers "$T/workers")" -gt 60000000
+SPACE_API_URL=$CU SPACE_API_KEY=$K "$SPACE_BIN/space" workers >"$T/ws" 2>&1
+check "space workers has DISK and STORE columns with w1's figures" \
+	sh -c "head -1 '$T/ws' | grep -q 'DISK *STORE' && grep -Eq '^w1 .* [0-9]+M +[0-9]+M\$' '$T/ws'"
+hb() { curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $(cat "$T/cred_w1")" \
+	--data-binary "$1" "$CU/v1/workers/w1/heartbeat"; }
+INC=$(cat "$W/incarnation")
+is "a heartbeat with a negative disk figure -> 400" "$(hb "{\"incarnation\":\"$INC\",\"disk\":{\"layers\":-1,\"run\":0,\"snapshots\":0}}")" 400
+is "... with an unknown disk key -> 400" "$(hb "{\"incarnation\":\"$INC\",\"disk\":{\"layers\":1,\"run\":0,\"snapshots\":0,\"x\":1}}")" 400
+
 is "kill S" "$(killsbx "$S")" 200
 check "the killed execution's layer is deleted" wait_gone "$W/exec/$S.g2"
 check "... and its run directory" wait_gone "$W/run/$S.g2"
