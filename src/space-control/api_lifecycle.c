@@ -1,7 +1,7 @@
 /* User API of the lifecycle (docs/protocol.md section 5): pause, resume,
  * move, named snapshots, timeouts; and the worker's answer to a snapshot
  * assignment. Each operation is started by one store transaction that
- * takes the sandbox's lease by compare-and-swap (store_sqlite_ops.c); a
+ * takes the sandbox's lease by compare-and-swap (lifecycle_ops.c); a
  * second operation on the same sandbox gets 409 until the first ends. The
  * steps that follow are driven by worker reports and the scheduler tick. */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* The scheduler: where a new execution goes, which workers are alive, and
  * the wakeups of assignment long-polls. Placement runs inside the store's
- * create transaction (store_sqlite.c reads the candidates, this file
+ * create transaction (lifecycle.c reads the candidates, this file
  * decides), so two concurrent creates cannot both take a worker's last
  * slot. */
 #include <errno.h>

@@ -1,6 +1,8 @@
 /* The one store interface of space-control. A backend is a table of
  * operations behind an opaque handle; SQLite (store_sqlite.c) is the
- * embedded default, a PostgreSQL backend fills the same table.
+ * embedded default. The entries that change a lifecycle state point to
+ * lifecycle.c / lifecycle_ops.c, which run on the backend's row
+ * operations (store_tx.h): a PostgreSQL backend is only its SQL.
  *
  * Every operation that changes more than one row does it in one
  * transaction. Errors follow docs/errors.md: 0 or a negative errno
@@ -44,7 +46,7 @@ struct key_row {
 	int64_t not_before, not_after;  /* not_after 0 = open */
 };
 
-/* a lifecycle operation to start (store_sqlite_ops.c): it takes the
+/* a lifecycle operation to start (lifecycle_ops.c): it takes the
  * sandbox's ownership lease by compare-and-swap, persists the operation
  * row and its first step, in one transaction */
 struct op_request {
@@ -154,8 +156,10 @@ struct store_ops {
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
 };
+struct store_rows;
 struct store {
 	const struct store_ops *ops;
+	const struct store_rows *rows;  /* store_tx.h: what lifecycle.c runs on */
 };
 
 /* "sqlite:PATH" (or a bare path). Runs pending migrations. NULL + errno. */

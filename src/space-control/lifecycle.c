@@ -1,0 +1,427 @@
+/* The lifecycle state machine of sandboxes and executions, over the
+ * backend's transaction helper and row operations (store_tx.h). Nothing
+ * here is SQL: every backend shares this file and lifecycle_ops.c.
+ *
+ * This half: creation, kill, a worker's registration (a re-created worker's
+ * sandboxes are placed again) and a worker's report on an execution, with
+ * the placement they share. Placement runs inside the transaction that
+ * creates the execution, which is what makes the next generation unique
+ * and a worker's last slot taken once: no other writer commits between the
+ * read and the insert. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "store.h"
+#include "store_tx.h"
+#include "lifecycle.h"
+#include "util.h"
+
+#define PLACE_CANDIDATES 64
+
+const char *
+lc_kind_static(const char *k)
+{
+	static const char *const kinds[] = { "pause", "resume", "move", "snapshot", NULL };
+	size_t i;
+
+	for (i = 0; kinds[i]; i++)
+		if (streq(k, kinds[i]))
+			return kinds[i];
+	return "other";
+}
+
+bool
+lc_exec_active(const char *state)
+{
+	return streq(state, "pending") || streq(state, "starting") || streq(state, "serving");
+}
+
+void
+lc_cur_free(struct sbx_cur *c)
+{
+	free(c->template_);
+	free(c->resources);
+	c->template_ = c->resources = NULL;
+}
+
+/* install spec {"template","resources","snapshot"} (snapshot NULL = none) */
+char *
+lc_spec_json(const char *template_, const char *resources, const char *snapshot)
+{
+	json_t *res = json_loads(resources, 0, NULL);
+	json_t *o = json_pack("{s:s,s:o,s:s?}", "template", template_, "resources",
+	    res ? res : json_object(), "snapshot", snapshot);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	json_decref(o);
+	return s;
+}
+
+/* Place the next generation of sandbox on a worker, with its install
+ * assignment. pinned: that worker or nothing; prefer: that worker when it
+ * is live with room (resume: the previous one, its data is near), else
+ * the scheduler's choice (scheduler.c holds the policy). */
+int
+lc_place_execution(struct store *s, const char *sandbox, const char *pinned, const char *prefer,
+    const char *spec, const char **why, int64_t *gen_out, char worker_out[SPACE_ID_MAX + 1])
+{
+	struct worker_load wl[PLACE_CANDIDATES];
+	size_t n = 0, i;
+	int64_t gen = 0, now = now_unix();
+	int rc, pick = -1;
+
+	if ((rc = R(s)->workers_load(s, pinned, prefer, wl, PLACE_CANDIDATES, &n)) < 0)
+		return rc;
+	if (pinned == NULL && prefer != NULL) {
+		for (i = 0; i < n; i++)
+			if (streq(wl[i].id, prefer) && wl[i].live && wl[i].active < wl[i].capacity)
+				pick = (int)i;
+	}
+	if (pick < 0)
+		pick = scheduler_pick(wl, n, pinned, why);
+	if (pick < 0)
+		return pick;
+	if ((rc = R(s)->exec_insert(s, sandbox, wl[pick].id, wl[pick].incarnation, now, &gen)) < 0)
+		return rc;
+	if ((rc = R(s)->assignment_add(s, wl[pick].id, sandbox, gen, "install", spec, now)) < 0)
+		return rc;
+	if (gen_out)
+		*gen_out = gen;
+	if (worker_out)
+		snprintf(worker_out, SPACE_ID_MAX + 1, "%s", wl[pick].id);
+	return 0;
+}
+
+/* ---- create and kill ---- */
+
+struct create_ctx {
+	const char *owner, *id, *spec;
+	const struct sandbox_spec *sp;
+	json_t **out;
+	const char **why;
+};
+
+static int
+create_tx(struct store *s, void *arg)
+{
+	struct create_ctx *x = arg;
+	int64_t now = now_unix();
+	int rc;
+
+	if ((rc = R(s)->sandbox_insert(s, x->owner, x->id, x->sp, now)) < 0)
+		return rc;
+	if ((rc = lc_place_execution(s, x->id, x->sp->pinned, NULL, x->spec, x->why, NULL, NULL)) < 0)
+		return rc;
+	if ((rc = R(s)->audit(s, x->owner, "sandbox.create", x->id, NULL)) < 0)
+		return rc;
+	/* loaded inside the transaction, so the answer is what gets committed */
+	return R(s)->sandbox_load(s, x->owner, x->id, x->out);
+}
+
+int
+lc_sandbox_create(struct store *s, const char *owner, const char *id,
+    const struct sandbox_spec *sp, json_t **out, const char **why)
+{
+	struct create_ctx x = { owner, id, NULL, sp, out, why };
+	char *spec = lc_spec_json(sp->template_, sp->resources, NULL);
+	int rc;
+
+	if (spec == NULL)
+		return -ENOMEM;
+	x.spec = spec;
+	*out = NULL;
+	if ((rc = R(s)->tx(s, create_tx, &x)) < 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
+	free(spec);
+	return rc;
+}
+
+/* abandon the unfinished operation of sandbox (a kill wins over it) and
+ * release its lease. *kind: the abandoned operation's kind or NULL */
+static int
+ops_abandon(struct store *s, const char *sandbox, const char **kind)
+{
+	char k[16] = "", id[SPACE_ID_MAX + 1] = "", owner[SPACE_ID_MAX + 1] = "", detail[160];
+	int64_t now = now_unix();
+	int rc;
+
+	*kind = NULL;
+	if ((rc = R(s)->op_open(s, sandbox, id, k, owner)) < 0)
+		return rc;
+	if (rc == 1) {
+		if ((rc = R(s)->op_end(s, id, "abandoned", now)) < 0)
+			return rc;
+		if ((rc = R(s)->snapshots_fail_pending(s, sandbox, "sandbox killed")) < 0)
+			return rc;
+		snprintf(detail, sizeof(detail), "op=%s kind=%s result=abandoned", id, k);
+		if ((rc = R(s)->audit(s, owner, "operation.end", sandbox, detail)) < 0)
+			return rc;
+		*kind = lc_kind_static(k);
+	}
+	return R(s)->lease_release(s, sandbox, NULL);
+}
+
+struct kill_ctx {
+	const char *owner, *id;
+	json_t **out;
+	const char *abandoned;
+};
+
+static int
+kill_tx(struct store *s, void *arg)
+{
+	struct kill_ctx *x = arg;
+	struct sbx_cur c;
+	int64_t now = now_unix();
+	int rc;
+
+	if ((rc = R(s)->sandbox_cur(s, x->owner, x->id, &c)) < 0)
+		return rc;
+	lc_cur_free(&c);
+	/* a kill wins over a lifecycle operation in progress: the operation
+	 * is abandoned and its lease released in this same transaction, so
+	 * no later step of it can place an execution for a killed sandbox */
+	if ((rc = ops_abandon(s, x->id, &x->abandoned)) < 0)
+		return rc;
+	if ((rc = R(s)->sandbox_set_state(s, x->id, "killed")) < 0)
+		return rc;
+	if (c.gen > 0 && lc_exec_active(c.exec_state)) {
+		if ((rc = R(s)->exec_set_retiring(s, x->id, c.gen, now)) < 0)
+			return rc;
+		/* a kill keeps nothing: the layer is not archived */
+		if ((rc = R(s)->assignment_add(s, c.worker, x->id, c.gen, "retire",
+		    "{\"snapshot\":false}", now)) < 0)
+			return rc;
+	}
+	if ((rc = R(s)->audit(s, x->owner, "sandbox.kill", x->id, NULL)) < 0)
+		return rc;
+	return R(s)->sandbox_load(s, x->owner, x->id, x->out);
+}
+
+int
+lc_sandbox_kill(struct store *s, const char *owner, const char *id, json_t **out)
+{
+	struct kill_ctx x = { owner, id, out, NULL };
+	int rc;
+
+	*out = NULL;
+	if ((rc = R(s)->tx(s, kill_tx, &x)) < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return rc;
+	}
+	if (x.abandoned && store_op_observe)
+		store_op_observe(x.abandoned, "abandoned");
+	return 0;
+}
+
+/* ---- workers ---- */
+
+/* A worker that registers with a new incarnation was re-created: whatever
+ * ran under the old incarnation is gone. Its executions fail, and each
+ * sandbox that was live on one gets a new execution (next generation) in
+ * the same transaction. */
+static int
+reassign_lost(struct store *s, const char *worker, const char *old_inc, int *reassigned)
+{
+	json_t *lost = NULL, *e;
+	size_t i;
+	int rc;
+
+	if ((rc = R(s)->sandboxes_on(s, worker, old_inc, &lost)) < 0)
+		return rc;
+	if ((rc = R(s)->execs_fail_resident(s, worker, old_inc, "worker re-created",
+	    now_unix())) < 0)
+		goto out;
+	json_array_foreach(lost, i, e) {
+		const char *why = NULL, *id = json_string_value(json_object_get(e, "id"));
+		char *spec = lc_spec_json(json_string_value(json_object_get(e, "template")),
+		    json_string_value(json_object_get(e, "resources")), NULL);
+		if (spec == NULL || id == NULL) {
+			free(spec);
+			rc = -ENOMEM;
+			goto out;
+		}
+		rc = lc_place_execution(s, id, json_string_value(json_object_get(e, "pinned")), NULL,
+		    spec, &why, NULL, NULL);
+		free(spec);
+		if (rc == -EAGAIN || rc == -EHOSTDOWN || rc == -ENOENT) {
+			/* nowhere to run it now: the sandbox fails visibly */
+			rc = R(s)->sandbox_set_state(s, id, "failed");
+		} else if (rc == 0) {
+			rc = R(s)->sandbox_set_state(s, id, "creating");
+			(*reassigned)++;
+		}
+		if (rc < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	json_decref(lost);
+	return rc;
+}
+
+struct register_ctx {
+	const char *worker, *incarnation, *endpoint;
+	int64_t capacity, *revision;
+	int *reassigned;
+};
+
+static int
+register_tx(struct store *s, void *arg)
+{
+	struct register_ctx *x = arg;
+	char old[SPACE_ID_MAX + 1] = "";
+	int rc;
+
+	*x->reassigned = 0;
+	if ((rc = R(s)->worker_incarnation(s, x->worker, old)) < 0)
+		return rc;
+	if ((rc = R(s)->worker_set_live(s, x->worker, x->incarnation, x->endpoint, x->capacity,
+	    now_unix())) < 0)
+		return rc;
+	if (old[0] && !streq(old, x->incarnation)) {
+		log_info("worker %s re-created (incarnation changed)", x->worker);
+		if ((rc = reassign_lost(s, x->worker, old, x->reassigned)) < 0)
+			return rc;
+	}
+	if ((rc = R(s)->audit(s, NULL, "worker.register", x->worker, x->incarnation)) < 0)
+		return rc;
+	return R(s)->worker_revision(s, x->worker, x->revision);
+}
+
+int
+lc_worker_register(struct store *s, const char *worker, const char *incarnation,
+    const char *endpoint, int64_t capacity, json_t **out, int64_t *revision, int *reassigned)
+{
+	struct register_ctx x = { worker, incarnation, endpoint, capacity, revision, reassigned };
+	int rc;
+
+	if ((rc = R(s)->tx(s, register_tx, &x)) < 0)
+		return rc;
+	*out = json_pack("{s:s,s:s,s:s,s:I,s:s}", "id", worker, "incarnation", incarnation,
+	    "endpoint", endpoint, "capacity", (json_int_t)capacity, "state", "live");
+	return *out ? 0 : -ENOMEM;
+}
+
+/* ---- a worker's report on an execution ---- */
+
+struct status_ctx {
+	const char *worker, *state, *error;
+	const struct route_identity *r;
+	const struct snap_report *snap;
+	const char **why;
+};
+
+/* the archive a worker reported with an execution's end becomes the
+ * sandbox's latest snapshot (an automatic one, ready) */
+static int
+snap_latest(struct store *s, const struct route_identity *r, const struct snap_report *snap,
+    int64_t now)
+{
+	int rc;
+
+	if ((rc = R(s)->snapshot_add(s, snap->id, r->sandbox, (int64_t)r->generation, NULL,
+	    "auto", "ready", snap->digest, snap->size, now)) < 0)
+		return rc;
+	return R(s)->sandbox_set_snapshot(s, r->sandbox, snap->digest);
+}
+
+static int
+status_tx(struct store *s, void *arg)
+{
+	struct status_ctx *x = arg;
+	const struct route_identity *r = x->r;
+	const struct snap_report *snap = x->snap;
+	struct exec_row e;
+	int64_t gen = (int64_t)r->generation, now = now_unix();
+	bool current;
+	int rc;
+
+	if ((rc = R(s)->exec_get(s, r->sandbox, gen, &e)) < 0)
+		return rc;
+	if (rc == 0) {
+		*x->why = "no such execution";
+		return -ENOENT;
+	}
+	/* a worker reports only on what was placed on it, in its current life */
+	if (!streq(e.worker, x->worker) || !streq(r->worker, x->worker)) {
+		*x->why = "execution is not placed on this worker";
+		return -EPERM;
+	}
+	if (!streq(e.substrate, r->substrate) || !streq(e.resident, r->resident)) {
+		*x->why = "identity does not match the execution";
+		return -ESTALE;
+	}
+	if ((int64_t)r->activation < e.activation) {
+		*x->why = "activation is older than the recorded one";
+		return -ESTALE;
+	}
+	current = gen == e.maxgen;
+	if (streq(x->state, "serving")) {
+		if (!lc_exec_active(e.state)) {
+			*x->why = "execution is no longer wanted";
+			return -ESTALE;
+		}
+		/* a new activation is a bridge relaunch of the same execution:
+		 * only the current generation may move forward */
+		if ((int64_t)r->activation > e.activation && !current) {
+			*x->why = "activation change on a replaced generation";
+			return -ESTALE;
+		}
+		if ((rc = R(s)->exec_set_serving(s, r->sandbox, gen, (int64_t)r->activation,
+		    now)) < 0)
+			return rc;
+		if (current && (streq(e.sandbox_state, "creating") ||
+		    streq(e.sandbox_state, "running")))
+			return R(s)->sandbox_set_state(s, r->sandbox, "running");
+		return 0;
+	}
+	if (streq(x->state, "failed")) {
+		if (streq(e.state, "retired")) {
+			*x->why = "execution is already retired";
+			return -ESTALE;
+		}
+		/* a failure reported again (after a restart of the worker)
+		 * keeps the error first reported */
+		if ((rc = R(s)->exec_set_failed(s, r->sandbox, gen, x->error ? x->error : "failed",
+		    now)) < 0)
+			return rc;
+		if (current && (streq(e.sandbox_state, "creating") ||
+		    streq(e.sandbox_state, "running")) &&
+		    (rc = R(s)->sandbox_set_state(s, r->sandbox, "failed")) < 0)
+			return rc;
+		/* the worker archived the failed execution's layer: the
+		 * current generation's archive becomes the latest, which is
+		 * what lets a resume bring the sandbox back (an older
+		 * generation's failure must not replace a newer archive) */
+		if (snap != NULL && snap->digest != NULL && current)
+			return snap_latest(s, r, snap, now);
+		return 0;
+	}
+	/* already ended: a repeated report changes nothing */
+	if (streq(e.state, "failed") || streq(e.state, "retired"))
+		return 0;
+	if ((rc = R(s)->exec_set_retired(s, r->sandbox, gen, now)) < 0)
+		return rc;
+	/* the archive of the retired layer is what a resume or the second
+	 * half of a move restores: it becomes the latest */
+	if (snap != NULL && snap->digest != NULL)
+		return snap_latest(s, r, snap, now);
+	return 0;
+}
+
+int
+lc_execution_status(struct store *s, const char *worker, const struct route_identity *r,
+    const char *state, const char *error, const struct snap_report *snap, const char **why)
+{
+	struct status_ctx x = { worker, state, error, r, snap, why };
+
+	return R(s)->tx(s, status_tx, &x);
+}
+

@@ -1,0 +1,169 @@
+/* What a store backend gives the lifecycle (lifecycle.c): one transaction
+ * helper and row operations, each one statement (or a fixed pair) of SQL
+ * run inside the caller's transaction. Every decision (which state follows
+ * which, who may report what, where an execution goes) is in lifecycle.c,
+ * so a backend is only its SQL: a PostgreSQL backend fills this table with
+ * the same statements in its dialect.
+ *
+ * Returns follow store.h: 0 (or a count, or 1 found / 0 not found where
+ * said) and a negative errno otherwise. Strings in the row structs are
+ * NUL-terminated copies bounded by their arrays. */
+#ifndef SPACE_CONTROL_STORE_TX_H
+#define SPACE_CONTROL_STORE_TX_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "store.h"
+
+/* the work of one transaction; 0 commits, <0 rolls back */
+typedef int (*store_tx_fn)(struct store *, void *arg);
+
+/* the sandbox and its current (highest) execution */
+struct sbx_cur {
+	char    state[STORE_STATE_MAX + 1];
+	char    lease_owner[SPACE_ID_MAX + 1];
+	char    snapshot[SPACE_ID_MAX + 1];    /* latest digest, "" = none */
+	char    pinned[SPACE_ID_MAX + 1];      /* "" = not pinned */
+	char   *template_, *resources;          /* owned: lc_cur_free */
+	int64_t gen;                            /* 0 = no execution */
+	char    worker[SPACE_ID_MAX + 1];
+	char    exec_state[STORE_STATE_MAX + 1];
+};
+
+/* an unfinished operation with everything its next step depends on */
+struct op_view {
+	char    id[SPACE_ID_MAX + 1], sandbox[SPACE_ID_MAX + 1], kind[16], step[16];
+	char    target[SPACE_ID_MAX + 1], snapshot_id[SPACE_ID_MAX + 1];
+	int64_t from_gen, to_gen;
+	char    owner[SPACE_ID_MAX + 1], lease_owner[SPACE_ID_MAX + 1];
+	int64_t lease_expiry;
+	bool    leased;
+	char    sstate[STORE_STATE_MAX + 1], snapshot[SPACE_ID_MAX + 1], pinned[SPACE_ID_MAX + 1];
+	char    from_state[STORE_STATE_MAX + 1], from_worker[SPACE_ID_MAX + 1];
+	char    to_state[STORE_STATE_MAX + 1], snap_state[STORE_STATE_MAX + 1];
+	char    from_snapshot[SPACE_ID_MAX + 1];    /* archive of from_gen, "" = none */
+	char   *template_, *resources;               /* owned */
+};
+
+/* a new operation row */
+struct op_new {
+	const char *id, *sandbox, *kind, *target, *step, *snapshot_id, *reason;
+	int64_t     from_gen, to_gen;               /* 0 = NULL */
+};
+
+/* an execution as a worker's report is checked against it */
+struct exec_row {
+	char    worker[SPACE_ID_MAX + 1], substrate[SPACE_SUBSTRATE_MAX + 2];
+	char    resident[SPACE_ID_MAX + 1];
+	int64_t activation;
+	char    state[STORE_STATE_MAX + 1], sandbox_state[STORE_STATE_MAX + 1];
+	int64_t maxgen;                         /* the sandbox's highest generation */
+};
+
+/* a named snapshot as its worker's report is checked against it */
+struct snap_row {
+	char    state[STORE_STATE_MAX + 1], sandbox[SPACE_ID_MAX + 1];
+	int64_t generation;
+	char    worker[SPACE_ID_MAX + 1], digest[80];
+};
+
+struct store_rows {
+	/* lock the store for this thread, BEGIN (taking the write lock at
+	 * once, so the reads inside see the rows the change is based on),
+	 * fn, COMMIT; ROLLBACK when fn or the commit fails */
+	int (*tx)(struct store *, store_tx_fn fn, void *arg);
+
+	/* sandboxes */
+	int (*sandbox_insert)(struct store *, const char *owner, const char *id,
+	    const struct sandbox_spec *, int64_t now);
+	int (*sandbox_cur)(struct store *, const char *owner, const char *id, struct sbx_cur *);
+	int (*sandbox_load)(struct store *, const char *owner, const char *id, json_t **out);
+	int (*sandbox_set_state)(struct store *, const char *id, const char *state);
+	int (*sandbox_set_pin)(struct store *, const char *id, const char *worker);
+	int (*sandbox_set_snapshot)(struct store *, const char *id, const char *digest);
+	/* 1 taken (free or expired at now), 0 held by someone else */
+	int (*lease_take)(struct store *, const char *id, const char *who, int64_t expiry,
+	    int64_t now);
+	int (*lease_renew)(struct store *, const char *id, const char *who, int64_t expiry);
+	/* who NULL: whoever holds it */
+	int (*lease_release)(struct store *, const char *id, const char *who);
+	/* the live executions of a re-created worker's old incarnation whose
+	 * sandbox still runs: [{"id","template","resources","pinned"}] */
+	int (*sandboxes_on)(struct store *, const char *worker, const char *resident,
+	    json_t **out);
+
+	/* executions and assignments */
+	int (*exec_get)(struct store *, const char *sandbox, int64_t gen, struct exec_row *);
+	/* the next generation of sandbox, pending on worker; *gen set */
+	int (*exec_insert)(struct store *, const char *sandbox, const char *worker,
+	    const char *incarnation, int64_t now, int64_t *gen);
+	int (*exec_set_retiring)(struct store *, const char *sandbox, int64_t gen, int64_t now);
+	int (*exec_set_serving)(struct store *, const char *sandbox, int64_t gen,
+	    int64_t activation, int64_t now);
+	/* a failure already recorded keeps its first error */
+	int (*exec_set_failed)(struct store *, const char *sandbox, int64_t gen,
+	    const char *error, int64_t now);
+	int (*exec_set_retired)(struct store *, const char *sandbox, int64_t gen, int64_t now);
+	/* every unended execution of worker's incarnation resident fails */
+	int (*execs_fail_resident)(struct store *, const char *worker, const char *resident,
+	    const char *error, int64_t now);
+	int (*assignment_add)(struct store *, const char *worker, const char *sandbox,
+	    int64_t gen, const char *action, const char *spec, int64_t now);
+
+	/* workers: the placement candidates (live ones with an incarnation,
+	 * or only pinned), prefer first then the least loaded, at most cap */
+	int (*workers_load)(struct store *, const char *pinned, const char *prefer,
+	    struct worker_load *wl, size_t cap, size_t *n);
+	/* "" when the worker has never registered; -ENOENT unknown */
+	int (*worker_incarnation)(struct store *, const char *worker, char inc[SPACE_ID_MAX + 1]);
+	int (*worker_set_live)(struct store *, const char *worker, const char *incarnation,
+	    const char *endpoint, int64_t capacity, int64_t now);
+	/* the newest assignment revision of worker (0 none) */
+	int (*worker_revision)(struct store *, const char *worker, int64_t *rev);
+
+	/* operations */
+	/* the unfinished operation of sandbox: 1 found (id, kind, owner), 0 none */
+	int (*op_open)(struct store *, const char *sandbox, char id[SPACE_ID_MAX + 1],
+	    char kind[16], char owner[SPACE_ID_MAX + 1]);
+	int (*ops_open_list)(struct store *, const char *sandbox, char (*ids)[SPACE_ID_MAX + 1],
+	    size_t cap, size_t *n);
+	int (*op_insert)(struct store *, const struct op_new *, int64_t now);
+	/* 1 found (unfinished), 0 done or unknown; o->template_/resources owned */
+	int (*op_get)(struct store *, const char *id, struct op_view *o);
+	int (*op_set_installing)(struct store *, const char *id, int64_t to_gen,
+	    const char *target, int64_t now);
+	int (*op_end)(struct store *, const char *id, const char *result, int64_t now);
+
+	/* snapshots */
+	int (*snapshot_add)(struct store *, const char *id, const char *sandbox, int64_t gen,
+	    const char *name, const char *kind, const char *state, const char *digest,
+	    int64_t size, int64_t now);
+	int (*snapshot_named_get)(struct store *, const char *id, struct snap_row *);
+	int (*snapshot_set_ready)(struct store *, const char *id, const char *digest, int64_t size);
+	int (*snapshot_set_failed)(struct store *, const char *id, const char *error);
+	/* every pending snapshot of sandbox fails with error */
+	int (*snapshots_fail_pending)(struct store *, const char *sandbox, const char *error);
+	/* 1 when a ready snapshot of (sandbox, gen) has digest, else 0 */
+	int (*snapshot_has)(struct store *, const char *sandbox, int64_t gen, const char *digest);
+
+	int (*audit)(struct store *, const char *principal, const char *action,
+	    const char *target, const char *detail);
+};
+
+/* lifecycle.c: the entries of store_ops every backend shares */
+int lc_sandbox_create(struct store *, const char *owner, const char *id,
+    const struct sandbox_spec *, json_t **out, const char **why);
+int lc_sandbox_kill(struct store *, const char *owner, const char *id, json_t **out);
+int lc_worker_register(struct store *, const char *worker, const char *incarnation,
+    const char *endpoint, int64_t capacity, json_t **out, int64_t *revision,
+    int *reassigned);
+int lc_execution_status(struct store *, const char *worker, const struct route_identity *,
+    const char *state, const char *error, const struct snap_report *snap, const char **why);
+int lc_op_start(struct store *, const char *owner, const char *sandbox,
+    const struct op_request *, json_t **out, const char **why);
+int lc_ops_drive(struct store *, const char *lease_owner, int64_t lease_ttl,
+    const char *sandbox, bool advance);
+int lc_snapshot_report(struct store *, const char *worker, const char *snapshot_id,
+    const char *sandbox, int64_t generation, const char *digest, int64_t size,
+    const char *error, const char **why);
+#endif
