@@ -98,7 +98,11 @@ while True:
 EOF
 python3 "$T/sim.py" "$U" "$T/sim.log" "$W1" "$W2" 2>>"$T/sim.err" &
 SIM=$!
-sleep 0.5
+# both simulated workers registered (python starts slowly on a busy machine)
+i=0
+while [ "$(sql "SELECT COUNT(*) FROM workers WHERE state = 'live'")" != 2 ] && [ $i -lt 300 ]; do
+	sleep 0.1; i=$((i + 1))
+done
 
 req POST /v1/sandboxes "$K" '{}' >/dev/null
 S=$(jget id)
