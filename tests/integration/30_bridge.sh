@@ -43,7 +43,10 @@ start_host "$SB" "$UB"
 is "spaced-host says ready" "$(cat "$W/$SB/ready")" "ready"
 check "bridge.sock is a socket" test -S "$W/$SB/run/bridge.sock"
 is "bridge.sock is owner-only (0600)" "$(stat -c %a "$W/$SB/run/bridge.sock")" "600"
-C=$(claims)
+# the claims used throughout: valid for an hour, so that a slow machine
+# does not turn the later checks into expiry refusals (the bridge checks
+# exp against its clock, not exp - iat; expiry has its own checks below)
+C=$(claims --exp-in 3600)
 
 # ---- exec ----
 out=$(call exec "$SB" "$C" '{"argv":["sh","-c","echo hello; echo err >&2; exit 3"]}')
