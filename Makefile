@@ -37,7 +37,7 @@ LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd
 LIBS_space         := -lsodium -ljansson -luv
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
-LIBS_spaced-host   := -lsodium -ljansson
+LIBS_spaced-host   := -lsodium -ljansson -lseccomp -lcap
 LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
               -luv -larchive -lzstd -lpthread -lm
 
@@ -57,11 +57,14 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/unit/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(B)/bench/%)
+# test doubles (tests/doubles): built for the tests, never installed
+DOUBLE_MODES := other-sandbox bad-secret hostile
+DOUBLE_BINS := $(DOUBLE_MODES:%=$(B)/tests/doubles/guest-%)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 
 .PHONY: all deps up test test-san unit fuzz fuzz-build bench clean
-all: $(BINS) $(UNIT_BINS)
+all: $(BINS) $(UNIT_BINS) $(DOUBLE_BINS)
 
 deps:
 	@sh scripts/deps.sh
@@ -97,6 +100,11 @@ $(foreach p,$(PROGS),$(eval $(call prog_rule,$(p))))
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS_ALL)
+
+# one source, one misbehaviour per binary (FAKE_MODE)
+$(B)/tests/doubles/guest-%: tests/doubles/fake_guest.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFAKE_MODE='"$*"' $(LDFLAGS) -o $@ $< $(LIB) -lsodium -ljansson
 
 $(B)/bench/%: $(B)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)

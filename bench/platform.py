@@ -571,7 +571,7 @@ def bridge_alone(plat, i):
                          stderr=open(os.path.join(d, "log"), "w"))
     try:
         line = p.stdout.readline()
-        if line.strip() != b"ready":
+        if not line.startswith(b"ready "):
             with open(os.path.join(d, "log")) as f:
                 raise RuntimeError("spaced-host alone: no ready line: " + f.read()[-500:])
         claims = spc.make_claims(sbx, 1, "wb", "rb", 1, "jail", ["exec"])

@@ -209,8 +209,8 @@ launch(struct record *r)
 	int pidfd = -1, ret;
 
 	r->state = EXEC_STARTING;
-	r->bridge_pid = 0;
-	r->bridge_start = 0;
+	r->bridge_pid = r->serve_pid = 0;
+	r->bridge_start = r->serve_start = 0;
 	r->exe_dev = r->exe_ino = 0;
 	r->exe_hash[0] = '\0';
 	if ((ret = records_put(r)) != 0)

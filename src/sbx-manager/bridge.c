@@ -1,12 +1,21 @@
 /* spaced-host: launching it, and verifying it on every connection.
  *
- * What we record when a bridge says "ready", and why each item:
- *   pid + uid      what SO_PEERCRED must report for its listener;
- *   start time     (/proc/PID/stat field 22) a PID can be reused by an
- *                  unrelated process after the bridge dies: same pid,
- *                  different start time;
- *   exe dev+inode  (stat of /proc/PID/exe) a process that exec'd another
- *                  program keeps its pid and start time, not its exe;
+ * A bridge is two processes (docs/worker.md): the monitor we spawn (root,
+ * holds the substrate) and its serving process (an unprivileged uid of the
+ * sandbox's range), which listens on bridge.sock and is the only process
+ * that reads the frames we send. The monitor names it on its ready line,
+ * "ready PID". What we record, and why each item:
+ *   monitor pid + start time   the process our pidfd watches and stops;
+ *   serving pid + start time   what SO_PEERCRED must report for the
+ *                  listener and whose fd table must hold it (sock_diag); a
+ *                  PID can be reused by an unrelated process after the
+ *                  bridge dies: same pid, different start time;
+ *   serving uid    uid_base + SPACE_BRIDGE_UID_OFFSET, checked at start,
+ *                  then what SO_PEERCRED must report;
+ *   exe dev+inode  (stat of /proc/PID/exe, the same file for both, the
+ *                  serving process being a fork of the monitor) a process
+ *                  that exec'd another program keeps its pid and start
+ *                  time, not its exe;
  *   binary hash    what the binary was at start; checked again when a
  *                  restarted sbx-manager adopts a bridge.
  * The on-disk spaced-host must also still be the file the bridge was
@@ -30,12 +39,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hostmon.h"
 #include "log.h"
 #include "sbx-manager.h"
 #include "util.h"
 
-int
-proc_start_time(pid_t pid, uint64_t *out)
+/* field (3..) of /proc/PID/stat as a number */
+static int
+proc_stat_field(pid_t pid, int field, uint64_t *out)
 {
 	char path[64], *buf = NULL, *p, *save = NULL, *tok;
 	size_t len;
@@ -50,7 +61,7 @@ proc_start_time(pid_t pid, uint64_t *out)
 		goto out;
 	p++;
 	for (i = 3, tok = strtok_r(p, " ", &save); tok; i++, tok = strtok_r(NULL, " ", &save))
-		if (i == 22) {
+		if (i == field) {
 			char *end;
 			errno = 0;
 			*out = strtoull(tok, &end, 10);
@@ -61,6 +72,30 @@ proc_start_time(pid_t pid, uint64_t *out)
 out:
 	free(buf);
 	return ret;
+}
+
+int
+proc_start_time(pid_t pid, uint64_t *out)
+{
+	return proc_stat_field(pid, 22, out);
+}
+
+static bool
+parent_is(pid_t pid, pid_t parent)
+{
+	uint64_t pp;
+
+	return proc_stat_field(pid, 4, &pp) == 0 && pp == (uint64_t)parent;
+}
+
+static bool
+same_exe(pid_t pid, uint64_t dev, uint64_t ino)
+{
+	char exe[64];
+	struct stat st;
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	return stat(exe, &st) == 0 && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
 }
 
 static int
@@ -110,8 +145,9 @@ out:
 	return ret;
 }
 
-/* 0; -ESRCH the process is gone; -EPERM the pid is another process now;
- * -EACCES it is the process we launched but no longer the binary we trust */
+/* 0; -ESRCH the monitor is gone; -EPERM its pid is another process now;
+ * -EACCES it is the monitor we launched but no longer a bridge we trust
+ * (another binary, or its serving process gone or replaced) */
 int
 bridge_identity_check(const struct record *r, const char **why)
 {
@@ -139,6 +175,22 @@ bridge_identity_check(const struct record *r, const char **why)
 		return -EACCES;
 	}
 	if ((uint64_t)st.st_dev != r->exe_dev || (uint64_t)st.st_ino != r->exe_ino) {
+		*why = "bridge executable differs";
+		return -EACCES;
+	}
+	/* the serving process: still the monitor's child we recorded,
+	 * running the same file. The monitor is ours (checked above), so a
+	 * missing or different serving process makes it a bridge we no
+	 * longer trust (-EACCES: it may be stopped), not someone else's */
+	if (r->serve_pid <= 0 || proc_start_time(r->serve_pid, &start) != 0) {
+		*why = "bridge serving process gone";
+		return -EACCES;
+	}
+	if (start != r->serve_start || !parent_is(r->serve_pid, r->bridge_pid)) {
+		*why = "bridge serving process differs (pid reused)";
+		return -EACCES;
+	}
+	if (!same_exe(r->serve_pid, r->exe_dev, r->exe_ino)) {
 		*why = "bridge executable differs";
 		return -EACCES;
 	}
@@ -291,14 +343,22 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 			goto fail;
 		}
 	}
-	if (strcmp(line, "ready\n") != 0) {
-		*why = "bridge said something else than ready";
-		ret = -EPROTO;
-		goto fail;
+	/* "ready PID\n": PID is the serving process */
+	{
+		char *end;
+		long sp;
+		errno = 0;
+		sp = strncmp(line, "ready ", 6) == 0 ? strtol(line + 6, &end, 10) : 0;
+		if (sp <= 0 || sp > INT32_MAX || errno != 0 || strcmp(end, "\n") != 0) {
+			*why = "bridge said something else than ready";
+			ret = -EPROTO;
+			goto fail;
+		}
+		r->serve_pid = (pid_t)sp;
 	}
 	r->bridge_pid = pid;
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
-	if (proc_start_time(pid, &r->bridge_start) != 0 || proc_euid(pid, &r->bridge_uid) != 0 ||
+	if (proc_start_time(pid, &r->bridge_start) != 0 ||
 	    stat(exe, &st) != 0 || hash_file(exe, r->exe_hash) != 0) {
 		/* our unreaped child's /proc entries are there while it
 		 * lives: failing to read them means it died */
@@ -308,6 +368,26 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 	}
 	r->exe_dev = (uint64_t)st.st_dev;
 	r->exe_ino = (uint64_t)st.st_ino;
+	/* the process the monitor named must be its own child (only the
+	 * monitor, alive and pinned by our pidfd, can have made one), run
+	 * the same file, and hold the serving uid of this sandbox's range,
+	 * not root: the one that parses frames is the unprivileged one */
+	if (proc_start_time(r->serve_pid, &r->serve_start) != 0 ||
+	    !parent_is(r->serve_pid, pid) || proc_euid(r->serve_pid, &r->bridge_uid) != 0) {
+		*why = "bridge named a serving process that is not its child";
+		ret = -EPROTO;
+		goto fail;
+	}
+	if (r->bridge_uid != r->uid_base + SPACE_BRIDGE_UID_OFFSET) {
+		*why = "bridge serving process has another uid";
+		ret = -EACCES;
+		goto fail;
+	}
+	if (!same_exe(r->serve_pid, r->exe_dev, r->exe_ino)) {
+		*why = "bridge serving process runs another executable";
+		ret = -EACCES;
+		goto fail;
+	}
 	if (stat(cfg.spaced_host, &disk) != 0 || disk.st_dev != st.st_dev ||
 	    disk.st_ino != st.st_ino) {
 		*why = "spaced-host replaced while starting";
@@ -400,7 +480,7 @@ bridge_connect(const struct record *r, const char **why)
 		ret = -errno;
 		goto fail;
 	}
-	if (cr.pid != r->bridge_pid || cr.uid != r->bridge_uid) {
+	if (cr.pid != r->serve_pid || cr.uid != r->bridge_uid) {
 		*why = "peer is not the recorded bridge (SO_PEERCRED)";
 		ret = -EPERM;
 		goto fail;
@@ -409,8 +489,8 @@ bridge_connect(const struct record *r, const char **why)
 		ret = -EPERM;
 		goto fail;
 	}
-	/* the listener must be a socket that process holds (see sockdiag.c) */
-	if ((ret = sockdiag_peer_owned_by(fd, r->bridge_pid, why)) != 0) {
+	/* the listener must be a socket the serving process holds (sockdiag.c) */
+	if ((ret = sockdiag_peer_owned_by(fd, r->serve_pid, why)) != 0) {
 		ret = -EPERM;
 		goto fail;
 	}

@@ -76,6 +76,32 @@ metrics_bridge_refusal(const char *why)
 	pthread_mutex_unlock(&mlock);
 }
 
+/* the refusal counts of the serving bridges (each monitor keeps its own
+ * in RUNDIR/metrics.prom, spaced-host/audit.c): their sample lines only */
+static void
+bridge_refusals(FILE *f)
+{
+	struct record *all = NULL;
+	char path[PATH_MAX + 32], *buf, *line, *save;
+	size_t n, i, len;
+
+	fprintf(f, "# TYPE space_bridge_refusals_total counter\n");
+	if (records_all(&all, &n) != 0)
+		return;
+	for (i = 0; i < n; i++) {
+		if (all[i].state != EXEC_SERVING)
+			continue;
+		snprintf(path, sizeof(path), "%s/metrics.prom", all[i].run_dir);
+		if (read_file(path, 64u << 10, &buf, &len) != 0)
+			continue;
+		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			if (strncmp(line, "space_bridge_refusals_total{", 28) == 0)
+				fprintf(f, "%s\n", line);
+		free(buf);
+	}
+	free(all);
+}
+
 int
 metrics_write(void)
 {
@@ -112,6 +138,7 @@ metrics_write(void)
 		    (unsigned long long)disk[2]);
 	pthread_mutex_unlock(&mlock);
 	fprintf(f, "# TYPE space_sbxmgr_leases gauge\nspace_sbxmgr_leases %u\n", lease_count());
+	bridge_refusals(f);
 	if (mgr_verifier) {
 		verifier_stats(mgr_verifier, &vs);
 		fprintf(f, "# TYPE space_sbxmgr_vcache_hits_total counter\n"

@@ -30,7 +30,8 @@ static const char schema[] =
 	" snapshot TEXT NOT NULL,"
 	" bridge_pid INTEGER NOT NULL, bridge_uid INTEGER NOT NULL,"
 	" bridge_start INTEGER NOT NULL, exe_dev INTEGER NOT NULL, exe_ino INTEGER NOT NULL,"
-	" exe_hash TEXT NOT NULL, run_dir TEXT NOT NULL, layer_dir TEXT NOT NULL);";
+	" exe_hash TEXT NOT NULL, run_dir TEXT NOT NULL, layer_dir TEXT NOT NULL,"
+	" serve_pid INTEGER NOT NULL DEFAULT 0, serve_start INTEGER NOT NULL DEFAULT 0);";
 
 static void
 copy_text(char *dst, size_t cap, const unsigned char *src)
@@ -79,6 +80,8 @@ row_to_record(sqlite3_stmt *st, struct record *r)
 	copy_text(r->exe_hash, sizeof(r->exe_hash), sqlite3_column_text(st, 19));
 	copy_text(r->run_dir, sizeof(r->run_dir), sqlite3_column_text(st, 20));
 	copy_text(r->layer_dir, sizeof(r->layer_dir), sqlite3_column_text(st, 21));
+	r->serve_pid = (pid_t)sqlite3_column_int64(st, 24);
+	r->serve_start = (uint64_t)sqlite3_column_int64(st, 25);
 	return 0;
 }
 
@@ -146,10 +149,17 @@ records_open(const char *path)
 	    NULL, NULL, NULL);
 	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
 	    NULL, NULL, NULL);
+	/* a record from before the serving process names none (0): its bridge
+	 * fails the identity check and is relaunched, not adopted */
+	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN serve_pid INTEGER NOT NULL DEFAULT 0",
+	    NULL, NULL, NULL);
+	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN serve_start INTEGER NOT NULL DEFAULT 0",
+	    NULL, NULL, NULL);
 	if (sqlite3_prepare_v2(db, "SELECT sandbox, generation, worker, substrate, activation,"
 	    " resident, state, epoch, slot, uid_base, template, memory_mb, pids, cpu_percent,"
 	    " bridge_pid, bridge_uid, bridge_start, exe_dev, exe_ino, exe_hash, run_dir,"
-	    " layer_dir, disk_mb, snapshot FROM records", -1, &st, NULL) != SQLITE_OK)
+	    " layer_dir, disk_mb, snapshot, serve_pid, serve_start FROM records", -1, &st,
+	    NULL) != SQLITE_OK)
 		goto out;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (row_to_record(st, &r) != 0) {
@@ -220,8 +230,9 @@ records_put(const struct record *r)
 	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO records (sandbox, generation,"
 	    " worker, substrate, activation, resident, state, epoch, slot, uid_base, template,"
 	    " memory_mb, pids, cpu_percent, bridge_pid, bridge_uid, bridge_start, exe_dev,"
-	    " exe_ino, exe_hash, run_dir, layer_dir, disk_mb, snapshot) VALUES"
-	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+	    " exe_ino, exe_hash, run_dir, layer_dir, disk_mb, snapshot, serve_pid, serve_start)"
+	    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) !=
+	    SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(st, 1, r->id.sandbox, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)r->id.generation);
@@ -247,6 +258,8 @@ records_put(const struct record *r)
 	sqlite3_bind_text(st, 22, r->layer_dir, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 23, r->disk_mb);
 	sqlite3_bind_text(st, 24, r->snapshot, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 25, r->serve_pid);
+	sqlite3_bind_int64(st, 26, (sqlite3_int64)r->serve_start);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		log_warnx("records: commit %s: %s", r->id.sandbox, sqlite3_errmsg(db));
 		goto out;

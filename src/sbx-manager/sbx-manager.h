@@ -59,11 +59,16 @@ struct record {
 	uint32_t uid_base;
 	char template_name[SPACE_ID_MAX + 1];
 	uint32_t memory_mb, pids, cpu_percent, disk_mb;
-	/* the bridge process as it was when it said "ready" */
-	pid_t bridge_pid;
-	uid_t bridge_uid;
+	/* the bridge as it was when it said "ready PID": its root monitor
+	 * (the process we spawned, stopped and watched through a pidfd) and
+	 * its serving process (PID, the monitor's child that listens on
+	 * bridge.sock and is what SO_PEERCRED and sock_diag must find) */
+	pid_t bridge_pid;               /* the monitor */
 	uint64_t bridge_start;          /* /proc/PID/stat field 22 */
-	uint64_t exe_dev, exe_ino;      /* stat of /proc/PID/exe */
+	pid_t serve_pid;                /* the serving process */
+	uint64_t serve_start;
+	uid_t bridge_uid;               /* the serving process's uid */
+	uint64_t exe_dev, exe_ino;      /* stat of /proc/PID/exe (both run it) */
 	char exe_hash[MGR_HASH_HEX + 1];
 	char run_dir[PATH_MAX];
 	char layer_dir[PATH_MAX];

@@ -61,7 +61,8 @@ relay_response(struct host *h, int client, const struct frame *f, bool check_oom
 	if (check_oom) {
 		uint64_t after;
 		json_t *sig = json_object_get(m.result, "signal");
-		if (h->ops->oom_kills(h->sub, &after) == 0 && after > oom_before &&
+		/* the count is the monitor's (it holds the cgroup) */
+		if (host_oom_kills(h, &after) == 0 && after > oom_before &&
 		    json_is_integer(sig) && json_integer_value(sig) == 9)
 			json_object_set_new(m.result, "oom_killed", json_true());
 	}
@@ -98,7 +99,7 @@ relay_error(int client, const struct frame *f)
 static void
 guest_lost(struct host *h, int client)
 {
-	if (atomic_load(&h->guest_dead))
+	if (host_guest_gone(h))
 		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 	else
 		frame_write_error(client, 500, "internal", NULL, "the guest dropped the operation");
@@ -220,6 +221,9 @@ serve(struct host *h, int client)
 		struct admit_error e = admit_error_code((struct admit_result){ ADMIT_DENY,
 		    R_BAD_CLAIMS });
 
+		memset(&req.claims, 0, sizeof(req.claims));
+		host_refused(h, req.op, req.sandbox, &req.claims,
+		    (struct admit_result){ ADMIT_DENY, R_BAD_CLAIMS });
 		frame_write_error(client, e.status, e.code, e.reason, why);
 		goto out;
 	}
@@ -239,12 +243,12 @@ serve(struct host *h, int client)
 	};
 	res = admit(&req.claims, &h->rec, &ar);
 	if (res.outcome != ADMIT_ALLOW) {
-		log_info("refused %s: %s (%s)", op_name(req.op), admit_outcome_str(res.outcome),
-		    admit_reason_str(res.reason));
+		/* counted and audited with both identities by the monitor */
+		host_refused(h, req.op, req.sandbox, &req.claims, res);
 		frame_write_refusal(client, res);
 		goto out;
 	}
-	if (atomic_load(&h->guest_dead)) {
+	if (host_guest_gone(h)) {
 		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 		goto out;
 	}
@@ -271,7 +275,7 @@ serve(struct host *h, int client)
 		goto out;
 	}
 	if (req.op == OP_EXEC)
-		h->ops->oom_kills(h->sub, &oom_before);
+		host_oom_kills(h, &oom_before);
 	if (frame_write(sp[0], MSG_REQUEST, s, slen) < 0) {
 		guest_lost(h, client);
 		goto out;

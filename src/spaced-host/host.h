@@ -1,29 +1,61 @@
-/* spaced-host: the per-execution bridge. main.c owns the process (args,
- * launch, challenge, accept loop, stop), challenge.c verifies the guest,
- * bridge.c serves one connection of sbx-manager. */
+/* spaced-host: the per-execution bridge, two processes (docs/worker.md):
+ *
+ *   monitor (root)       main.c: args, the substrate (launch, cgroups, OOM
+ *                        count, layer, stop), binds the socket path, counts
+ *                        and audits refusals. Parses no frame of anyone.
+ *   serving (uid_base + SPACE_BRIDGE_UID_OFFSET, no capabilities,
+ *            no_new_privs, seccomp allow list)
+ *                        serve.c: challenges the guest (challenge.c),
+ *                        listens and serves sbx-manager's connections
+ *                        (bridge.c), relaying to the guest.
+ * They talk over hostmon.h messages only. */
 #ifndef SPACED_HOST_H
 #define SPACED_HOST_H
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdnoreturn.h>
 
 #include "admit.h"
 #include "guestmac.h"
+#include "hostmon.h"
+#include "proto.h"
 #include "substrate.h"
 
 struct host {
 	struct runtime_record rec;      /* our own identity, state serving */
 	struct substrate_config cfg;
 	const struct substrate_ops *ops;
-	struct substrate *sub;
+	struct substrate *sub;          /* monitor only */
+	/* serving process */
 	int control;                    /* host end of the guest control channel */
 	pthread_mutex_t control_mu;     /* one MSG_OPEN at a time on it */
+	int mon;                        /* our end of the monitor channel */
+	pthread_mutex_t mon_mu;         /* one query (send + answer) at a time */
 	atomic_bool guest_dead;         /* set once; never cleared (no reconnects) */
 	atomic_uint_fast64_t op_seq;
 	pthread_mutex_t mu;             /* guards active */
 	pthread_cond_t idle;
 	unsigned active;                /* connections being served */
 };
+
+/* serve.c: the serving process, forked by the monitor as root with the
+ * control channel, the bound (not listening) socket and its end of the
+ * monitor channel; drops to the serving uid, confines itself, challenges
+ * the guest (secret is wiped here), says READY, serves until the guest is
+ * gone. Never returns. */
+noreturn void serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN]);
+/* OOM kills in the execution so far, asked of the monitor; -errno */
+int host_oom_kills(struct host *h, uint64_t *n);
+/* tell the monitor about a refusal (it counts and audits it) */
+void host_refused(struct host *h, enum op_kind op, const char *target,
+    const struct capability *cap, struct admit_result res);
+/* true once the guest is gone (control channel hung up) */
+bool host_guest_gone(struct host *h);
+
+/* audit.c (monitor): count a refusal of the serving process, write its
+ * audit line with both identities and RUNDIR/metrics.prom */
+void refusal_record(const struct host *h, const struct hm_refusal *f);
 
 /* challenge.c: one CHALLENGE/CHALLENGE_REPLY exchange; 0 when the guest
  * proved the secret and reported our identity, -EPERM when it did not,

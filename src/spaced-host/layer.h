@@ -3,9 +3,13 @@
 #define SPACED_HOST_LAYER_H
 #include <stdbool.h>
 
+#include "hostmon.h"
 #include "substrate.h"
 
-#define JAIL_IDS        65536           /* ids mapped into the user ns */
+/* ids mapped into the user ns: 0..65534 of the sandbox's 65536; the last
+ * one (uid_base + SPACE_BRIDGE_UID_OFFSET) is the bridge's serving
+ * process, which nothing inside the sandbox may ever be */
+#define JAIL_IDS        SPACE_BRIDGE_UID_OFFSET
 #define JAIL_USER_UID   1000            /* the sandbox user inside */
 
 struct layer {

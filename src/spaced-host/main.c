@@ -1,10 +1,15 @@
 /* spaced-host: the bridge of one execution (DESIGN sections 6 and 10).
  *
- * Started by sbx-manager as root, one per execution. Launches the guest on
- * its substrate, challenges it, says "ready" on stdout, then serves
- * sbx-manager's connections on RUNDIR/bridge.sock, one thread each. It
- * never relaunches its guest: when the guest is gone, operations fail with
- * 503 and the bridge exits non-zero so sbx-manager sees it. */
+ * Started by sbx-manager as root, one per execution. This file is the
+ * monitor, the part that stays root (host.h): it launches the guest on its
+ * substrate, binds RUNDIR/bridge.sock, forks the serving process (serve.c)
+ * that challenges the guest and serves sbx-manager's connections, and says
+ * "ready PID" on stdout (PID: the serving process, the one sbx-manager must
+ * find behind the socket) once that process reported READY. It answers the
+ * serving process's OOM queries, counts and audits its refusals, and stops
+ * the substrate. It never relaunches its guest: when the guest is gone,
+ * operations fail with 503 and the bridge exits non-zero so sbx-manager
+ * sees it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -32,8 +37,9 @@
 #include "proto.h"
 #include "util.h"
 
-#define CHALLENGE_TIMEOUT_MS 15000
-#define DRAIN_TIMEOUT_MS     5000       /* operations get this long to end on stop */
+/* the serving process drains for 5 s after its guest is gone; past that
+ * (and a margin) it is killed */
+#define SERVE_EXIT_TIMEOUT_MS 7000
 
 static noreturn void
 usage(void)
@@ -82,7 +88,7 @@ static void
 parse_args(struct host *h, struct opts *o, int argc, char **argv)
 {
 	enum { O_SBX = 1, O_GEN, O_ACT, O_WRK, O_RES, O_SST, O_TPL, O_RUN, O_LAYER,
-	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_T_SBX, O_T_SECRET };
+	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST };
 	static const struct option opts[] = {
 		{ "sandbox", required_argument, NULL, O_SBX },
 		{ "generation", required_argument, NULL, O_GEN },
@@ -99,10 +105,6 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		{ "cpu-percent", required_argument, NULL, O_CPU },
 		{ "disk-mb", required_argument, NULL, O_DISK },
 		{ "guest", required_argument, NULL, O_GUEST },
-		/* test-only, documented in docs/jail.md: make the guest lie,
-		 * so tests can show the challenge refuses it */
-		{ "test-guest-sandbox", required_argument, NULL, O_T_SBX },
-		{ "test-guest-bad-secret", no_argument, NULL, O_T_SECRET },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct substrate_config *c = &h->cfg;
@@ -131,8 +133,6 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		case O_CPU: c->cpu_percent = (unsigned)num_arg("cpu-percent", optarg, 1, 100000); break;
 		case O_DISK: c->disk_mb = (unsigned)num_arg("disk-mb", optarg, 16, 1u << 24); break;
 		case O_GUEST: o->guest = optarg; break;
-		case O_T_SBX: c->guest_sandbox_override = optarg; break;
-		case O_T_SECRET: c->guest_secret_corrupt = true; break;
 		case 'v': o->verbose = 1; break;
 		default: usage();
 		}
@@ -163,8 +163,11 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 	c->guest_path = o->guest;
 }
 
+/* bind (not listen) RUNDIR/bridge.sock: binding needs root in the 0700
+ * directory; listen() is left to the serving process, so the listener's
+ * credentials are its own */
 static int
-listen_socket(const char *path)
+bind_socket(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	mode_t old;
@@ -182,7 +185,7 @@ listen_socket(const char *path)
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
 	/* connecting needs write permission: only the owner (root) has it */
-	if (r < 0 || chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+	if (r < 0 || chmod(path, 0600) < 0) {
 		r = -errno;
 		close(fd);
 		return r;
@@ -190,91 +193,73 @@ listen_socket(const char *path)
 	return fd;
 }
 
-struct conn {
-	struct host *h;
-	int fd;
-};
-
-static void *
-conn_thread(void *arg)
+/* one message of the serving process; false when it broke the protocol
+ * (it is then stopped: a process that says nonsense is not trusted) */
+static bool
+on_serve_msg(struct host *h, int mon, pid_t serve, bool *ready)
 {
-	struct conn *c = arg;
-	struct host *h = c->h;
+	struct hm_msg m;
+	int r;
 
-	bridge_serve(h, c->fd);
-	free(c);
-	pthread_mutex_lock(&h->mu);
-	h->active--;
-	pthread_cond_broadcast(&h->idle);
-	pthread_mutex_unlock(&h->mu);
-	return NULL;
+	if ((r = hm_recv(mon, &m)) < 0) {
+		if (r != -ECONNRESET)
+			log_warnx("serving process: bad message (%s)", strerror(-r));
+		return false;
+	}
+	switch (m.type) {
+	case HM_READY: {
+		char line[32];
+		int n;
+		if (*ready)
+			return false;
+		*ready = true;
+		n = snprintf(line, sizeof(line), "ready %d\n", (int)serve);
+		if (write(1, line, (size_t)n) != n) {
+			log_warn("cannot say ready");
+			return false;
+		}
+		/* nothing else goes to sbx-manager's ready pipe */
+		int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (nul >= 0) {
+			dup2(nul, 1);
+			close(nul);
+		}
+		log_info("serving %s generation %" PRIu64 " activation %" PRIu32
+		    " on %s/bridge.sock (serving pid %d)", h->rec.id.sandbox,
+		    h->rec.id.generation, h->rec.id.activation, h->cfg.run_dir, (int)serve);
+		return true;
+	}
+	case HM_OOM_QUERY: {
+		struct hm_msg a = { .type = HM_OOM_COUNT };
+		a.u.oom.known = h->ops->oom_kills(h->sub, &a.u.oom.n) == 0;
+		return hm_send(mon, &a) == 0;
+	}
+	case HM_REFUSED:
+		refusal_record(h, &m.u.ref);
+		return true;
+	default:
+		return false;   /* OOM_COUNT goes the other way */
+	}
 }
 
+/* SIGTERM, then SIGKILL after the drain time; reaps it */
 static void
-accept_one(struct host *h, int lfd)
+serve_stop(pid_t pid, int timeout_ms)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	pthread_attr_t attr;
-	pthread_t t;
-	struct conn *c;
-	int fd;
+	uint64_t until = now_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int st;
 
-	if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		return;
-	/* only sbx-manager (root) may talk to a bridge; the 0700 directory
-	 * already keeps others out, this holds even if it is misconfigured */
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0) {
-		log_warnx("connection from uid %d refused", (int)cred.uid);
-		close(fd);
-		return;
+	kill(pid, SIGTERM);
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (now_mono_ns() >= until) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+			return;
+		}
+		nanosleep(&ts, NULL);
 	}
-	pthread_mutex_lock(&h->mu);
-	if (h->active >= SPACE_STREAMS_PER_SBX) {
-		pthread_mutex_unlock(&h->mu);
-		bridge_refuse(fd, 503, "unavailable", "too many operations on this sandbox");
-		return;
-	}
-	h->active++;
-	pthread_mutex_unlock(&h->mu);
-	if ((c = malloc(sizeof(*c))) == NULL)
-		goto fail;
-	*c = (struct conn){ h, fd };
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 << 10);
-	if (pthread_create(&t, &attr, conn_thread, c) != 0) {
-		pthread_attr_destroy(&attr);
-		free(c);
-		goto fail;
-	}
-	pthread_attr_destroy(&attr);
-	return;
-fail:
-	pthread_mutex_lock(&h->mu);
-	h->active--;
-	pthread_mutex_unlock(&h->mu);
-	bridge_refuse(fd, 503, "unavailable", "cannot serve now");
-}
-
-/* wait up to ms for every connection thread to finish */
-static void
-drain(struct host *h, int ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&h->mu);
-	while (h->active > 0)
-		if (pthread_cond_timedwait(&h->idle, &h->mu, &ts) != 0)
-			break;
-	pthread_mutex_unlock(&h->mu);
 }
 
 int
@@ -284,11 +269,11 @@ main(int argc, char **argv)
 	struct opts o = { 0 };
 	uint8_t secret[GUEST_SECRET_LEN];
 	char sock[PATH_MAX];
-	const char *why = NULL;
-	struct pollfd p[3];
+	struct pollfd p[2];
 	sigset_t mask;
-	int lfd = -1, sigfd, r, rc = 1, nul;
-	bool stopping = false;
+	int lfd = -1, sigfd, r, rc = 1, mon[2] = { -1, -1 }, control = -1;
+	pid_t serve = -1;
+	bool stopping = false, ready = false, serve_gone = false;
 
 	parse_args(&h, &o, argc, argv);
 	log_init("spaced-host", o.verbose);
@@ -299,8 +284,9 @@ main(int argc, char **argv)
 	if ((h.ops = substrate_find(h.rec.id.substrate)) == NULL)
 		fatalx("substrate %s cannot run on this machine", h.rec.id.substrate);
 	h.rec.state = EXEC_SERVING;
-	h.control = -1;
+	h.control = h.mon = -1;
 	pthread_mutex_init(&h.control_mu, NULL);
+	pthread_mutex_init(&h.mon_mu, NULL);
 	pthread_mutex_init(&h.mu, NULL);
 	pthread_cond_init(&h.idle, NULL);
 	/* the guest inherits our supplementary groups, and setgroups is
@@ -317,48 +303,68 @@ main(int argc, char **argv)
 		fatal("signalfd");
 
 	randombytes_buf(secret, sizeof(secret));
-	r = h.ops->launch(&h.cfg, secret, &h.sub, &h.control);
+	r = h.ops->launch(&h.cfg, secret, &h.sub, &control);
 	if (r < 0) {
 		sodium_memzero(secret, sizeof(secret));
 		fatalx("cannot launch the guest (%s): %s", h.ops->name, strerror(-r));
 	}
-	r = challenge_guest(h.control, secret, &h.rec.id, CHALLENGE_TIMEOUT_MS, &why);
-	/* the secret has served its one purpose */
-	sodium_memzero(secret, sizeof(secret));
-	if (r < 0) {
-		log_warnx("guest challenge failed: %s", why);
-		goto stop;
-	}
 	snprintf(sock, sizeof(sock), "%s/bridge.sock", h.cfg.run_dir);
-	if ((lfd = listen_socket(sock)) < 0) {
-		log_warnx("cannot listen on %s: %s", sock, strerror(-lfd));
+	if ((lfd = bind_socket(sock)) < 0) {
+		sodium_memzero(secret, sizeof(secret));
+		log_warnx("cannot bind %s: %s", sock, strerror(-lfd));
 		goto stop;
 	}
-	if (write(1, "ready\n", 6) != 6) {
-		log_warn("cannot say ready");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mon) < 0 ||
+	    (serve = fork()) < 0) {
+		sodium_memzero(secret, sizeof(secret));
+		log_warn("cannot start the serving process");
 		goto stop;
 	}
-	/* nothing else goes to sbx-manager's ready pipe */
-	if ((nul = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0) {
-		dup2(nul, 1);
-		close(nul);
+	if (serve == 0) {
+		/* the serving process: none of the monitor's handles but the
+		 * three it serves with */
+		sigset_t none;
+		close(mon[0]);
+		close(sigfd);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGTERM, SIG_DFL);
+		/* stdout is sbx-manager's ready pipe: only the monitor speaks there */
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0)
+			_exit(1);
+		/* 3, 4, 5: the guest's channel, the socket, the monitor's channel;
+		 * nothing else of the monitor's (the layer's lock, cgroup files) */
+		if ((control = fcntl(control, F_DUPFD_CLOEXEC, 64)) < 0 ||
+		    (lfd = fcntl(lfd, F_DUPFD_CLOEXEC, 64)) < 0 ||
+		    (mon[1] = fcntl(mon[1], F_DUPFD_CLOEXEC, 64)) < 0 ||
+		    dup3(control, 3, O_CLOEXEC) < 0 || dup3(lfd, 4, O_CLOEXEC) < 0 ||
+		    dup3(mon[1], 5, O_CLOEXEC) < 0 || close_range(6, ~0u, 0) < 0)
+			_exit(1);
+		h.control = 3;
+		h.mon = 5;
+		serve_main(&h, 4, secret);
 	}
-	log_info("serving %s generation %" PRIu64 " activation %" PRIu32 " on %s",
-	    h.rec.id.sandbox, h.rec.id.generation, h.rec.id.activation, sock);
+	/* the secret, the guest's control channel and the socket are the
+	 * serving process's now */
+	sodium_memzero(secret, sizeof(secret));
+	close(mon[1]);
+	mon[1] = -1;
+	close(control);
+	control = -1;
+	close(lfd);
+	lfd = -1;
 
 	while (!stopping) {
-		p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-		p[1] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
-		/* the guest never writes on the control channel after the
-		 * challenge: readable or hung up means it is gone */
-		p[2] = (struct pollfd){ .fd = h.control, .events = POLLIN };
-		if (poll(p, atomic_load(&h.guest_dead) ? 2 : 3, -1) < 0) {
+		p[0] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = mon[0], .events = POLLIN };
+		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_warn("poll");
 			break;
 		}
-		if (p[1].revents & POLLIN) {
+		if (p[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD) {
@@ -366,7 +372,13 @@ main(int argc, char **argv)
 					int st;
 					if (gp > 0 && waitpid(gp, &st, WNOHANG) == gp) {
 						h.ops->guest_reaped(h.sub, st);
-						atomic_store(&h.guest_dead, true);
+						log_warnx("the guest of %s generation %" PRIu64
+						    " is gone", h.rec.id.sandbox, h.rec.id.generation);
+						stopping = true;
+					}
+					if (waitpid(serve, &st, WNOHANG) == serve) {
+						serve_gone = true;
+						stopping = true;
 					}
 				} else {
 					log_info("stopping on signal %u", si.ssi_signo);
@@ -375,54 +387,41 @@ main(int argc, char **argv)
 				}
 			}
 		}
-		if (!atomic_load(&h.guest_dead) && (p[2].revents & (POLLIN | POLLHUP | POLLERR)))
-			atomic_store(&h.guest_dead, true);
-		if (atomic_load(&h.guest_dead) && !stopping) {
-			/* no transparent reconnect: operations in flight see
-			 * their sockets close and answer 503; new ones too */
-			log_warnx("the guest of %s generation %" PRIu64 " is gone",
-			    h.rec.id.sandbox, h.rec.id.generation);
+		if (!stopping && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    !on_serve_msg(&h, mon[0], serve, &ready))
 			stopping = true;
-			rc = 1;
-		}
-		if (!stopping && (p[0].revents & POLLIN))
-			accept_one(&h, lfd);
 	}
-	/* stop the guest first: operations in flight end with it */
+	if (!ready)
+		rc = 1;
+	/* stop the guest first: the serving process sees its control channel
+	 * close, answers what is in flight and late connections with 503,
+	 * then exits; OOM queries meanwhile find the substrate stopped */
 	h.ops->stop(h.sub);
-	{
-		uint64_t until = now_mono_ns() + (uint64_t)DRAIN_TIMEOUT_MS * 1000000u;
-		/* answer late connections with 503 while the threads end */
-		while (now_mono_ns() < until) {
-			unsigned active;
-			pthread_mutex_lock(&h.mu);
-			active = h.active;
-			pthread_mutex_unlock(&h.mu);
-			if (active == 0)
+	if (!serve_gone) {
+		uint64_t until = now_mono_ns() + (uint64_t)SERVE_EXIT_TIMEOUT_MS * 1000000u;
+		int st;
+		/* keep answering it while it drains (refusals, OOM queries) */
+		while (waitpid(serve, &st, WNOHANG) == 0 && now_mono_ns() < until) {
+			p[0] = (struct pollfd){ .fd = mon[0], .events = POLLIN };
+			if (poll(p, 1, 50) > 0 && !on_serve_msg(&h, mon[0], serve, &ready))
 				break;
-			p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-			if (poll(p, 1, 50) > 0) {
-				int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-				if (fd >= 0)
-					bridge_refuse(fd, 503, "unavailable", "the execution ended");
-			}
 		}
-		drain(&h, 100);
+		serve_stop(serve, 0);
 	}
 	unlink(sock);
-	close(lfd);
 	goto out;
 stop:
 	h.ops->stop(h.sub);
+	if (control >= 0)
+		close(control);
+	if (lfd >= 0) {
+		unlink(sock);
+		close(lfd);
+	}
 out:
-	if (h.control >= 0)
-		close(h.control);
-	/* a thread still running past the drain may look at the substrate:
-	 * the process exit frees it then */
-	pthread_mutex_lock(&h.mu);
-	if (h.active == 0)
-		h.ops->free(h.sub);
-	pthread_mutex_unlock(&h.mu);
+	if (mon[0] >= 0)
+		close(mon[0]);
+	h.ops->free(h.sub);
 	close(sigfd);
 	return rc;
 }

@@ -36,11 +36,6 @@ struct substrate_config {
 	const char *guest_path;         /* the spaced-guest binary on the host */
 	uid_t uid_base;                 /* host uids uid_base .. +65535 */
 	unsigned memory_mb, pids, cpu_percent, disk_mb;
-	/* test-only: the identity the guest is told to claim; NULL = the
-	 * real one. Lets a test prove the bridge refuses a guest that
-	 * reports another identity; it can only make a launch fail. */
-	const char *guest_sandbox_override;
-	bool guest_secret_corrupt;      /* test-only: give the guest a wrong secret */
 };
 
 struct substrate;

@@ -352,7 +352,6 @@ child_main(struct child_args *a)
 {
 	const struct substrate_config *cfg = a->cfg;
 	char gen[24], act[16], nproc[16], fsize[24], nofile[16], c;
-	const char *sandbox = cfg->guest_sandbox_override ? cfg->guest_sandbox_override : cfg->sandbox;
 	char *argv[20];
 	char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
 	int n = 0, nul;
@@ -398,7 +397,7 @@ child_main(struct child_args *a)
 	snprintf(fsize, sizeof(fsize), "%u", cfg->disk_mb + 1);
 	snprintf(nofile, sizeof(nofile), "%u", 1024u);
 	argv[n++] = "spaced-guest";
-	argv[n++] = "--sandbox";        argv[n++] = (char *)sandbox;
+	argv[n++] = "--sandbox";        argv[n++] = (char *)cfg->sandbox;
 	argv[n++] = "--generation";     argv[n++] = gen;
 	argv[n++] = "--activation";     argv[n++] = act;
 	argv[n++] = "--control-fd";     argv[n++] = "3";
@@ -502,8 +501,9 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	close(secp[0]);
 	secp[0] = -1;
 
-	/* uid/gid 0..65535 inside are uid_base.. on the host: root inside is
-	 * an unprivileged host uid, distinct per sandbox */
+	/* uid/gid 0..65534 inside are uid_base.. on the host: root inside is
+	 * an unprivileged host uid, distinct per sandbox (the last id of the
+	 * range is the serving process's, see layer.h) */
 	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)cfg->uid_base, JAIL_IDS);
 	if ((r = write_proc(pid, "uid_map", map)) < 0 ||
 	    (r = write_proc(pid, "setgroups", "deny")) < 0 ||
@@ -516,8 +516,6 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		goto fail;
 	}
 	memcpy(sec, secret, sizeof(sec));
-	if (cfg->guest_secret_corrupt)
-		sec[0] ^= 1;
 	/* 32 bytes fit in any pipe buffer: this cannot block */
 	n = write(secp[1], sec, sizeof(sec));
 	sodium_memzero(sec, sizeof(sec));

@@ -35,12 +35,14 @@ start_host() {
 		sleep 0.1; i=$((i + 1))
 	done
 }
-claims() { $SPC claims --sandbox "$SB" --gen 3 --worker w1 --resident r1 --act 2 "$@"; }
+# valid for 30 minutes: a loaded machine must not expire the test's capability
+# (a test's own --exp-in comes later and wins)
+claims() { $SPC claims --sandbox "$SB" --gen 3 --worker w1 --resident r1 --act 2 --exp-in 1800 "$@"; }
 call() { $SPC call "$W/$SB/run/bridge.sock" "$@"; }
 get() { $SPC get "$1"; }
 
 start_host "$SB" "$UB"
-is "spaced-host says ready" "$(cat "$W/$SB/ready")" "ready"
+is "spaced-host says ready (and names its serving process)" "$(sed 's/ [0-9][0-9]*$//' "$W/$SB/ready")" "ready"
 check "bridge.sock is a socket" test -S "$W/$SB/run/bridge.sock"
 is "bridge.sock is owner-only (0600)" "$(stat -c %a "$W/$SB/run/bridge.sock")" "600"
 # the claims used throughout: valid for an hour, so that a slow machine
@@ -173,13 +175,16 @@ chmod 700 "$W" "$W/$SB/run"; chmod 600 "$W/$SB/run/bridge.sock"
 is "a non-root peer is closed without an answer" "$out" "closed"
 
 # ---- the guest challenge ----
-start_host "c1$$" $((UB + 65536)) --test-guest-sandbox someoneelse
+# test doubles of the guest (tests/doubles/fake_guest.c), started exactly
+# as spaced-guest is: one claims another sandbox, one has a wrong secret
+DOUBLES=$(dirname "$SPACE_BIN")/tests/doubles
+start_host "c1$$" $((UB + 65536)) --guest "$DOUBLES/guest-other-sandbox"
 sleep 0.5
 check "guest reporting another sandbox: no ready line" test ! -s "$W/c1$$/ready"
 check "guest reporting another sandbox: bridge exited" sh -c "! kill -0 $(eval echo \$PID_c1$$) 2>/dev/null"
 check "guest reporting another sandbox: logged" grep -q "guest reports another identity" "$W/c1$$/log"
 check "guest reporting another sandbox: no socket" test ! -e "$W/c1$$/run/bridge.sock"
-start_host "c2$$" $((UB + 2 * 65536)) --test-guest-bad-secret
+start_host "c2$$" $((UB + 2 * 65536)) --guest "$DOUBLES/guest-bad-secret"
 sleep 0.5
 check "guest with a wrong secret: no ready line" test ! -s "$W/c2$$/ready"
 check "guest with a wrong secret: MAC refused" grep -q "challenge MAC does not verify" "$W/c2$$/log"
@@ -200,7 +205,9 @@ eval "PID_$SB=$HP"
 
 # ---- guest death: no reconnect, 503, exit non-zero ----
 HP=$(eval echo \$PID_$SB)
-GP=$(pgrep -P "$HP" | head -1)
+# the bridge's children: its serving process (named on the ready line) and the guest
+SP=$(cut -d' ' -f2 "$W/$SB/ready")
+GP=$(pgrep -P "$HP" | grep -vx "$SP" | head -1)
 ( call exec "$SB" "$C" '{"argv":["sleep","20"]}' >"$W/inflight" ) &
 CP=$!
 sleep 1
@@ -223,7 +230,7 @@ i=0; while ps -eo uid= | awk -v u=$UB '$1 >= u && $1 < u + 65536' | grep -q . &&
 check "SIGKILL of the bridge ends its guest" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
 check "... and leaves its layer mounted" grep -q " $W/$SB/run/rw " /proc/mounts
 DIR=second LAYER="$W/$SB/layer" start_host "$SB" "$UB"
-is "a new bridge (new run dir) starts on the same layer" "$(cat "$W/second/ready")" "ready"
+is "a new bridge (new run dir) starts on the same layer" "$(cut -d" " -f1 "$W/second/ready")" "ready"
 check "the dead bridge's mount of the layer was detached" sh -c "! grep -q ' $W/$SB/run/rw ' /proc/mounts"
 is "the image is mounted once" "$(grep -c " $W/second/run/rw " /proc/mounts)" "1"
 HP=$(eval echo \$PID_$SB)

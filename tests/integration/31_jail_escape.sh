@@ -43,8 +43,8 @@ field() { printf '%s\n' "$1" | $SPC get "$2"; }
 
 start_host "$A" "$UB"
 start_host "$B" "$UB_B"
-is "sandbox A ready" "$(cat "$W/$A/ready")" "ready"
-is "sandbox B ready" "$(cat "$W/$B/ready")" "ready"
+is "sandbox A ready" "$(cut -d" " -f1 "$W/$A/ready")" "ready"
+is "sandbox B ready" "$(cut -d" " -f1 "$W/$B/ready")" "ready"
 
 # ---- host files ----
 o=$(run "$A" 'cat /etc/shadow 2>&1; ls /work 2>&1; ls /root 2>&1; ls '"$W"' 2>&1; (echo x > /usr/evil) 2>&1; (echo x > /etc/passwd) 2>&1; (echo x > /evil) 2>&1; true')

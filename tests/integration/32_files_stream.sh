@@ -26,7 +26,7 @@ MEM=256
     --uid-base "$UB" --disk-mb 1400 --memory-mb "$MEM" --pids 64 >"$W/ready" 2>"$W/log" &
 HP=$!
 i=0; while [ $i -lt 200 ] && [ ! -s "$W/ready" ]; do sleep 0.1; i=$((i + 1)); done
-is "bridge ready" "$(cat "$W/ready")" "ready"
+is "bridge ready" "$(cut -d" " -f1 "$W/ready")" "ready"
 C=$($SPC claims --sandbox "$SB" --gen 1 --worker w1 --resident r1)
 call() { $SPC call "$W/run/bridge.sock" "$1" "$SB" "$C" "$2" ${3:+--in "$3"} ${4:+--out "$4"}; }
 f() { printf '%s\n' "$1" | $SPC get "$2"; }
@@ -84,13 +84,19 @@ check "a refused write leaves no temporary file" sh -c "! ls -a '$W/run/rw/home'
 
 # ---- 1 GiB both ways, memory bounded ----
 head -c $((1024 * 1048576)) /dev/urandom >"$W/big"
-GP=$(pgrep -P "$HP" | head -1)
-# sample VmHWM of every process of the bridge and of the guest's tree
+# the bridge: its monitor and its serving process (named on the ready line,
+# the one that relays the data); the guest is the monitor's other child
+SP=$(cut -d" " -f2 "$W/ready")
+GP=$(pgrep -P "$HP" | grep -vx "$SP" | head -1)
+# sample VmHWM of both bridge processes and of the guest's tree
 # (the guest forks one child per operation; that child does the I/O)
 (
 	while :; do
-		for p in "$HP" $(pgrep -P "$GP") "$GP"; do
-			awk -v p="$p" '/^VmHWM:/ { print p, $2 }' "/proc/$p/status" 2>/dev/null
+		for p in "$HP" "$SP"; do
+			awk '/^VmHWM:/ { print "bridge", $2 }' "/proc/$p/status" 2>/dev/null
+		done
+		for p in $(pgrep -P "$GP") "$GP"; do
+			awk '/^VmHWM:/ { print "guest", $2 }' "/proc/$p/status" 2>/dev/null
 		done
 		sleep 0.2
 	done >"$W/hwm"
@@ -106,8 +112,8 @@ kill "$SAMPLER"; SAMPLER=""
 is "1 GiB fs.read streamed to the end" "$(f "$o" body.result.size) $(f "$o" data_bytes) $(f "$o" ended)" "1073741824 1073741824 true"
 check "1 GiB read back equals what was written" cmp -s "$W/big" "$W/big.back"
 rm -f "$W/big" "$W/big.back"
-host_hwm=$(awk -v p="$HP" '$1 == p { if ($2 > m) m = $2 } END { print m + 0 }' "$W/hwm")
-guest_hwm=$(awk -v p="$HP" '$1 != p { if ($2 > m) m = $2 } END { print m + 0 }' "$W/hwm")
+host_hwm=$(awk '$1 == "bridge" { if ($2 > m) m = $2 } END { print m + 0 }' "$W/hwm")
+guest_hwm=$(awk '$1 == "guest" { if ($2 > m) m = $2 } END { print m + 0 }' "$W/hwm")
 diag "1 GiB write $((t1 - t0)) s, read $((t2 - t1)) s; VmHWM bridge ${host_hwm} KiB, guest side max ${guest_hwm} KiB"
 if [ "${SPACE_SAN:-0}" = 1 ]; then
 	check "VmHWM sampled (bound not checked under ASan)" test "$host_hwm" -gt 0 -a "$guest_hwm" -gt 0

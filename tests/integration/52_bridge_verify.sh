@@ -137,8 +137,11 @@ is "served by activation 4" "$(napi POST exec --data-binary '{"argv":["true"]}')
 # A stand-in spaced-host (compiled here against libspace) that speaks the
 # protocol but answers exec as another generation, and fs.stat with DATA
 # before any RESPONSE. It is a real launched, recorded, verified bridge:
-# only the answers are hostile.
+# only the answers are hostile. Like spaced-host, it serves from a child
+# under the sandbox range's last uid and names that child on its ready line.
 cat >"$T/liar.c" <<'C'
+#include <grp.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +151,7 @@ cat >"$T/liar.c" <<'C'
 #include <jansson.h>
 #include "proto.h"
 int main(int argc, char **argv) {
-	const char *rd = "", *sb = "", *g = "1", *w = "", *su = "", *a = "1", *re = "";
+	const char *rd = "", *sb = "", *g = "1", *w = "", *su = "", *a = "1", *re = "", *ub = "0";
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--run-dir")) rd = argv[i + 1];
 		if (!strcmp(argv[i], "--sandbox")) sb = argv[i + 1];
@@ -157,15 +160,24 @@ int main(int argc, char **argv) {
 		if (!strcmp(argv[i], "--substrate")) su = argv[i + 1];
 		if (!strcmp(argv[i], "--activation")) a = argv[i + 1];
 		if (!strcmp(argv[i], "--resident")) re = argv[i + 1];
+		if (!strcmp(argv[i], "--uid-base")) ub = argv[i + 1];
 	}
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/bridge.sock", rd);
 	unlink(sa.sun_path);
 	int l = socket(AF_UNIX, SOCK_STREAM, 0);
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 8))
+	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)))
 		return 1;
-	printf("ready\n");
-	fflush(stdout);
+	pid_t child = fork();
+	if (child > 0) {
+		printf("ready %d\n", (int)child);
+		fflush(stdout);
+		waitpid(child, NULL, 0);
+		return 0;
+	}
+	uid_t id = (uid_t)strtoul(ub, NULL, 10) + 65535;
+	if (setgroups(0, NULL) || setresgid(id, id, id) || setresuid(id, id, id) || listen(l, 8))
+		return 1;
 	for (;;) {
 		int c = accept(l, NULL, NULL);
 		enum proto_role peer;

@@ -1,0 +1,234 @@
+/* The monitor <-> serving process codec of spaced-host (hostmon.h). */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "admit.h"
+#include "hostmon.h"
+#include "proto.h"
+#include "util.h"
+
+static size_t
+payload_len(uint16_t type)
+{
+	switch (type) {
+	case HM_READY: case HM_OOM_QUERY: return 0;
+	case HM_OOM_COUNT: return 9;
+	default: return (size_t)-1;     /* REFUSED: variable, checked by its decoder */
+	}
+}
+
+static void
+put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static void
+put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t
+get_be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* "" or an id ([A-Za-z0-9_-]), at most max bytes */
+static bool
+field_ok(const char *s, size_t max)
+{
+	size_t l = strnlen(s, max + 1);
+
+	return l <= max && (l == 0 || id_valid(s));
+}
+
+static bool
+refusal_ok(const struct hm_refusal *r)
+{
+	return r->op >= 1 && r->op < OP__MAX &&
+	    r->outcome >= ADMIT_DENY && r->outcome <= ADMIT_REFRESH_ROUTE &&
+	    r->reason < R__COUNT &&
+	    field_ok(r->target, SPACE_ID_MAX) && field_ok(r->cap.sandbox, SPACE_ID_MAX) &&
+	    field_ok(r->cap.worker, SPACE_ID_MAX) &&
+	    field_ok(r->cap.substrate, SPACE_SUBSTRATE_MAX) &&
+	    field_ok(r->cap.resident, SPACE_ID_MAX) && field_ok(r->jti, SPACE_JTI_MAX);
+}
+
+static size_t
+put_str(uint8_t *p, const char *s)
+{
+	size_t l = strlen(s);
+
+	p[0] = (uint8_t)l;
+	memcpy(p + 1, s, l);
+	return 1 + l;
+}
+
+int
+hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
+{
+	size_t n = HM_HDR_LEN;
+
+	if (cap < HM_MSG_MAX || m->type < HM_READY || m->type >= HM__MAX)
+		return -EINVAL;
+	switch (m->type) {
+	case HM_OOM_COUNT:
+		if (m->u.oom.known > 1)
+			return -EINVAL;
+		buf[n++] = m->u.oom.known;
+		put64(buf + n, m->u.oom.n);
+		n += 8;
+		break;
+	case HM_REFUSED: {
+		const struct hm_refusal *r = &m->u.ref;
+		if (!refusal_ok(r))
+			return -EINVAL;
+		buf[n++] = r->op;
+		buf[n++] = r->outcome;
+		buf[n++] = r->reason;
+		put64(buf + n, r->cap.generation);
+		n += 8;
+		put32(buf + n, r->cap.activation);
+		n += 4;
+		n += put_str(buf + n, r->target);
+		n += put_str(buf + n, r->cap.sandbox);
+		n += put_str(buf + n, r->cap.worker);
+		n += put_str(buf + n, r->cap.substrate);
+		n += put_str(buf + n, r->cap.resident);
+		n += put_str(buf + n, r->jti);
+		break;
+	}
+	default:
+		break;
+	}
+	put16(buf, HM_MAGIC);
+	put16(buf + 2, m->type);
+	put32(buf + 4, (uint32_t)(n - HM_HDR_LEN));
+	return (int)n;
+}
+
+/* one length-prefixed string into dst[max + 1] */
+static int
+get_str(const uint8_t **p, const uint8_t *end, char *dst, size_t max)
+{
+	size_t l;
+
+	if (*p >= end)
+		return -EPROTO;
+	l = **p;
+	if (l > max || (size_t)(end - *p - 1) < l)
+		return -EPROTO;
+	if (memchr(*p + 1, '\0', l) != NULL)
+		return -EPROTO;
+	memcpy(dst, *p + 1, l);
+	dst[l] = '\0';
+	*p += 1 + l;
+	return 0;
+}
+
+int
+hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
+{
+	const uint8_t *p, *end;
+	uint32_t len;
+	size_t want;
+
+	memset(m, 0, sizeof(*m));
+	if (n < HM_HDR_LEN || get_be(buf, 2) != HM_MAGIC)
+		return -EPROTO;
+	m->type = (uint16_t)get_be(buf + 2, 2);
+	len = (uint32_t)get_be(buf + 4, 4);
+	if (m->type < HM_READY || m->type >= HM__MAX || len != n - HM_HDR_LEN)
+		return -EPROTO;
+	want = payload_len(m->type);
+	if (want != (size_t)-1 && len != want)
+		return -EPROTO;
+	p = buf + HM_HDR_LEN;
+	end = buf + n;
+	switch (m->type) {
+	case HM_OOM_COUNT:
+		if (p[0] > 1)
+			return -EPROTO;
+		m->u.oom.known = p[0];
+		m->u.oom.n = get_be(p + 1, 8);
+		return 0;
+	case HM_REFUSED: {
+		struct hm_refusal *r = &m->u.ref;
+		if (len < 3 + 8 + 4)
+			return -EPROTO;
+		r->op = p[0];
+		r->outcome = p[1];
+		r->reason = p[2];
+		r->cap.generation = get_be(p + 3, 8);
+		r->cap.activation = (uint32_t)get_be(p + 11, 4);
+		p += 15;
+		if (get_str(&p, end, r->target, SPACE_ID_MAX) < 0 ||
+		    get_str(&p, end, r->cap.sandbox, SPACE_ID_MAX) < 0 ||
+		    get_str(&p, end, r->cap.worker, SPACE_ID_MAX) < 0 ||
+		    get_str(&p, end, r->cap.substrate, SPACE_SUBSTRATE_MAX) < 0 ||
+		    get_str(&p, end, r->cap.resident, SPACE_ID_MAX) < 0 ||
+		    get_str(&p, end, r->jti, SPACE_JTI_MAX) < 0 ||
+		    p != end || !refusal_ok(r)) {
+			memset(m, 0, sizeof(*m));
+			return -EPROTO;
+		}
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+int
+hm_send(int fd, const struct hm_msg *m)
+{
+	uint8_t buf[HM_MSG_MAX];
+	int n = hm_encode(m, buf, sizeof(buf));
+	ssize_t w;
+
+	if (n < 0)
+		return n;
+	do
+		w = send(fd, buf, (size_t)n, MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	if (w < 0)
+		return -errno;
+	return w == n ? 0 : -EIO;
+}
+
+int
+hm_recv(int fd, struct hm_msg *m)
+{
+	uint8_t buf[HM_MSG_MAX];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t r;
+
+	do
+		r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return -ECONNRESET;
+	/* a packet longer than any message, or one carrying descriptors */
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		return -EPROTO;
+	return hm_decode(buf, (size_t)r, m);
+}

@@ -1,0 +1,339 @@
+/* The serving process of spaced-host (host.h): everything that reads what
+ * the guest or sbx-manager sends runs here, under an uid of its own with
+ * nothing a root process would have.
+ *
+ * Order matters:
+ *   1. drop every capability from the bounding set (still root);
+ *   2. setresgid/setresuid to the serving id: the kernel clears the
+ *      permitted and effective sets, and we check that it did;
+ *   3. parent-death signal (after the uid change, which clears it),
+ *      no_new_privs, not dumpable;
+ *   4. listen() on the socket the monitor bound: the listener's
+ *      credentials (what SO_PEERCRED reports to sbx-manager) are taken
+ *      here, so they name this process and this uid;
+ *   5. the seccomp allow list;
+ *   6. only then the first guest frame (the challenge reply). */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "host.h"
+#include "limits.h"
+#include "log.h"
+#include "util.h"
+
+#define CHALLENGE_TIMEOUT_MS 15000
+#define DRAIN_TIMEOUT_MS     5000       /* operations get this long to end on stop */
+#define MON_TIMEOUT_S        5          /* the monitor answers a query within this */
+
+static noreturn void
+die(const char *what)
+{
+	log_warn("serving process: %s", what);
+	/* _exit: no atexit handlers, no stdio flush of the monitor's buffers */
+	_exit(1);
+}
+
+static void
+drop_privileges(struct host *h, pid_t monitor)
+{
+	uid_t id = h->cfg.uid_base + SPACE_BRIDGE_UID_OFFSET;
+	cap_t none;
+	int c;
+
+	for (c = 0; prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			die("drop the capability bounding set");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		die("clear ambient capabilities");
+	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
+		die("change to the serving uid");
+	/* the uid change cleared them; make it explicit and verified */
+	if ((none = cap_init()) == NULL || cap_set_proc(none) < 0)
+		die("clear capabilities");
+	cap_free(none);
+	if (getuid() != id || geteuid() != id || getgid() != id || getegid() != id ||
+	    setresuid(0, 0, 0) == 0)
+		die("the serving uid did not stick");
+	/* the monitor's death (even SIGKILL) ends us, which closes the
+	 * guest's control channel, which ends the guest */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != monitor)
+		die("parent death signal");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		die("no_new_privs");
+}
+
+/* What serving needs and nothing else; any other call fails with EPERM.
+ * No open, no socket, no connect, no exec, no fork (clone only with
+ * CLONE_THREAD), no kill (tgkill only of ourselves, for abort). */
+static void
+confine(void)
+{
+	static const char *const allow[] = {
+		"read", "write", "readv", "writev", "close", "poll", "ppoll",
+		"accept4", "recvfrom", "recvmsg", "sendto", "sendmsg", "shutdown",
+		"getsockopt", "setsockopt", "fcntl", "fstat", "newfstatat", "lseek",
+		"mmap", "munmap", "mprotect", "mremap", "madvise", "brk",
+		"futex", "set_robust_list", "rseq", "sched_yield", "getrandom",
+		"rt_sigprocmask", "rt_sigreturn", "sigaltstack", "restart_syscall",
+		"clock_gettime", "clock_nanosleep", "nanosleep", "gettimeofday",
+		"getpid", "gettid", "exit", "exit_group", NULL
+	};
+	scmp_filter_ctx ctx;
+	size_t i;
+	int nr, r = 0;
+
+	if ((ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM))) == NULL)
+		die("seccomp_init");
+	for (i = 0; allow[i] && r == 0; i++) {
+		nr = seccomp_syscall_resolve_name(allow[i]);
+		if (nr != __NR_SCMP_ERROR)
+			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	/* threads for connections; clone3 hides its flags from the filter,
+	 * ENOSYS makes libc use clone */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* a socket of our own per operation, passed to the guest */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
+		    SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()));
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (r < 0)
+		die("seccomp filter");
+}
+
+int
+host_oom_kills(struct host *h, uint64_t *n)
+{
+	struct hm_msg m = { .type = HM_OOM_QUERY };
+	int r;
+
+	pthread_mutex_lock(&h->mon_mu);
+	if ((r = hm_send(h->mon, &m)) == 0 && (r = hm_recv(h->mon, &m)) == 0 &&
+	    m.type != HM_OOM_COUNT)
+		r = -EPROTO;
+	pthread_mutex_unlock(&h->mon_mu);
+	if (r < 0)
+		return r;
+	if (!m.u.oom.known)
+		return -ENODATA;
+	*n = m.u.oom.n;
+	return 0;
+}
+
+void
+host_refused(struct host *h, enum op_kind op, const char *target,
+    const struct capability *cap, struct admit_result res)
+{
+	struct hm_msg m = { .type = HM_REFUSED };
+	struct hm_refusal *f = &m.u.ref;
+
+	f->op = (uint8_t)op;
+	f->outcome = (uint8_t)res.outcome;
+	f->reason = (uint8_t)res.reason;
+	if (target && id_valid(target))
+		snprintf(f->target, sizeof(f->target), "%s", target);
+	/* claims that decoded carry valid ids; anything else is left empty */
+	f->cap = cap->route;
+	memcpy(f->jti, cap->jti, sizeof(f->jti));
+	pthread_mutex_lock(&h->mon_mu);
+	if (hm_send(h->mon, &m) < 0) {
+		/* a field that would not decode: the route is dropped, the
+		 * refusal itself is still counted */
+		memset(&f->cap, 0, sizeof(f->cap));
+		f->jti[0] = '\0';
+		if (hm_send(h->mon, &m) < 0)
+			log_warnx("cannot report a refusal to the monitor");
+	}
+	pthread_mutex_unlock(&h->mon_mu);
+}
+
+bool
+host_guest_gone(struct host *h)
+{
+	struct pollfd p = { .fd = h->control, .events = POLLIN };
+
+	if (atomic_load(&h->guest_dead))
+		return true;
+	/* the guest never writes on the control channel after the
+	 * challenge: readable or hung up means it is gone */
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+		atomic_store(&h->guest_dead, true);
+	return atomic_load(&h->guest_dead);
+}
+
+struct conn {
+	struct host *h;
+	int fd;
+};
+
+static void *
+conn_thread(void *arg)
+{
+	struct conn *c = arg;
+	struct host *h = c->h;
+
+	bridge_serve(h, c->fd);
+	free(c);
+	pthread_mutex_lock(&h->mu);
+	h->active--;
+	pthread_cond_broadcast(&h->idle);
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+static void
+accept_one(struct host *h, int lfd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	pthread_attr_t attr;
+	pthread_t t;
+	struct conn *c;
+	int fd;
+
+	if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		return;
+	/* only sbx-manager (root) may talk to a bridge; the 0700 directory
+	 * already keeps others out, this holds even if it is misconfigured */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		log_warn("connection refused: SO_PEERCRED");
+		close(fd);
+		return;
+	}
+	if (cred.uid != 0) {
+		log_warnx("connection from uid %u (pid %d) refused", (unsigned)cred.uid,
+		    (int)cred.pid);
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&h->mu);
+	if (h->active >= SPACE_STREAMS_PER_SBX) {
+		pthread_mutex_unlock(&h->mu);
+		bridge_refuse(fd, 503, "unavailable", "too many operations on this sandbox");
+		return;
+	}
+	h->active++;
+	pthread_mutex_unlock(&h->mu);
+	if ((c = malloc(sizeof(*c))) == NULL)
+		goto fail;
+	*c = (struct conn){ h, fd };
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	if (pthread_create(&t, &attr, conn_thread, c) != 0) {
+		pthread_attr_destroy(&attr);
+		free(c);
+		goto fail;
+	}
+	pthread_attr_destroy(&attr);
+	return;
+fail:
+	pthread_mutex_lock(&h->mu);
+	h->active--;
+	pthread_mutex_unlock(&h->mu);
+	bridge_refuse(fd, 503, "unavailable", "cannot serve now");
+}
+
+static unsigned
+active_count(struct host *h)
+{
+	unsigned a;
+
+	pthread_mutex_lock(&h->mu);
+	a = h->active;
+	pthread_mutex_unlock(&h->mu);
+	return a;
+}
+
+noreturn void
+serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
+{
+	struct hm_msg ready = { .type = HM_READY };
+	struct timeval tv = { MON_TIMEOUT_S, 0 };
+	struct pollfd p[3];
+	const char *why = NULL;
+	uint64_t until;
+	int r;
+
+	drop_privileges(h, getppid());
+	if (listen(lfd, 64) < 0)
+		die("listen");
+	/* jansson seeds its hash from /dev/urandom on first use: before the
+	 * filter takes open() away */
+	json_object_seed(0);
+	setsockopt(h->mon, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	confine();
+
+	r = challenge_guest(h->control, secret, &h->rec.id, CHALLENGE_TIMEOUT_MS, &why);
+	/* the secret has served its one purpose */
+	sodium_memzero(secret, GUEST_SECRET_LEN);
+	if (r < 0) {
+		log_warnx("guest challenge failed: %s", why);
+		_exit(1);
+	}
+	if (hm_send(h->mon, &ready) < 0)
+		die("cannot tell the monitor we are ready");
+
+	for (;;) {
+		p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = h->control, .events = POLLIN };
+		/* the monitor never writes unasked: only its end closing matters */
+		p[2] = (struct pollfd){ .fd = h->mon, .events = 0 };
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll");
+		}
+		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			atomic_store(&h->guest_dead, true);
+			/* no transparent reconnect: operations in flight see
+			 * their sockets close and answer 503; new ones too */
+			log_warnx("the guest of %s generation %" PRIu64 " is gone",
+			    h->rec.id.sandbox, h->rec.id.generation);
+			break;
+		}
+		if (p[2].revents & (POLLHUP | POLLERR)) {
+			atomic_store(&h->guest_dead, true);
+			log_warnx("the monitor is gone");
+			break;
+		}
+		if (p[0].revents & POLLIN)
+			accept_one(h, lfd);
+	}
+	/* answer late connections with 503 while the threads end */
+	until = now_mono_ns() + (uint64_t)DRAIN_TIMEOUT_MS * 1000000u;
+	while (active_count(h) > 0 && now_mono_ns() < until) {
+		p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+		if (poll(p, 1, 50) > 0) {
+			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd >= 0)
+				bridge_refuse(fd, 503, "unavailable", "the execution ended");
+		}
+	}
+	_exit(0);
+}

@@ -1,0 +1,156 @@
+/* A stand-in for spaced-guest, built for the tests only (never installed):
+ * spaced-host starts it with --guest PATH exactly as it starts the real
+ * guest (PID 1 of the jail, control channel on fd 3, secret on fd 4).
+ * FAKE_MODE, fixed at build time, says how it misbehaves:
+ *
+ *   other-sandbox  answers the challenge with a valid MAC, but for another
+ *                  sandbox ("someoneelse") than the one it was started for
+ *   bad-secret     answers for the right identity with a secret that has
+ *                  one bit flipped
+ *   hostile        passes the challenge, then answers every operation with
+ *                  a hostile frame chosen by the exec's argv[0]:
+ *                    not-a-frame   bytes that are no frame header
+ *                    huge-length   a header announcing 4 GiB
+ *                    bad-json      RESPONSE whose payload is not JSON
+ *                    wrong-shape   RESPONSE that is JSON of the wrong shape
+ *                    bad-error     ERROR whose payload is not an object
+ *                    wrong-type    a CHALLENGE frame on an operation socket
+ *                    bad-control   garbage on the control channel (ends it)
+ *                  anything else: a well-formed RESPONSE
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "guestmac.h"
+#include "proto.h"
+#include "util.h"
+
+#ifndef FAKE_MODE
+#error "build with -DFAKE_MODE=\"other-sandbox\" (or bad-secret, hostile)"
+#endif
+
+static int
+mode(const char *m)
+{
+	return strcmp(FAKE_MODE, m) == 0;
+}
+
+static int
+challenge(int control, const uint8_t secret[GUEST_SECRET_LEN], const char *sandbox,
+    uint64_t gen, uint32_t act)
+{
+	struct frame f = { 0 };
+	uint8_t nonce[GUEST_NONCE_LEN], mac[GUEST_MAC_LEN];
+	char macb[64], out[512];
+	json_t *o;
+
+	if (frame_read(control, &f) < 0 || f.type != MSG_CHALLENGE)
+		return -1;
+	o = json_loadb((const char *)f.payload, f.len, 0, NULL);
+	if (o == NULL || b64url_decode(json_string_value(json_object_get(o, "nonce")),
+	    strlen(json_string_value(json_object_get(o, "nonce"))), nonce, sizeof(nonce)) !=
+	    GUEST_NONCE_LEN)
+		return -1;
+	json_decref(o);
+	frame_free(&f);
+	guest_mac(secret, nonce, sandbox, gen, act, mac);
+	b64url_encode(mac, sizeof(mac), macb, sizeof(macb));
+	snprintf(out, sizeof(out), "{\"sandbox\":\"%s\",\"generation\":%llu,\"activation\":%u,"
+	    "\"mac\":\"%s\"}", sandbox, (unsigned long long)gen, act, macb);
+	return frame_write_json(control, MSG_CHALLENGE_REPLY, out);
+}
+
+/* one operation of the hostile guest */
+static void
+hostile_op(int control, int op)
+{
+	struct frame f = { 0 };
+	const char *what = "";
+	json_t *req = NULL, *argv0;
+	uint8_t hdr[FRAME_HDR_LEN];
+
+	if (frame_read(op, &f) == 0 && f.type == MSG_REQUEST &&
+	    (req = json_loadb((const char *)f.payload, f.len, 0, NULL)) != NULL &&
+	    (argv0 = json_array_get(json_object_get(json_object_get(req, "args"), "argv"), 0)))
+		what = json_string_value(argv0);
+	if (strcmp(what, "not-a-frame") == 0) {
+		if (write(op, "GET / HTTP/1.1\r\n\r\n", 18) < 0)
+			_exit(1);
+	} else if (strcmp(what, "huge-length") == 0) {
+		frame_hdr_encode(hdr, MSG_RESPONSE, 16);
+		hdr[8] = hdr[9] = hdr[10] = hdr[11] = 0xff;
+		if (write(op, hdr, sizeof(hdr)) < 0)
+			_exit(1);
+	} else if (strcmp(what, "bad-json") == 0) {
+		frame_write(op, MSG_RESPONSE, "{\"status\":200,\"result\":", 23);
+	} else if (strcmp(what, "wrong-shape") == 0) {
+		frame_write_json(op, MSG_RESPONSE, "{\"status\":\"200\",\"result\":[1,2,3],\"x\":{}}");
+	} else if (strcmp(what, "bad-error") == 0) {
+		frame_write(op, MSG_ERROR, "[\"status\",500]", 14);
+	} else if (strcmp(what, "wrong-type") == 0) {
+		frame_write_json(op, MSG_CHALLENGE, "{\"nonce\":\"AAAA\"}");
+	} else if (strcmp(what, "bad-control") == 0) {
+		if (write(control, "\xff\xff\xff\xff garbage", 13) < 0)
+			_exit(1);
+		frame_write_json(op, MSG_RESPONSE, "{\"status\":200,\"result\":{\"exit_code\":0}}");
+	} else {
+		frame_write_json(op, MSG_RESPONSE,
+		    "{\"status\":200,\"result\":{\"exit_code\":0,\"stdout\":\"hostile guest\"}}");
+	}
+	json_decref(req);
+	frame_free(&f);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *sandbox = NULL;
+	uint64_t gen = 0;
+	uint32_t act = 0;
+	uint8_t secret[GUEST_SECRET_LEN];
+	size_t got = 0;
+	int i, control = 3, secret_fd = 4;
+	ssize_t n;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--sandbox") == 0)
+			sandbox = argv[i + 1];
+		else if (strcmp(argv[i], "--generation") == 0)
+			gen = strtoull(argv[i + 1], NULL, 10);
+		else if (strcmp(argv[i], "--activation") == 0)
+			act = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+	}
+	if (sandbox == NULL || sodium_init() < 0)
+		return 1;
+	while (got < sizeof(secret) && (n = read(secret_fd, secret + got, sizeof(secret) - got)) > 0)
+		got += (size_t)n;
+	close(secret_fd);
+	if (got != sizeof(secret))
+		return 1;
+	if (mode("bad-secret"))
+		secret[0] ^= 1;
+	if (mode("other-sandbox"))
+		sandbox = "someoneelse";
+	if (challenge(control, secret, sandbox, gen, act) < 0)
+		return 1;
+	for (;;) {
+		struct frame f = { 0 };
+		int op = -1;
+
+		if (frame_read_fd(control, &f, &op) < 0)
+			return 0;       /* the bridge is gone */
+		if (f.type == MSG_OPEN && op >= 0) {
+			if (mode("hostile"))
+				hostile_op(control, op);
+			close(op);
+		}
+		frame_free(&f);
+	}
+}
