@@ -92,7 +92,9 @@ confine(void)
 		"futex", "set_robust_list", "rseq", "sched_yield", "getrandom",
 		"rt_sigprocmask", "rt_sigreturn", "sigaltstack", "restart_syscall",
 		"clock_gettime", "clock_nanosleep", "nanosleep", "gettimeofday",
-		"getpid", "gettid", "exit", "exit_group", NULL
+		"getpid", "gettid", "exit", "exit_group",
+		/* read-only: pthread_getattr_np (ASan's threads) asks for it */
+		"sched_getaffinity", NULL
 	};
 	scmp_filter_ctx ctx;
 	size_t i;
@@ -116,6 +118,10 @@ confine(void)
 	if (r == 0)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 		    SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+	/* reading our own limits (new_limit NULL), never setting one */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
+		    SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_EQ, 0));
 	if (r == 0)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()));
