@@ -210,7 +210,8 @@ SP=$(cut -d' ' -f2 "$W/$SB/ready")
 GP=$(pgrep -P "$HP" | grep -vx "$SP" | head -1)
 ( call exec "$SB" "$C" '{"argv":["sleep","20"]}' >"$W/inflight" ) &
 CP=$!
-sleep 1
+# the operation is in flight once its sleep runs in the sandbox
+i=0; while ! ps -eo uid=,comm= | awk -v u="$UB" '$1 >= u && $1 < u + 65536 && $2 == "sleep"' | grep -q . && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 kill -9 "$GP"
 wait "$CP"
 is "in-flight operation fails with 503 when the guest dies" "$(get body.status <"$W/inflight") $(get body.error <"$W/inflight")" "503 unavailable"
