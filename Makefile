@@ -97,12 +97,15 @@ $(B)/bin/$(1): $$($(1)_OBJS) $(LIB)
 endef
 $(foreach p,$(PROGS),$(eval $(call prog_rule,$(p))))
 
+# kept: make would delete them as intermediates, then build them again on
+# the next run (their .d files name them)
+.SECONDARY: $(UNIT_SRCS:%.c=$(B)/obj/%.o) $(BENCH_SRCS:%.c=$(B)/obj/%.o)
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
 # one source, one misbehaviour per binary (FAKE_MODE)
-$(B)/tests/doubles/guest-%: tests/doubles/fake_guest.c $(LIB)
+$(DOUBLE_BINS): $(B)/tests/doubles/guest-%: tests/doubles/fake_guest.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DFAKE_MODE='"$*"' $(LDFLAGS) -o $@ $< $(LIB) -lsodium -ljansson
 
@@ -153,4 +156,4 @@ bench: deps
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(shell find $(B)/obj $(B)/gen build-fuzz/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/gen $(B)/tests/doubles build-fuzz/obj -name '*.d' 2>/dev/null)
