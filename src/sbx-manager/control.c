@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "keys.h"
@@ -118,8 +119,17 @@ control_register(void)
 	json_t *req;
 	int ret;
 
-	req = json_pack("{s:s, s:s, s:i}", "incarnation", cfg.incarnation,
-	    "endpoint", cfg.endpoint, "capacity", (json_int_t)cfg.capacity);
+	struct statvfs fs;
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	json_int_t disk = statvfs(cfg.data_dir, &fs) == 0 ?
+	    (json_int_t)(((uint64_t)fs.f_blocks * fs.f_frsize) >> 20) : 0;
+
+	/* what this host has, for the control plane's placement (0 = unknown) */
+	req = json_pack("{s:s, s:s, s:i, s:{s:I, s:I, s:I}}", "incarnation", cfg.incarnation,
+	    "endpoint", cfg.endpoint, "capacity", (json_int_t)cfg.capacity, "resources",
+	    "memory_mb", pages > 0 && psz > 0 ? (json_int_t)(((uint64_t)pages * (uint64_t)psz) >> 20) : 0,
+	    "cpu_percent", cpus > 0 ? (json_int_t)cpus * 100 : 0, "disk_mb", disk);
 	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
 		json_decref(req);
 		return -ENOMEM;

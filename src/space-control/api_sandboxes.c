@@ -10,9 +10,6 @@
 #include "log.h"
 #include "util.h"
 
-#define RES_MEMORY_MAX   (1 << 20)      /* MiB */
-#define RES_PIDS_MAX     (1 << 22)
-#define RES_CPU_MAX      10000          /* percent of one CPU */
 #define TIMEOUT_MAX      (366 * 86400)  /* seconds */
 
 static int
@@ -30,29 +27,64 @@ int_field(struct req *r, json_t *o, const char *k, json_int_t lo, json_int_t hi)
 	return 1;
 }
 
-/* resources: defaults overlaid by what the caller gave, each bounded */
+/* a resource a tenant asks for: at least 1, at most the deployment's
+ * maximum, which the answer names (the operator sets it, docs/operations.md) */
+static int
+res_field(struct req *r, json_t *in, json_t *o, const char *k, int64_t lo, int64_t max,
+    int64_t def)
+{
+	json_t *v = in ? json_object_get(in, k) : NULL;
+
+	if (v == NULL)
+		v = json_integer(def);
+	else
+		json_incref(v);
+	if (json_object_set_new(o, k, v) < 0)
+		return -1;
+	if (!json_is_integer(v) || json_integer_value(v) < lo) {
+		reply_error(r, 400, "bad_request", "\"resources.%s\" must be an integer of at least %lld",
+		    k, (long long)lo);
+		return 0;
+	}
+	if (json_integer_value(v) > max) {
+		reply_error(r, 400, "bad_request", "\"resources.%s\" is above this deployment's "
+		    "maximum of %lld", k, (long long)max);
+		return 0;
+	}
+	return 1;
+}
+
+/* resources: what the caller gave, each within the deployment's maxima,
+ * the deployment's defaults for the rest */
 static char *
 resources_json(struct req *r, json_t *in)
 {
-	static const char *const keys[] = { "memory_mb", "pids", "cpu_percent", NULL };
+	static const char *const keys[] = { "memory_mb", "pids", "cpu_percent", "disk_mb", NULL };
+	const struct config *cfg = &r->ctl->cfg;
 	json_t *o;
-	char *s;
+	char *s = NULL;
+	int ok;
 
 	if (in != NULL && !json_is_object(in)) {
 		reply_error(r, 400, "bad_request", "\"resources\" must be an object");
 		return NULL;
 	}
-	if (in != NULL && (!json_keys_only(r, in, keys) ||
-	    !int_field(r, in, "memory_mb", 1, RES_MEMORY_MAX) ||
-	    !int_field(r, in, "pids", 1, RES_PIDS_MAX) ||
-	    !int_field(r, in, "cpu_percent", 1, RES_CPU_MAX)))
+	if (in != NULL && !json_keys_only(r, in, keys))
 		return NULL;
-	o = json_pack("{s:i,s:i,s:i}", "memory_mb", 512, "pids", 256, "cpu_percent", 100);
-	if (o && in)
-		json_object_update(o, in);
-	s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if ((o = json_object()) == NULL) {
+		reply_error(r, 500, "internal", "out of memory");
+		return NULL;
+	}
+	if ((ok = res_field(r, in, o, "memory_mb", 1, cfg->res_max.memory_mb,
+	    cfg->res_def.memory_mb)) > 0 &&
+	    (ok = res_field(r, in, o, "pids", 1, cfg->pids_max, cfg->pids_def)) > 0 &&
+	    (ok = res_field(r, in, o, "cpu_percent", 1, cfg->res_max.cpu_percent,
+	    cfg->res_def.cpu_percent)) > 0 &&
+	    (ok = res_field(r, in, o, "disk_mb", 16, cfg->res_max.disk_mb,
+	    cfg->res_def.disk_mb)) > 0)
+		s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
-	if (s == NULL)
+	if (s == NULL && ok != 0)
 		reply_error(r, 500, "internal", "out of memory");
 	return s;
 }
@@ -88,6 +120,23 @@ api_timeouts_json(struct req *r, json_t *in)
 	return s;
 }
 
+/* name is one of the comma-separated list */
+static bool
+template_known(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = list, *e;
+
+	for (;;) {
+		e = strchr(p, ',');
+		if ((size_t)((e ? e : p + strlen(p)) - p) == n && strncmp(p, name, n) == 0)
+			return true;
+		if (e == NULL)
+			return false;
+		p = e + 1;
+	}
+}
+
 void
 api_sandbox_create(struct req *r)
 {
@@ -112,6 +161,14 @@ api_sandbox_create(struct req *r)
 		goto out;
 	if (sp.template_ == NULL)
 		sp.template_ = "host";
+	/* a template no worker provides would be placed, fail to launch and
+	 * be relaunched until it failed, with the reason only in a worker's
+	 * log: it is refused here instead */
+	if (!template_known(r->ctl->cfg.templates, sp.template_)) {
+		reply_error(r, 400, "bad_request", "unknown template \"%s\" (this deployment has: %s)",
+		    sp.template_, r->ctl->cfg.templates);
+		goto out;
+	}
 	sp.pinned = api_id_field(r, in, "worker", true, &ok);
 	if (!ok)
 		goto out;

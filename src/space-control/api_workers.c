@@ -14,6 +14,7 @@
 
 #define ENDPOINT_MAX 255
 #define STATUS_ERROR_MAX 1024
+#define WORKER_RES_MAX   (1ll << 32)    /* MiB or percent a worker may report */
 /* how often a long-poll looks at the store for what another daemon committed */
 #define ASSIGN_RECHECK_NS (250ull * 1000000ull)
 
@@ -61,11 +62,47 @@ api_workers_list(struct req *r)
 	reply_json(r, 200, json_pack("{s:o}", "workers", arr));
 }
 
+/* what the worker has, for placement: optional (an older worker reports
+ * nothing and is placed by its sandbox count only); each field bounded */
+static bool
+worker_resources(struct req *r, json_t *in, struct res *t)
+{
+	static const char *const keys[] = { "memory_mb", "cpu_percent", "disk_mb", NULL };
+	static const char *const names[] = { "memory_mb", "cpu_percent", "disk_mb" };
+	int64_t *f[] = { &t->memory_mb, &t->cpu_percent, &t->disk_mb };
+	json_t *v;
+	size_t i;
+
+	memset(t, 0, sizeof(*t));
+	if (in == NULL)
+		return true;
+	if (!json_is_object(in)) {
+		reply_error(r, 400, "bad_request", "\"resources\" must be an object");
+		return false;
+	}
+	if (!json_keys_only(r, in, keys))
+		return false;
+	for (i = 0; i < 3; i++) {
+		if ((v = json_object_get(in, names[i])) == NULL)
+			continue;
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > WORKER_RES_MAX) {
+			reply_error(r, 400, "bad_request", "\"resources.%s\" must be an integer in 0..%lld",
+			    names[i], (long long)WORKER_RES_MAX);
+			return false;
+		}
+		*f[i] = (int64_t)json_integer_value(v);
+	}
+	return true;
+}
+
 void
 api_worker_register(struct req *r)
 {
-	static const char *const keys[] = { "incarnation", "endpoint", "capacity", NULL };
+	static const char *const keys[] = { "incarnation", "endpoint", "capacity", "resources",
+	    NULL };
 	struct ctl *c = r->ctl;
+	struct res total;
 	json_t *in, *cap, *out = NULL;
 	const char *inc, *ep;
 	int64_t rev = 0;
@@ -90,8 +127,10 @@ api_worker_register(struct req *r)
 		    CONTROL_CAPACITY_MAX);
 		goto out;
 	}
+	if (!worker_resources(r, json_object_get(in, "resources"), &total))
+		goto out;
 	rc = c->st->ops->worker_register(c->st, r->params[0], inc, ep,
-	    (int64_t)json_integer_value(cap), &out, &rev, &reassigned);
+	    (int64_t)json_integer_value(cap), &total, &out, &rev, &reassigned);
 	if (rc < 0) {
 		reply_store_error(r, rc, "worker");
 		goto out;

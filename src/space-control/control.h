@@ -21,6 +21,28 @@
 #define CONTROL_CAPACITY_MAX    100000
 #define CONTROL_LEASE_TTL       60      /* seconds an operation's lease lasts unrenewed */
 
+/* what a tenant may ask of one sandbox, and what it gets when it asks
+ * nothing: sized for a 24 GiB, few-core worker; the operator changes them
+ * with the flags of the same names (docs/operations.md) */
+#define CONTROL_RES_LIMITS_MAX  (1 << 24)        /* bound of every limit flag */
+#define CONTROL_MAX_MEMORY_MB   8192
+#define CONTROL_DEF_MEMORY_MB   512
+#define CONTROL_MAX_PIDS        4096
+#define CONTROL_DEF_PIDS        256
+#define CONTROL_MAX_CPU_PERCENT 400              /* percent of one CPU */
+#define CONTROL_DEF_CPU_PERCENT 100
+#define CONTROL_MAX_DISK_MB     16384            /* writable layer */
+#define CONTROL_DEF_DISK_MB     4096
+/* placement: how far the sum asked of a worker may exceed what it
+ * reported, in percent. cpu_percent is a cap (cgroup cpu.max), shared in
+ * time, so it is overcommitted by default; memory is not; a layer is a
+ * sparse file that fills only as it is written */
+#define CONTROL_OVERCOMMIT_MEMORY 100
+#define CONTROL_OVERCOMMIT_CPU    1000
+#define CONTROL_OVERCOMMIT_DISK   200
+/* the templates the workers' substrate provides (spaced-host: "host") */
+#define CONTROL_TEMPLATES         "host"
+
 struct config {
 	char    data_dir[PATH_MAX];
 	char    listen[128];
@@ -32,6 +54,10 @@ struct config {
 	int     rotate_publish_delay;
 	int     lease_ttl;
 	int     test_hold_operations;  /* TEST ONLY: record reports, take no step */
+	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */
+	int64_t pids_max, pids_def;
+	struct overcommit oc;
+	char    templates[256];         /* comma-separated: what a create may name */
 	int     verbose;
 };
 

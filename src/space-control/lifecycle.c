@@ -60,6 +60,25 @@ lc_spec_json(const char *template_, const char *resources, const char *snapshot)
 	return s;
 }
 
+/* what an install spec (or a sandbox's resources text) asks of a worker */
+int
+lc_spec_want(const char *json, struct res *want)
+{
+	json_t *o = json_loads(json, 0, NULL), *r;
+
+	memset(want, 0, sizeof(*want));
+	if (o == NULL)
+		return -EINVAL;
+	r = json_object_get(o, "resources");
+	if (r == NULL)
+		r = o;
+	want->memory_mb = json_integer_value(json_object_get(r, "memory_mb"));
+	want->cpu_percent = json_integer_value(json_object_get(r, "cpu_percent"));
+	want->disk_mb = json_integer_value(json_object_get(r, "disk_mb"));
+	json_decref(o);
+	return 0;
+}
+
 /* Place the next generation of sandbox on a worker, with its install
  * assignment. pinned: that worker or nothing; prefer: that worker when it
  * is live with room (resume: the previous one, its data is near), else
@@ -71,17 +90,20 @@ lc_place_execution(struct store *s, const char *sandbox, const char *pinned, con
 	struct worker_load wl[PLACE_CANDIDATES];
 	size_t n = 0, i;
 	int64_t gen = 0, now = now_unix();
+	struct res want;
 	int rc, pick = -1;
 
+	if ((rc = lc_spec_want(spec, &want)) < 0)
+		return rc;
 	if ((rc = R(s)->workers_load(s, pinned, prefer, wl, PLACE_CANDIDATES, &n)) < 0)
 		return rc;
 	if (pinned == NULL && prefer != NULL) {
 		for (i = 0; i < n; i++)
-			if (streq(wl[i].id, prefer) && wl[i].live && wl[i].active < wl[i].capacity)
+			if (streq(wl[i].id, prefer) && wl[i].live && scheduler_fits(&wl[i], &want, &s->oc))
 				pick = (int)i;
 	}
 	if (pick < 0)
-		pick = scheduler_pick(wl, n, pinned, why);
+		pick = scheduler_pick(wl, n, pinned, &want, &s->oc, why);
 	if (pick < 0)
 		return pick;
 	if ((rc = R(s)->exec_insert(s, sandbox, wl[pick].id, wl[pick].incarnation, now, &gen)) < 0)
@@ -268,7 +290,9 @@ out:
 
 struct register_ctx {
 	const char *worker, *incarnation, *endpoint;
-	int64_t capacity, *revision;
+	int64_t capacity;
+	const struct res *total;
+	int64_t *revision;
 	int *reassigned;
 };
 
@@ -283,7 +307,7 @@ register_tx(struct store *s, void *arg)
 	if ((rc = R(s)->worker_incarnation(s, x->worker, old)) < 0)
 		return rc;
 	if ((rc = R(s)->worker_set_live(s, x->worker, x->incarnation, x->endpoint, x->capacity,
-	    now_unix())) < 0)
+	    x->total, now_unix())) < 0)
 		return rc;
 	if (old[0] && !streq(old, x->incarnation)) {
 		log_info("worker %s re-created (incarnation changed)", x->worker);
@@ -297,9 +321,11 @@ register_tx(struct store *s, void *arg)
 
 int
 lc_worker_register(struct store *s, const char *worker, const char *incarnation,
-    const char *endpoint, int64_t capacity, json_t **out, int64_t *revision, int *reassigned)
+    const char *endpoint, int64_t capacity, const struct res *total, json_t **out,
+    int64_t *revision, int *reassigned)
 {
-	struct register_ctx x = { worker, incarnation, endpoint, capacity, revision, reassigned };
+	struct register_ctx x = { worker, incarnation, endpoint, capacity, total, revision,
+	    reassigned };
 	int rc;
 
 	if ((rc = R(s)->tx(s, register_tx, &x)) < 0)

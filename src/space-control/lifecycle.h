@@ -23,6 +23,8 @@ bool lc_exec_active(const char *state);
 void lc_cur_free(struct sbx_cur *c);
 /* install spec {"template","resources","snapshot"} (snapshot NULL = none) */
 char *lc_spec_json(const char *template_, const char *resources, const char *snapshot);
+/* what an install spec or a resources text asks of a worker */
+int lc_spec_want(const char *json, struct res *want);
 /* the next generation of sandbox on a worker with its install assignment,
  * inside the caller's transaction; pinned: that worker or nothing; prefer:
  * that worker when it is live with room, else the scheduler's choice */

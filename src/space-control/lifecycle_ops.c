@@ -53,12 +53,15 @@ placement_error(int rc, bool pinned)
  * when the install is placed, since it may fill up while the old
  * execution retires */
 static int
-move_target_ok(struct store *s, const char *target, const char **why)
+move_target_ok(struct store *s, const char *target, const char *resources, const char **why)
 {
 	struct worker_load wl[1];
+	struct res want;
 	size_t n = 0;
 	int rc;
 
+	if ((rc = lc_spec_want(resources, &want)) < 0)
+		return rc;
 	if ((rc = R(s)->workers_load(s, target, NULL, wl, 1, &n)) < 0)
 		return rc;
 	if (n == 0 || !streq(wl[0].id, target)) {
@@ -69,7 +72,7 @@ move_target_ok(struct store *s, const char *target, const char **why)
 		*why = "the target worker is not live";
 		return -EPERM;
 	}
-	if (wl[0].active >= wl[0].capacity) {
+	if (!scheduler_fits(&wl[0], &want, &s->oc)) {
 		*why = "the target worker has no free capacity";
 		return -EPERM;
 	}
@@ -96,7 +99,7 @@ start_retire(struct store *s, const char *sandbox, const struct op_request *rq,
 			*why = "the sandbox already runs on that worker";
 			return -EPERM;
 		}
-		if ((rc = move_target_ok(s, rq->worker, why)) < 0)
+		if ((rc = move_target_ok(s, rq->worker, c->resources, why)) < 0)
 			return rc;
 	}
 	if ((rc = retire_current(s, sandbox, c, now)) < 0)

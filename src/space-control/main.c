@@ -22,7 +22,8 @@
 #include "util.h"
 
 enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_BACKDATE, O_DELAY,
-    O_LEASE, O_HOLD, O_VERBOSE, O_HELP };
+    O_LEASE, O_HOLD, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM, O_MAXPIDS, O_DEFPIDS, O_MAXCPU,
+    O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK, O_TEMPLATES };
 
 static const struct option opts[] = {
 	{ "data-dir",             required_argument, NULL, O_DATA },
@@ -38,6 +39,18 @@ static const struct option opts[] = {
 	{ "test-hold-operations", no_argument,       NULL, O_HOLD },
 	{ "verbose",              no_argument,       NULL, O_VERBOSE },
 	{ "help",                 no_argument,       NULL, O_HELP },
+	{ "max-memory-mb",        required_argument, NULL, O_MAXMEM },
+	{ "default-memory-mb",    required_argument, NULL, O_DEFMEM },
+	{ "max-pids",             required_argument, NULL, O_MAXPIDS },
+	{ "default-pids",         required_argument, NULL, O_DEFPIDS },
+	{ "max-cpu-percent",      required_argument, NULL, O_MAXCPU },
+	{ "default-cpu-percent",  required_argument, NULL, O_DEFCPU },
+	{ "max-disk-mb",          required_argument, NULL, O_MAXDISK },
+	{ "default-disk-mb",      required_argument, NULL, O_DEFDISK },
+	{ "overcommit-memory",    required_argument, NULL, O_OCMEM },
+	{ "overcommit-cpu",       required_argument, NULL, O_OCCPU },
+	{ "overcommit-disk",      required_argument, NULL, O_OCDISK },
+	{ "templates",            required_argument, NULL, O_TEMPLATES },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -49,6 +62,10 @@ usage(FILE *f)
 	    "           [--tls-cert F --tls-key F] [--store sqlite:PATH] [--config FILE]\n"
 	    "           [--heartbeat-timeout S] [--rotate-publish-delay S] [--verbose]\n"
 	    "           [--lease-ttl S] [--test-cap-backdate S] [--test-hold-operations]\n"
+	    "           [--max-memory-mb N --max-pids N --max-cpu-percent N --max-disk-mb N]\n"
+	    "           [--default-memory-mb N --default-pids N --default-cpu-percent N]\n"
+	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
+	    "           [--templates NAME[,NAME...]]\n"
 	    "       space-control apikey add NAME --data-dir D\n"
 	    "       space-control worker add NAME --data-dir D\n"
 	    "       space-control keys rotate --data-dir D [--rotate-publish-delay S]\n"
@@ -83,9 +100,33 @@ set_str(const char *name, const char *v, char *dst, size_t cap)
 }
 
 static int
+set_i64(const char *name, const char *v, int lo, int hi, int64_t *out)
+{
+	int n, rc;
+
+	if ((rc = set_int(name, v, lo, hi, &n)) == 0)
+		*out = n;
+	return rc;
+}
+
+static int
 apply(struct config *cfg, int opt, const char *name, const char *v)
 {
+	const int rmax = CONTROL_RES_LIMITS_MAX;
+
 	switch (opt) {
+	case O_MAXMEM:   return set_i64(name, v, 1, rmax, &cfg->res_max.memory_mb);
+	case O_DEFMEM:   return set_i64(name, v, 1, rmax, &cfg->res_def.memory_mb);
+	case O_MAXPIDS:  return set_i64(name, v, 1, rmax, &cfg->pids_max);
+	case O_DEFPIDS:  return set_i64(name, v, 1, rmax, &cfg->pids_def);
+	case O_MAXCPU:   return set_i64(name, v, 1, rmax, &cfg->res_max.cpu_percent);
+	case O_DEFCPU:   return set_i64(name, v, 1, rmax, &cfg->res_def.cpu_percent);
+	case O_MAXDISK:  return set_i64(name, v, 16, rmax, &cfg->res_max.disk_mb);
+	case O_DEFDISK:  return set_i64(name, v, 16, rmax, &cfg->res_def.disk_mb);
+	case O_OCMEM:    return set_int(name, v, 1, 100000, &cfg->oc.memory);
+	case O_OCCPU:    return set_int(name, v, 1, 100000, &cfg->oc.cpu);
+	case O_OCDISK:   return set_int(name, v, 1, 100000, &cfg->oc.disk);
+	case O_TEMPLATES: return set_str(name, v, cfg->templates, sizeof(cfg->templates));
 	case O_DATA:     return set_str(name, v, cfg->data_dir, sizeof(cfg->data_dir));
 	case O_LISTEN:   return set_str(name, v, cfg->listen, sizeof(cfg->listen));
 	case O_CERT:     return set_str(name, v, cfg->tls_cert, sizeof(cfg->tls_cert));
@@ -171,6 +212,15 @@ parse(int argc, char **argv, struct config *cfg)
 	cfg->heartbeat_timeout = CONTROL_HEARTBEAT_DEF;
 	cfg->lease_ttl = CONTROL_LEASE_TTL;
 	cfg->rotate_publish_delay = CONTROL_PUBLISH_DELAY;
+	cfg->res_max = (struct res){ CONTROL_MAX_MEMORY_MB, CONTROL_MAX_CPU_PERCENT,
+	    CONTROL_MAX_DISK_MB };
+	cfg->res_def = (struct res){ CONTROL_DEF_MEMORY_MB, CONTROL_DEF_CPU_PERCENT,
+	    CONTROL_DEF_DISK_MB };
+	strcpy(cfg->templates, CONTROL_TEMPLATES);
+	cfg->pids_max = CONTROL_MAX_PIDS;
+	cfg->pids_def = CONTROL_DEF_PIDS;
+	cfg->oc = (struct overcommit){ CONTROL_OVERCOMMIT_MEMORY, CONTROL_OVERCOMMIT_CPU,
+	    CONTROL_OVERCOMMIT_DISK };
 	opterr = 0;
 	optind = 0;
 	while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1)
@@ -198,6 +248,12 @@ parse(int argc, char **argv, struct config *cfg)
 	}
 	if (cfg->data_dir[0] == '\0') {
 		fprintf(stderr, "space-control: --data-dir is required\n");
+		return 2;
+	}
+	if (cfg->res_def.memory_mb > cfg->res_max.memory_mb || cfg->pids_def > cfg->pids_max ||
+	    cfg->res_def.cpu_percent > cfg->res_max.cpu_percent ||
+	    cfg->res_def.disk_mb > cfg->res_max.disk_mb) {
+		fprintf(stderr, "space-control: a --default-* resource is above its --max-*\n");
 		return 2;
 	}
 	if (!!cfg->tls_cert[0] != !!cfg->tls_key[0]) {
@@ -257,6 +313,7 @@ cmd_serve(int argc, char **argv)
 
 	if ((c->st = open_store(&c->cfg)) == NULL)
 		goto out;
+	c->st->oc = c->cfg.oc;
 	if ((rc = keyring_init(&c->kr, c->st, c->cfg.data_dir)) < 0) {
 		log_warnx("keyring: %s", strerror(-rc));
 		goto out;

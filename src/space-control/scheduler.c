@@ -17,8 +17,31 @@
 static pthread_t tick_thread;
 static int tick_started;
 
+/* one resource: unreported (0) is not accounted; otherwise what the
+ * active executions ask plus want stays within total * pct / 100 */
+static bool
+res_fits(int64_t total, int64_t used, int64_t want, int pct)
+{
+	return total <= 0 || used + want <= total * (pct > 0 ? pct : 100) / 100;
+}
+
+bool
+scheduler_fits(const struct worker_load *w, const struct res *want,
+    const struct overcommit *oc)
+{
+	static const struct res none;
+
+	if (want == NULL)
+		want = &none;
+	return w->active < w->capacity &&
+	    res_fits(w->total.memory_mb, w->used.memory_mb, want->memory_mb, oc->memory) &&
+	    res_fits(w->total.cpu_percent, w->used.cpu_percent, want->cpu_percent, oc->cpu) &&
+	    res_fits(w->total.disk_mb, w->used.disk_mb, want->disk_mb, oc->disk);
+}
+
 int
-scheduler_pick(const struct worker_load *w, size_t n, const char *pinned, const char **why)
+scheduler_pick(const struct worker_load *w, size_t n, const char *pinned,
+    const struct res *want, const struct overcommit *oc, const char **why)
 {
 	size_t i;
 	int best = -1;
@@ -35,15 +58,17 @@ scheduler_pick(const struct worker_load *w, size_t n, const char *pinned, const 
 			*why = "pinned worker is not live";
 			return -EHOSTDOWN;
 		}
-		if (w[i].active >= w[i].capacity) {
+		if (!scheduler_fits(&w[i], want, oc)) {
 			*why = "pinned worker has no free capacity";
 			return -EAGAIN;
 		}
 		return (int)i;
 	}
-	/* fewest running executions first, then the id for a stable order */
+	/* fewest running executions first, then the id for a stable order;
+	 * a worker is a candidate only when the sandbox fits beside what it
+	 * runs (slots, memory, cpu, disk) */
 	for (i = 0; i < n; i++) {
-		if (!w[i].live || w[i].active >= w[i].capacity)
+		if (!w[i].live || !scheduler_fits(&w[i], want, oc))
 			continue;
 		if (best < 0 || w[i].active < w[best].active ||
 		    (w[i].active == w[best].active && strcmp(w[i].id, w[best].id) < 0))

@@ -67,19 +67,37 @@ struct snap_report {
 	int64_t     size;
 };
 
+/* resources: what a sandbox asks for, what a worker reports it has */
+struct res {
+	int64_t memory_mb, cpu_percent, disk_mb;
+};
+
 /* a placement candidate: a worker and its load, read inside the create
  * transaction; scheduler_pick() (scheduler.c) holds the policy */
 struct worker_load {
 	char    id[SPACE_ID_MAX + 1];
 	char    incarnation[SPACE_ID_MAX + 1];
-	int64_t capacity;
+	int64_t capacity;               /* sandboxes */
 	int64_t active;                 /* pending, starting or serving executions */
+	struct res total;               /* reported by the worker; 0 = not reported */
+	struct res used;                /* asked by its active executions */
 	bool    live;
 };
+
+/* how far the sum asked of a worker may exceed what it reported, in
+ * percent per resource (100 = not at all); the daemon sets it once */
+struct overcommit {
+	int memory, cpu, disk;
+};
+
+/* true when want fits on w beside what it runs (a free slot, and each
+ * reported resource within its overcommitted total) */
+bool scheduler_fits(const struct worker_load *w, const struct res *want,
+    const struct overcommit *oc);
 /* index of the chosen worker, or -ENOENT (pinned unknown), -EHOSTDOWN
  * (pinned lost), -EAGAIN (no free capacity), with *why set */
 int scheduler_pick(const struct worker_load *w, size_t n, const char *pinned,
-    const char **why);
+    const struct res *want, const struct overcommit *oc, const char **why);
 
 struct store;
 struct store_ops {
@@ -107,8 +125,8 @@ struct store_ops {
 
 	/* workers; register returns the worker object and the newest revision */
 	int (*worker_register)(struct store *, const char *worker, const char *incarnation,
-	    const char *endpoint, int64_t capacity, json_t **out, int64_t *revision,
-	    int *reassigned);
+	    const char *endpoint, int64_t capacity, const struct res *total, json_t **out,
+	    int64_t *revision, int *reassigned);
 	int (*worker_heartbeat)(struct store *, const char *worker, const char *incarnation);
 	int (*assignments_after)(struct store *, const char *worker, int64_t after,
 	    json_t **out, int64_t *revision);
@@ -117,7 +135,8 @@ struct store_ops {
 	    const struct snap_report *snap, const char **why);
 	int (*workers_reap)(struct store *, int64_t older_than);
 	int (*worker_counts)(struct store *, int64_t *live, int64_t *lost);
-	/* every worker: id, endpoint, state, capacity, running executions */
+	/* every worker: id, endpoint, state, capacity, running executions,
+	 * reported resources and what its executions ask of them */
 	int (*workers_list)(struct store *, json_t **out);
 
 	/* signing keys and bundles */
@@ -160,6 +179,7 @@ struct store_rows;
 struct store {
 	const struct store_ops *ops;
 	const struct store_rows *rows;  /* store_tx.h: what lifecycle.c runs on */
+	struct overcommit oc;           /* placement policy; the daemon sets it */
 };
 
 /* "sqlite:PATH" (or a bare path). Runs pending migrations. NULL + errno. */

@@ -134,6 +134,11 @@ static const char *const migrations[] = {
 	"  created INTEGER NOT NULL, updated INTEGER NOT NULL, ended INTEGER);"
 	/* partial: only unfinished operations are ever looked up by step */
 	"CREATE INDEX operations_open ON operations(sandbox) WHERE step <> 'done';",
+
+	/* 3: what a worker reports it has (0 = not reported, not accounted) */
+	"ALTER TABLE workers ADD COLUMN memory_mb INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE workers ADD COLUMN cpu_percent INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE workers ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -48,6 +48,17 @@ int  sq_list(struct sq *q, sqlite3_stmt *st, sq_row_fn row, void *ctx, json_t **
 void sq_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
 json_t *sq_col_json(sqlite3_stmt *st, int i);
 
+/* a LEFT JOIN giving each worker row w (current incarnation) u.n active
+ * executions and u.m, u.c, u.d the memory, cpu and disk they ask */
+#define SQ_WORKER_USAGE \
+	" LEFT JOIN (SELECT e.worker AS worker, e.resident AS resident, COUNT(*) AS n," \
+	"   SUM(COALESCE(json_extract(s.resources, '$.memory_mb'), 0)) AS m," \
+	"   SUM(COALESCE(json_extract(s.resources, '$.cpu_percent'), 0)) AS c," \
+	"   SUM(COALESCE(json_extract(s.resources, '$.disk_mb'), 0)) AS d" \
+	"   FROM executions e JOIN sandboxes s ON s.id = e.sandbox" \
+	"   WHERE e.state IN ('pending','starting','serving') GROUP BY e.worker, e.resident) u" \
+	"   ON u.worker = w.id AND u.resident = w.incarnation"
+
 /* the sandbox object (history included); caller holds the lock */
 int  sq_sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out);
 

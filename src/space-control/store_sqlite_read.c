@@ -18,7 +18,7 @@
 #define SANDBOX_SELECT \
 	"SELECT s.id, s.state, s.template, s.resources, s.timeouts, s.metadata, s.created_at," \
 	" e.generation, e.worker, e.substrate, e.activation, e.resident, e.state, w.endpoint," \
-	" s.snapshot" \
+	" s.snapshot, e.error" \
 	" FROM sandboxes s" \
 	" LEFT JOIN executions e ON e.sandbox = s.id AND e.generation =" \
 	"   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)" \
@@ -34,14 +34,16 @@ sandbox_row(sqlite3_stmt *st)
 	rfc3339_format(sqlite3_column_int64(st, 6), ts);
 	if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
 		ep = (const char *)sqlite3_column_text(st, 13);
-		ex = json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s?}",
+		/* error: why the execution failed, as its worker reported it */
+		ex = json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s?,s:s?}",
 		    "generation", (json_int_t)sqlite3_column_int64(st, 7),
 		    "worker", (const char *)sqlite3_column_text(st, 8),
 		    "substrate", (const char *)sqlite3_column_text(st, 9),
 		    "activation", (json_int_t)sqlite3_column_int64(st, 10),
 		    "resident", (const char *)sqlite3_column_text(st, 11),
 		    "state", (const char *)sqlite3_column_text(st, 12),
-		    "endpoint", ep);
+		    "endpoint", ep,
+		    "error", (const char *)sqlite3_column_text(st, 15));
 	}
 	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o,s:s?}",
 	    "id", (const char *)sqlite3_column_text(st, 0),
@@ -65,14 +67,15 @@ history_row(struct sq *q, sqlite3_stmt *st, void *ctx)
 	rfc3339_format(sqlite3_column_int64(st, 6), ts);
 	if (ended)
 		rfc3339_format(sqlite3_column_int64(st, 7), te);
-	return json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s,s:s?}",
+	return json_pack("{s:I,s:s,s:s,s:I,s:s,s:s,s:s,s:s?,s:s?}",
 	    "generation", (json_int_t)sqlite3_column_int64(st, 0),
 	    "worker", (const char *)sqlite3_column_text(st, 1),
 	    "substrate", (const char *)sqlite3_column_text(st, 2),
 	    "activation", (json_int_t)sqlite3_column_int64(st, 3),
 	    "resident", (const char *)sqlite3_column_text(st, 4),
 	    "state", (const char *)sqlite3_column_text(st, 5),
-	    "created_at", ts, "ended_at", ended ? te : NULL);
+	    "created_at", ts, "ended_at", ended ? te : NULL,
+	    "error", (const char *)sqlite3_column_text(st, 8));
 }
 
 /* "history": every execution of the sandbox, oldest first */
@@ -86,7 +89,7 @@ sandbox_history(struct sq *q, json_t *o)
 	if (o == NULL)
 		return -ENOMEM;
 	st = sq_prep(q->db, "SELECT generation, worker, substrate, activation, resident, state,"
-	    " created_at, ended_at FROM executions WHERE sandbox = ? ORDER BY generation", "s",
+	    " created_at, ended_at, error FROM executions WHERE sandbox = ? ORDER BY generation", "s",
 	    json_string_value(json_object_get(o, "id")));
 	if ((rc = sq_list(q, st, history_row, NULL, &arr)) < 0)
 		return rc;
@@ -322,13 +325,21 @@ worker_row(struct sq *q, sqlite3_stmt *st, void *ctx)
 
 	if (hb > 0)
 		rfc3339_format(hb, ts);
-	return json_pack("{s:s,s:s?,s:s,s:I,s:I,s:s?}",
+	/* resources: what the worker reported (0 = not reported) and what
+	 * its active executions ask of them */
+	return json_pack("{s:s,s:s?,s:s,s:I,s:I,s:s?,s:{s:I,s:I,s:I},s:{s:I,s:I,s:I}}",
 	    "id", (const char *)sqlite3_column_text(st, 0),
 	    "endpoint", (const char *)sqlite3_column_text(st, 1),
 	    "state", (const char *)sqlite3_column_text(st, 2),
 	    "capacity", (json_int_t)sqlite3_column_int64(st, 3),
 	    "sandboxes", (json_int_t)sqlite3_column_int64(st, 5),
-	    "last_heartbeat", hb > 0 ? ts : NULL);
+	    "last_heartbeat", hb > 0 ? ts : NULL,
+	    "resources", "memory_mb", (json_int_t)sqlite3_column_int64(st, 6),
+	    "cpu_percent", (json_int_t)sqlite3_column_int64(st, 7),
+	    "disk_mb", (json_int_t)sqlite3_column_int64(st, 8),
+	    "used", "memory_mb", (json_int_t)sqlite3_column_int64(st, 9),
+	    "cpu_percent", (json_int_t)sqlite3_column_int64(st, 10),
+	    "disk_mb", (json_int_t)sqlite3_column_int64(st, 11));
 }
 
 int
@@ -340,9 +351,9 @@ sq_workers_list(struct store *s, json_t **out)
 
 	sq_lock(q);
 	st = sq_prep(q->db, "SELECT w.id, w.endpoint, w.state, w.capacity, w.last_heartbeat,"
-	    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id AND e.resident = w.incarnation"
-	    "   AND e.state IN ('pending','starting','serving'))"
-	    " FROM workers w ORDER BY w.id", NULL);
+	    " COALESCE(u.n, 0), w.memory_mb, w.cpu_percent, w.disk_mb, COALESCE(u.m, 0),"
+	    " COALESCE(u.c, 0), COALESCE(u.d, 0) FROM workers w" SQ_WORKER_USAGE
+	    " ORDER BY w.id", NULL);
 	rc = sq_list(q, st, worker_row, NULL, out);
 	sq_unlock(q);
 	return rc;

@@ -258,10 +258,10 @@ r_workers_load(struct store *s, const char *pinned, const char *prefer,
 	*n = 0;
 	/* the preferred worker sorts first so that it is among the first cap */
 	st = sq_prep(DB(s),
-	    "SELECT w.id, COALESCE(w.incarnation,''), w.capacity, w.state = 'live',"
-	    " (SELECT COUNT(*) FROM executions e WHERE e.worker = w.id AND e.resident = w.incarnation"
-	    "   AND e.state IN ('pending','starting','serving'))"
-	    " FROM workers w WHERE (?1 IS NULL AND w.state = 'live' AND w.incarnation IS NOT NULL)"
+	    "SELECT w.id, COALESCE(w.incarnation,''), w.capacity, w.state = 'live', COALESCE(u.n, 0),"
+	    " w.memory_mb, w.cpu_percent, w.disk_mb, COALESCE(u.m, 0), COALESCE(u.c, 0),"
+	    " COALESCE(u.d, 0) FROM workers w" SQ_WORKER_USAGE
+	    " WHERE (?1 IS NULL AND w.state = 'live' AND w.incarnation IS NOT NULL)"
 	    "   OR w.id = ?1 ORDER BY w.id IS ?2 DESC, 5, w.id LIMIT ?3", "ssi", pinned, prefer,
 	    (int64_t)cap);
 	if (st == NULL)
@@ -273,6 +273,12 @@ r_workers_load(struct store *s, const char *pinned, const char *prefer,
 		w->capacity = sqlite3_column_int64(st, 2);
 		w->live = sqlite3_column_int(st, 3) && w->incarnation[0];
 		w->active = sqlite3_column_int64(st, 4);
+		w->total.memory_mb = sqlite3_column_int64(st, 5);
+		w->total.cpu_percent = sqlite3_column_int64(st, 6);
+		w->total.disk_mb = sqlite3_column_int64(st, 7);
+		w->used.memory_mb = sqlite3_column_int64(st, 8);
+		w->used.cpu_percent = sqlite3_column_int64(st, 9);
+		w->used.disk_mb = sqlite3_column_int64(st, 10);
 		(*n)++;
 	}
 	sqlite3_finalize(st);
@@ -298,11 +304,12 @@ r_worker_incarnation(struct store *s, const char *worker, char inc[SPACE_ID_MAX 
 
 static int
 r_worker_set_live(struct store *s, const char *worker, const char *incarnation,
-    const char *endpoint, int64_t capacity, int64_t now)
+    const char *endpoint, int64_t capacity, const struct res *t, int64_t now)
 {
 	return sq_run(DB(s), sq_prep(DB(s), "UPDATE workers SET incarnation = ?, endpoint = ?,"
-	    " capacity = ?, state = 'live', last_heartbeat = ? WHERE id = ?", "ssiis",
-	    incarnation, endpoint, capacity, now, worker));
+	    " capacity = ?, memory_mb = ?, cpu_percent = ?, disk_mb = ?, state = 'live',"
+	    " last_heartbeat = ? WHERE id = ?", "ssiiiiis", incarnation, endpoint, capacity,
+	    t->memory_mb, t->cpu_percent, t->disk_mb, now, worker));
 }
 
 static int

@@ -117,7 +117,7 @@ struct store_rows {
 	/* "" when the worker has never registered; -ENOENT unknown */
 	int (*worker_incarnation)(struct store *, const char *worker, char inc[SPACE_ID_MAX + 1]);
 	int (*worker_set_live)(struct store *, const char *worker, const char *incarnation,
-	    const char *endpoint, int64_t capacity, int64_t now);
+	    const char *endpoint, int64_t capacity, const struct res *total, int64_t now);
 	/* the newest assignment revision of worker (0 none) */
 	int (*worker_revision)(struct store *, const char *worker, int64_t *rev);
 
@@ -155,8 +155,8 @@ int lc_sandbox_create(struct store *, const char *owner, const char *id,
     const struct sandbox_spec *, json_t **out, const char **why);
 int lc_sandbox_kill(struct store *, const char *owner, const char *id, json_t **out);
 int lc_worker_register(struct store *, const char *worker, const char *incarnation,
-    const char *endpoint, int64_t capacity, json_t **out, int64_t *revision,
-    int *reassigned);
+    const char *endpoint, int64_t capacity, const struct res *total, json_t **out,
+    int64_t *revision, int *reassigned);
 int lc_execution_status(struct store *, const char *worker, const struct route_identity *,
     const char *state, const char *error, const struct snap_report *snap, const char **why);
 int lc_op_start(struct store *, const char *owner, const char *sandbox,

@@ -11,7 +11,8 @@
 	"  Show a sandbox: state, the generation, worker, substrate,\n" \
 	"  activation and resident of its current execution, its timeouts and\n" \
 	"  latest snapshot, and its history: every generation, oldest first,\n" \
-	"  with its worker, state, and when it was created and ended (--json:\n" \
+	"  with its worker, state, when it was created and ended, and why it\n" \
+	"  failed when it did (--json:\n" \
 	"  the sandbox object, with \"execution\" and \"history\")."
 
 static void
@@ -36,6 +37,8 @@ print_sandbox(const json_t *s, const char *arg)
 			cli_jscalar(v, sizeof(v), json_object_get(e, fields[i]));
 			printf("%-12s %s\n", i == 5 ? "exec-state" : fields[i], v);
 		}
+	if (json_is_object(e) && json_is_string(json_object_get(e, "error")))
+		printf("%-12s %s\n", "exec-error", cli_jstr(e, "error", "-"));
 	t = json_object_get(s, "timeouts");
 	if (json_is_object(t)) {
 		char idle[32], abs[32];
@@ -56,6 +59,8 @@ print_sandbox(const json_t *s, const char *arg)
 			printf("  %-4s %-14s %-9s %-20s %s\n", g, cli_jstr(e, "worker", "-"),
 			    cli_jstr(e, "state", "-"), cli_jstr(e, "created_at", "-"),
 			    cli_jstr(e, "ended_at", "-"));
+			if (json_is_string(json_object_get(e, "error")))
+				printf("       error: %s\n", cli_jstr(e, "error", "-"));
 		}
 	}
 }
