@@ -244,6 +244,10 @@ wcurl() { # METHOD PATH [JSON]: a worker endpoint call with the credential
 reg=$(wcurl POST /v1/workers/wf/register "{\"incarnation\":\"inc1\",\"endpoint\":\"http://127.0.0.1:$Q\",\"capacity\":4}")
 case "$reg" in *'"revision"'*) ok "the scripted worker registers" ;; *) not_ok "the scripted worker registers"; diag "$reg" ;; esac
 wcurl POST /v1/workers/wf/heartbeat '{"incarnation":"inc1"}' >/dev/null
+# and keeps beating, as a real worker does: a slow run must not outlive its
+# liveness and see "the execution's worker is not live"
+( while :; do wcurl POST /v1/workers/wf/heartbeat '{"incarnation":"inc1"}' >/dev/null 2>&1; sleep 2; done ) &
+pids="$pids $!"
 
 out=$(space workers --json 2>"$T/err"); rc=$?
 if [ "$rc" = 0 ] && echo "$out" | python3 -c '
