@@ -399,8 +399,14 @@ api_accept_thread(void *arg)
 		/* the file mode already limits who connects; the kernel's
 		 * word on the peer is checked as well */
 		crl = sizeof(cr);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0 ||
-		    !(cr.uid == 0 || (cfg.api_gid != (gid_t)-1 && cr.gid == cfg.api_gid))) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+			/* no credentials to name: say why, never read cr */
+			metrics_inc(MC_PEER_REFUSED);
+			log_warn("api: refused a peer: SO_PEERCRED");
+			close(fd);
+			continue;
+		}
+		if (!(cr.uid == 0 || (cfg.api_gid != (gid_t)-1 && cr.gid == cfg.api_gid))) {
 			metrics_inc(MC_PEER_REFUSED);
 			log_warnx("api: refused peer uid %u gid %u", (unsigned)cr.uid, (unsigned)cr.gid);
 			close(fd);

@@ -298,7 +298,11 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 	pfd[1] = -1;
 	/* a pidfd of our own unreaped child: it cannot be another process */
 	if ((pidfd = pidfd_open(pid, 0)) < 0) {
+		/* still our unreaped child, so the bare pid is safe to use
+		 * here; reaped at once, or it would stay a zombie */
 		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
 		goto out;
 	}
 	deadline = now_mono_ns() + (uint64_t)MGR_READY_TIMEOUT_MS * 1000000u;
