@@ -148,7 +148,7 @@ api_sandbox_create(struct req *r)
 	char id[SPACE_ID_MAX + 1], *res = NULL, *tmo = NULL, *meta = NULL;
 	const char *why = NULL;
 	bool ok;
-	int rc;
+	int rc, quota_retry = 0;
 
 	memset(&sp, 0, sizeof(sp));
 	if ((in = req_json(r, true)) == NULL)
@@ -189,6 +189,8 @@ api_sandbox_create(struct req *r)
 	sp.resources = res;
 	sp.timeouts = tmo;
 	sp.metadata = meta;
+	sp.api_key = r->key_id;
+	sp.retry_after = &quota_retry;
 	if ((rc = id_random("sbx_", id, sizeof(id))) < 0) {
 		reply_error(r, 500, "internal", "cannot make an id");
 		goto out;
@@ -200,6 +202,10 @@ api_sandbox_create(struct req *r)
 		reply_json(r, 201, out);
 	} else if (sp.pinned != NULL && (rc == -ENOENT || rc == -EHOSTDOWN || rc == -EAGAIN)) {
 		reply_error(r, 409, "conflict", "%s: %s", sp.pinned, why ? why : "cannot place");
+	} else if (rc == -EDQUOT) {
+		/* the tenant's own quota: 429, never another tenant's 503 */
+		r->retry_after = quota_retry > 0 ? quota_retry : 1;
+		reply_error(r, 429, "quota_exceeded", "%s", why ? why : "quota exceeded");
 	} else if (rc == -EAGAIN) {
 		r->retry_after = 1;
 		reply_error(r, 503, "unavailable", "%s", why ? why : "no worker available");

@@ -84,7 +84,7 @@ check_secret(const char *secret, int (*lookup)(struct store *, const char *, cha
 
 int
 auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 1],
-    const char **kind)
+    char key_id[STORE_CREDID_LEN + 1], const char **kind)
 {
 	int rc;
 
@@ -103,6 +103,9 @@ auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 1],
 	rc = check_secret(bearer, c->st->ops->apikey_lookup, c->st, principal);
 	if (rc == -EACCES)
 		*kind = "bad_api_key";
+	/* the key's public id: its quota applies to what it asks */
+	if (rc == 0)
+		snprintf(key_id, STORE_CREDID_LEN + 1, "%.*s", STORE_CREDID_LEN, bearer + PREFIX_LEN);
 	return rc;
 }
 

@@ -92,6 +92,14 @@ struct ctl {
 	char            instance[SPACE_ID_MAX + 1];
 };
 
+/* main.c: the flags and config file of every subcommand, the store they
+ * name, and "apikey add" / "worker add" (the secret printed once) */
+int  control_parse(int argc, char **argv, struct config *cfg);
+struct store *control_store_open(struct config *cfg);
+int  control_cred_add(int argc, char **argv, const char *what, const struct key_quota *q);
+/* cmd_apikey.c: apikey add | list | revoke */
+int  cmd_apikey(int argc, char **argv);
+
 /* keyring.c */
 int  keyring_init(struct keyring *kr, struct store *st, const char *data_dir);
 void keyring_free(struct keyring *kr);
@@ -115,7 +123,7 @@ int  capability_issue(struct ctl *c, const char *principal,
 int  auth_secret_new(const char *prefix, char *out, size_t cap,
     char id[STORE_CREDID_LEN + 1], uint8_t hash[STORE_HASH_LEN]);
 int  auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 1],
-    const char **kind);
+    char key_id[STORE_CREDID_LEN + 1], const char **kind);
 int  auth_worker(struct ctl *c, const char *bearer, const char *path_worker,
     const char **kind);
 

@@ -222,7 +222,7 @@ authenticate(struct req *r, const struct route *rt)
 		rc = 0;
 		break;
 	case AUTH_USER:
-		rc = auth_user(c, tok, r->principal, &kind);
+		rc = auth_user(c, tok, r->principal, r->key_id, &kind);
 		break;
 	case AUTH_WORKER:
 		rc = auth_worker(c, tok, r->params[0], &kind);

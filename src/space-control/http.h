@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <jansson.h>
 #include "limits.h"
+#include "store.h"
 
 struct ctl;
 struct http;
@@ -24,6 +25,7 @@ struct req {
 	bool    too_large;
 	char    params[REQ_PARAMS_MAX][SPACE_ID_MAX + 1];   /* '*' path segments */
 	char    principal[SPACE_ID_MAX + 1];                /* AUTH_USER */
+	char    key_id[STORE_CREDID_LEN + 1];               /* AUTH_USER: the key's id */
 	/* the answer */
 	unsigned status;
 	char   *text;           /* body (JSON or Prometheus text) */

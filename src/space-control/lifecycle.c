@@ -20,6 +20,9 @@
 #include "util.h"
 
 #define PLACE_CANDIDATES 64
+/* seconds a tenant at its running or memory quota is told to wait: what
+ * frees room (a kill, a pause) is the tenant's own action */
+#define LC_QUOTA_RETRY   10
 
 const char *
 lc_kind_static(const char *k)
@@ -126,12 +129,52 @@ struct create_ctx {
 	const char **why;
 };
 
+/* the asking key's quota, read in the create's transaction so that a
+ * burst of parallel creates cannot all pass on the same count */
+static int
+quota_check(struct store *s, const struct sandbox_spec *sp, int64_t now, const char **why)
+{
+	struct key_quota q;
+	struct res want;
+	int64_t running = 0, mem = 0, recent = 0, oldest = 0;
+	int rc;
+
+	if (sp->api_key == NULL)
+		return 0;
+	if ((rc = R(s)->key_usage(s, sp->api_key, now, &q, &running, &mem, &recent, &oldest)) < 0)
+		return rc;
+	if ((rc = lc_spec_want(sp->resources, &want)) < 0)
+		return rc;
+	if (q.creates_per_minute > 0 && recent >= q.creates_per_minute) {
+		*why = "this API key's creates per minute are used up";
+		if (sp->retry_after)
+			*sp->retry_after = (int)(oldest + 60 - now > 0 ? oldest + 60 - now : 1);
+		return -EDQUOT;
+	}
+	if (q.max_sandboxes > 0 && running >= q.max_sandboxes) {
+		*why = "this API key's running sandboxes are at its quota";
+		if (sp->retry_after)
+			*sp->retry_after = LC_QUOTA_RETRY;
+		return -EDQUOT;
+	}
+	if (q.max_memory_mb > 0 && mem + want.memory_mb > q.max_memory_mb) {
+		*why = "this API key's sandboxes' memory would exceed its quota";
+		if (sp->retry_after)
+			*sp->retry_after = LC_QUOTA_RETRY;
+		return -EDQUOT;
+	}
+	return 0;
+}
+
 static int
 create_tx(struct store *s, void *arg)
 {
 	struct create_ctx *x = arg;
 	int64_t now = now_unix();
 	int rc;
+
+	if ((rc = quota_check(s, x->sp, now, x->why)) < 0)
+		return rc;
 
 	if ((rc = R(s)->sandbox_insert(s, x->owner, x->id, x->sp, now)) < 0)
 		return rc;

@@ -2,7 +2,8 @@
  * subcommands. Subcommands are rows of the table below.
  *
  *   space-control [serve] --data-dir D [--listen ADDR:PORT] [--config FILE] ...
- *   space-control apikey add NAME --data-dir D
+ *   space-control apikey add NAME [--max-sandboxes N --max-memory-mb N
+ *       --creates-per-minute N] --data-dir D   (cmd_apikey.c; list, revoke)
  *   space-control worker add NAME --data-dir D
  *   space-control keys rotate --data-dir D [--rotate-publish-delay S]
  *   space-control keys root --data-dir D */
@@ -66,7 +67,10 @@ usage(FILE *f)
 	    "           [--default-memory-mb N --default-pids N --default-cpu-percent N]\n"
 	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
 	    "           [--templates NAME[,NAME...]]\n"
-	    "       space-control apikey add NAME --data-dir D\n"
+	    "       space-control apikey add NAME [--max-sandboxes N] [--max-memory-mb N]\n"
+	    "           [--creates-per-minute N] --data-dir D\n"
+	    "       space-control apikey list --data-dir D\n"
+	    "       space-control apikey revoke ID|NAME --data-dir D\n"
 	    "       space-control worker add NAME --data-dir D\n"
 	    "       space-control keys rotate --data-dir D [--rotate-publish-delay S]\n"
 	    "       space-control keys root --data-dir D\n");
@@ -201,8 +205,8 @@ load_config(struct config *cfg, const char *path)
 }
 
 /* flags override the config file: read --config first, then every flag */
-static int
-parse(int argc, char **argv, struct config *cfg)
+int
+control_parse(int argc, char **argv, struct config *cfg)
 {
 	const char *config = NULL;
 	int o;
@@ -263,8 +267,8 @@ parse(int argc, char **argv, struct config *cfg)
 	return 0;
 }
 
-static struct store *
-open_store(struct config *cfg)
+struct store *
+control_store_open(struct config *cfg)
 {
 	struct store *st;
 	char spec[sizeof(cfg->store)];
@@ -294,7 +298,7 @@ cmd_serve(int argc, char **argv)
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return 1;
-	if ((rc = parse(argc, argv, &c->cfg)) != 0) {
+	if ((rc = control_parse(argc, argv, &c->cfg)) != 0) {
 		free(c);
 		return rc;
 	}
@@ -311,7 +315,7 @@ cmd_serve(int argc, char **argv)
 	pthread_cond_init(&c->assign_cv, &ca);
 	pthread_condattr_destroy(&ca);
 
-	if ((c->st = open_store(&c->cfg)) == NULL)
+	if ((c->st = control_store_open(&c->cfg)) == NULL)
 		goto out;
 	c->st->oc = c->cfg.oc;
 	if ((rc = keyring_init(&c->kr, c->st, c->cfg.data_dir)) < 0) {
@@ -359,8 +363,8 @@ out:
 }
 
 /* apikey add NAME / worker add NAME: the secret is printed once, alone */
-static int
-cmd_add(int argc, char **argv, const char *what)
+int
+control_cred_add(int argc, char **argv, const char *what, const struct key_quota *q)
 {
 	struct config cfg;
 	struct store *st = NULL;
@@ -379,15 +383,15 @@ cmd_add(int argc, char **argv, const char *what)
 		    SPACE_ID_MAX);
 		return 2;
 	}
-	if ((rc = parse(argc - 2, argv + 2, &cfg)) != 0)
+	if ((rc = control_parse(argc - 2, argv + 2, &cfg)) != 0)
 		return rc;
 	log_init(CONTROL_PROG, cfg.verbose);
-	if ((st = open_store(&cfg)) == NULL)
+	if ((st = control_store_open(&cfg)) == NULL)
 		return 1;
 	if (strcmp(what, "apikey") == 0) {
 		if (auth_secret_new("sk_", secret, sizeof(secret), id, hash) < 0)
 			goto out;
-		rc = st->ops->apikey_add(st, name, id, hash);
+		rc = st->ops->apikey_add(st, name, id, hash, q);
 	} else {
 		if (auth_secret_new("wk_", secret, sizeof(secret), id, hash) < 0)
 			goto out;
@@ -410,15 +414,9 @@ out:
 }
 
 static int
-cmd_apikey(int argc, char **argv)
-{
-	return cmd_add(argc, argv, "apikey");
-}
-
-static int
 cmd_worker(int argc, char **argv)
 {
-	return cmd_add(argc, argv, "worker");
+	return control_cred_add(argc, argv, "worker", NULL);
 }
 
 static int
@@ -434,10 +432,10 @@ cmd_keys(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((rc = parse(argc - 1, argv + 1, &cfg)) != 0)
+	if ((rc = control_parse(argc - 1, argv + 1, &cfg)) != 0)
 		return rc;
 	log_init(CONTROL_PROG, cfg.verbose);
-	if ((st = open_store(&cfg)) == NULL)
+	if ((st = control_store_open(&cfg)) == NULL)
 		return 1;
 	if (strcmp(argv[1], "rotate") == 0) {
 		rc = keyring_rotate(st, cfg.data_dir, cfg.rotate_publish_delay, kid);

@@ -37,6 +37,15 @@ struct sandbox_spec {
 	const char *timeouts;
 	const char *metadata;
 	const char *pinned;             /* NULL = scheduler's choice */
+	const char *api_key;            /* id of the key that asks: its quota applies */
+	int        *retry_after;        /* out, on -EDQUOT: seconds until it may pass */
+};
+
+/* what one API key may hold; 0 = no limit */
+struct key_quota {
+	int64_t max_sandboxes;          /* not killed, paused or failed */
+	int64_t max_memory_mb;          /* their memory_mb summed */
+	int64_t creates_per_minute;     /* creates in the last 60 s */
 };
 
 struct key_row {
@@ -105,7 +114,13 @@ struct store_ops {
 
 	/* credentials: id is the public prefix, hash the BLAKE2b-256 of the secret */
 	int (*apikey_add)(struct store *, const char *principal, const char *key_id,
-	    const uint8_t hash[STORE_HASH_LEN]);
+	    const uint8_t hash[STORE_HASH_LEN], const struct key_quota *);
+	/* [{"id","principal","created_at","revoked_at","quota":{...}}] */
+	int (*apikey_list)(struct store *, json_t **out);
+	/* the key of that id, or every key of that principal: how many were
+	 * revoked now (0: none, or already revoked); a revoked key is
+	 * unknown to apikey_lookup from then on */
+	int (*apikey_revoke)(struct store *, const char *id_or_principal);
 	int (*apikey_lookup)(struct store *, const char *key_id,
 	    char principal[SPACE_ID_MAX + 1], uint8_t hash[STORE_HASH_LEN]);
 	int (*worker_add)(struct store *, const char *worker, const char *cred_id,
@@ -114,7 +129,8 @@ struct store_ops {
 	    char worker[SPACE_ID_MAX + 1], uint8_t hash[STORE_HASH_LEN]);
 
 	/* sandboxes; owner scopes every lookup (another owner's id is -ENOENT).
-	 * create: *why set on -ENOENT / -EHOSTDOWN / -EAGAIN of a pinned worker */
+	 * create: *why set on -ENOENT / -EHOSTDOWN / -EAGAIN of a pinned worker,
+	 * and on -EDQUOT: the key's quota refuses it */
 	int (*sandbox_create)(struct store *, const char *owner, const char *id,
 	    const struct sandbox_spec *, json_t **out, const char **why);
 	int (*sandbox_get)(struct store *, const char *owner, const char *id, json_t **out);

@@ -139,6 +139,15 @@ static const char *const migrations[] = {
 	"ALTER TABLE workers ADD COLUMN memory_mb INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE workers ADD COLUMN cpu_percent INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE workers ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 0;",
+
+	/* 4: per-key quotas (0 = no limit), revocation, and the key each
+	 * sandbox was created with (NULL before this version: no quota) */
+	"ALTER TABLE api_keys ADD COLUMN max_sandboxes INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE api_keys ADD COLUMN max_memory_mb INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE api_keys ADD COLUMN creates_per_minute INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;"
+	"ALTER TABLE sandboxes ADD COLUMN api_key TEXT;"
+	"CREATE INDEX sandboxes_api_key ON sandboxes(api_key, created_at);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -346,6 +355,7 @@ migrate_tx(struct store *s, void *arg)
 struct cred_ctx {
 	const char *name, *id;
 	const uint8_t *hash;
+	const struct key_quota *q;
 };
 
 static int
@@ -359,8 +369,10 @@ apikey_add_tx(struct store *s, void *arg)
 	if ((rc = sq_run(db, sq_prep(db, "INSERT OR IGNORE INTO principals VALUES (?,?)",
 	    "si", x->name, now))) < 0)
 		return rc;
-	if ((rc = sq_run(db, sq_prep(db, "INSERT INTO api_keys VALUES (?,?,?,?)",
-	    "ssbi", x->id, x->name, x->hash, STORE_HASH_LEN, now))) < 0)
+	if ((rc = sq_run(db, sq_prep(db, "INSERT INTO api_keys (id, principal, hash, created_at,"
+	    " max_sandboxes, max_memory_mb, creates_per_minute) VALUES (?,?,?,?,?,?,?)",
+	    "ssbiiii", x->id, x->name, x->hash, STORE_HASH_LEN, now, x->q->max_sandboxes,
+	    x->q->max_memory_mb, x->q->creates_per_minute))) < 0)
 		return rc;
 	return sq_run(db, sq_prep(db, "INSERT INTO audit (ts,principal,action,target) "
 	    "VALUES (?,?,'apikey.add',?)", "iss", now, x->name, x->id));
@@ -368,11 +380,74 @@ apikey_add_tx(struct store *s, void *arg)
 
 static int
 sq_apikey_add(struct store *s, const char *principal, const char *key_id,
-    const uint8_t hash[STORE_HASH_LEN])
+    const uint8_t hash[STORE_HASH_LEN], const struct key_quota *q)
 {
-	struct cred_ctx x = { principal, key_id, hash };
+	static const struct key_quota none;
+	struct cred_ctx x = { principal, key_id, hash, q ? q : &none };
 
 	return sq_tx(s, apikey_add_tx, &x);
+}
+
+static json_t *
+apikey_row(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	char tc[RFC3339_LEN + 1], tr[RFC3339_LEN + 1];
+	bool revoked = sqlite3_column_type(st, 3) != SQLITE_NULL;
+
+	rfc3339_format(sqlite3_column_int64(st, 2), tc);
+	if (revoked)
+		rfc3339_format(sqlite3_column_int64(st, 3), tr);
+	return json_pack("{s:s,s:s,s:s,s:s?,s:{s:I,s:I,s:I}}",
+	    "id", (const char *)sqlite3_column_text(st, 0),
+	    "principal", (const char *)sqlite3_column_text(st, 1),
+	    "created_at", tc, "revoked_at", revoked ? tr : NULL,
+	    "quota", "max_sandboxes", (json_int_t)sqlite3_column_int64(st, 4),
+	    "max_memory_mb", (json_int_t)sqlite3_column_int64(st, 5),
+	    "creates_per_minute", (json_int_t)sqlite3_column_int64(st, 6));
+}
+
+static int
+sq_apikey_list(struct store *s, json_t **out)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	sq_lock(q);
+	rc = sq_list(q, sq_prep(q->db, "SELECT id, principal, created_at, revoked_at,"
+	    " max_sandboxes, max_memory_mb, creates_per_minute FROM api_keys"
+	    " ORDER BY principal, created_at, id", NULL), apikey_row, NULL, out);
+	sq_unlock(q);
+	return rc;
+}
+
+struct revoke_ctx {
+	const char *who;
+	int n;
+};
+
+static int
+apikey_revoke_tx(struct store *s, void *arg)
+{
+	struct revoke_ctx *x = arg;
+	sqlite3 *db = SQ(s)->db;
+	int rc;
+
+	if ((rc = sq_run(db, sq_prep(db, "UPDATE api_keys SET revoked_at = ?1 WHERE"
+	    " (id = ?2 OR principal = ?2) AND revoked_at IS NULL", "is", now_unix(), x->who))) < 0)
+		return rc;
+	if ((x->n = sqlite3_changes(db)) == 0)
+		return 0;
+	return sq_run(db, sq_prep(db, "INSERT INTO audit (ts,action,target,detail) "
+	    "VALUES (?,'apikey.revoke',?,?)", "isi", now_unix(), x->who, (int64_t)x->n));
+}
+
+static int
+sq_apikey_revoke(struct store *s, const char *id_or_principal)
+{
+	struct revoke_ctx x = { id_or_principal, 0 };
+	int rc = sq_tx(s, apikey_revoke_tx, &x);
+
+	return rc < 0 ? rc : x.n;
 }
 
 static int
@@ -406,8 +481,9 @@ static int
 sq_apikey_lookup(struct store *s, const char *key_id, char principal[SPACE_ID_MAX + 1],
     uint8_t hash[STORE_HASH_LEN])
 {
-	return lookup_cred(SQ(s), "SELECT principal, hash FROM api_keys WHERE id = ?",
-	    key_id, principal, hash);
+	/* a revoked key is refused from the next request on: nothing caches it */
+	return lookup_cred(SQ(s), "SELECT principal, hash FROM api_keys WHERE id = ?"
+	    " AND revoked_at IS NULL", key_id, principal, hash);
 }
 
 static int
@@ -437,7 +513,7 @@ static int
 sq_worker_add(struct store *s, const char *worker, const char *cred_id,
     const uint8_t hash[STORE_HASH_LEN])
 {
-	struct cred_ctx x = { worker, cred_id, hash };
+	struct cred_ctx x = { worker, cred_id, hash, NULL };
 
 	return sq_tx(s, worker_add_tx, &x);
 }
@@ -611,6 +687,8 @@ static const struct store_ops sqlite_ops = {
 	.close = sq_close,
 	.apikey_add = sq_apikey_add,
 	.apikey_lookup = sq_apikey_lookup,
+	.apikey_list = sq_apikey_list,
+	.apikey_revoke = sq_apikey_revoke,
 	.worker_add = sq_worker_add,
 	.worker_cred_lookup = sq_worker_cred_lookup,
 	.sandbox_create = lc_sandbox_create,

@@ -24,9 +24,9 @@ r_sandbox_insert(struct store *s, const char *owner, const char *id,
     const struct sandbox_spec *sp, int64_t now)
 {
 	return sq_run(DB(s), sq_prep(DB(s), "INSERT INTO sandboxes (id, owner, state, template,"
-	    " resources, timeouts, metadata, pinned_worker, created_at)"
-	    " VALUES (?,?,'creating',?,?,?,?,?,?)", "sssssssi", id, owner, sp->template_,
-	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now));
+	    " resources, timeouts, metadata, pinned_worker, created_at, api_key)"
+	    " VALUES (?,?,'creating',?,?,?,?,?,?,?)", "sssssssis", id, owner, sp->template_,
+	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key));
 }
 
 static int
@@ -539,6 +539,41 @@ r_audit(struct store *s, const char *principal, const char *action, const char *
 	    " VALUES (?,?,?,?,?)", "issss", now_unix(), principal, action, target, detail));
 }
 
+static int
+r_key_usage(struct store *s, const char *key_id, int64_t now, struct key_quota *q,
+    int64_t *running, int64_t *memory_mb, int64_t *recent, int64_t *oldest)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	st = sq_prep(DB(s), "SELECT k.max_sandboxes, k.max_memory_mb, k.creates_per_minute,"
+	    " (SELECT COUNT(*) FROM sandboxes s WHERE s.api_key = k.id"
+	    "   AND s.state NOT IN ('killed','paused','failed')),"
+	    " (SELECT COALESCE(SUM(json_extract(s.resources, '$.memory_mb')), 0) FROM sandboxes s"
+	    "   WHERE s.api_key = k.id AND s.state NOT IN ('killed','paused','failed')),"
+	    " (SELECT COUNT(*) FROM sandboxes s WHERE s.api_key = k.id AND s.created_at > ?2 - 60),"
+	    " (SELECT COALESCE(MIN(created_at), 0) FROM sandboxes s WHERE s.api_key = k.id"
+	    "   AND s.created_at > ?2 - 60)"
+	    " FROM api_keys k WHERE k.id = ?1 AND k.revoked_at IS NULL", "si", key_id, now);
+	if (st == NULL)
+		return -EIO;
+	rc = sq_step_row(DB(s), st);
+	if (rc == 1) {
+		q->max_sandboxes = sqlite3_column_int64(st, 0);
+		q->max_memory_mb = sqlite3_column_int64(st, 1);
+		q->creates_per_minute = sqlite3_column_int64(st, 2);
+		*running = sqlite3_column_int64(st, 3);
+		*memory_mb = sqlite3_column_int64(st, 4);
+		*recent = sqlite3_column_int64(st, 5);
+		*oldest = sqlite3_column_int64(st, 6);
+		rc = 0;
+	} else if (rc == 0) {
+		rc = -ENOENT;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 const struct store_rows sq_rows = {
 	.tx = sq_tx,
 	.sandbox_insert = r_sandbox_insert,
@@ -576,6 +611,7 @@ const struct store_rows sq_rows = {
 	.snapshots_fail_pending = r_snapshots_fail_pending,
 	.snapshot_has = r_snapshot_has,
 	.audit = r_audit,
+	.key_usage = r_key_usage,
 };
 
 /* ---- snapshot list, timeouts, activity (whole operations of their own) ---- */

@@ -148,6 +148,12 @@ struct store_rows {
 
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
+
+	/* an API key's quota and what its sandboxes hold at now: running
+	 * (not killed, paused or failed), their memory, creates in the 60 s
+	 * before now and the oldest of those; -ENOENT unknown or revoked */
+	int (*key_usage)(struct store *, const char *key_id, int64_t now, struct key_quota *q,
+	    int64_t *running, int64_t *memory_mb, int64_t *recent, int64_t *oldest);
 };
 
 /* lifecycle.c: the entries of store_ops every backend shares */

@@ -1,0 +1,68 @@
+#!/bin/sh
+# space-control, from a tenant's side: an API key's quota (running
+# sandboxes, their memory, creates per minute) answers 429 + Retry-After,
+# a burst of parallel creates by one tenant does not starve another, and
+# a revoked key is refused at once. Workers are simulated with curl.
+. "$SPACE_TOP/tests/lib.sh"
+
+T=$(mktemp -d)
+D=$T/data
+PORT=$(free_port)
+U=http://127.0.0.1:$PORT
+PID=
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT INT TERM
+
+post() { curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X POST -H "Authorization: Bearer $2" \
+	--data-binary "$3" "$U$1"; }
+reg() { post "/v1/workers/$1/register" "$2" "{\"incarnation\":\"inc$1\",\"endpoint\":\"http://127.0.0.1:$3\",\"capacity\":100}"; }
+
+A=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
+M=$(space-control apikey add mallory --max-sandboxes 3 --data-dir "$D" 2>>"$T/log")
+R=$(space-control apikey add rate --creates-per-minute 2 --data-dir "$D" 2>>"$T/log")
+B=$(space-control apikey add mem --max-memory-mb 1024 --data-dir "$D" 2>>"$T/log")
+W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
+space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 2>>"$T/log" &
+PID=$!
+check "daemon started" wait_http "$U/healthz" 10
+is "w1 registers" "$(reg w1 "$W1" 9001)" 200
+
+# mallory's burst: 20 parallel creates against a quota of 3 running
+export U M
+seq 1 20 | xargs -P 10 -I@ sh -c 'curl -s -o /dev/null -D - -w "code=%{http_code}\n" -X POST \
+	-H "Authorization: Bearer $M" --data-binary "{}" "$U/v1/sandboxes"' >"$T/burst"
+is "20 parallel creates with a quota of 3: three 201" "$(grep -c '^code=201' "$T/burst")" 3
+is "... and seventeen 429" "$(grep -c '^code=429' "$T/burst")" 17
+is "... each 429 with Retry-After" "$(grep -ci '^retry-after: [1-9]' "$T/burst")" 17
+is "another tenant still creates -> 201" "$(post /v1/sandboxes "$A" '{}')" 201
+is "mallory holds 3 sandboxes" "$(sqlite3 "$D/control.db" "SELECT COUNT(*) FROM sandboxes WHERE owner = 'mallory'")" 3
+S=$(sqlite3 "$D/control.db" "SELECT id FROM sandboxes WHERE owner = 'mallory' LIMIT 1")
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $M" "$U/v1/sandboxes/$S"
+is "after a kill mallory creates again" "$(post /v1/sandboxes "$M" '{}')" 201
+
+# creates per minute
+is "rate: first create" "$(post /v1/sandboxes "$R" '{}')" 201
+is "rate: second create" "$(post /v1/sandboxes "$R" '{}')" 201
+is "rate: third within the minute -> 429" "$(post /v1/sandboxes "$R" '{}')" 429
+RA=$(grep -i '^retry-after:' "$T/hdr" | tr -dc 0-9)
+check "... quota_exceeded, Retry-After $RA s: when the oldest create leaves the minute" \
+	sh -c "grep -q quota_exceeded '$T/body' && [ '${RA:-0}' -ge 1 ] && [ '${RA:-0}' -le 60 ]"
+
+# memory
+is "mem: 512 MiB" "$(post /v1/sandboxes "$B" '{"resources":{"memory_mb":512}}')" 201
+is "mem: another 512 MiB" "$(post /v1/sandboxes "$B" '{"resources":{"memory_mb":512}}')" 201
+is "mem: 1 MiB more than 1024 -> 429" "$(post /v1/sandboxes "$B" '{"resources":{"memory_mb":1}}')" 429
+
+# list and revoke
+space-control apikey list --data-dir "$D" >"$T/list" 2>>"$T/log"
+check "apikey list shows mallory's quota" grep -Eq ' mallory +.* 3 +0 +0$' "$T/list"
+check "apikey list never prints a key" sh -c "! grep -q 'sk_' '$T/list'"
+is "mallory's key works" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $M" "$U/v1/sandboxes")" 200
+check "apikey revoke mallory" sh -c "space-control apikey revoke mallory --data-dir '$D' >/dev/null 2>>'$T/log'"
+is "the revoked key is refused at once -> 401" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $M" "$U/v1/sandboxes")" 401
+is "... creates too" "$(post /v1/sandboxes "$M" '{}')" 401
+is "another tenant is unaffected" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $A" "$U/v1/sandboxes")" 200
+space-control apikey list --data-dir "$D" >"$T/list" 2>>"$T/log"
+check "apikey list shows it revoked" grep -Eq ' mallory +[0-9TZ:-]+ +[0-9]{4}-' "$T/list"
+check "revoking it again finds nothing" sh -c "! space-control apikey revoke mallory --data-dir '$D' >/dev/null 2>&1"
+done_testing
