@@ -8,6 +8,7 @@
 #define SPACE_TOKEN_MAX         4096    /* a capability token, bytes */
 #define SPACE_BUNDLE_TOKEN_MAX  65536   /* a signed key bundle, bytes */
 #define SPACE_BUNDLE_KEYS_MAX   16      /* keys in one bundle */
+#define SPACE_SIGNER_KEYS_MAX   1024    /* signing key files the signer process loads */
 #define SPACE_CLAIMS_MAX        3072    /* decoded claims JSON, bytes */
 #define SPACE_FOOTER_MAX        512     /* PASETO footer, bytes */
 #define SPACE_JTI_MAX           32      /* base64url of 128 bits is 22 */

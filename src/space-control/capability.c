@@ -1,7 +1,8 @@
 /* Capability issuance (DESIGN 5): a PASETO v4.public token over the claims
  * of claims.h, bound to one route identity, valid 120 s, footer naming the
  * signing key, implicit assertion "space-capability-v1" so a token of
- * another kind (a key bundle) can never pass as a capability. */
+ * another kind (a key bundle) can never pass as a capability. The claims
+ * are written here; the signature is the signer process's (signer.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "control.h"
 #include "log.h"
 #include "paseto.h"
+#include "sigmsg.h"
 #include "util.h"
 
 int
@@ -19,23 +21,23 @@ capability_issue(struct ctl *c, const char *principal, const struct route_identi
     int64_t *exp)
 {
 	struct capability cap;
-	struct signing_key k;
-	uint8_t jti[16];
-	char *claims = NULL, footer[16 + PASERK_K4_PID_LEN];
+	struct sig_reply rep;
+	uint8_t jti[16], pk[32], *m = NULL, *msg = NULL;
+	char *claims = NULL, kid[PASERK_K4_PID_LEN + 1];
+	size_t len, mlen;
 	int64_t now = now_unix();
 	int rc;
 
 	*token = NULL;
 	memset(&cap, 0, sizeof(cap));
-	memset(&k, 0, sizeof(k));
+	memset(&rep, 0, sizeof(rep));
 	snprintf(cap.sub, sizeof(cap.sub), "%s", principal);
 	randombytes_buf(jti, sizeof(jti));
 	if ((rc = (int)b64url_encode(jti, sizeof(jti), cap.jti, sizeof(cap.jti))) < 0)
 		goto out;
 	cap.pur = pur;
 	cap.aud = pur == PUR_CONTROL ? AUD_NODE_API : AUD_NETGTW;
-	/* test-only backdating lets a test hold an expired token at once */
-	cap.iat = now - c->cfg.test_cap_backdate;
+	cap.iat = now;
 	cap.exp = cap.iat + SPACE_CAP_LIFETIME;
 	cap.route = *route;
 	if (pur == PUR_CONTROL) {
@@ -46,14 +48,24 @@ capability_issue(struct ctl *c, const char *principal, const struct route_identi
 	}
 	if ((rc = claims_encode(&cap, &claims)) < 0)
 		goto out;
-	if ((rc = keyring_current(&c->kr, c->st, now, &k)) < 0) {
+	if ((rc = keyring_current(&c->kr, c->st, now, kid, pk)) < 0) {
 		log_warnx("capability: no signing key usable now");
 		goto out;
 	}
-	snprintf(footer, sizeof(footer), "{\"kid\":\"%s\"}", k.kid);
-	if ((rc = paseto_v4_sign(k.sk, claims, strlen(claims), footer, CAPABILITY_IMPLICIT,
-	    token)) < 0)
+	if ((rc = sigmsg_encode_sign_cap(kid, claims, &m, &len)) < 0)
 		goto out;
+	if ((rc = signer_call(&c->kr.sg, m, len, SIG_TOKEN, &rep)) < 0)
+		goto out;
+	/* the token must be the one asked for: this key, these claims */
+	rc = paseto_v4_verify(pk, rep.token, strlen(rep.token), SPACE_TOKEN_MAX,
+	    CAPABILITY_IMPLICIT, &msg, &mlen, NULL);
+	if (rc < 0 || mlen != strlen(claims) || memcmp(msg, claims, mlen) != 0) {
+		log_warnx("capability: the signer's token does not match the request");
+		rc = -EPROTO;
+		goto out;
+	}
+	*token = rep.token;
+	rep.token = NULL;
 	*exp = cap.exp;
 	metrics_capability(pur);
 	{
@@ -63,7 +75,8 @@ capability_issue(struct ctl *c, const char *principal, const struct route_identi
 		(void)c->st->ops->audit(c->st, principal, "capability.issue", route->sandbox, detail);
 	}
 out:
-	signing_key_wipe(&k);
+	sig_reply_clear(&rep);
+	free(msg);
 	free(claims);
 	return rc;
 }

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <jansson.h>
 
 #include "claims.h"
@@ -50,10 +51,8 @@ struct config {
 	char    tls_key[PATH_MAX];
 	char    store[PATH_MAX + 8];
 	int     heartbeat_timeout;
-	int     test_cap_backdate;
 	int     rotate_publish_delay;
 	int     lease_ttl;
-	int     test_hold_operations;  /* TEST ONLY: record reports, take no step */
 	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */
 	int64_t pids_max, pids_def;
 	struct overcommit oc;
@@ -61,15 +60,27 @@ struct config {
 	int     verbose;
 };
 
-/* signing keys in memory; refreshed from the store at most every second */
+/* the HTTP process's handle on its signer process (signer_client.c) */
+struct signer_conn {
+	pthread_mutex_t mu;             /* one request at a time */
+	int     fd;                     /* -1 while the signer is down */
+	pid_t   pid;
+	uint64_t last_spawn;            /* monotonic ns */
+	bool    have_root;
+	uint8_t root_pk[32];            /* pinned at the first start */
+	char    data_dir[PATH_MAX];
+	int     verbose;
+};
+
+/* what the HTTP process knows of the keys: public halves and their
+ * schedule, from the store; refreshed at most every second. The private
+ * keys are in the signer process only. */
 struct keyring {
 	pthread_mutex_t mu;
-	struct signing_key root;
+	struct signer_conn sg;
 	char    root_paserk[PASERK_K4_PUBLIC_LEN + 1];
 	size_t  n;
-	struct signing_key keys[SPACE_BUNDLE_KEYS_MAX];
 	struct key_row rows[SPACE_BUNDLE_KEYS_MAX];
-	int64_t stamp;                  /* store change stamp of the loaded set */
 	uint64_t bundle_version;
 	char   *bundle;                 /* latest bundle token */
 	char    keydir[PATH_MAX];
@@ -100,18 +111,34 @@ int  control_cred_add(int argc, char **argv, const char *what, const struct key_
 /* cmd_apikey.c: apikey add | list | revoke */
 int  cmd_apikey(int argc, char **argv);
 
-/* keyring.c */
-int  keyring_init(struct keyring *kr, struct store *st, const char *data_dir);
+/* keyring.c: starts the signer; verbose is passed on to it */
+int  keyring_init(struct keyring *kr, struct store *st, const char *data_dir, int verbose);
 void keyring_free(struct keyring *kr);
 int  keyring_refresh(struct keyring *kr, struct store *st);
-int  keyring_rotate(struct store *st, const char *data_dir, int publish_delay,
+int  keyring_rotate(struct store *st, const char *data_dir, int publish_delay, int verbose,
     char kid_out[PASERK_K4_PID_LEN + 1]);
-/* copy of the key to sign with at now (wipe after use) */
+/* the key to sign with at now: its id and public key */
 int  keyring_current(struct keyring *kr, struct store *st, int64_t now,
-    struct signing_key *out);
+    char kid[PASERK_K4_PID_LEN + 1], uint8_t pk[32]);
 /* latest bundle token (malloc'd) and root PASERK */
 int  keyring_bundle(struct keyring *kr, struct store *st, char **bundle,
     char root[PASERK_K4_PUBLIC_LEN + 1]);
+/* flock on D/keys/lock: key creation by the daemon and the subcommands */
+int  keydir_lock(const char *keydir);
+
+/* signer.c: the signer process ("space-control signer", fd 3) */
+int  signer_main(int fd, const char *data_dir);
+
+/* signer_client.c */
+struct sig_reply;
+int  signer_start(struct signer_conn *sc, const char *data_dir, int verbose);
+void signer_stop(struct signer_conn *sc);
+/* notices a signer that exited and starts another (at most once a second) */
+void signer_check(struct signer_conn *sc);
+/* sends msg (consumed) and waits for a reply of type want or ERROR: 0,
+ * -errno of the signer's refusal, or -EHOSTDOWN (signer down or broken) */
+int  signer_call(struct signer_conn *sc, uint8_t *msg, size_t len, uint16_t want,
+    struct sig_reply *rep);
 
 /* capability.c */
 int  capability_issue(struct ctl *c, const char *principal,

@@ -1,7 +1,9 @@
-/* Signing keys and the key bundle. space-control is the only holder of
- * signing keys (DESIGN 5): the root key (D/keys/root.key) signs bundles
- * only; signing keys (D/keys/<kid>.key) sign capabilities. Files are 0600 in
- * a 0700 directory, keys are wiped when dropped.
+/* The key schedule and the key bundle, as the HTTP process sees them.
+ * space-control is the only holder of signing keys (DESIGN 5), and within
+ * it the signer process only (signer.c): the root key (D/keys/root.key)
+ * signs bundles only; signing keys (D/keys/<kid>.key) sign capabilities.
+ * This file keeps the public halves and their schedule from the store and
+ * asks the signer for new keys and signatures; it never reads a key file.
  *
  * Rotation keeps two promises: a key is in the published bundle before the
  * first token it signs (activate_at = added + publish delay), and a retired
@@ -20,22 +22,11 @@
 
 #include "control.h"
 #include "log.h"
+#include "sigmsg.h"
 #include "util.h"
 
-static int
-key_path(char *out, size_t cap, const char *keydir, const char *kid)
-{
-	const char *suffix = kid + strlen("k4.pid.");
-
-	if (strncmp(kid, "k4.pid.", 7) != 0)
-		return -EINVAL;
-	if ((size_t)snprintf(out, cap, "%s/%s.key", keydir, suffix) >= cap)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 /* serializes key creation between the daemon and the subcommands */
-static int
+int
 keydir_lock(const char *keydir)
 {
 	char p[PATH_MAX];
@@ -43,7 +34,7 @@ keydir_lock(const char *keydir)
 
 	if ((size_t)snprintf(p, sizeof(p), "%s/lock", keydir) >= sizeof(p))
 		return -ENAMETOOLONG;
-	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	if (flock(fd, LOCK_EX) < 0) {
@@ -54,46 +45,32 @@ keydir_lock(const char *keydir)
 	return fd;
 }
 
+/* the signer makes and stores the key; the row names it */
 static int
-new_signing_key(struct store *st, const char *keydir, int64_t activate_at, int64_t old_not_after,
-    char kid_out[PASERK_K4_PID_LEN + 1])
+new_signing_key(struct keyring *kr, struct store *st, int64_t activate_at,
+    int64_t old_not_after, char kid_out[PASERK_K4_PID_LEN + 1])
 {
-	struct signing_key k;
+	struct sig_reply rep;
 	struct key_row row;
-	char path[PATH_MAX];
+	uint8_t *m = NULL;
+	size_t len;
 	int rc;
 
 	memset(&row, 0, sizeof(row));
-	if ((rc = signing_key_generate(&k)) < 0)
+	(void)sigmsg_encode(SIG_NEW_KEY, NULL, 0, &m, &len);
+	if ((rc = signer_call(&kr->sg, m, len, SIG_KEY, &rep)) < 0)
 		return rc;
-	if ((rc = key_path(path, sizeof(path), keydir, k.kid)) < 0)
-		goto out;
-	/* the file first: a row must never name a key we cannot load */
-	if ((rc = signing_key_save(path, &k)) < 0)
-		goto out;
-	memcpy(row.kid, k.kid, sizeof(row.kid));
-	memcpy(row.pk, k.pk, sizeof(row.pk));
+	memcpy(row.pk, rep.pk, sizeof(row.pk));
+	if ((rc = paserk_k4_pid(row.pk, row.kid)) < 0)
+		return rc;
 	row.activate_at = activate_at;
 	row.not_before = now_unix();
 	row.not_after = 0;
 	if ((rc = st->ops->key_add(st, &row, old_not_after)) < 0)
-		goto out;
+		return rc;
 	if (kid_out)
-		memcpy(kid_out, k.kid, PASERK_K4_PID_LEN + 1);
-out:
-	signing_key_wipe(&k);
-	return rc;
-}
-
-static void
-drop_keys(struct keyring *kr)
-{
-	size_t i;
-
-	for (i = 0; i < kr->n; i++)
-		signing_key_wipe(&kr->keys[i]);
-	memset(kr->rows, 0, sizeof(kr->rows));
-	kr->n = 0;
+		memcpy(kid_out, row.kid, PASERK_K4_PID_LEN + 1);
+	return 0;
 }
 
 static bool
@@ -111,6 +88,31 @@ bundle_equal(const struct key_bundle *b, const struct key_row *rows, size_t n)
 	return true;
 }
 
+/* the signer signs; we check its answer under the pinned root before the
+ * bundle goes into the store */
+static int
+sign_bundle(struct keyring *kr, const struct key_bundle *nb, char **tok)
+{
+	struct key_bundle chk;
+	struct sig_reply rep;
+	uint8_t *m = NULL;
+	size_t len;
+	int rc;
+
+	*tok = NULL;
+	if ((rc = sigmsg_encode_sign_bundle(nb, &m, &len)) < 0)
+		return rc;
+	if ((rc = signer_call(&kr->sg, m, len, SIG_TOKEN, &rep)) < 0)
+		return rc;
+	if (bundle_verify(rep.token, strlen(rep.token), kr->sg.root_pk, &chk) < 0 ||
+	    chk.version != nb->version || chk.n != nb->n) {
+		sig_reply_clear(&rep);
+		return -EPROTO;
+	}
+	*tok = rep.token;
+	return 0;
+}
+
 /* caller holds kr->mu */
 static int
 refresh_locked(struct keyring *kr, struct store *st)
@@ -118,37 +120,21 @@ refresh_locked(struct keyring *kr, struct store *st)
 	struct key_row rows[SPACE_BUNDLE_KEYS_MAX];
 	struct key_bundle cur, nb;
 	uint64_t ver = 0;
-	char *tok = NULL, path[PATH_MAX];
-	int64_t stamp = 0;
+	char *tok = NULL;
 	size_t n = 0, i;
 	int rc;
 
-	if ((rc = st->ops->keys_changed(st, &stamp)) < 0)
-		return rc;
 	if ((rc = st->ops->keys_list(st, rows, SPACE_BUNDLE_KEYS_MAX, &n)) < 0)
 		return rc;
-	if (stamp != kr->stamp || n != kr->n) {
-		drop_keys(kr);
-		for (i = 0; i < n; i++) {
-			struct signing_key *k = &kr->keys[kr->n];
-			if (key_path(path, sizeof(path), kr->keydir, rows[i].kid) < 0 ||
-			    signing_key_load(path, k) < 0 ||
-			    memcmp(k->pk, rows[i].pk, sizeof(k->pk)) != 0) {
-				signing_key_wipe(k);
-				log_warnx("keyring: key %s: file missing or not matching", rows[i].kid);
-				continue;
-			}
-			kr->rows[kr->n++] = rows[i];
-		}
-		kr->stamp = stamp;
-	}
+	memcpy(kr->rows, rows, n * sizeof(rows[0]));
+	kr->n = n;
 
 	/* the published bundle must list exactly the keys that may be in use */
 	rc = st->ops->bundle_latest(st, &ver, &tok);
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
 	memset(&cur, 0, sizeof(cur));
-	if (tok != NULL && bundle_verify(tok, strlen(tok), kr->root.pk, &cur) < 0) {
+	if (tok != NULL && bundle_verify(tok, strlen(tok), kr->sg.root_pk, &cur) < 0) {
 		log_warnx("keyring: stored bundle %llu does not verify under the root key",
 		    (unsigned long long)ver);
 		memset(&cur, 0, sizeof(cur));
@@ -165,7 +151,7 @@ refresh_locked(struct keyring *kr, struct store *st)
 			nb.keys[i].not_before = rows[i].not_before;
 			nb.keys[i].not_after = rows[i].not_after;
 		}
-		if (n > 0 && (rc = bundle_sign(&nb, &kr->root, &signed_tok)) == 0) {
+		if (n > 0 && (rc = sign_bundle(kr, &nb, &signed_tok)) == 0) {
 			rc = st->ops->bundle_add(st, nb.version, signed_tok);
 			if (rc == 0) {
 				log_info("keyring: published key bundle version %llu (%zu keys)",
@@ -199,6 +185,9 @@ keyring_refresh(struct keyring *kr, struct store *st)
 {
 	int rc;
 
+	/* a signer that died since the last tick is noticed here, within a
+	 * second, even when nobody asks for a capability */
+	signer_check(&kr->sg);
 	pthread_mutex_lock(&kr->mu);
 	rc = refresh_locked(kr, st);
 	pthread_mutex_unlock(&kr->mu);
@@ -206,48 +195,31 @@ keyring_refresh(struct keyring *kr, struct store *st)
 }
 
 int
-keyring_init(struct keyring *kr, struct store *st, const char *data_dir)
+keyring_init(struct keyring *kr, struct store *st, const char *data_dir, int verbose)
 {
 	struct key_row rows[1];
-	char path[PATH_MAX];
 	size_t n = 0;
 	int fd = -1, rc;
 
 	memset(kr, 0, sizeof(*kr));
 	pthread_mutex_init(&kr->mu, NULL);
-	kr->stamp = -1;
+	/* the signer makes D/keys and the root key, and refuses to start on a
+	 * key file it would not sign with */
+	if ((rc = signer_start(&kr->sg, data_dir, verbose)) < 0)
+		return rc;
 	if ((size_t)snprintf(kr->keydir, sizeof(kr->keydir), "%s/keys", data_dir) >=
 	    sizeof(kr->keydir))
 		return -ENAMETOOLONG;
-	if ((rc = mkdir_p(kr->keydir, 0700)) < 0)
+	if ((rc = paserk_k4_public_encode(kr->sg.root_pk, kr->root_paserk)) < 0)
 		return rc;
-	if (chmod(kr->keydir, 0700) < 0)
-		return -errno;
 	if ((fd = keydir_lock(kr->keydir)) < 0)
 		return fd;
-	if ((size_t)snprintf(path, sizeof(path), "%s/root.key", kr->keydir) >= sizeof(path)) {
-		rc = -ENAMETOOLONG;
-		goto out;
-	}
-	if (access(path, F_OK) == 0) {
-		if ((rc = signing_key_load(path, &kr->root)) < 0) {
-			log_warnx("keyring: cannot load %s", path);
-			goto out;
-		}
-	} else {
-		if ((rc = signing_key_generate(&kr->root)) < 0 ||
-		    (rc = signing_key_save(path, &kr->root)) < 0)
-			goto out;
-		log_info("keyring: generated root key %s", kr->root.kid);
-	}
-	if ((rc = paserk_k4_public_encode(kr->root.pk, kr->root_paserk)) < 0)
-		goto out;
 	if ((rc = st->ops->keys_list(st, rows, 1, &n)) < 0)
 		goto out;
 	if (n == 0) {
 		char kid[PASERK_K4_PID_LEN + 1];
 		/* the first key signs at once: no token can predate it */
-		if ((rc = new_signing_key(st, kr->keydir, now_unix(), 0, kid)) < 0)
+		if ((rc = new_signing_key(kr, st, now_unix(), 0, kid)) < 0)
 			goto out;
 		log_info("keyring: generated signing key %s", kid);
 	}
@@ -260,22 +232,21 @@ out:
 void
 keyring_free(struct keyring *kr)
 {
-	drop_keys(kr);
-	signing_key_wipe(&kr->root);
+	signer_stop(&kr->sg);
 	free(kr->bundle);
 	kr->bundle = NULL;
 	pthread_mutex_destroy(&kr->mu);
 }
 
 int
-keyring_rotate(struct store *st, const char *data_dir, int publish_delay,
+keyring_rotate(struct store *st, const char *data_dir, int publish_delay, int verbose,
     char kid_out[PASERK_K4_PID_LEN + 1])
 {
 	struct keyring kr;
 	int64_t switch_at = now_unix() + publish_delay;
 	int fd, rc;
 
-	if ((rc = keyring_init(&kr, st, data_dir)) < 0)
+	if ((rc = keyring_init(&kr, st, data_dir, verbose)) < 0)
 		goto out;
 	if ((fd = keydir_lock(kr.keydir)) < 0) {
 		rc = fd;
@@ -283,7 +254,7 @@ keyring_rotate(struct store *st, const char *data_dir, int publish_delay,
 	}
 	/* the old key signs until switch_at; its last token expires at
 	 * switch_at + lifetime, accepted for one clock skew more */
-	rc = new_signing_key(st, kr.keydir, switch_at,
+	rc = new_signing_key(&kr, st, switch_at,
 	    switch_at + SPACE_CAP_LIFETIME + SPACE_CLOCK_SKEW, kid_out);
 	close(fd);
 	if (rc == 0)
@@ -306,7 +277,8 @@ maybe_refresh(struct keyring *kr, struct store *st)
 }
 
 int
-keyring_current(struct keyring *kr, struct store *st, int64_t now, struct signing_key *out)
+keyring_current(struct keyring *kr, struct store *st, int64_t now,
+    char kid[PASERK_K4_PID_LEN + 1], uint8_t pk[32])
 {
 	size_t i, best = SIZE_MAX;
 	int rc = -ENOKEY;
@@ -323,7 +295,8 @@ keyring_current(struct keyring *kr, struct store *st, int64_t now, struct signin
 			best = i;
 	}
 	if (best != SIZE_MAX) {
-		*out = kr->keys[best];
+		memcpy(kid, kr->rows[best].kid, PASERK_K4_PID_LEN + 1);
+		memcpy(pk, kr->rows[best].pk, 32);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&kr->mu);

@@ -22,8 +22,8 @@
 #include "log.h"
 #include "util.h"
 
-enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_BACKDATE, O_DELAY,
-    O_LEASE, O_HOLD, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM, O_MAXPIDS, O_DEFPIDS, O_MAXCPU,
+enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_DELAY,
+    O_LEASE, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM, O_MAXPIDS, O_DEFPIDS, O_MAXCPU,
     O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK, O_TEMPLATES };
 
 static const struct option opts[] = {
@@ -34,10 +34,8 @@ static const struct option opts[] = {
 	{ "store",                required_argument, NULL, O_STORE },
 	{ "config",               required_argument, NULL, O_CONFIG },
 	{ "heartbeat-timeout",    required_argument, NULL, O_HB },
-	{ "test-cap-backdate",    required_argument, NULL, O_BACKDATE },
 	{ "rotate-publish-delay", required_argument, NULL, O_DELAY },
 	{ "lease-ttl",            required_argument, NULL, O_LEASE },
-	{ "test-hold-operations", no_argument,       NULL, O_HOLD },
 	{ "verbose",              no_argument,       NULL, O_VERBOSE },
 	{ "help",                 no_argument,       NULL, O_HELP },
 	{ "max-memory-mb",        required_argument, NULL, O_MAXMEM },
@@ -62,7 +60,7 @@ usage(FILE *f)
 	    "usage: space-control [serve] --data-dir D [--listen 127.0.0.1:7700]\n"
 	    "           [--tls-cert F --tls-key F] [--store sqlite:PATH] [--config FILE]\n"
 	    "           [--heartbeat-timeout S] [--rotate-publish-delay S] [--verbose]\n"
-	    "           [--lease-ttl S] [--test-cap-backdate S] [--test-hold-operations]\n"
+	    "           [--lease-ttl S]\n"
 	    "           [--max-memory-mb N --max-pids N --max-cpu-percent N --max-disk-mb N]\n"
 	    "           [--default-memory-mb N --default-pids N --default-cpu-percent N]\n"
 	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
@@ -138,13 +136,8 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_STORE:    return set_str(name, v, cfg->store, sizeof(cfg->store));
 	case O_CONFIG:   return 0;
 	case O_HB:       return set_int(name, v, 1, 86400, &cfg->heartbeat_timeout);
-	case O_BACKDATE: return set_int(name, v, 0, 86400, &cfg->test_cap_backdate);
 	case O_DELAY:    return set_int(name, v, 0, 86400, &cfg->rotate_publish_delay);
 	case O_LEASE:    return set_int(name, v, 1, 3600, &cfg->lease_ttl);
-	case O_HOLD:
-		cfg->test_hold_operations = v == NULL || strcmp(v, "1") == 0 ||
-		    strcmp(v, "true") == 0 || strcmp(v, "yes") == 0;
-		return 0;
 	case O_VERBOSE:
 		if (v == NULL || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
 			cfg->verbose = 1;
@@ -318,16 +311,12 @@ cmd_serve(int argc, char **argv)
 	if ((c->st = control_store_open(&c->cfg)) == NULL)
 		goto out;
 	c->st->oc = c->cfg.oc;
-	if ((rc = keyring_init(&c->kr, c->st, c->cfg.data_dir)) < 0) {
-		log_warnx("keyring: %s", strerror(-rc));
+	/* the signer is started before any thread or listener exists here */
+	if ((rc = keyring_init(&c->kr, c->st, c->cfg.data_dir, c->cfg.verbose)) < 0) {
+		log_warnx("keyring: %s", rc == -EHOSTDOWN || rc == -ECONNRESET ?
+		    "the signer did not start (see its error above)" : strerror(-rc));
 		goto out;
 	}
-	if (c->cfg.test_cap_backdate > 0)
-		log_warnx("TEST MODE: capabilities are issued %d s in the past "
-		    "(--test-cap-backdate); never use this in production", c->cfg.test_cap_backdate);
-	if (c->cfg.test_hold_operations)
-		log_warnx("TEST MODE: lifecycle operations take no step "
-		    "(--test-hold-operations); never use this in production");
 	if ((rc = id_random("ctl_", c->instance, sizeof(c->instance))) < 0)
 		goto out;
 	log_info("instance %s (lease owner, lease %d s)", c->instance, c->cfg.lease_ttl);
@@ -438,14 +427,14 @@ cmd_keys(int argc, char **argv)
 	if ((st = control_store_open(&cfg)) == NULL)
 		return 1;
 	if (strcmp(argv[1], "rotate") == 0) {
-		rc = keyring_rotate(st, cfg.data_dir, cfg.rotate_publish_delay, kid);
+		rc = keyring_rotate(st, cfg.data_dir, cfg.rotate_publish_delay, cfg.verbose, kid);
 		if (rc < 0) {
 			fprintf(stderr, "space-control: keys rotate: %s\n", strerror(-rc));
 			goto out;
 		}
 		printf("%s\n", kid);
 	} else {
-		if ((rc = keyring_init(&kr, st, cfg.data_dir)) < 0) {
+		if ((rc = keyring_init(&kr, st, cfg.data_dir, cfg.verbose)) < 0) {
 			fprintf(stderr, "space-control: keys root: %s\n", strerror(-rc));
 			keyring_free(&kr);
 			goto out;
@@ -459,6 +448,20 @@ out:
 	return ret;
 }
 
+/* the signer process (signer.c), started by the commands above with its
+ * socket on fd 3; not an operator's command */
+static int
+cmd_signer(int argc, char **argv)
+{
+	struct config cfg;
+	int rc;
+
+	if ((rc = control_parse(argc, argv, &cfg)) != 0)
+		return rc;
+	log_init(CONTROL_PROG "[signer]", cfg.verbose);
+	return signer_main(3, cfg.data_dir);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(int, char **);
@@ -467,6 +470,7 @@ static const struct {
 	{ "apikey", cmd_apikey },
 	{ "worker", cmd_worker },
 	{ "keys",   cmd_keys },
+	{ "signer", cmd_signer },
 };
 
 int

@@ -119,8 +119,7 @@ assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns)
 void
 ops_kick(struct ctl *c, const char *sandbox)
 {
-	int n = c->st->ops->ops_drive(c->st, c->instance, c->cfg.lease_ttl, sandbox,
-	    !c->cfg.test_hold_operations);
+	int n = c->st->ops->ops_drive(c->st, c->instance, c->cfg.lease_ttl, sandbox, true);
 
 	if (n > 0)
 		assign_notify(c);

@@ -204,9 +204,14 @@ is "sandbox running on w1, generation 4" "$(state "$S") $(jget execution.worker)
 is "exactly one serving execution" "$(serving_count "$S")" 1
 
 # ---- kill -9 during a move, after the report, before the install ----
+# The move is started by a daemon with a long lease (20 s) that dies at
+# once; its successor records the report but may not step while that lease
+# runs, and is killed too; the next one takes over once the lease expired.
 ctl_crash
-ctl_start --test-hold-operations
+ctl_start --lease-ttl 20
 is "move w1 -> w2 -> 202" "$(req POST "/v1/sandboxes/$S/move" "$K" '{"to":"w2"}')" 202
+ctl_crash
+ctl_start
 fetch w1 "$W1"
 is "w1 gets retire g4" "$(got w1)" "retire g4 true"
 D5=$(digest)
@@ -215,7 +220,7 @@ is "report recorded, no install yet (generation 4 is the highest)" \
 	"$(sql "SELECT state FROM executions WHERE sandbox='$S' AND generation=4") $(sql "SELECT MAX(generation) FROM executions WHERE sandbox='$S'") $(sql "SELECT snapshot FROM sandboxes WHERE id='$S'")" "retired 4 $D5"
 ctl_crash
 ctl_start
-fetch w2 "$W2"
+fetch w2 "$W2" 30
 is "after restart w2 gets install g5 with that digest" "$(got w2)" "install g5 \"$D5\""
 report w2 "$W2" serving >/dev/null
 wait_state "$S" running 5

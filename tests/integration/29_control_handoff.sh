@@ -11,8 +11,9 @@
 #  3. A wakes up while B holds the lease of an unfinished operation: A
 #     neither takes the lease back nor steps; a worker report sent to A
 #     (not the holder) is recorded and B takes the step it allows. A third
-#     daemon that records a report but freezes before its step keeps A and
-#     B off while its lease is renewed; then one of them takes it, once.
+#     daemon with a long lease, frozen before the step a report allows,
+#     keeps A and B off while its lease runs; then one of them takes it,
+#     once.
 #  4. Concurrent pause/move/resume calls split across A and B: exactly one
 #     202 per sandbox and round, the rest 409; generations stay unique and
 #     increasing and never two executions of a sandbox are active at once.
@@ -235,31 +236,32 @@ is "w2 reports serving to A" "$(report "$UA" w2 "$W2" serving)" 200
 wait_state "$UA" "$S" running 5
 is "running again, generation N+2" "$(view "$UA" "$S" | cut -d' ' -f1,2,3,5)" "running $((N + 2)) w2 1"
 
-# a third daemon C that records reports but takes no step
-# (--test-hold-operations): the retirement is reported to the holder C,
-# which freezes before the step it allows; A and B must wait while C's
-# lease is renewed, then one of them takes over and takes that step once
+# a third daemon C holding the lease of an unfinished move (a long lease,
+# 10 s, as an operator may set) is frozen (SIGSTOP) before the step its
+# worker's report allows; the retirement is reported to A, which records it;
+# A and B must wait while C's lease runs, then one of them takes over and
+# takes that step once
 PC=$(free_port)
 while [ "$PC" = "$PA" ] || [ "$PC" = "$PB" ]; do PC=$(free_port); done
 UC=http://127.0.0.1:$PC
-check "daemon C started (holding its steps)" start C "$PC" --test-hold-operations
+check "daemon C started (a 10 s lease)" start C "$PC" --lease-ttl 10
 IC=$(instance C)
 is "move to w1 through C -> 202" "$(req "$UC" POST "/v1/sandboxes/$S/move" "$K" '{"to":"w1"}')" 202
 is "C's instance holds the lease" "$(owner "$S")" "$IC"
 fetch "$UC" w2 "$W2"
 is "w2 gets retire g$((N + 2)) through C" "$(got w2)" "retire g$((N + 2)) true"
+kill -STOP "$PIDC"
 DC=$(digest)
-is "w2 reports retired to the holder C" "$(report "$UC" w2 "$W2" retired "$DC")" 200
+is "w2 reports retired to A while the holder C is frozen" "$(report "$UA" w2 "$W2" retired "$DC")" 200
 sleep 2.5
-is "2.5 s later: recorded, no install yet, C's renewed lease still refuses B the step" \
+is "2.5 s later: recorded, no install yet, C's lease still refuses A and B the step" \
 	"$(sql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$((N + 2))") $(sql "SELECT MAX(generation) FROM executions WHERE sandbox='$S'") $(owner "$S")" \
 	"retired $((N + 2)) $IC"
-kill -STOP "$PIDC"
 DELAY3=$(wait_takeover "$S" "$IC")
 NH=$(owner "$S")
 [ "$NH" = "$IA" ] && NU=$UA || NU=$UB
-check "C frozen: A or B (both live) takes the move over" test "$NH" = "$IA" -o "$NH" = "$IB"
-diag "third takeover delay after SIGSTOP: $DELAY3 ms (by $([ "$NH" = "$IA" ] && echo A || echo B))"
+check "C's lease expired: A or B (both live) takes the move over" test "$NH" = "$IA" -o "$NH" = "$IB"
+diag "third takeover delay after the check: $DELAY3 ms (by $([ "$NH" = "$IA" ] && echo A || echo B))"
 fetch "$NU" w1 "$W1"
 is "... and takes the install step: w1 gets install g$((N + 3)) restoring the reported archive" "$(got w1)" "install g$((N + 3)) \"$DC\""
 FP=$(footprint "$S")
