@@ -22,6 +22,8 @@
 
 #include "bearer.h"
 #include "claims.h"
+#include "headwatch.h"
+#include "httpedge.h"
 #include "log.h"
 #include "node-api.h"
 #include "msg.h"
@@ -52,6 +54,8 @@ static const struct route routes[] = {
 
 struct req {
 	size_t uri_len;
+	bool bad_target;        /* a control byte in the raw target */
+	bool close;             /* answer with Connection: close */
 	bool started;
 	const struct route *rt;
 	const char *label;
@@ -73,6 +77,9 @@ struct req {
 
 #define PREFIX "/v1/sandboxes/"
 
+/* the request-head watchdog of this daemon (headwatch.h) */
+static struct headwatch *heads;
+
 /* generated at build time from docs/openapi/node-api.json (scripts/embed.sh, build/gen/) */
 extern const char node_api_openapi[];
 extern const size_t node_api_openapi_len;
@@ -83,6 +90,8 @@ queue(struct MHD_Connection *c, struct req *r, unsigned status, struct MHD_Respo
 	enum MHD_Result ret;
 
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	if (r && r->close)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	ret = MHD_queue_response(c, status, resp);
 	MHD_destroy_response(resp);
 	metrics_request(r && r->label ? r->label : "other", status);
@@ -297,8 +306,18 @@ path_args(struct MHD_Connection *c, bool with_mode, const char **why)
 
 /* first call: everything that needs no body */
 static enum MHD_Result
+count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	(void)value;
+	http_framing_count(cls, key);
+	return MHD_YES;
+}
+
+static enum MHD_Result
 start_request(struct MHD_Connection *c, struct req *r, const char *url, const char *method)
 {
+	struct http_framing fr = { 0, 0 };
 	const char *rest, *slash, *auth, *tok, *why, *cl;
 	size_t i, idlen;
 	int rc;
@@ -307,8 +326,20 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 
 	r->started = true;
 	r->mfd = -1;
+	headwatch_head_done(heads, c);
 	if (r->uri_len > SPACE_HTTP_URL_MAX)
 		return respond_error(c, r, 414, "too_large", NULL, "URL too long");
+	/* before any route: a request whose end is ambiguous, and whatever
+	 * follows it on the connection, is answered by nobody */
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &fr);
+	if (!http_framing_ok(&fr)) {
+		r->close = true;
+		return respond_error(c, r, 400, "bad_request", NULL,
+		    "Content-Length with Transfer-Encoding, or twice");
+	}
+	if (r->bad_target)
+		return respond_error(c, r, 400, "bad_request", NULL,
+		    "control character in the request target");
 	if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
 		r->label = "healthz";
 		return respond_text(c, r, 200, "application/json", "{\"ok\":true}", 11, NULL);
@@ -482,6 +513,7 @@ uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
 	(void)c;
 	if (r != NULL) {
 		r->uri_len = strlen(uri);
+		r->bad_target = !http_target_clean(uri);
 		r->mfd = -1;
 	}
 	return r;
@@ -493,8 +525,9 @@ done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
 	struct req *r = *con_cls;
 
 	(void)cls;
-	(void)c;
 	(void)toe;
+	/* a kept-alive connection waits for its next head under the same bound */
+	headwatch_rearm(heads, c);
 	if (r == NULL)
 		return;
 	if (r->mfd >= 0)
@@ -509,14 +542,35 @@ done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
 	*con_cls = NULL;
 }
 
+static void
+conn_cb(void *cls, struct MHD_Connection *c, void **socket_context,
+    enum MHD_ConnectionNotificationCode code)
+{
+	const union MHD_ConnectionInfo *fd, *sa;
+
+	(void)cls;
+	(void)socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		sa = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (fd != NULL)
+			headwatch_open(heads, c, fd->connect_fd, sa ? sa->client_addr : NULL);
+	} else {
+		headwatch_close(heads, c);      /* before the library closes the socket */
+	}
+}
+
 struct MHD_Daemon *
 http_start(int listen_fd)
 {
+	if (headwatch_start(ncfg.head_timeout, ncfg.heads_per_ip, SPACE_HTTP_CONN_MAX, &heads) < 0)
+		return NULL;
 	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 	    MHD_USE_ERROR_LOG, 0, NULL, NULL, handler, NULL,
 	    MHD_OPTION_LISTEN_SOCKET, listen_fd,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SPACE_HTTP_CONN_MAX,
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SPACE_HTTP_CONN_PER_IP,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, ncfg.conns_per_ip,
+	    MHD_OPTION_NOTIFY_CONNECTION, conn_cb, NULL,
 	    /* bounds the request line and headers too: MHD answers 414/431 */
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10),
 	    MHD_OPTION_CONNECTION_TIMEOUT, 120u,

@@ -28,7 +28,8 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: node-api --listen ADDR:PORT --manager-socket PATH --worker-id ID\n"
-	    "       [--user nobody] [--metrics-file PATH] [-v]\n");
+	    "       [--user nobody] [--metrics-file PATH] [-v]\n"
+	    "       [--http-head-timeout S] [--http-heads-per-ip N] [--http-conns-per-ip N]\n");
 	exit(2);
 }
 
@@ -93,6 +94,19 @@ nnp:
 		fatal("PR_SET_NO_NEW_PRIVS");
 }
 
+static unsigned
+uint_arg(const char *name, const char *v, unsigned lo, unsigned hi)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || end == v || *end || *v == '-' || n < lo || n > hi)
+		fatalx("%s must be an integer in %u..%u", name, lo, hi);
+	return (unsigned)n;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -103,12 +117,19 @@ main(int argc, char **argv)
 		{ "user", required_argument, NULL, 'u' },
 		{ "metrics-file", required_argument, NULL, 'M' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "http-head-timeout", required_argument, NULL, 'H' },
+		{ "http-heads-per-ip", required_argument, NULL, 'P' },
+		{ "http-conns-per-ip", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *listen_spec = NULL, *user = "nobody";
 	struct MHD_Daemon *d;
 	sigset_t set;
 	int c, fd, sig, verbose = 0;
+
+	ncfg.head_timeout = SPACE_HTTP_HEAD_TIMEOUT;
+	ncfg.heads_per_ip = SPACE_HTTP_HEADS_PER_IP;
+	ncfg.conns_per_ip = SPACE_HTTP_CONN_PER_IP;
 
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
@@ -126,6 +147,9 @@ main(int argc, char **argv)
 		case 'u': user = optarg; break;
 		case 'M': ncfg.metrics_file = optarg; break;
 		case 'v': verbose = 1; break;
+		case 'H': ncfg.head_timeout = uint_arg("--http-head-timeout", optarg, 1, 3600); break;
+		case 'P': ncfg.heads_per_ip = uint_arg("--http-heads-per-ip", optarg, 1, SPACE_HTTP_CONN_MAX); break;
+		case 'C': ncfg.conns_per_ip = uint_arg("--http-conns-per-ip", optarg, 1, SPACE_HTTP_CONN_MAX); break;
 		default: usage();
 		}
 	}

@@ -53,6 +53,9 @@ struct config {
 	int     heartbeat_timeout;
 	int     rotate_publish_delay;
 	int     lease_ttl;
+	int     http_head_timeout;      /* limits.h defaults */
+	int     http_heads_per_ip;
+	int     http_conns_per_ip;
 	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */
 	int64_t pids_max, pids_def;
 	struct overcommit oc;

@@ -15,7 +15,9 @@
 
 #include "bearer.h"
 #include "control.h"
+#include "headwatch.h"
 #include "http.h"
+#include "httpedge.h"
 #include "log.h"
 #include "util.h"
 
@@ -25,6 +27,7 @@
 
 struct http {
 	struct MHD_Daemon *d;
+	struct headwatch *heads;        /* request-head watchdog (headwatch.h) */
 	struct ctl *c;
 	char   *cert, *key;
 };
@@ -268,6 +271,8 @@ send_reply(struct req *r)
 	}
 	if (r->content_type)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+	if (r->close)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	if (r->retry_after > 0) {
 		snprintf(ra, sizeof(ra), "%d", r->retry_after);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
@@ -335,8 +340,55 @@ admit_request(struct req *r, const struct route **rt_out)
 struct conn_state {
 	struct req r;
 	const struct route *rt;
+	bool started;
+	bool bad_target;        /* a control byte in the raw target */
 	int answered;
 };
+
+static enum MHD_Result
+count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	(void)value;
+	http_framing_count(cls, key);
+	return MHD_YES;
+}
+
+/* first: the head as a whole, before the route is even looked at */
+static int
+check_head(struct conn_state *cs)
+{
+	struct http_framing fr = { 0, 0 };
+
+	/* a request whose end is ambiguous, and whatever follows it on the
+	 * connection, is answered by nobody */
+	MHD_get_connection_values(cs->r.conn, MHD_HEADER_KIND, count_framing, &fr);
+	if (!http_framing_ok(&fr)) {
+		cs->r.close = true;
+		reply_error(&cs->r, 400, "bad_request",
+		    "Content-Length with Transfer-Encoding, or twice");
+		return -1;
+	}
+	if (cs->bad_target) {
+		reply_error(&cs->r, 400, "bad_request", "control character in the request target");
+		return -1;
+	}
+	return 0;
+}
+
+/* every request starts here, with its raw target (libmicrohttpd decodes
+ * the path before access_cb sees it) */
+static void *
+uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct conn_state *cs = calloc(1, sizeof(*cs));
+
+	(void)cls;
+	(void)conn;
+	if (cs != NULL)
+		cs->bad_target = !http_target_clean(uri);
+	return cs;
+}
 
 static enum MHD_Result
 access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -345,16 +397,16 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 	struct http *h = cls;
 	struct conn_state *cs = *con_cls;
 
-	if (cs == NULL) {
-		cs = calloc(1, sizeof(*cs));
-		if (cs == NULL)
-			return MHD_NO;
-		*con_cls = cs;
+	if (cs == NULL)
+		return MHD_NO;  /* uri_cb could not allocate */
+	if (!cs->started) {
+		cs->started = true;
+		headwatch_head_done(h->heads, conn);
 		cs->r.ctl = h->c;
 		cs->r.conn = conn;
 		cs->r.method = method;
 		cs->r.url = url;
-		if (admit_request(&cs->r, &cs->rt) < 0) {
+		if (check_head(cs) < 0 || admit_request(&cs->r, &cs->rt) < 0) {
 			cs->answered = 1;
 			return send_reply(&cs->r);
 		}
@@ -392,14 +444,35 @@ static void
 completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     enum MHD_RequestTerminationCode toe)
 {
+	struct http *h = cls;
 	struct conn_state *cs = *con_cls;
 
+	/* a kept-alive connection waits for its next head under the same bound */
+	headwatch_rearm(h->heads, conn);
 	if (cs == NULL)
 		return;
 	free(cs->r.body);
 	free(cs->r.text);
 	free(cs);
 	*con_cls = NULL;
+}
+
+static void
+conn_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
+    enum MHD_ConnectionNotificationCode code)
+{
+	struct http *h = cls;
+	const union MHD_ConnectionInfo *fd, *sa;
+
+	(void)socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		sa = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (fd != NULL)
+			headwatch_open(h->heads, conn, fd->connect_fd, sa ? sa->client_addr : NULL);
+	} else {
+		headwatch_close(h->heads, conn);    /* before the library closes the socket */
+	}
 }
 
 static void
@@ -464,11 +537,16 @@ http_start(struct ctl *c, const char *listen, const char *cert, const char *key,
 	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return -ENOMEM;
 	h->c = c;
+	if ((rc = headwatch_start((unsigned)c->cfg.http_head_timeout,
+	    (unsigned)c->cfg.http_heads_per_ip, SPACE_HTTP_CONN_MAX, &h->heads)) < 0) {
+		free(h);
+		return rc;
+	}
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	if (cert && *cert) {
 		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-			free(h);
+			http_stop(h);
 			return -ENOTSUP;
 		}
 		if ((rc = read_file(cert, 1 << 20, &h->cert, &len)) < 0 ||
@@ -481,9 +559,11 @@ http_start(struct ctl *c, const char *listen, const char *cert, const char *key,
 		    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,     /* first, or MHD warns */
 		    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 		    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_MAX,
-		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_PER_IP,
+		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)c->cfg.http_conns_per_ip,
+		    MHD_OPTION_NOTIFY_CONNECTION, conn_cb, h,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(SPACE_LONGPOLL_MAX + 30),
 		    MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
+		    MHD_OPTION_URI_LOG_CALLBACK, uri_cb, h,
 		    MHD_OPTION_HTTPS_MEM_CERT, h->cert,
 		    MHD_OPTION_HTTPS_MEM_KEY, h->key,
 		    MHD_OPTION_END);
@@ -492,9 +572,11 @@ http_start(struct ctl *c, const char *listen, const char *cert, const char *key,
 		    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,     /* first, or MHD warns */
 		    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 		    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_MAX,
-		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)SPACE_HTTP_CONN_PER_IP,
+		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)c->cfg.http_conns_per_ip,
+		    MHD_OPTION_NOTIFY_CONNECTION, conn_cb, h,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(SPACE_LONGPOLL_MAX + 30),
 		    MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
+		    MHD_OPTION_URI_LOG_CALLBACK, uri_cb, h,
 		    MHD_OPTION_END);
 	}
 	if (h->d == NULL) {
@@ -512,6 +594,7 @@ http_stop(struct http *h)
 		return;
 	if (h->d)
 		MHD_stop_daemon(h->d);
+	headwatch_stop(h->heads);
 	if (h->key)     /* the TLS private key */
 		sodium_memzero(h->key, strlen(h->key));
 	free(h->cert);

@@ -31,6 +31,7 @@ struct req {
 	char   *text;           /* body (JSON or Prometheus text) */
 	const char *content_type;
 	int     retry_after;    /* seconds, 0 = no header */
+	bool    close;          /* answer with Connection: close */
 	const char *route_name;
 };
 

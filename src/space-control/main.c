@@ -23,8 +23,9 @@
 #include "util.h"
 
 enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_DELAY,
-    O_LEASE, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM, O_MAXPIDS, O_DEFPIDS, O_MAXCPU,
-    O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK, O_TEMPLATES };
+    O_LEASE, O_HEAD_TIMEOUT, O_HEADS_IP, O_CONNS_IP, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM,
+    O_MAXPIDS, O_DEFPIDS, O_MAXCPU, O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK,
+    O_TEMPLATES };
 
 static const struct option opts[] = {
 	{ "data-dir",             required_argument, NULL, O_DATA },
@@ -36,6 +37,9 @@ static const struct option opts[] = {
 	{ "heartbeat-timeout",    required_argument, NULL, O_HB },
 	{ "rotate-publish-delay", required_argument, NULL, O_DELAY },
 	{ "lease-ttl",            required_argument, NULL, O_LEASE },
+	{ "http-head-timeout",    required_argument, NULL, O_HEAD_TIMEOUT },
+	{ "http-heads-per-ip",    required_argument, NULL, O_HEADS_IP },
+	{ "http-conns-per-ip",    required_argument, NULL, O_CONNS_IP },
 	{ "verbose",              no_argument,       NULL, O_VERBOSE },
 	{ "help",                 no_argument,       NULL, O_HELP },
 	{ "max-memory-mb",        required_argument, NULL, O_MAXMEM },
@@ -60,7 +64,8 @@ usage(FILE *f)
 	    "usage: space-control [serve] --data-dir D [--listen 127.0.0.1:7700]\n"
 	    "           [--tls-cert F --tls-key F] [--store sqlite:PATH] [--config FILE]\n"
 	    "           [--heartbeat-timeout S] [--rotate-publish-delay S] [--verbose]\n"
-	    "           [--lease-ttl S]\n"
+	    "           [--lease-ttl S] [--http-head-timeout S] [--http-heads-per-ip N]\n"
+	    "           [--http-conns-per-ip N]\n"
 	    "           [--max-memory-mb N --max-pids N --max-cpu-percent N --max-disk-mb N]\n"
 	    "           [--default-memory-mb N --default-pids N --default-cpu-percent N]\n"
 	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
@@ -138,6 +143,9 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_HB:       return set_int(name, v, 1, 86400, &cfg->heartbeat_timeout);
 	case O_DELAY:    return set_int(name, v, 0, 86400, &cfg->rotate_publish_delay);
 	case O_LEASE:    return set_int(name, v, 1, 3600, &cfg->lease_ttl);
+	case O_HEAD_TIMEOUT: return set_int(name, v, 1, 3600, &cfg->http_head_timeout);
+	case O_HEADS_IP: return set_int(name, v, 1, SPACE_HTTP_CONN_MAX, &cfg->http_heads_per_ip);
+	case O_CONNS_IP: return set_int(name, v, 1, SPACE_HTTP_CONN_MAX, &cfg->http_conns_per_ip);
 	case O_VERBOSE:
 		if (v == NULL || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
 			cfg->verbose = 1;
@@ -208,6 +216,9 @@ control_parse(int argc, char **argv, struct config *cfg)
 	strcpy(cfg->listen, CONTROL_LISTEN_DEFAULT);
 	cfg->heartbeat_timeout = CONTROL_HEARTBEAT_DEF;
 	cfg->lease_ttl = CONTROL_LEASE_TTL;
+	cfg->http_head_timeout = SPACE_HTTP_HEAD_TIMEOUT;
+	cfg->http_heads_per_ip = SPACE_HTTP_HEADS_PER_IP;
+	cfg->http_conns_per_ip = SPACE_HTTP_CONN_PER_IP;
 	cfg->rotate_publish_delay = CONTROL_PUBLISH_DELAY;
 	cfg->res_max = (struct res){ CONTROL_MAX_MEMORY_MB, CONTROL_MAX_CPU_PERCENT,
 	    CONTROL_MAX_DISK_MB };

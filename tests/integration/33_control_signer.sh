@@ -15,7 +15,8 @@ PORT=$(free_port)
 U=http://127.0.0.1:$PORT
 PID=
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 post() { curl -s -D "$T/headers" -o "$T/body" -w '%{http_code}' -X POST \
 	-H "Authorization: Bearer $2" --data-binary "$3" "$U$1"; }
