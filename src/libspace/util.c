@@ -374,6 +374,15 @@ now_unix(void)
 	return (int64_t)ts.tv_sec;
 }
 
+int64_t
+now_unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 uint64_t
 now_mono_ns(void)
 {

@@ -37,6 +37,7 @@ bool id_valid(const char *s);
 int id_random(const char *prefix, char *out, size_t outcap);
 
 int64_t now_unix(void);         /* wall clock, seconds */
+int64_t now_unix_ms(void);      /* wall clock, milliseconds */
 uint64_t now_mono_ns(void);     /* CLOCK_MONOTONIC */
 
 /* read a whole file (bounded by max), NUL-terminated; -EFBIG if larger */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_common.h"
 #include "control.h"
@@ -35,6 +36,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	char op_id[SPACE_ID_MAX + 1], snap_id[SPACE_ID_MAX + 1];
 	const char *why = NULL;
 	json_t *out = NULL;
+	uint64_t deadline;
 	int rc;
 
 	memset(&rq, 0, sizeof(rq));
@@ -51,7 +53,15 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	rq.lease_owner = c->instance;
 	rq.lease_ttl = c->cfg.lease_ttl;
 	rq.reason = "api";
-	rc = c->st->ops->op_start(c->st, r->principal, r->params[0], &rq, &out, &why);
+	/* a route handed to a repair is held for SPACE_ROUTE_HOLD_MS: wait
+	 * for it, then start anyway (repairs cannot hold a sandbox forever) */
+	deadline = now_mono_ns() / 1000000 + SPACE_ROUTE_HOLD_MS + 50;
+	while ((rc = c->st->ops->op_start(c->st, r->principal, r->params[0], &rq, &out,
+	    &why)) == -EBUSY) {
+		if (now_mono_ns() / 1000000 >= deadline)
+			rq.past_hold = true;
+		usleep(20 * 1000);
+	}
 	switch (rc) {
 	case 0:
 		metrics_lifecycle(kind_label(kind), "started");

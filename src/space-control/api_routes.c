@@ -139,8 +139,20 @@ api_routes(struct req *r)
 			busy = "the execution's worker is not live";
 		else if (have_rejected && route_identity_equal(&rejected, &ev.route))
 			busy = "route is converging";
-		else
+		else if (!have_rejected)
 			break;
+		/* a repair gets one rebuilt attempt: the route it is handed is
+		 * held (a pause or move waits SPACE_ROUTE_HOLD_MS before
+		 * retiring it), so that the attempt does not meet a route
+		 * retired in the meantime */
+		else if ((rc = c->st->ops->route_hold(c->st, ev.route.sandbox, ev.route.generation,
+		    now_unix_ms() + SPACE_ROUTE_HOLD_MS)) < 0) {
+			reply_store_error(r, rc, "sandbox");
+			goto out;
+		} else if (rc == 1)
+			break;
+		else
+			busy = "route is converging";
 		if ((int64_t)(now_mono_ns() / 1000000) + wait > deadline) {
 			r->retry_after = 1;
 			reply_error(r, 503, "unavailable", "%s", busy);

@@ -94,6 +94,13 @@ start_retire(struct store *s, const char *sandbox, const struct op_request *rq,
 		    "only a running sandbox can be moved";
 		return -EPERM;
 	}
+	/* a route just handed to a client's repair must still serve when
+	 * its one rebuilt attempt arrives: retiring it now would turn that
+	 * attempt into a second refusal (the caller waits and retries) */
+	if (!rq->past_hold && c->route_hold_until > now_unix_ms()) {
+		*why = "a route handed to a repair is held";
+		return -EBUSY;
+	}
 	if (!pause) {
 		if (streq(rq->worker, c->worker)) {
 			*why = "the sandbox already runs on that worker";

@@ -67,6 +67,7 @@ struct op_request {
 	const char *lease_owner;        /* this daemon instance */
 	int64_t     lease_ttl;          /* seconds */
 	const char *reason;             /* audit detail: "api", "timeout idle", ... */
+	bool        past_hold;          /* pause/move: start even while a repaired route is held */
 };
 
 /* a worker's retirement report may carry the archive of the retired layer */
@@ -184,6 +185,11 @@ struct store_ops {
 	    const char *timeouts, json_t **out);
 	/* activity: a capability was issued for the sandbox at now */
 	int (*sandbox_touch)(struct store *, const char *id, int64_t now);
+	/* hold the route of generation gen (the current execution, serving,
+	 * of a running sandbox) until until_ms: a pause or move that would
+	 * retire it waits (op_start -EBUSY) unless past_hold. 1 held, 0 the
+	 * route is no longer current and serving. */
+	int (*route_hold)(struct store *, const char *id, uint64_t gen, int64_t until_ms);
 	/* running sandboxes whose idle or absolute timeout has passed and whose
 	 * lease is free: [{"owner","id","action","which"}] */
 	int (*timeouts_due)(struct store *, int64_t now, json_t **out);

@@ -148,6 +148,9 @@ static const char *const migrations[] = {
 	"ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;"
 	"ALTER TABLE sandboxes ADD COLUMN api_key TEXT;"
 	"CREATE INDEX sandboxes_api_key ON sandboxes(api_key, created_at);",
+
+	/* 5: a route handed to a repair is held (ms, wall clock) */
+	"ALTER TABLE sandboxes ADD COLUMN route_hold_until INTEGER NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -714,6 +717,7 @@ static const struct store_ops sqlite_ops = {
 	.snapshots_list = sq_snapshots_list,
 	.sandbox_set_timeouts = sq_sandbox_set_timeouts,
 	.sandbox_touch = sq_sandbox_touch,
+	.route_hold = sq_route_hold,
 	.timeouts_due = sq_timeouts_due,
 	.audit = sq_audit,
 };

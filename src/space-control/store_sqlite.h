@@ -80,5 +80,6 @@ int sq_snapshots_list(struct store *, const char *owner, const char *sandbox, js
 int sq_sandbox_set_timeouts(struct store *, const char *owner, const char *id,
     const char *timeouts, json_t **out);
 int sq_sandbox_touch(struct store *, const char *id, int64_t now);
+int sq_route_hold(struct store *, const char *id, uint64_t gen, int64_t until_ms);
 int sq_timeouts_due(struct store *, int64_t now, json_t **out);
 #endif

@@ -38,8 +38,8 @@ r_sandbox_cur(struct store *s, const char *owner, const char *id, struct sbx_cur
 	memset(c, 0, sizeof(*c));
 	st = sq_prep(DB(s), "SELECT s.state, COALESCE(s.lease_owner,''), COALESCE(s.snapshot,''),"
 	    " COALESCE(s.pinned_worker,''), s.template, s.resources,"
-	    " COALESCE(e.generation, 0), COALESCE(e.worker,''), COALESCE(e.state,'')"
-	    " FROM sandboxes s LEFT JOIN executions e ON e.sandbox = s.id AND e.generation ="
+	    " COALESCE(e.generation, 0), COALESCE(e.worker,''), COALESCE(e.state,''),"
+	    " s.route_hold_until FROM sandboxes s LEFT JOIN executions e ON e.sandbox = s.id AND e.generation ="
 	    "   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)"
 	    " WHERE s.owner = ? AND s.id = ?", "ss", owner, id);
 	if (st == NULL)
@@ -55,6 +55,7 @@ r_sandbox_cur(struct store *s, const char *owner, const char *id, struct sbx_cur
 		c->gen = sqlite3_column_int64(st, 6);
 		sq_col_copy(st, 7, c->worker, sizeof(c->worker));
 		sq_col_copy(st, 8, c->exec_state, sizeof(c->exec_state));
+		c->route_hold_until = sqlite3_column_int64(st, 9);
 		rc = c->template_ && c->resources ? 0 : -ENOMEM;
 	} else if (rc == 0) {
 		rc = -ENOENT;
@@ -694,6 +695,29 @@ sq_sandbox_set_timeouts(struct store *s, const char *owner, const char *id,
 		json_decref(*out);
 		*out = NULL;
 	}
+	return rc;
+}
+
+/* one statement, so atomic against an operation's transaction: either the
+ * hold lands while the route still serves (and the operation that would
+ * retire it then sees it), or the operation came first and nothing is
+ * held */
+int
+sq_route_hold(struct store *s, const char *id, uint64_t gen, int64_t until_ms)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	sq_lock(q);
+	rc = sq_run(q->db, sq_prep(q->db, "UPDATE sandboxes SET route_hold_until ="
+	    " MAX(route_hold_until, ?1) WHERE id = ?2 AND state = 'running' AND EXISTS"
+	    " (SELECT 1 FROM executions e WHERE e.sandbox = ?2 AND e.generation = ?3"
+	    "  AND e.state = 'serving' AND e.generation ="
+	    "  (SELECT MAX(generation) FROM executions WHERE sandbox = ?2))", "isi",
+	    until_ms, id, (int64_t)gen));
+	if (rc == 0)
+		rc = sqlite3_changes(q->db) > 0 ? 1 : 0;
+	sq_unlock(q);
 	return rc;
 }
 

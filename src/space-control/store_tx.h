@@ -28,6 +28,7 @@ struct sbx_cur {
 	int64_t gen;                            /* 0 = no execution */
 	char    worker[SPACE_ID_MAX + 1];
 	char    exec_state[STORE_STATE_MAX + 1];
+	int64_t route_hold_until;               /* ms, wall clock; 0 = none */
 };
 
 /* an unfinished operation with everything its next step depends on */

@@ -73,8 +73,10 @@ long=$(python3 -c 'print("v4.public." + "A" * 5000 + ".e30")')
 is "token over SPACE_TOKEN_MAX -> 403" "$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $long" "$NU/v1/sandboxes/$A/fs/list?path=/")" 403
 is "bad sandbox id in the URL -> 400" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $CAPA" "$NU/v1/sandboxes/a.b/fs/list?path=/")" 400
 is "URL over SPACE_HTTP_URL_MAX -> 414" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $CAPA" "$NU/v1/sandboxes/$A/fs/list?path=/$(python3 -c 'print("a" * 5000)')")" 414
+head -c 1700000 /dev/zero | tr '\0' ' ' >"$T/bigbody"
+is "exec body over SPACE_EXEC_BODY_MAX -> 413" "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $CAPA" --data-binary @"$T/bigbody" "$NU/v1/sandboxes/$A/exec")" 413
 head -c 1100000 /dev/zero | tr '\0' ' ' >"$T/bigbody"
-is "JSON body over SPACE_HTTP_BODY_MAX -> 413" "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $CAPA" --data-binary @"$T/bigbody" "$NU/v1/sandboxes/$A/exec")" 413
+is "other JSON body over SPACE_HTTP_BODY_MAX -> 413" "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $CAPA" --data-binary @"$T/bigbody" "$NU/v1/sandboxes/$A/fs/mkdir")" 413
 is "body that is not a JSON object -> 400" "$(napi POST exec --data-binary '["argv"]')" 400
 is "duplicate JSON keys -> 400" "$(napi POST exec --data-binary '{"argv":["true"],"argv":["id"]}')" 400
 is "unknown route -> 404" "$(curl -s -o /dev/null -w '%{http_code}' "$NU/v1/other")" 404
