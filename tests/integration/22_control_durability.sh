@@ -70,7 +70,7 @@ is "re-created worker: every live sandbox gets generation 2" \
 is "no duplicate generation" \
 	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1)")" 0
 is "store settings: WAL" "$(sql 'PRAGMA journal_mode')" wal
-is "schema is versioned (4 migrations: lifecycle, worker resources, key quotas)" "$(sql 'PRAGMA user_version')" 4
+is "schema is versioned (5 migrations: lifecycle, worker resources, key quotas, route holds)" "$(sql 'PRAGMA user_version')" 5
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "daemon stops cleanly on SIGTERM" "$RC" 0
 check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"

@@ -337,7 +337,7 @@ d=json.load(open(sys.argv[1])); sys.exit(0 if "414" in d["paths"]["/v1/sandboxes
 # then 503: sbx-manager (the authority) cannot be reached. Documented.
 CAP=$(python3 -c 'import base64,json
 b=lambda x: base64.urlsafe_b64encode(x).rstrip(b"=").decode()
-print("v4.public." + b(b"{}" + bytes(64)) + "." + b(json.dumps({"kid": "k4.pid.x"}).encode()))')
+print("v4.public." + b(b"{}" + bytes(64)) + "." + b(json.dumps({"kid": "k4.pid." + b(bytes(33))}).encode()))')
 is "a capability-shaped bearer with no sbx-manager -> 503" \
 	"$(curl -s -o "$T/b" -w '%{http_code}' -H "Authorization: Bearer $CAP" "$NU/v1/sandboxes/sbx_a/fs/stat?path=/x")" 503
 check "503 is documented for fs/stat" python3 -c 'import json,sys
