@@ -23,7 +23,7 @@ mkdir -p "$W/layer" && mkdir -m 700 "$W/run"
     >"$W/ready" 2>"$W/log" &
 HOST=$!
 i=0; while [ $i -lt 100 ] && [ ! -s "$W/ready" ]; do sleep 0.1; i=$((i + 1)); done
-is "sandbox ready" "$(cat "$W/ready")" "ready"
+is "sandbox ready" "$(cut -d" " -f1 "$W/ready")" "ready"
 
 # exec ARGV-JSON: the stdout of one command inside
 exec_in() {
