@@ -68,7 +68,10 @@ is "the 64 MiB are back" "$(exec_sh 'md5sum </home/user/big'; jget stdout)" "$SU
 
 i=0; while [ $i -lt 60 ]; do
 	curl -s "$NU/metrics" >"$T/metrics"
-	grep -q '^space_sbxmgr_disk_bytes{area="layers"} [1-9]' "$T/metrics" && break
+	# the figures are taken every 10 s: wait for one taken after the
+	# pause wrote its archive
+	grep -q '^space_sbxmgr_disk_bytes{area="layers"} [1-9]' "$T/metrics" &&
+		grep -q '^space_sbxmgr_disk_bytes{area="snapshots"} [1-9]' "$T/metrics" && break
 	sleep 0.5; i=$((i + 1))
 done
 check "/metrics reports the worker's disk use (layers, run, snapshots)" \
@@ -77,7 +80,7 @@ check "/metrics reports the worker's disk use (layers, run, snapshots)" \
 
 i=0; while [ $i -lt 40 ]; do
 	curl -s -o "$T/workers" -H "Authorization: Bearer $K" "$CU/v1/workers"
-	[ -n "$(jget workers.0.disk.layers "$T/workers")" ] && break
+	[ "$(jget workers.0.disk.layers "$T/workers")" -gt 60000000 ] 2>/dev/null && break
 	sleep 0.5; i=$((i + 1))
 done
 check "GET /v1/workers shows w1's disk use from its heartbeat" test "$(jget workers.0.disk.layers "$T/workers")" -gt 60000000
