@@ -8,6 +8,7 @@
 # arrived). Bounded: CHURN_CALLS calls in all (default 2000) or
 # CHURN_SECONDS (default 150), whichever ends first; run it by hand with
 # more for a longer churn.
+# ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_up.sh"
 
