@@ -38,6 +38,16 @@
  * base64 whenever a JSON string would be longer) plus argv, env and cwd */
 #define SPACE_EXEC_BODY_MAX     ((SPACE_EXEC_STDIN_MAX + 2) / 3 * 4 + (256u << 10))
 #define SPACE_EXEC_TIMEOUT_MAX  3600        /* seconds */
+#define SPACE_STREAM_PAYLOAD_MAX (64u << 10) /* one MSG_STREAM payload (kind + fields + bytes) */
+#define SPACE_STREAM_DATA_MAX   (SPACE_STREAM_PAYLOAD_MAX - 1) /* output/input bytes in one MSG_STREAM */
+#define SPACE_PTY_DIM_MAX       4096        /* rows or columns of a terminal */
+#define SPACE_SIGNO_MAX         64          /* a signal number on the wire (the guest allows fewer) */
+#define SPACE_PROC_REPLAY       (64u << 10) /* output kept per stream of a process while no client reads it */
+#define SPACE_PROCS_MAX         64          /* processes in a sandbox's table, exited ones included */
+#define SPACE_PROC_STDIN_MAX    (64u << 10) /* decoded bytes of one proc.stdin request */
+#define SPACE_WATCHES_MAX       16          /* concurrent fs.watch streams per sandbox */
+#define SPACE_WATCH_DIRS_MAX    8192        /* directories one recursive watch follows */
+#define SPACE_WATCH_QUEUE       1024        /* events queued per watch before OVERFLOW */
 #define SPACE_STREAMS_PER_SBX   64          /* concurrent operations per sandbox */
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
 #define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */

@@ -343,6 +343,33 @@ msg_request_free(struct msg_request *m)
 	m->args = NULL;
 }
 
+uint32_t
+msg_request_access(const struct msg_request *m)
+{
+	uint32_t need = op_access(m->op);
+	json_t *pty;
+
+	/* a terminal is its own access bit (DESIGN section 14): a capability
+	 * for exec alone runs processes on pipes only */
+	if (m->op == OP_PROC_START && m->args != NULL &&
+	    (pty = json_object_get(m->args, "pty")) != NULL && !json_is_null(pty))
+		need |= ACC_PTY;
+	return need;
+}
+
+bool
+msg_request_streams(const struct msg_request *m)
+{
+	switch (m->op) {
+	case OP_PROC_ATTACH: case OP_FS_WATCH:
+		return true;
+	case OP_PROC_START:
+		return m->args == NULL || !json_is_false(json_object_get(m->args, "attach"));
+	default:
+		return false;
+	}
+}
+
 /* ---- RESPONSE ---- */
 
 int

@@ -56,6 +56,15 @@ int msg_request_encode(const struct msg_request *m, enum msg_form form,
     char **out, size_t *out_len);
 /* wipes the token, drops args */
 void msg_request_free(struct msg_request *m);
+/* the ACC_* bits the request needs, all of them: op_access(), plus ACC_PTY
+ * for a proc.start whose args hold a "pty" that is not null. Every hop that
+ * admits a request asks this, not op_access(). */
+uint32_t msg_request_access(const struct msg_request *m);
+/* true when the operation turns into a stream after its RESPONSE:
+ * proc.attach, fs.watch, and proc.start unless its args say
+ * "attach":false (the guest refuses an "attach" that is not a boolean, so
+ * no stream follows such a request either way) */
+bool msg_request_streams(const struct msg_request *m);
 
 /* ---- RESPONSE: the answer of a successful operation ----
  *   MSG_FORM_GUEST   guest -> bridge          {"status":200,"result":{...}}

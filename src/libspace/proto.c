@@ -33,6 +33,7 @@ static const char *const msg_names[MSG__MAX] = {
 	[MSG_CHALLENGE_REPLY] = "CHALLENGE_REPLY",
 	[MSG_CANCEL] = "CANCEL",
 	[MSG_OPEN] = "OPEN",
+	[MSG_STREAM] = "STREAM",
 };
 
 const char *
@@ -61,6 +62,8 @@ frame_max_len(uint16_t type)
 	case MSG_CHALLENGE: case MSG_CHALLENGE_REPLY: case MSG_CANCEL:
 	case MSG_OPEN:
 		return SPACE_FRAME_JSON_MAX;
+	case MSG_STREAM:
+		return SPACE_STREAM_PAYLOAD_MAX;
 	default:
 		return 0;
 	}
@@ -618,6 +621,13 @@ static const struct {
 	[OP_FS_MKDIR] = { "fs.mkdir", ACC_FS_W },
 	[OP_FS_REMOVE] = { "fs.remove", ACC_FS_W },
 	[OP_FS_RENAME] = { "fs.rename", ACC_FS_W },
+	[OP_PROC_START] = { "proc.start", ACC_EXEC },
+	[OP_PROC_ATTACH] = { "proc.attach", ACC_EXEC },
+	[OP_PROC_LIST] = { "proc.list", ACC_EXEC },
+	[OP_PROC_SIGNAL] = { "proc.signal", ACC_EXEC },
+	[OP_PROC_STDIN] = { "proc.stdin", ACC_EXEC },
+	[OP_PROC_RESIZE] = { "proc.resize", ACC_EXEC },
+	[OP_FS_WATCH] = { "fs.watch", ACC_WATCH },
 };
 
 int

@@ -7,7 +7,7 @@
  * followed by len payload bytes. Decoding rejects a bad magic, a version we
  * do not speak, a non-zero reserved field, an unknown type, and a length over
  * the type's limit (REQUEST, RESPONSE: SPACE_FRAME_OP_MAX; other JSON types:
- * SPACE_FRAME_JSON_MAX; DATA: SPACE_FRAME_MAX).
+ * SPACE_FRAME_JSON_MAX; DATA: SPACE_FRAME_MAX; STREAM: SPACE_STREAM_PAYLOAD_MAX).
  * An invalid frame closes the connection. */
 #ifndef SPACE_PROTO_H
 #define SPACE_PROTO_H
@@ -32,6 +32,8 @@ enum msg_type {
 	MSG_CANCEL,             /* JSON {"reason"}: the lease of this stream was cancelled (4409) */
 	MSG_OPEN,               /* bridge -> guest on the control channel: carries a new
 	                           operation socket as SCM_RIGHTS; payload JSON {"op_id"} */
+	MSG_STREAM,             /* binary: one typed message of a live stream (msg_stream.h),
+	                           both ways after the RESPONSE of a streaming operation */
 	MSG__MAX
 };
 
@@ -74,10 +76,17 @@ const char *proto_role_str(enum proto_role r);
 int frame_write_fd(int fd, uint16_t type, const void *payload, size_t len, int pass_fd);
 int frame_read_fd(int fd, struct frame *f, int *got_fd);   /* *got_fd -1 if none */
 
-/* operations and the access each needs */
+/* operations and the access each needs (docs/protocol.md section 1).
+ * Streaming operations (proc.start with "attach" not false, proc.attach,
+ * fs.watch: msg_request_streams()) carry MSG_STREAM frames after their
+ * RESPONSE; a proc.start with a "pty" needs ACC_PTY too
+ * (msg_request_access()). */
 enum op_kind {
 	OP_EXEC = 1, OP_FS_READ, OP_FS_WRITE, OP_FS_LIST, OP_FS_STAT,
-	OP_FS_MKDIR, OP_FS_REMOVE, OP_FS_RENAME, OP__MAX
+	OP_FS_MKDIR, OP_FS_REMOVE, OP_FS_RENAME,
+	OP_PROC_START, OP_PROC_ATTACH, OP_PROC_LIST, OP_PROC_SIGNAL,
+	OP_PROC_STDIN, OP_PROC_RESIZE, OP_FS_WATCH,
+	OP__MAX
 };
 int op_parse(const char *name, enum op_kind *op);      /* "exec", "fs.read", ... */
 const char *op_name(enum op_kind op);
