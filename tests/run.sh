@@ -25,8 +25,10 @@ pass=0 fail=0
 run_one() { # name timeout cmd...
 	name=$1; to=$2; shift 2
 	log="$logdir/$(echo "$name" | tr '/' '_').log"
+	t0=$(date +%s)
 	timeout -k 10 "$to" "$@" >"$log" 2>&1
 	rc=$?
+	secs=$(( $(date +%s) - t0 ))
 	p=$(grep -c '^ok ' "$log")
 	f=$(grep -c '^not ok ' "$log")
 	extra=""
@@ -34,11 +36,11 @@ run_one() { # name timeout cmd...
 	if [ "$p" = 0 ] && [ "$f" = 0 ]; then f=1; extra=" (no test ran)"; fi
 	pass=$((pass + p)); fail=$((fail + f))
 	if [ "$f" != 0 ]; then
-		echo "FAIL $name: $p passed, $f failed$extra"
+		echo "FAIL $name: $p passed, $f failed$extra (${secs} s)"
 		grep -E '^not ok |^#' "$log" | head -40 | sed 's/^/    /'
 		[ "$rc" != 0 ] && tail -15 "$log" | sed 's/^/    | /'
 	else
-		echo "ok   $name: $p passed"
+		echo "ok   $name: $p passed (${secs} s)"
 	fi
 }
 
