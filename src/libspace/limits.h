@@ -51,8 +51,8 @@
 #define SPACE_STREAMS_PER_SBX   64          /* concurrent operations per sandbox */
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
 #define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */
-#define SPACE_ROUTE_WAIT_MS     8000        /* a route request waits this long for a converging execution */
-#define SPACE_ROUTE_HOLD_MS     2000        /* a route handed to a repair is not retired for this long */
+#define SPACE_ROUTE_WAIT_MS     8000        /* default of space-control --route-wait-ms */
+#define SPACE_ROUTE_HOLD_MS     2000        /* default of space-control --route-hold-ms */
 #define SPACE_ASSIGNMENTS_MAX   1000        /* assignments in one long-poll answer */
 #define SPACE_OP_NAME_MAX       31          /* "exec", "fs.rename", ... in a REQUEST */
 #define SPACE_ERROR_CODE_MAX    63          /* "error" and "reason" of an ERROR: [a-z0-9_] */

@@ -53,9 +53,9 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	rq.lease_owner = c->instance;
 	rq.lease_ttl = c->cfg.lease_ttl;
 	rq.reason = "api";
-	/* a route handed to a repair is held for SPACE_ROUTE_HOLD_MS: wait
+	/* a route handed to a repair is held for --route-hold-ms: wait
 	 * for it, then start anyway (repairs cannot hold a sandbox forever) */
-	deadline = now_mono_ns() / 1000000 + SPACE_ROUTE_HOLD_MS + 50;
+	deadline = now_mono_ns() / 1000000 + (uint64_t)c->cfg.route_hold_ms + 50;
 	while ((rc = c->st->ops->op_start(c->st, r->principal, r->params[0], &rq, &out,
 	    &why)) == -EBUSY) {
 		if (now_mono_ns() / 1000000 >= deadline)

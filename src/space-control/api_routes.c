@@ -109,7 +109,7 @@ api_routes(struct req *r)
 	 * waits, bounded, for the execution that will serve: answering 503 at
 	 * once would leave the client polling and missing the short moments
 	 * between two operations of a busy sandbox */
-	deadline = (int64_t)(now_mono_ns() / 1000000) + SPACE_ROUTE_WAIT_MS;
+	deadline = (int64_t)(now_mono_ns() / 1000000) + c->cfg.route_wait_ms;
 	for (wait = 5;; wait = wait * 2 > 100 ? 100 : wait * 2) {
 		const char *busy;
 
@@ -142,11 +142,11 @@ api_routes(struct req *r)
 		else if (!have_rejected)
 			break;
 		/* a repair gets one rebuilt attempt: the route it is handed is
-		 * held (a pause or move waits SPACE_ROUTE_HOLD_MS before
+		 * held (a pause or move waits --route-hold-ms before
 		 * retiring it), so that the attempt does not meet a route
 		 * retired in the meantime */
 		else if ((rc = c->st->ops->route_hold(c->st, ev.route.sandbox, ev.route.generation,
-		    now_unix_ms() + SPACE_ROUTE_HOLD_MS)) < 0) {
+		    now_unix_ms() + c->cfg.route_hold_ms)) < 0) {
 			reply_store_error(r, rc, "sandbox");
 			goto out;
 		} else if (rc == 1)

@@ -56,6 +56,8 @@ struct config {
 	int     http_head_timeout;      /* limits.h defaults */
 	int     http_heads_per_ip;
 	int     http_conns_per_ip;
+	int     route_wait_ms;          /* SPACE_ROUTE_WAIT_MS: a route waits for a converging execution */
+	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */
 	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */
 	int64_t pids_max, pids_def;
 	struct overcommit oc;

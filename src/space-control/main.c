@@ -25,7 +25,7 @@
 enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_DELAY,
     O_LEASE, O_HEAD_TIMEOUT, O_HEADS_IP, O_CONNS_IP, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM,
     O_MAXPIDS, O_DEFPIDS, O_MAXCPU, O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK,
-    O_TEMPLATES };
+    O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD };
 
 static const struct option opts[] = {
 	{ "data-dir",             required_argument, NULL, O_DATA },
@@ -54,6 +54,8 @@ static const struct option opts[] = {
 	{ "overcommit-cpu",       required_argument, NULL, O_OCCPU },
 	{ "overcommit-disk",      required_argument, NULL, O_OCDISK },
 	{ "templates",            required_argument, NULL, O_TEMPLATES },
+	{ "route-wait-ms",        required_argument, NULL, O_ROUTE_WAIT },
+	{ "route-hold-ms",        required_argument, NULL, O_ROUTE_HOLD },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -69,7 +71,7 @@ usage(FILE *f)
 	    "           [--max-memory-mb N --max-pids N --max-cpu-percent N --max-disk-mb N]\n"
 	    "           [--default-memory-mb N --default-pids N --default-cpu-percent N]\n"
 	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
-	    "           [--templates NAME[,NAME...]]\n"
+	    "           [--templates NAME[,NAME...]] [--route-wait-ms N] [--route-hold-ms N]\n"
 	    "       space-control apikey add NAME [--max-sandboxes N] [--max-memory-mb N]\n"
 	    "           [--creates-per-minute N] --data-dir D\n"
 	    "       space-control apikey list --data-dir D\n"
@@ -134,6 +136,8 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_OCCPU:    return set_int(name, v, 1, 100000, &cfg->oc.cpu);
 	case O_OCDISK:   return set_int(name, v, 1, 100000, &cfg->oc.disk);
 	case O_TEMPLATES: return set_str(name, v, cfg->templates, sizeof(cfg->templates));
+	case O_ROUTE_WAIT: return set_int(name, v, 0, 60000, &cfg->route_wait_ms);
+	case O_ROUTE_HOLD: return set_int(name, v, 0, 60000, &cfg->route_hold_ms);
 	case O_DATA:     return set_str(name, v, cfg->data_dir, sizeof(cfg->data_dir));
 	case O_LISTEN:   return set_str(name, v, cfg->listen, sizeof(cfg->listen));
 	case O_CERT:     return set_str(name, v, cfg->tls_cert, sizeof(cfg->tls_cert));
@@ -220,6 +224,8 @@ control_parse(int argc, char **argv, struct config *cfg)
 	cfg->http_heads_per_ip = SPACE_HTTP_HEADS_PER_IP;
 	cfg->http_conns_per_ip = SPACE_HTTP_CONN_PER_IP;
 	cfg->rotate_publish_delay = CONTROL_PUBLISH_DELAY;
+	cfg->route_wait_ms = SPACE_ROUTE_WAIT_MS;
+	cfg->route_hold_ms = SPACE_ROUTE_HOLD_MS;
 	cfg->res_max = (struct res){ CONTROL_MAX_MEMORY_MB, CONTROL_MAX_CPU_PERCENT,
 	    CONTROL_MAX_DISK_MB };
 	cfg->res_def = (struct res){ CONTROL_DEF_MEMORY_MB, CONTROL_DEF_CPU_PERCENT,

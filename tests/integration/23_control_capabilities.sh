@@ -7,6 +7,9 @@
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init
+# the route wait (how long a route request waits for a converging
+# execution) is not what this test is about: a short one keeps it fast
+CTL_FLAGS="--route-wait-ms 200"
 CHECK="$SPACE_TOP/tests/tools/paseto_check.py"
 
 ident() { echo "{\"sandbox\":\"$1\",\"generation\":${2:-1},\"worker\":\"w1\",\"substrate\":\"jail\",\"activation\":${3:-1},\"resident\":\"inc1\"}"; }

@@ -13,7 +13,8 @@ ctl_init KILL
 req() { # METHOD PATH CRED [BODY] -> status; body in $T/body, headers in $T/hdr
 	curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \
 		${4:+--data-binary "$4"} "$U$2"; }
-CTL_FLAGS="--heartbeat-timeout 3600 --lease-ttl 2"
+# a short route wait: the 503s below are what is tested, not the wait
+CTL_FLAGS="--heartbeat-timeout 3600 --lease-ttl 2 --route-wait-ms 200"
 digest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 # a simulated worker: fetch W CRED -> the next assignments of W's stream
