@@ -23,6 +23,7 @@ static const struct verb verbs[] = {
 	{ "move",    cmd_move,    "move a running sandbox to another worker" },
 	{ "snapshot", cmd_snapshot, "take a named snapshot of a sandbox, or list them" },
 	{ "timeout", cmd_timeout, "set a sandbox's idle and absolute timeouts" },
+	{ "mcp",     cmd_mcp,     "serve sandboxes as tools to an agent (Model Context Protocol, stdio)" },
 	{ "demo",    cmd_demo,    "walk through a move and a route repair, step by step" },
 	{ "up",      cmd_up,      "start and supervise a single-machine platform" },
 };

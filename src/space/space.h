@@ -31,6 +31,7 @@ int cmd_move(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_timeout(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
 
 /* prints "space: <verb>: <message>" on stderr; returns 1 */
 int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,45 @@
+/* space mcp: the Model Context Protocol server of the CLI (docs/mcp.md).
+ * cmd_mcp.c speaks the protocol on stdio and runs each tool call in a
+ * process of its own; mcp_tools.c is the table of tools; mcp_schema.c
+ * checks a call's arguments against the tool's input schema. */
+#ifndef SPACE_MCP_H
+#define SPACE_MCP_H
+#include <stddef.h>
+#include <jansson.h>
+
+struct space_client;
+
+/* what a tool runs with, in the call's own process */
+struct mcp_ctx {
+	struct space_client *c;
+	int out_fd;             /* the pipe to the server: progress lines */
+	char err[1024];         /* why the call failed, for the agent */
+};
+
+struct mcp_tool {
+	const char *name;
+	const char *title;
+	const char *description;
+	const char *input_schema;       /* JSON text */
+	const char *output_schema;      /* JSON text */
+	/* the structured result (an object matching output_schema), or NULL
+	 * with x->err saying why: a tool result with isError */
+	json_t *(*run)(struct mcp_ctx *x, json_t *args);
+};
+
+extern const struct mcp_tool mcp_tools[];
+extern const size_t mcp_ntools;
+
+/* a progress message from inside a call; the server turns it into
+ * notifications/progress when the request asked for them */
+void mcp_progress(struct mcp_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* sets x->err; returns NULL, for "return mcp_fail(x, ...)" */
+json_t *mcp_fail(struct mcp_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Checks v against schema, a JSON Schema of the subset the tool schemas
+ * use (type, properties, required, additionalProperties, items, enum,
+ * minimum, maximum, minLength, maxLength, minItems, maxItems,
+ * maxProperties, pattern). 0, or -1 with err naming the first offending
+ * member ("sandbox: want a string"). */
+int mcp_schema_check(const json_t *schema, const json_t *v, char *err, size_t cap);
+#endif
