@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "client.h"
+#include "jschema.h"
 #include "jsonrpc.h"
 #include "limits.h"
 #include "mcp.h"
@@ -317,7 +318,7 @@ on_call(struct server *s, const struct jrpc_msg *m)
 		args = empty = json_object();
 	/* arguments the schema refuses are a tool error, so that the model
 	 * reads what to correct */
-	if (mcp_schema_check(s->schemas[t - mcp_tools], args, err, sizeof(err)) != 0) {
+	if (jschema_check(s->schemas[t - mcp_tools], args, err, sizeof(err)) != 0) {
 		snprintf(msg, sizeof(msg), "%s: bad arguments: %s", name, err);
 		send_msg(s, jrpc_result(m->id, tool_error(msg)));
 		goto out;

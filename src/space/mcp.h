@@ -1,7 +1,8 @@
 /* space mcp: the Model Context Protocol server of the CLI (docs/mcp.md).
  * cmd_mcp.c speaks the protocol on stdio and runs each tool call in a
- * process of its own; mcp_tools.c is the table of tools; mcp_schema.c
- * checks a call's arguments against the tool's input schema. */
+ * process of its own; mcp_tools.c is the table of tools; a call's
+ * arguments are checked against the tool's input schema by jschema.c
+ * (libspace). */
 #ifndef SPACE_MCP_H
 #define SPACE_MCP_H
 #include <stddef.h>
@@ -36,10 +37,4 @@ void mcp_progress(struct mcp_ctx *x, const char *fmt, ...) __attribute__((format
 /* sets x->err; returns NULL, for "return mcp_fail(x, ...)" */
 json_t *mcp_fail(struct mcp_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Checks v against schema, a JSON Schema of the subset the tool schemas
- * use (type, properties, required, additionalProperties, items, enum,
- * minimum, maximum, minLength, maxLength, minItems, maxItems,
- * maxProperties, pattern). 0, or -1 with err naming the first offending
- * member ("sandbox: want a string"). */
-int mcp_schema_check(const json_t *schema, const json_t *v, char *err, size_t cap);
 #endif

@@ -1,16 +1,11 @@
-/* The arguments of a tool call against the tool's input schema: the schema
- * the agent was shown is the one the call is held to, so there is no
- * second description of the arguments to drift from it. Only the keywords
- * the tool schemas of mcp_tools.c use are understood; a schema using
- * another one is a bug of that table, caught by tests/integration/70_mcp.sh
- * calling every tool. */
+/* A JSON value against a JSON Schema of a small subset (jschema.h). */
 #include <regex.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
 
-#include "mcp.h"
+#include "jschema.h"
 
 #define DEPTH_MAX 8
 
@@ -159,7 +154,7 @@ check(const json_t *sc, const json_t *v, const char *at, int depth, char *err, s
 }
 
 int
-mcp_schema_check(const json_t *schema, const json_t *v, char *err, size_t cap)
+jschema_check(const json_t *schema, const json_t *v, char *err, size_t cap)
 {
 	return check(schema, v, "", 0, err, cap);
 }
