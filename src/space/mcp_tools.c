@@ -551,7 +551,7 @@ static json_t *
 t_read(struct mcp_ctx *x, json_t *args)
 {
 	const char *sbx = jstr(args, "sandbox"), *path = jstr(args, "path");
-	const char *enc = jstr(args, "encoding") ? jstr(args, "encoding") : "text";
+	const char *enc = jstr(args, "encoding") ? jstr(args, "encoding") : "text", *type;
 	struct space_data_op op;
 	struct space_answer a;
 	json_int_t max = READ_DEFAULT, size;
@@ -571,12 +571,13 @@ t_read(struct mcp_ctx *x, json_t *args)
 	op_init(&op, "fs:r", "GET", q);
 	if (data_op(x, "read_file", sbx, &op, &a) != 0)
 		goto out;
-	if (strcmp(jstr(a.body, "type") ? jstr(a.body, "type") : "", "file") != 0) {
-		mcp_fail(x, "read_file: %s is %s%s, not a file", path,
-		    jstr(a.body, "type") ? "a " : "", jstr(a.body, "type") ?
-		    jstr(a.body, "type") : "something else");
-		if (strcmp(jstr(a.body, "type") ? jstr(a.body, "type") : "", "dir") == 0)
-			mcp_fail(x, "read_file: %s is a directory: use list_dir", path);
+	type = jstr(a.body, "type") ? jstr(a.body, "type") : "?";
+	if (strcmp(type, "dir") == 0) {
+		mcp_fail(x, "read_file: %s is a directory: use list_dir", path);
+		goto out;
+	}
+	if (strcmp(type, "file") != 0) {
+		mcp_fail(x, "read_file: %s is not a regular file (%s)", path, type);
 		goto out;
 	}
 	size = json_integer_value(json_object_get(a.body, "size"));

@@ -30,6 +30,11 @@ is "the MCP SDK is installed at its pinned version" "$(sdk_version)" "$want"
 up_init
 up_start || exit
 
+# a second API key whose quota allows one sandbox (added beside the running
+# control plane, as an operator does)
+QKEY=$(space-control apikey add mcpquota --max-sandboxes 1 --data-dir "$D/control" 2>"$T/err") ||
+	diag "apikey add: $(cat "$T/err")"
+
 # the SDK's client: every check prints ok / not ok; numbered here
 tap_lines() {
 	while IFS= read -r l; do
@@ -40,7 +45,7 @@ tap_lines() {
 		esac
 	done
 }
-(cd "$JS" && SPACE="$T/bin/space" timeout 240 node mcp_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
+(cd "$JS" && SPACE="$T/bin/space" SPACE_QUOTA_KEY="$QKEY" timeout 240 node mcp_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
 tap_lines <"$T/e2e.out"
 is "the SDK client finished" "$(cat "$T/e2e.rc")" "rc=0"
 [ -s "$T/e2e.err" ] && sed 's/^/# e2e: /' "$T/e2e.err" | tail -20

@@ -196,5 +196,23 @@ r = await client.ping().then(() => true, () => false);
 ok(r, 'the server is still up at the end');
 
 await client.close();
+
+// ---- the quota of another API key (at most one sandbox): 429 said plainly ----
+if (process.env.SPACE_QUOTA_KEY) {
+	const qt = new StdioClientTransport({ command: space, args: ['mcp'],
+		env: { ...env, SPACE_API_KEY: process.env.SPACE_QUOTA_KEY }, stderr: 'ignore' });
+	const qc = new Client({ name: 'space-tests-quota', version: '1.0.0' });
+	await qc.connect(qt);
+	await qc.listTools();
+	const one = await qc.callTool({ name: 'sandbox_create', arguments: {} }).catch((e) => ({ thrown: e }));
+	const first = good(one, 'a key allowed one sandbox creates it');
+	const two = await qc.callTool({ name: 'sandbox_create', arguments: {} }).catch((e) => ({ thrown: e }));
+	bad(two, /quota exceeded: .*(retry after \d+ s)?/, 'its second sandbox_create: a tool error that says quota exceeded');
+	diag(two?.content?.[0]?.text ?? '');
+	if (first.id)
+		good(await qc.callTool({ name: 'kill', arguments: { sandbox: first.id } }).catch((e) => ({ thrown: e })),
+			'kill its sandbox');
+	await qc.close();
+}
 diag(`server log:\n${serverLog.split('\n').slice(-5).join('\n')}`);
 process.exit(failed ? 1 : 0);
