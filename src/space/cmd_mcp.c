@@ -154,7 +154,7 @@ sq_json(const char *sq)
 static int
 tools_load(struct server *s)
 {
-	json_t *in, *out, *t;
+	json_t *in, *out, *ann, *t;
 	size_t i;
 
 	if ((s->tools = json_array()) == NULL || mcp_ntools > 64)
@@ -162,16 +162,18 @@ tools_load(struct server *s)
 	for (i = 0; i < mcp_ntools; i++) {
 		in = sq_json(mcp_tools[i].input_schema);
 		out = sq_json(mcp_tools[i].output_schema);
-		if (in == NULL || out == NULL) {
+		ann = sq_json(mcp_tools[i].annotations);
+		if (in == NULL || out == NULL || ann == NULL) {
 			logm("tool %s: bad schema", mcp_tools[i].name);
 			json_decref(in);
 			json_decref(out);
+			json_decref(ann);
 			return -1;
 		}
 		s->schemas[i] = json_incref(in);
-		t = json_pack("{s:s,s:s,s:s,s:o,s:o}", "name", mcp_tools[i].name,
+		t = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o}", "name", mcp_tools[i].name,
 		    "title", mcp_tools[i].title, "description", mcp_tools[i].description,
-		    "inputSchema", in, "outputSchema", out);
+		    "inputSchema", in, "outputSchema", out, "annotations", ann);
 		if (t == NULL || json_array_append_new(s->tools, t) != 0)
 			return -1;
 	}

@@ -1,8 +1,8 @@
 /* space mcp: the Model Context Protocol server of the CLI (docs/mcp.md).
  * cmd_mcp.c speaks the protocol on stdio and runs each tool call in a
- * process of its own; mcp_tools.c is the table of tools; a call's
- * arguments are checked against the tool's input schema by jschema.c
- * (libspace). */
+ * process of its own; mcp_tools.c is the table of tools (the file tools
+ * are in mcp_files.c); a call's arguments are checked against the tool's
+ * input schema by jschema.c (libspace). */
 #ifndef SPACE_MCP_H
 #define SPACE_MCP_H
 #include <stddef.h>
@@ -23,6 +23,7 @@ struct mcp_tool {
 	const char *description;
 	const char *input_schema;       /* JSON text */
 	const char *output_schema;      /* JSON text */
+	const char *annotations;        /* JSON text: hints for the client */
 	/* the structured result (an object matching output_schema), or NULL
 	 * with x->err saying why: a tool result with isError */
 	json_t *(*run)(struct mcp_ctx *x, json_t *args);
@@ -37,4 +38,22 @@ void mcp_progress(struct mcp_ctx *x, const char *fmt, ...) __attribute__((format
 /* sets x->err; returns NULL, for "return mcp_fail(x, ...)" */
 json_t *mcp_fail(struct mcp_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* shared by the tools (mcp_tools.c) */
+struct space_data_op;
+struct space_answer;
+const char *mcp_jstr(const json_t *o, const char *key);
+/* op with access, method, path; no body, no fds, a 60 s timeout */
+void mcp_op_init(struct space_data_op *op, const char *access, const char *method, char *path);
+/* one data-plane operation on sbx through the route cache: 0 with the 2xx
+ * answer in *a, or -1 with x->err saying why in the agent's terms ("is
+ * paused: call resume first") */
+int mcp_data_op(struct mcp_ctx *x, const char *what, const char *sbx,
+    struct space_data_op *op, struct space_answer *a);
+/* "PREFIX?path=P[&mode=M]", escaped; NULL on ENOMEM */
+char *mcp_path_query(const char *prefix, const char *path, const char *mode);
+
+/* the file tools (mcp_files.c) */
+json_t *mcp_read_file(struct mcp_ctx *x, json_t *args);
+json_t *mcp_write_file(struct mcp_ctx *x, json_t *args);
+json_t *mcp_list_dir(struct mcp_ctx *x, json_t *args);
 #endif

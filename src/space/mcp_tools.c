@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,8 +26,6 @@
 
 #define WAIT_DEFAULT    60              /* seconds a lifecycle call waits */
 #define OUTPUT_DEFAULT  65536           /* run_command: bytes of stdout, stderr each */
-#define READ_DEFAULT    (1u << 20)      /* read_file: bytes returned */
-#define READ_FETCH_MAX  (64u << 20)     /* read_file: larger files are not fetched */
 
 void
 mcp_progress(struct mcp_ctx *x, const char *fmt, ...)
@@ -102,8 +99,8 @@ ctl(struct mcp_ctx *x, const char *what, const char *method, const char *path, j
 	return r;
 }
 
-static const char *
-jstr(const json_t *o, const char *key)
+const char *
+mcp_jstr(const json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
 }
@@ -135,7 +132,7 @@ data_fail(struct mcp_ctx *x, const char *what, const char *sbx, const struct spa
 		return NULL;
 	}
 	snprintf(x->err, sizeof(x->err), "%s", saved);
-	st = jstr(s, "state");
+	st = mcp_jstr(s, "state");
 	if (st != NULL && (strcmp(st, "paused") == 0 || strcmp(st, "pausing") == 0))
 		mcp_fail(x, "%s: sandbox %s is %s: call resume first", what, sbx, st);
 	else if (st != NULL && (strcmp(st, "killed") == 0 || strcmp(st, "stopping") == 0 ||
@@ -149,8 +146,8 @@ data_fail(struct mcp_ctx *x, const char *what, const char *sbx, const struct spa
 
 /* one data-plane operation through the route cache: the answer in *a
  * (2xx), or -1 with x->err */
-static int
-data_op(struct mcp_ctx *x, const char *what, const char *sbx, struct space_data_op *op,
+int
+mcp_data_op(struct mcp_ctx *x, const char *what, const char *sbx, struct space_data_op *op,
     struct space_answer *a)
 {
 	if (space_sbx_op(x->c, sbx, op, a) < 0 || !space_answer_ok(a)) {
@@ -160,8 +157,8 @@ data_op(struct mcp_ctx *x, const char *what, const char *sbx, struct space_data_
 	return 0;
 }
 
-static void
-op_init(struct space_data_op *op, const char *access, const char *method, char *path)
+void
+mcp_op_init(struct space_data_op *op, const char *access, const char *method, char *path)
 {
 	memset(op, 0, sizeof(*op));
 	op->access = access;
@@ -172,8 +169,8 @@ op_init(struct space_data_op *op, const char *access, const char *method, char *
 }
 
 /* "PREFIX?path=P" (and "&mode=0M"), escaped; NULL on ENOMEM */
-static char *
-path_query(const char *prefix, const char *path, const char *mode)
+char *
+mcp_path_query(const char *prefix, const char *path, const char *mode)
 {
 	char *esc = space_url_escape(path), *q;
 	size_t n;
@@ -194,21 +191,21 @@ static json_t *
 summary(const json_t *s)
 {
 	const json_t *e = json_object_get(s, "execution");
-	json_t *o = json_pack("{s:s,s:s}", "id", jstr(s, "id") ? jstr(s, "id") : "",
-	    "state", jstr(s, "state") ? jstr(s, "state") : "");
+	json_t *o = json_pack("{s:s,s:s}", "id", mcp_jstr(s, "id") ? mcp_jstr(s, "id") : "",
+	    "state", mcp_jstr(s, "state") ? mcp_jstr(s, "state") : "");
 	const char *t;
 
 	if (o == NULL)
 		return NULL;
-	if ((t = jstr(s, "template")) != NULL)
+	if ((t = mcp_jstr(s, "template")) != NULL)
 		json_object_set_new(o, "template", json_string(t));
-	json_object_set_new(o, "worker", jstr(e, "worker") ? json_string(jstr(e, "worker")) :
+	json_object_set_new(o, "worker", mcp_jstr(e, "worker") ? json_string(mcp_jstr(e, "worker")) :
 	    json_null());
 	json_object_set_new(o, "generation", json_is_integer(json_object_get(e, "generation")) ?
 	    json_incref(json_object_get(e, "generation")) : json_null());
-	json_object_set_new(o, "execution_state", jstr(e, "state") ?
-	    json_string(jstr(e, "state")) : json_null());
-	if ((t = jstr(s, "created_at")) != NULL)
+	json_object_set_new(o, "execution_state", mcp_jstr(e, "state") ?
+	    json_string(mcp_jstr(e, "state")) : json_null());
+	if ((t = mcp_jstr(s, "created_at")) != NULL)
 		json_object_set_new(o, "created_at", json_string(t));
 	return o;
 }
@@ -229,8 +226,8 @@ wait_state(struct mcp_ctx *x, const char *what, const char *sbx, const char *wan
 	for (;;) {
 		if ((s = sandbox_get(x, what, sbx)) == NULL)
 			return NULL;
-		st = jstr(s, "state") ? jstr(s, "state") : "?";
-		es = jstr(json_object_get(s, "execution"), "state");
+		st = mcp_jstr(s, "state") ? mcp_jstr(s, "state") : "?";
+		es = mcp_jstr(json_object_get(s, "execution"), "state");
 		if (strcmp(st, last) != 0) {
 			mcp_progress(x, "sandbox %s: %s", sbx, st);
 			snprintf(last, sizeof(last), "%s", st);
@@ -307,11 +304,11 @@ t_create(struct mcp_ctx *x, json_t *args)
 		json_object_set(req, "timeouts", timeouts);
 	if ((s = ctl(x, "sandbox_create", "POST", "/v1/sandboxes", req)) == NULL)
 		goto out;
-	if (jstr(s, "id") == NULL || !id_valid(jstr(s, "id"))) {
+	if (mcp_jstr(s, "id") == NULL || !id_valid(mcp_jstr(s, "id"))) {
 		mcp_fail(x, "sandbox_create: the control plane answered without a valid id");
 		goto out;
 	}
-	snprintf(id, sizeof(id), "%s", jstr(s, "id"));
+	snprintf(id, sizeof(id), "%s", mcp_jstr(s, "id"));
 	mcp_progress(x, "sandbox %s: created", id);
 	if (wants_wait(args))
 		r = wait_state(x, "sandbox_create", id, "running", wait_secs(args));
@@ -347,7 +344,7 @@ t_list(struct mcp_ctx *x, json_t *args)
 static json_t *
 t_get(struct mcp_ctx *x, json_t *args)
 {
-	json_t *s = sandbox_get(x, "get_sandbox", jstr(args, "sandbox")), *r;
+	json_t *s = sandbox_get(x, "get_sandbox", mcp_jstr(args, "sandbox")), *r;
 
 	if (s == NULL)
 		return NULL;
@@ -366,7 +363,7 @@ static json_t *
 lifecycle(struct mcp_ctx *x, json_t *args, const char *what, const char *verb,
     const char *done)
 {
-	const char *sbx = jstr(args, "sandbox");
+	const char *sbx = mcp_jstr(args, "sandbox");
 	char path[SPACE_ID_MAX + 32];
 	json_t *body, *r;
 
@@ -406,11 +403,11 @@ t_kill(struct mcp_ctx *x, json_t *args)
 	char path[SPACE_ID_MAX + 32];
 	json_t *r, *o;
 
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s", jstr(args, "sandbox"));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", mcp_jstr(args, "sandbox"));
 	if ((r = ctl(x, "kill", "DELETE", path, NULL)) == NULL)
 		return NULL;
-	o = json_pack("{s:s,s:s}", "id", jstr(args, "sandbox"), "state",
-	    jstr(r, "state") ? jstr(r, "state") : "killed");
+	o = json_pack("{s:s,s:s}", "id", mcp_jstr(args, "sandbox"), "state",
+	    mcp_jstr(r, "state") ? mcp_jstr(r, "state") : "killed");
 	json_decref(r);
 	return o;
 }
@@ -479,7 +476,7 @@ put_stream(json_t *out, const json_t *res, const char *name, size_t max)
 static json_t *
 t_run(struct mcp_ctx *x, json_t *args)
 {
-	const char *sbx = jstr(args, "sandbox");
+	const char *sbx = mcp_jstr(args, "sandbox");
 	json_t *argv = json_object_get(args, "argv"), *cmd = json_object_get(args, "command");
 	json_t *body = NULL, *out = NULL, *res, *v;
 	struct space_data_op op;
@@ -507,13 +504,13 @@ t_run(struct mcp_ctx *x, json_t *args)
 		json_object_set(body, "env", v);
 	if ((v = json_object_get(args, "stdin")) != NULL)
 		json_object_set(body, "stdin", v);
-	op_init(&op, "exec", "POST", "exec");
+	mcp_op_init(&op, "exec", "POST", "exec");
 	op.body = body;
 	/* the sandbox enforces the timeout; this bounds a backend that never
 	 * answers */
 	op.timeout = (long)timeout + 15;
 	mcp_progress(x, "running in %s", sbx);
-	if (data_op(x, "run_command", sbx, &op, &a) != 0)
+	if (mcp_data_op(x, "run_command", sbx, &op, &a) != 0)
 		goto out;
 	res = a.body;
 	if (!json_is_object(res)) {
@@ -535,204 +532,6 @@ t_run(struct mcp_ctx *x, json_t *args)
 	put_stream(out, res, "stderr", (size_t)max);
 out:
 	json_decref(body);
-	space_answer_clear(&a);
-	return out;
-}
-
-/* ---- files ---- */
-
-static int
-memfd(const char *name)
-{
-	return memfd_create(name, MFD_CLOEXEC);
-}
-
-static json_t *
-t_read(struct mcp_ctx *x, json_t *args)
-{
-	const char *sbx = jstr(args, "sandbox"), *path = jstr(args, "path");
-	const char *enc = jstr(args, "encoding") ? jstr(args, "encoding") : "text", *type;
-	struct space_data_op op;
-	struct space_answer a;
-	json_int_t max = READ_DEFAULT, size;
-	json_t *out = NULL, *text = NULL;
-	char *q = NULL, *buf = NULL, *b64 = NULL;
-	size_t n = 0, cut;
-	ssize_t r;
-	int fd = -1;
-
-	space_answer_init(&a);
-	if (json_is_integer(json_object_get(args, "max_bytes")))
-		max = json_integer_value(json_object_get(args, "max_bytes"));
-	/* stat first: a directory, or a file too large to fetch, is said
-	 * before any byte moves */
-	if ((q = path_query("fs/stat", path, NULL)) == NULL)
-		goto oom;
-	op_init(&op, "fs:r", "GET", q);
-	if (data_op(x, "read_file", sbx, &op, &a) != 0)
-		goto out;
-	type = jstr(a.body, "type") ? jstr(a.body, "type") : "?";
-	if (strcmp(type, "dir") == 0) {
-		mcp_fail(x, "read_file: %s is a directory: use list_dir", path);
-		goto out;
-	}
-	if (strcmp(type, "file") != 0) {
-		mcp_fail(x, "read_file: %s is not a regular file (%s)", path, type);
-		goto out;
-	}
-	size = json_integer_value(json_object_get(a.body, "size"));
-	if (size > (json_int_t)READ_FETCH_MAX) {
-		mcp_fail(x, "read_file: %s is %lld bytes; read_file fetches files up to %u "
-		    "bytes: read a part with run_command (head -c, tail -c, dd)", path,
-		    (long long)size, READ_FETCH_MAX);
-		goto out;
-	}
-	space_answer_clear(&a);
-	free(q);
-	if ((q = path_query("files", path, NULL)) == NULL || (fd = memfd("read_file")) < 0)
-		goto oom;
-	op_init(&op, "fs:r", "GET", q);
-	op.out_fd = fd;
-	op.timeout = 0;
-	if (data_op(x, "read_file", sbx, &op, &a) != 0)
-		goto out;
-	if (lseek(fd, 0, SEEK_SET) != 0 || (buf = malloc((size_t)max + 1)) == NULL)
-		goto oom;
-	while (n < (size_t)max + 1) {
-		r = read(fd, buf + n, (size_t)max + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	cut = n > (size_t)max ? (size_t)max : n;
-	if (strcmp(enc, "text") == 0 && memchr(buf, '\0', cut) == NULL) {
-		size_t t = cut;
-		/* a truncation inside a character is cut back to its start */
-		if (n > cut)
-			while (t > 0 && ((unsigned char)buf[t] & 0xc0) == 0x80)
-				t--;
-		if ((text = json_stringn(buf, t)) != NULL)
-			cut = t;
-	}
-	if (text == NULL) {
-		size_t bl = sodium_base64_encoded_len(cut, sodium_base64_VARIANT_ORIGINAL);
-		if ((b64 = malloc(bl)) == NULL)
-			goto oom;
-		sodium_bin2base64(b64, bl, (unsigned char *)buf, cut, sodium_base64_VARIANT_ORIGINAL);
-		text = json_string(b64);
-		enc = "base64";
-	}
-	out = json_pack("{s:s,s:I,s:I,s:s,s:o,s:b}", "path", path,
-	    "size", (json_int_t)(n > (size_t)max ? size : (json_int_t)n),
-	    "returned_bytes", (json_int_t)cut, "encoding", enc, "content", text,
-	    "truncated", n > cut);
-	goto out;
-oom:
-	mcp_fail(x, "read_file: %s", strerror(errno ? errno : ENOMEM));
-out:
-	if (fd >= 0)
-		close(fd);
-	free(q);
-	free(buf);
-	free(b64);
-	space_answer_clear(&a);
-	return out;
-}
-
-static json_t *
-t_write(struct mcp_ctx *x, json_t *args)
-{
-	const char *sbx = jstr(args, "sandbox"), *path = jstr(args, "path");
-	const char *enc = jstr(args, "encoding") ? jstr(args, "encoding") : "text";
-	const json_t *content = json_object_get(args, "content");
-	struct space_data_op op;
-	struct space_answer a;
-	unsigned char *bin = NULL;
-	const void *data;
-	size_t len, blen = 0;
-	json_t *out = NULL, *body;
-	char *q = NULL, *dir = NULL, *slash;
-	int fd = -1;
-
-	space_answer_init(&a);
-	data = json_string_value(content);
-	len = json_string_length(content);
-	if (strcmp(enc, "base64") == 0) {
-		if ((bin = malloc(len / 4 * 3 + 3)) == NULL)
-			goto oom;
-		if (sodium_base642bin(bin, len / 4 * 3 + 3, data, len, " \r\n", &blen, NULL,
-		    sodium_base64_VARIANT_ORIGINAL) != 0)
-			return mcp_fail(x, "write_file: content is not standard base64");
-		data = bin;
-		len = blen;
-	}
-	if (len > SPACE_MCP_FILE_MAX) {
-		mcp_fail(x, "write_file: %zu bytes; write_file takes at most %u", len,
-		    SPACE_MCP_FILE_MAX);
-		goto out;
-	}
-	if (json_is_true(json_object_get(args, "make_parents")) &&
-	    (slash = strrchr(path, '/')) != NULL && slash != path) {
-		if ((dir = strndup(path, (size_t)(slash - path))) == NULL)
-			goto oom;
-		body = json_pack("{s:s,s:b}", "path", dir, "parents", 1);
-		op_init(&op, "fs:w", "POST", "fs/mkdir");
-		op.body = body;
-		if (data_op(x, "write_file (making its directory)", sbx, &op, &a) != 0) {
-			json_decref(body);
-			goto out;
-		}
-		json_decref(body);
-		space_answer_clear(&a);
-	}
-	if ((fd = memfd("write_file")) < 0 || fd_write_all(fd, data, len) != 0 ||
-	    lseek(fd, 0, SEEK_SET) != 0)
-		goto oom;
-	if ((q = path_query("files", path, jstr(args, "mode"))) == NULL)
-		goto oom;
-	op_init(&op, "fs:w", "PUT", q);
-	op.in_fd = fd;
-	op.timeout = 0;
-	if (data_op(x, "write_file", sbx, &op, &a) != 0)
-		goto out;
-	out = json_pack("{s:s,s:I}", "path", path, "size", json_is_integer(json_object_get(a.body,
-	    "size")) ? json_integer_value(json_object_get(a.body, "size")) : (json_int_t)len);
-	goto out;
-oom:
-	mcp_fail(x, "write_file: %s", strerror(errno ? errno : ENOMEM));
-out:
-	if (fd >= 0)
-		close(fd);
-	free(bin);
-	free(q);
-	free(dir);
-	space_answer_clear(&a);
-	return out;
-}
-
-static json_t *
-t_list_dir(struct mcp_ctx *x, json_t *args)
-{
-	const char *sbx = jstr(args, "sandbox"), *path = jstr(args, "path");
-	struct space_data_op op;
-	struct space_answer a;
-	json_t *out = NULL;
-	char *q;
-
-	space_answer_init(&a);
-	if ((q = path_query("fs/list", path, NULL)) == NULL)
-		return mcp_fail(x, "list_dir: out of memory");
-	op_init(&op, "fs:r", "GET", q);
-	if (data_op(x, "list_dir", sbx, &op, &a) == 0) {
-		if (!json_is_array(json_object_get(a.body, "entries")))
-			mcp_fail(x, "list_dir: malformed answer");
-		else
-			out = json_pack("{s:s,s:O}", "path", path, "entries",
-			    json_object_get(a.body, "entries"));
-	}
-	free(q);
 	space_answer_clear(&a);
 	return out;
 }
@@ -774,7 +573,8 @@ const struct mcp_tool mcp_tools[] = {
 	  "'place it on this worker'},"
 	  "'metadata':{'type':'object','description':'free-form labels, at most 16 KiB'},"
 	  WAIT_ARGS "}}",
-	  SUMMARY, t_create },
+	  SUMMARY, "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}",
+	  t_create },
 	{ "run_command", "Run a command in a sandbox",
 	  "Run a command in a sandbox and return its exit status, stdout and stderr. Give "
 	  "argv (a program and its arguments) or command (a shell line, run by sh -c). "
@@ -802,6 +602,7 @@ const struct mcp_tool mcp_tools[] = {
 	  "'stdout_encoding':{'type':'string','enum':['text','base64']},"
 	  "'stderr_encoding':{'type':'string','enum':['text','base64']},"
 	  "'stdout_truncated':{'type':'boolean'},'stderr_truncated':{'type':'boolean'}}}",
+	  "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':false,'openWorldHint':true}",
 	  t_run },
 	{ "read_file", "Read a file of a sandbox",
 	  "Read a file of a sandbox: as text when it is UTF-8 and encoding is text, else "
@@ -816,7 +617,8 @@ const struct mcp_tool mcp_tools[] = {
 	  "'the file size'},'returned_bytes':{'type':'integer'},"
 	  "'encoding':{'type':'string','enum':['text','base64']},'content':{'type':'string'},"
 	  "'truncated':{'type':'boolean'}}}",
-	  t_read },
+	  "{'readOnlyHint':true,'openWorldHint':false}",
+	  mcp_read_file },
 	{ "write_file", "Write a file of a sandbox",
 	  "Write (create or replace) a file of a sandbox from text or base64 content; the "
 	  "file is replaced only once all of it arrived.",
@@ -828,7 +630,8 @@ const struct mcp_tool mcp_tools[] = {
 	  "'make_parents':{'type':'boolean','default':false,'description':'create missing parent directories'}}}",
 	  "{'type':'object','required':['path','size'],'properties':{'path':{'type':'string'},"
 	  "'size':{'type':'integer','description':'bytes written'}}}",
-	  t_write },
+	  "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}",
+	  mcp_write_file },
 	{ "list_dir", "List a directory of a sandbox",
 	  "List a directory of a sandbox: name, type (file, dir, symlink, other), size, mode "
 	  "and mtime of each entry.",
@@ -838,12 +641,14 @@ const struct mcp_tool mcp_tools[] = {
 	  "'entries':{'type':'array','items':{'type':'object','properties':{"
 	  "'name':{'type':'string'},'type':{'type':'string'},'size':{'type':'integer'},"
 	  "'mode':{'type':'integer'},'mtime':{'type':'string'}}}}}}",
-	  t_list_dir },
+	  "{'readOnlyHint':true,'openWorldHint':false}",
+	  mcp_list_dir },
 	{ "list_sandboxes", "List sandboxes",
 	  "List the sandboxes of this API key with their state, worker and generation.",
 	  "{'type':'object','additionalProperties':false,'properties':{}}",
 	  "{'type':'object','required':['sandboxes'],'properties':{'sandboxes':{'type':'array',"
 	  "'items':" SUMMARY "}}}",
+	  "{'readOnlyHint':true,'openWorldHint':false}",
 	  t_list },
 	{ "get_sandbox", "Show a sandbox",
 	  "Show a sandbox: state, worker, generation, resources and timeouts.",
@@ -851,26 +656,30 @@ const struct mcp_tool mcp_tools[] = {
 	  SBX_ARG "}}",
 	  "{'type':'object','required':['id','state'],'properties':{" SUMMARY_PROPS ","
 	  "'resources':{'type':'object'},'timeouts':{'type':'object'}}}",
+	  "{'readOnlyHint':true,'openWorldHint':false}",
 	  t_get },
 	{ "pause", "Pause a sandbox",
 	  "Pause a running sandbox: its files are kept in a snapshot, its processes are "
 	  "stopped. resume brings it back.",
 	  "{'type':'object','additionalProperties':false,'required':['sandbox'],'properties':{"
 	  SBX_ARG "," WAIT_ARGS "}}",
-	  SUMMARY, t_pause },
+	  SUMMARY, "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}",
+	  t_pause },
 	{ "resume", "Resume a sandbox",
 	  "Resume a paused sandbox with its files, as a new generation, optionally on "
 	  "another worker.",
 	  "{'type':'object','additionalProperties':false,'required':['sandbox'],'properties':{"
 	  SBX_ARG ",'worker':{'type':'string','pattern':'^[A-Za-z0-9_-]{1,64}$','description':"
 	  "'resume on this worker (default: the previous one if it can)'}," WAIT_ARGS "}}",
-	  SUMMARY, t_resume },
+	  SUMMARY, "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}",
+	  t_resume },
 	{ "kill", "Kill a sandbox",
 	  "Kill a sandbox: its processes and files are gone and it cannot be resumed.",
 	  "{'type':'object','additionalProperties':false,'required':['sandbox'],'properties':{"
 	  SBX_ARG "}}",
 	  "{'type':'object','required':['id','state'],'properties':{'id':{'type':'string'},"
 	  "'state':{'type':'string'}}}",
+	  "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}",
 	  t_kill },
 };
 const size_t mcp_ntools = sizeof(mcp_tools) / sizeof(mcp_tools[0]);

@@ -60,6 +60,10 @@ ok(['sandbox', 'path'].every((k) => byName.read_file.inputSchema.required.includ
 	JSON.stringify(byName.read_file.inputSchema.properties.encoding.enum) === '["text","base64"]',
 	'read_file needs sandbox and path, encoding text or base64');
 
+ok(byName.read_file.annotations?.readOnlyHint === true && byName.kill.annotations?.destructiveHint === true &&
+	byName.list_sandboxes.annotations?.readOnlyHint === true,
+	'annotations: the reads are read-only, kill is destructive');
+
 // callTool validates structuredContent against the tool's outputSchema
 // (the SDK throws when it does not match)
 const call = async (name, args, opts) => {

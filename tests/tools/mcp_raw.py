@@ -119,6 +119,14 @@ def main():
         m = s.next()
         ok(err(m) == -32700 and m.get("id") is None, what + ": -32700 parse error, id null", m)
 
+    # a line longer than the limit (16 MiB): refused, the next line served
+    s.send(b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"a":"' + b"x" * (17 << 20) + b'"}}')
+    m = s.next()
+    ok(err(m) == -32600 and "too large" in m["error"]["message"], "a 17 MiB line: -32600 message too large", m)
+    s.send({"jsonrpc": "2.0", "id": 4, "method": "ping"})
+    m = s.next()
+    ok(m and m.get("id") == 4 and "result" in m, "and the next line is served", m)
+
     # JSON that is not a valid request
     for raw, what in (([], "an empty batch"),
                       ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "a batch"),
