@@ -32,14 +32,14 @@ LDFLAGS  += -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 # request (src/space/curl_lazy.c). Unit tests, benchmarks and fuzzers take
 # LDLIBS_ALL; --as-needed keeps only what each of them really calls
 # (gcc's sanitizer link turns that default off, hence the explicit flag).
-LIBS_node-api      := -lsodium -ljansson -lmicrohttpd
+LIBS_node-api      := -lsodium -ljansson -lmicrohttpd -lwslay -lnettle
 LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd
 LIBS_space         := -lsodium -ljansson -luv
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
 LIBS_spaced-host   := -lsodium -ljansson -lseccomp -lcap
 LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
-              -luv -larchive -lzstd -lpthread -lm
+              -luv -larchive -lzstd -lwslay -lnettle -lpthread -lm
 
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

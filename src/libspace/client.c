@@ -733,6 +733,8 @@ sbx_op_once(const struct route_entry *e, const char *sbx,
 		return -ENAMETOOLONG;
 	}
 	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
+	if (op->open_ws != NULL)
+		return op->open_ws(op->ws_ctx, url, e->capability, a);
 	return http_exchange(url, e->capability, op->method, op->body, op->in_fd,
 	    op->out_fd, connect_timeout, op->timeout, gen, e->route.worker, a);
 }

@@ -90,6 +90,13 @@ struct space_data_op {
 	int         out_fd;     /* >= 0: stream a 2xx body to this fd instead of parsing it */
 	long        timeout;    /* seconds for the whole exchange; 0: none, but
 	                           a transfer stalled for 60 s is abandoned */
+	/* a WebSocket opening instead of an HTTP exchange (streams): called
+	 * with the URL and the bearer, it fills a as http would (status 101
+	 * when the stream opened, the decoded error answer otherwise), so the
+	 * route repair rules apply to it unchanged */
+	int (*open_ws)(void *ctx, const char *url, const char *bearer,
+	    struct space_answer *a);
+	void       *ws_ctx;
 };
 /* Get a route for sbx (the route cache first), then do op against its
  * endpoint through route_call(): the single place where route repair

@@ -30,8 +30,9 @@
 #include "proto.h"
 #include "util.h"
 #include "verifier.h"
+#include "wskey.h"
 
-enum kind { K_JSON, K_QUERY, K_DOWNLOAD, K_UPLOAD };
+enum kind { K_JSON, K_QUERY, K_DOWNLOAD, K_UPLOAD, K_NOARGS, K_WS };
 
 struct route {
 	const char *method, *suffix, *op, *label;
@@ -50,6 +51,17 @@ static const struct route routes[] = {
 	{ "POST", "fs/mkdir",  "fs.mkdir",  "fs_mkdir",  K_JSON, SPACE_HTTP_BODY_MAX },
 	{ "POST", "fs/remove", "fs.remove", "fs_remove", K_JSON, SPACE_HTTP_BODY_MAX },
 	{ "POST", "fs/rename", "fs.rename", "fs_rename", K_JSON, SPACE_HTTP_BODY_MAX },
+	/* processes and watches (ws.c for the WebSocket ones); "*" is a
+	 * process id, passed on as args "pid" */
+	{ "GET",  "processes", "proc.list", "proc_list", K_NOARGS, 0 },
+	{ "POST", "processes", "proc.start", "proc_start", K_JSON, SPACE_EXEC_BODY_MAX },
+	{ "GET",  "processes/stream", "proc.start", "proc_stream", K_WS, 0 },
+	{ "GET",  "processes/*/stream", "proc.attach", "proc_attach", K_WS, 0 },
+	{ "POST", "processes/*/signal", "proc.signal", "proc_signal", K_JSON, SPACE_HTTP_BODY_MAX },
+	{ "POST", "processes/*/stdin", "proc.stdin", "proc_stdin", K_JSON,
+	  (SPACE_PROC_STDIN_MAX + 2) / 3 * 4 + 4096 },
+	{ "POST", "processes/*/resize", "proc.resize", "proc_resize", K_JSON, SPACE_HTTP_BODY_MAX },
+	{ "GET",  "watch", "fs.watch", "fs_watch", K_WS, 0 },
 };
 
 struct req {
@@ -69,6 +81,14 @@ struct req {
 	/* manager connection */
 	int mfd;
 	bool upload_broken;
+	/* routes with a process id in the path */
+	bool has_pid;
+	uint32_t pid;
+	/* K_WS: the client's key, the subprotocol chosen, the stream once
+	 * the backend answered (until the upgrade hands it to ws.c) */
+	char ws_key[32];
+	const char *ws_proto;
+	struct ws_stream *ws;
 	/* K_DOWNLOAD */
 	uint64_t size, sent;
 	struct frame cur;
@@ -155,8 +175,10 @@ respond_error_from(struct MHD_Connection *c, struct req *r, unsigned status, con
 }
 
 /* map the manager's first reply frame; for K_DOWNLOAD a RESPONSE starts the
- * streamed body instead */
+ * streamed body instead, for K_WS the WebSocket */
 static ssize_t dl_reader(void *cls, uint64_t pos, char *buf, size_t max);
+static enum MHD_Result ws_upgrade(struct MHD_Connection *c, struct req *r,
+    const struct msg_response *resp);
 
 static enum MHD_Result
 reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
@@ -189,6 +211,11 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 	if (f->type != MSG_RESPONSE ||
 	    msg_response_decode(f->payload, f->len, MSG_FORM_CLAIMS, &resp, &why) != 0)
 		goto bad;
+	if (r->rt->kind == K_WS) {
+		ret = ws_upgrade(c, r, &resp);
+		msg_response_free(&resp);
+		return ret;
+	}
 	if (r->rt->kind == K_DOWNLOAD) {
 		sz = json_object_get(resp.result, "size");
 		if (!json_is_integer(sz) || json_integer_value(sz) < 0)
@@ -304,6 +331,151 @@ path_args(struct MHD_Connection *c, bool with_mode, const char **why)
 	return a;
 }
 
+/* a route suffix against the request's; "*" matches a process id
+ * (1..10 digits, no leading zero, at most 2^31-1), stored in r */
+static bool
+suffix_match(const char *pat, const char *s, struct req *r)
+{
+	const char *star = strchr(pat, '*');
+	unsigned long long v = 0;
+	size_t n = 0;
+
+	if (star == NULL)
+		return strcmp(pat, s) == 0;
+	if (strncmp(pat, s, (size_t)(star - pat)) != 0)
+		return false;
+	s += star - pat;
+	while (s[n] >= '0' && s[n] <= '9' && n < 11)
+		v = v * 10 + (unsigned)(s[n++] - '0');
+	if (n == 0 || n > 10 || (n > 1 && s[0] == '0') || v == 0 || v > 0x7fffffffULL)
+		return false;
+	if (strcmp(star + 1, s + n) != 0)
+		return false;
+	r->has_pid = true;
+	r->pid = (uint32_t)v;
+	return true;
+}
+
+/* the arguments of a WebSocket route, from its query: a process start
+ * takes its args as one JSON object in "args" (a browser cannot send a
+ * body with the opening handshake), an attach its pid, a watch "path" and
+ * "recursive" */
+static json_t *
+ws_args(struct MHD_Connection *c, struct req *r, const char **why)
+{
+	const char *q;
+	json_error_t je;
+	json_t *a;
+
+	if (strcmp(r->rt->op, "proc.start") == 0) {
+		q = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "args");
+		if (q == NULL || strlen(q) > SPACE_HTTP_BODY_MAX) {
+			*why = "args query parameter (a JSON object) missing or too long";
+			return NULL;
+		}
+		a = json_loads(q, JSON_REJECT_DUPLICATES, &je);
+		if (!json_is_object(a) || json_object_get(a, "attach") != NULL) {
+			json_decref(a);
+			*why = "args must be a JSON object without \"attach\"";
+			return NULL;
+		}
+		return a;
+	}
+	if (strcmp(r->rt->op, "proc.attach") == 0)
+		return json_pack("{s:I}", "pid", (json_int_t)r->pid);
+	/* fs.watch */
+	if ((a = path_args(c, false, why)) == NULL)
+		return NULL;
+	q = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "recursive");
+	if (q != NULL) {
+		if (strcmp(q, "true") != 0 && strcmp(q, "false") != 0 && strcmp(q, "1") != 0 &&
+		    strcmp(q, "0") != 0) {
+			json_decref(a);
+			*why = "recursive is true or false";
+			return NULL;
+		}
+		json_object_set_new(a, "recursive", json_boolean(q[0] == 't' || q[0] == '1'));
+	}
+	return a;
+}
+
+/* RFC 6455 section 4.2.1: what makes a request an opening handshake. A
+ * request on a WebSocket route that is not one is answered 400 (426 for
+ * another version, with the one we speak). Returns NULL when it is. */
+static const char *
+ws_handshake_bad(struct MHD_Connection *c, struct req *r, const char *method, unsigned *status)
+{
+	const char *up = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Upgrade");
+	const char *conn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection");
+	const char *ver = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version");
+	const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key");
+	const char *proto = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Protocol");
+
+	*status = 400;
+	if (strcmp(method, "GET") != 0)
+		return "a WebSocket opens with GET";
+	if (up == NULL || strcasecmp(up, "websocket") != 0 || conn == NULL ||
+	    strcasestr(conn, "upgrade") == NULL)
+		return "this route is a WebSocket (Upgrade: websocket)";
+	if (ver == NULL || strcmp(ver, "13") != 0) {
+		*status = 426;
+		return "Sec-WebSocket-Version must be 13";
+	}
+	if (!ws_key_valid(key))
+		return "Sec-WebSocket-Key must be base64 of 16 bytes";
+	strcpy(r->ws_key, key);
+	/* binary messages unless the client asks for the JSON text form;
+	 * a client that offers nothing gets binary (and no header) */
+	r->ws_proto = NULL;
+	if (proto != NULL) {
+		if (strstr(proto, "space.v1.json") != NULL)
+			r->ws_proto = "space.v1.json";
+		else if (strstr(proto, "space.v1") != NULL)
+			r->ws_proto = "space.v1";
+		else
+			return "Sec-WebSocket-Protocol: offer space.v1 or space.v1.json";
+	}
+	return NULL;
+}
+
+/* the backend took the stream: switch protocols */
+static void
+upgrade_cb(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
+    size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	struct req *r = con_cls;
+	struct ws_stream *ws = cls;
+
+	/* from here the socket is ours: the head watchdog lets go of it */
+	headwatch_close(heads, c);
+	if (r != NULL && r->ws == ws)
+		r->ws = NULL;
+	ws_start(ws, sock, urh, extra_in, extra_in_size);
+}
+
+static enum MHD_Result
+ws_upgrade(struct MHD_Connection *c, struct req *r, const struct msg_response *resp)
+{
+	struct MHD_Response *mr;
+	char accept[WS_ACCEPT_LEN + 1], gen[24];
+
+	if ((r->ws = ws_new(r->mfd, resp->result,
+	    r->ws_proto && strcmp(r->ws_proto, "space.v1.json") == 0)) == NULL)
+		return respond_error(c, r, 500, "internal", NULL, "out of memory");
+	r->mfd = -1;    /* the stream's now */
+	if ((mr = MHD_create_response_for_upgrade(upgrade_cb, r->ws)) == NULL)
+		return MHD_NO;
+	ws_accept_of(r->ws_key, accept);
+	MHD_add_response_header(mr, MHD_HTTP_HEADER_UPGRADE, "websocket");
+	MHD_add_response_header(mr, "Sec-WebSocket-Accept", accept);
+	if (r->ws_proto)
+		MHD_add_response_header(mr, "Sec-WebSocket-Protocol", r->ws_proto);
+	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)resp->serving.generation);
+	MHD_add_response_header(mr, "X-Space-Generation", gen);
+	MHD_add_response_header(mr, "X-Space-Worker", resp->serving.worker);
+	return queue(c, r, MHD_HTTP_SWITCHING_PROTOCOLS, mr);
+}
+
 /* first call: everything that needs no body */
 static enum MHD_Result
 count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -367,11 +539,11 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 		return respond_error(c, r, 404, "not_found", NULL, "no such route");
 	idlen = (size_t)(slash - rest);
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if (strcmp(slash + 1, routes[i].suffix) == 0 && strcmp(method, routes[i].method) == 0)
+		if (suffix_match(routes[i].suffix, slash + 1, r) && strcmp(method, routes[i].method) == 0)
 			r->rt = &routes[i];
 	if (r->rt == NULL) {
 		for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-			if (strcmp(slash + 1, routes[i].suffix) == 0)
+			if (suffix_match(routes[i].suffix, slash + 1, r))
 				return respond_error(c, r, 405, "bad_request", NULL, "method not allowed");
 		return respond_error(c, r, 404, "not_found", NULL, "no such route");
 	}
@@ -415,6 +587,36 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 		return respond_error(c, r, 400, "bad_request", NULL, "invalid sandbox id");
 
 	switch (r->rt->kind) {
+	case K_WS: {
+		unsigned st;
+
+		if ((why = ws_handshake_bad(c, r, method, &st)) != NULL) {
+			if (st == 426) {
+				struct MHD_Response *mr = MHD_create_response_from_buffer(0, NULL,
+				    MHD_RESPMEM_PERSISTENT);
+				if (mr == NULL)
+					return MHD_NO;
+				MHD_add_response_header(mr, "Sec-WebSocket-Version", "13");
+				return queue(c, r, 426, mr);
+			}
+			return respond_error(c, r, st, "bad_request", NULL, why);
+		}
+		if ((args = ws_args(c, r, &why)) == NULL)
+			return respond_error(c, r, 400, "bad_request", NULL, why);
+		ret = open_manager(c, r, args);
+		json_decref(args);
+		if (r->mfd < 0)
+			return ret;
+		return finish(c, r);
+	}
+	case K_NOARGS:
+		if ((args = json_object()) == NULL)
+			return MHD_NO;
+		ret = open_manager(c, r, args);
+		json_decref(args);
+		if (r->mfd < 0)
+			return ret;
+		return finish(c, r);
 	case K_JSON:
 		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > r->rt->body_max)
@@ -495,6 +697,25 @@ handler(void *cls, struct MHD_Connection *c, const char *url, const char *method
 			json_decref(args);
 			return respond_error(c, r, 400, "bad_request", NULL, "body must be a JSON object");
 		}
+		/* the process named by the path; one in the body is refused
+		 * rather than silently chosen between */
+		if (r->has_pid) {
+			if (json_object_get(args, "pid") != NULL) {
+				json_decref(args);
+				return respond_error(c, r, 400, "bad_request", NULL,
+				    "the process id is the path's");
+			}
+			json_object_set_new(args, "pid", json_integer((json_int_t)r->pid));
+		}
+		/* a start without a WebSocket runs in the background */
+		if (strcmp(r->rt->op, "proc.start") == 0) {
+			if (json_object_get(args, "attach") != NULL) {
+				json_decref(args);
+				return respond_error(c, r, 400, "bad_request", NULL,
+				    "\"attach\" is not a member here: POST starts in the background");
+			}
+			json_object_set_new(args, "attach", json_false());
+		}
 		ret = open_manager(c, r, args);
 		json_decref(args);
 		if (r->mfd < 0)
@@ -532,6 +753,7 @@ done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
 		return;
 	if (r->mfd >= 0)
 		close(r->mfd);
+	ws_free(r->ws);         /* answered, never upgraded */
 	frame_free(&r->cur);
 	free(r->body);
 	if (r->token) {
@@ -566,7 +788,7 @@ http_start(int listen_fd)
 	if (headwatch_start(ncfg.head_timeout, ncfg.heads_per_ip, SPACE_HTTP_CONN_MAX, &heads) < 0)
 		return NULL;
 	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-	    MHD_USE_ERROR_LOG, 0, NULL, NULL, handler, NULL,
+	    MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE, 0, NULL, NULL, handler, NULL,
 	    MHD_OPTION_LISTEN_SOCKET, listen_fd,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SPACE_HTTP_CONN_MAX,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, ncfg.conns_per_ip,

@@ -15,6 +15,31 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { const char *route; uint64_t by_status[STATUS_MAX]; } routes[ROUTES_MAX];
 static struct { char error[32], reason[48]; uint64_t n; } reasons[REASONS_MAX];
+/* WebSocket streams: open now, and closes by code (the codes ws.c uses,
+ * plus what clients send: counted by class beyond those) */
+static int64_t streams_open;
+static const unsigned close_codes[] = { 1000, 1001, 1002, 1005, 1007, 1008, 1009, 1011, 4400, 4409, 0 };
+static uint64_t closes[sizeof(close_codes) / sizeof(close_codes[0])];
+
+void
+metrics_stream_open(int delta)
+{
+	pthread_mutex_lock(&lock);
+	streams_open += delta;
+	pthread_mutex_unlock(&lock);
+}
+
+void
+metrics_stream_close(unsigned code)
+{
+	size_t i;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; close_codes[i] && close_codes[i] != code; i++)
+		;
+	closes[i]++;    /* the last slot: any other code */
+	pthread_mutex_unlock(&lock);
+}
 
 /* route is always a static label from http.c */
 void
@@ -91,6 +116,14 @@ metrics_render(size_t *len)
 	for (i = 0; i < REASONS_MAX && reasons[i].error[0]; i++)
 		fprintf(f, "space_nodeapi_refusals_total{error=\"%s\",reason=\"%s\"} %llu\n",
 		    reasons[i].error, reasons[i].reason, (unsigned long long)reasons[i].n);
+	fprintf(f, "# TYPE space_nodeapi_streams_open gauge\n"
+	    "space_nodeapi_streams_open %lld\n", (long long)streams_open);
+	fprintf(f, "# TYPE space_nodeapi_stream_closes_total counter\n");
+	for (i = 0; close_codes[i]; i++)
+		fprintf(f, "space_nodeapi_stream_closes_total{code=\"%u\"} %llu\n",
+		    close_codes[i], (unsigned long long)closes[i]);
+	fprintf(f, "space_nodeapi_stream_closes_total{code=\"other\"} %llu\n",
+	    (unsigned long long)closes[i]);
 	pthread_mutex_unlock(&lock);
 	if (ncfg.metrics_file && read_file(ncfg.metrics_file, 1u << 20, &extra, &elen) == 0) {
 		fwrite(extra, 1, elen, f);

@@ -3,6 +3,7 @@
  *   http.c     routes, cheap rejection (the bearer's shape by the verifier's
  *              grammar; the signature is sbx-manager's), request/response mapping
  *   manager.c  one framed connection to sbx-manager per operation
+ *   ws.c       WebSocket streams after the upgrade (wslay framing)
  *   metrics.c  counters and GET /metrics */
 #ifndef NODE_API_H
 #define NODE_API_H
@@ -30,7 +31,19 @@ struct json_t;
 int manager_open(const char *op, const char *sandbox, const char *token,
     struct json_t *args);
 
+/* ws.c: a stream whose backend answered; owns mfd from ws_new on */
+struct ws_stream;
+struct MHD_UpgradeResponseHandle;
+struct ws_stream *ws_new(int mfd, const struct json_t *result, bool json_out);
+void ws_free(struct ws_stream *ws);
+/* takes the upgraded socket over (a thread of its own); ws is freed by
+ * it, or here on failure (-1) */
+int ws_start(struct ws_stream *ws, int sock, struct MHD_UpgradeResponseHandle *urh,
+    const char *extra, size_t extra_len);
+
 /* metrics.c */
+void metrics_stream_open(int delta);
+void metrics_stream_close(unsigned code);
 void metrics_request(const char *route, unsigned status);
 void metrics_admission(const char *error, const char *reason);
 /* Prometheus text, malloc'd */

@@ -80,8 +80,8 @@ forward_error(int to, const struct frame *f, const struct route_identity *id)
 
 /* relay one operation; both fds are verified and the lease is held */
 static void
-relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *rec,
-    const struct capability *cap, const char *what)
+relay(int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
+    const struct record *rec, const struct capability *cap, const char *what)
 {
 	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
 	bool bridge_broken = false;
@@ -125,6 +125,11 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, const struct record *r
 				got_resp = true;
 				r = forward(cfd, &f);
 				frame_free(&f);
+				/* a streaming operation goes on as a stream (stream.c) */
+				if (r == 0 && streams) {
+					stream_relay(cfd, bfd, l, rec->id.sandbox);
+					goto out;
+				}
 				if (r != 0 || op != OP_FS_READ)
 					goto out;
 				continue;
@@ -240,7 +245,7 @@ handle(int cfd)
 	if (have)
 		rr = (struct runtime_record){ .id = rec.id, .state = rec.state, .epoch = rec.epoch };
 	ar = (struct admit_request){ .kind = RECV_SBX_MANAGER, .target_sandbox = req.sandbox,
-	    .receiver_sandbox = NULL, .need_access = op_access(req.op), .now = now_unix() };
+	    .receiver_sandbox = NULL, .need_access = msg_request_access(&req), .now = now_unix() };
 	res = admit_token(mgr_verifier, req.token, req.token_len, have ? &rr : NULL, &ar, &cap);
 	metrics_admission(res.outcome, res.reason);
 	if (res.outcome != ADMIT_ALLOW) {
@@ -316,7 +321,7 @@ handle(int cfd)
 		goto out;
 	}
 	metrics_inc(MC_ALLOW);
-	relay(cfd, bfd, l, req.op, &rec, &cap, op_name(req.op));
+	relay(cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap, op_name(req.op));
 out:
 	/* the lease goes before the fds: a canceller never touches a
 	 * descriptor number that was closed and reused */

@@ -7,6 +7,7 @@
  *   assign.c   install / retire / restart reconciliation
  *   api.c      the node-api socket: admission and relay
  *   lease.c    stream leases and their cancellation
+ *   stream.c   the relay of a streaming operation after its RESPONSE
  *   metrics.c  counters, written to D/metrics.prom
  *   uidrange.c host uid windows, one per worker on a machine
  *   layer.c    snapshots of the writable layer: archive and restore */
@@ -160,6 +161,10 @@ bool lease_cancelled(struct lease *l);
 /* cancel every lease of sandbox with an epoch below `epoch` */
 unsigned lease_cancel_before(const char *sandbox, uint64_t epoch);
 unsigned lease_count(void);
+
+/* stream.c: relay MSG_STREAM frames both ways until either side ends or
+ * the lease is cancelled (then CANCEL to the client) */
+void stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox);
 
 /* api.c */
 int api_listen(const char *path);

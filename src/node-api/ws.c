@@ -1,0 +1,398 @@
+/* WebSocket streams of node-api (docs/protocol.md section 2, "Streams").
+ *
+ * The opening handshake is an ordinary request of http.c: route, bearer,
+ * sandbox id, then the streaming operation goes to sbx-manager, and its
+ * first answer decides. A refusal (409 refresh_route, 403 deny, 401
+ * capability_expired, 404 ...) is an HTTP answer before any upgrade, so a
+ * client repairs its route as for any request. A RESPONSE turns the
+ * connection into a WebSocket (101, libmicrohttpd's upgrade) and this file
+ * takes the socket and the sbx-manager connection over, in a thread of its
+ * own.
+ *
+ * Framing is wslay's (RFC 6455: masking, fragments, control frames, close
+ * handshake, UTF-8 of close reasons); this file only maps messages:
+ *   - first, one text message: {"result":{...}} of the RESPONSE;
+ *   - server to client: each MSG_STREAM payload as one binary message
+ *     (the same bytes the guest wrote), or as the JSON text of
+ *     stream_json.h when the client chose subprotocol space.v1.json;
+ *   - client to server: a binary message is one MSG_STREAM payload of the
+ *     "in" direction, checked by msg_stream_decode; a text message is the
+ *     JSON form (stream_json.h). Either reaches sbx-manager as the same
+ *     MSG_STREAM bytes.
+ * Close codes: 1000 when the stream ended (a process exited, a watch
+ * ended), 1002 for a protocol error (wslay), 1007 for a message that does
+ * not decode, 1009 for one over SPACE_STREAM_PAYLOAD_MAX (wslay), 4400 for
+ * a well-formed message that has no place on this stream (an "out" kind
+ * from the client), 4409 when the backend cancelled the stream's lease
+ * (its execution was replaced: move, pause, retire), 1011 when the backend
+ * went away otherwise.
+ *
+ * Memory per stream is bounded: sbx-manager is read only while wslay's
+ * send queue holds less than WS_QUEUE_MAX bytes, and the client is read
+ * only while nothing is waiting to go to sbx-manager (what one read of
+ * wslay's 4 KiB buffer holds at most, bounded by WS_TO_MGR_MAX). */
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <wslay/wslay.h>
+
+#include "framepump.h"
+#include "log.h"
+#include "msg.h"
+#include "msg_stream.h"
+#include "node-api.h"
+#include "proto.h"
+#include "stream_json.h"
+
+#define WS_QUEUE_MAX    (256u << 10)    /* bytes queued towards the client */
+#define WS_TO_MGR_MAX   (SPACE_STREAM_PAYLOAD_MAX + (64u << 10))
+#define WS_CLOSE_WAIT_MS 5000           /* for the client's close after ours */
+
+struct ws_stream {
+	int sfd, mfd;
+	struct MHD_UpgradeResponseHandle *urh;
+	wslay_event_context_ptr ctx;
+	struct frame_rd mrd;
+	struct frame_wr mwr;
+	bool json_out;          /* subprotocol space.v1.json */
+	bool mgr_done;          /* no more from sbx-manager */
+	bool saw_exit;          /* the process's EXIT went by: an EOF is the end */
+	char *first;            /* the first text message */
+	uint8_t *extra;         /* bytes the client sent after its head */
+	size_t extra_len, extra_off;
+};
+
+struct ws_stream *
+ws_new(int mfd, const json_t *result, bool json_out)
+{
+	struct ws_stream *ws = calloc(1, sizeof(*ws));
+	json_t *o;
+
+	if (ws == NULL)
+		return NULL;
+	o = json_pack("{s:O}", "result", (json_t *)result);
+	ws->first = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (ws->first == NULL) {
+		free(ws);
+		return NULL;
+	}
+	ws->sfd = -1;
+	ws->mfd = mfd;
+	ws->json_out = json_out;
+	return ws;
+}
+
+void
+ws_free(struct ws_stream *ws)
+{
+	if (ws == NULL)
+		return;
+	if (ws->ctx)
+		wslay_event_context_free(ws->ctx);
+	if (ws->mfd >= 0)
+		close(ws->mfd);
+	frame_rd_free(&ws->mrd);
+	frame_wr_free(&ws->mwr);
+	free(ws->first);
+	free(ws->extra);
+	free(ws);
+}
+
+static ssize_t
+recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
+{
+	struct ws_stream *ws = user;
+	ssize_t n;
+
+	(void)flags;
+	/* flow control: nothing more from the client while what it sent
+	 * before has not gone on to sbx-manager */
+	if (frame_wr_pending(&ws->mwr) > 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	if (ws->extra_off < ws->extra_len) {
+		n = (ssize_t)(ws->extra_len - ws->extra_off < len ? ws->extra_len - ws->extra_off : len);
+		memcpy(buf, ws->extra + ws->extra_off, (size_t)n);
+		ws->extra_off += (size_t)n;
+		return n;
+	}
+	for (;;) {
+		n = recv(ws->sfd, buf, len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	if (n < 0) {
+		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ?
+		    WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
+		return -1;
+	}
+	if (n == 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+		return -1;
+	}
+	return n;
+}
+
+static ssize_t
+send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags, void *user)
+{
+	struct ws_stream *ws = user;
+	ssize_t n;
+
+	(void)flags;
+	for (;;) {
+		n = send(ws->sfd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	if (n < 0) {
+		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ?
+		    WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
+		return -1;
+	}
+	return n;
+}
+
+static void
+ws_close(struct ws_stream *ws, uint16_t code, const char *reason)
+{
+	if (!wslay_event_get_close_sent(ws->ctx))
+		wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason, strlen(reason));
+	wslay_event_shutdown_read(ws->ctx);
+	metrics_stream_close(code);
+}
+
+/* one message of the client */
+static void
+msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a, void *user)
+{
+	struct ws_stream *ws = user;
+	uint8_t buf[SPACE_STREAM_PAYLOAD_MAX];
+	struct msg_stream m;
+	const uint8_t *p;
+	const char *why;
+	size_t n;
+
+	(void)ctx;
+	if (a->opcode == WSLAY_CONNECTION_CLOSE) {
+		/* wslay answers the close; the process runs on */
+		metrics_stream_close(a->status_code ? a->status_code : 1005);
+		return;
+	}
+	if (a->opcode == WSLAY_TEXT_FRAME) {
+		if (stream_json_to_payload((const char *)a->msg, a->msg_length, buf, sizeof(buf),
+		    &n, &why) != 0) {
+			ws_close(ws, 1007, why);
+			return;
+		}
+		p = buf;
+	} else if (a->opcode == WSLAY_BINARY_FRAME) {
+		if (a->msg_length > SPACE_STREAM_PAYLOAD_MAX) {
+			ws_close(ws, 1009, "message too big");
+			return;
+		}
+		p = a->msg;
+		n = a->msg_length;
+	} else
+		return;         /* ping, pong: wslay's */
+	if (msg_stream_decode(p, n, STREAM_IN, &m, &why) != 0) {
+		/* a kind that travels the other way is well-formed but has no
+		 * place here: 4400; anything else does not decode: 1007 */
+		if (n > 0 && stream_kind_dir((enum stream_kind)p[0]) == STREAM_OUT)
+			ws_close(ws, 4400, "not a message a client sends");
+		else
+			ws_close(ws, 1007, why);
+		return;
+	}
+	if (frame_wr_pending(&ws->mwr) + FRAME_HDR_LEN + n > WS_TO_MGR_MAX ||
+	    frame_wr_add(&ws->mwr, MSG_STREAM, p, n) != 0)
+		ws_close(ws, 1008, "too much input at once");
+}
+
+/* one frame of sbx-manager */
+static void
+mgr_frame(struct ws_stream *ws, const struct frame *f)
+{
+	struct wslay_event_msg msg;
+	struct msg_stream m;
+	const char *why;
+	char *t = NULL;
+
+	switch (f->type) {
+	case MSG_STREAM:
+		if (msg_stream_decode(f->payload, f->len, STREAM_OUT, &m, &why) != 0) {
+			log_warnx("ws: a stream message from the backend: %s", why);
+			ws->mgr_done = true;
+			ws_close(ws, 1011, "bad message from the backend");
+			return;
+		}
+		if (m.kind == STREAM_EXIT)
+			ws->saw_exit = true;
+		if (ws->json_out) {
+			if ((t = stream_json_of(&m)) == NULL) {
+				ws->mgr_done = true;
+				ws_close(ws, 1011, "out of memory");
+				return;
+			}
+			msg = (struct wslay_event_msg){ WSLAY_TEXT_FRAME, (const uint8_t *)t, strlen(t) };
+		} else
+			msg = (struct wslay_event_msg){ WSLAY_BINARY_FRAME, f->payload, f->len };
+		/* wslay copies the message */
+		if (wslay_event_queue_msg(ws->ctx, &msg) != 0) {
+			ws->mgr_done = true;
+			ws_close(ws, 1011, "cannot queue");
+		}
+		free(t);
+		return;
+	case MSG_CANCEL:
+		/* the lease was cancelled: the execution was replaced */
+		ws->mgr_done = true;
+		ws_close(ws, 4409, "execution_replaced");
+		return;
+	case MSG_END:
+		ws->mgr_done = true;
+		ws_close(ws, 1000, "end");
+		return;
+	case MSG_ERROR: {
+		struct msg_error e;
+
+		ws->mgr_done = true;
+		if (msg_error_decode(f->payload, f->len, true, &e, &why) == 0)
+			ws_close(ws, 1011, e.error);
+		else
+			ws_close(ws, 1011, "backend error");
+		return;
+	}
+	default:
+		ws->mgr_done = true;
+		ws_close(ws, 1011, "unexpected frame from the backend");
+		return;
+	}
+}
+
+static void *
+ws_thread(void *arg)
+{
+	struct ws_stream *ws = arg;
+	struct pollfd pf[2];
+	struct frame f;
+	int r, timeout;
+	bool closing;
+
+	for (;;) {
+		closing = wslay_event_get_close_sent(ws->ctx);
+		if (!wslay_event_want_read(ws->ctx) && !wslay_event_want_write(ws->ctx))
+			break;
+		pf[0] = (struct pollfd){ .fd = ws->sfd };
+		if (wslay_event_want_read(ws->ctx) && frame_wr_pending(&ws->mwr) == 0)
+			pf[0].events |= POLLIN;
+		if (wslay_event_want_write(ws->ctx))
+			pf[0].events |= POLLOUT;
+		pf[1] = (struct pollfd){ .fd = ws->mgr_done ? -1 : ws->mfd };
+		if (!closing && wslay_event_get_queued_msg_length(ws->ctx) < WS_QUEUE_MAX)
+			pf[1].events |= POLLIN;
+		if (frame_wr_pending(&ws->mwr))
+			pf[1].events |= POLLOUT;
+		timeout = closing ? WS_CLOSE_WAIT_MS : -1;
+		r = poll(pf, 2, timeout);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;          /* the client never finished the close */
+		if (pf[1].revents & POLLOUT) {
+			if (frame_wr_flush(&ws->mwr, ws->mfd) < 0) {
+				ws->mgr_done = true;
+				ws_close(ws, 1011, "backend gone");
+			}
+		}
+		if ((pf[1].revents & (POLLIN | POLLHUP | POLLERR)) && (pf[1].events & POLLIN)) {
+			memset(&f, 0, sizeof(f));
+			r = frame_rd_step(&ws->mrd, ws->mfd, &f);
+			if (r == 1) {
+				mgr_frame(ws, &f);
+				frame_free(&f);
+			} else if (r < 0) {
+				ws->mgr_done = true;
+				if (r == -ECONNRESET && ws->saw_exit)
+					ws_close(ws, 1000, "end");
+				else
+					ws_close(ws, 1011, "backend gone");
+			}
+		}
+		if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) && (pf[0].events & POLLIN)) {
+			if (wslay_event_recv(ws->ctx) != 0)
+				break;
+		}
+		if (wslay_event_want_write(ws->ctx) && wslay_event_send(ws->ctx) != 0)
+			break;
+		/* what the client sent may be ready for sbx-manager now */
+		if (frame_wr_pending(&ws->mwr) && !ws->mgr_done &&
+		    frame_wr_flush(&ws->mwr, ws->mfd) < 0) {
+			ws->mgr_done = true;
+			ws_close(ws, 1011, "backend gone");
+		}
+	}
+	/* the process (if any) runs on: closing our side of sbx-manager
+	 * only ends this stream's relay */
+	MHD_upgrade_action(ws->urh, MHD_UPGRADE_ACTION_CLOSE);
+	metrics_stream_open(-1);
+	ws_free(ws);
+	return NULL;
+}
+
+int
+ws_start(struct ws_stream *ws, int sock, struct MHD_UpgradeResponseHandle *urh,
+    const char *extra, size_t extra_len)
+{
+	static const struct wslay_event_callbacks cb = {
+		.recv_callback = recv_cb,
+		.send_callback = send_cb,
+		.on_msg_recv_callback = msg_cb,
+	};
+	struct wslay_event_msg first;
+	pthread_attr_t attr;
+	pthread_t t;
+	int ret;
+
+	ws->sfd = sock;
+	ws->urh = urh;
+	if (extra_len) {
+		if ((ws->extra = malloc(extra_len)) == NULL)
+			goto fail;
+		memcpy(ws->extra, extra, extra_len);
+		ws->extra_len = extra_len;
+	}
+	if (wslay_event_context_server_init(&ws->ctx, &cb, ws) != 0)
+		goto fail;
+	/* a message over this is refused with 1009 by wslay itself; text
+	 * may be up to twice as long (base64, escapes) */
+	wslay_event_config_set_max_recv_msg_length(ws->ctx, 2 * SPACE_STREAM_PAYLOAD_MAX);
+	first = (struct wslay_event_msg){ WSLAY_TEXT_FRAME, (const uint8_t *)ws->first,
+	    strlen(ws->first) };
+	if (wslay_event_queue_msg(ws->ctx, &first) != 0)
+		goto fail;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	ret = pthread_create(&t, &attr, ws_thread, ws);
+	pthread_attr_destroy(&attr);
+	if (ret != 0)
+		goto fail;
+	metrics_stream_open(1);
+	return 0;
+fail:
+	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+	ws_free(ws);
+	return -1;
+}

@@ -1,0 +1,44 @@
+/* The CLI's WebSocket client (wsc.c): RFC 6455 framing by wslay over a
+ * plain TCP socket to a node-api endpoint, and the terminal side of a
+ * stream (output to stdout/stderr, stdin and window sizes to the process).
+ * Wire contract: docs/protocol.md section 2, "Streams". */
+#ifndef SPACE_WSC_H
+#define SPACE_WSC_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+struct space_answer;
+
+/* the exit status of a stream whose execution was replaced (close 4409):
+ * EX_TEMPFAIL, the operation may be tried again */
+#define WSC_EXIT_REPLACED 75
+
+struct wsc {
+	int fd;                 /* -1 until opened */
+	uint8_t *pre;           /* bytes read after the handshake's head */
+	size_t pre_len, pre_off;
+	json_t *result;         /* {"result"} of the first message, once read */
+};
+
+/* For space_data_op.open_ws: opens url (http:// only) with the bearer;
+ * fills a (status 101 and the serving headers when it opened; the status
+ * and the decoded error body otherwise). ctx is a struct wsc. */
+int wsc_open(void *ctx, const char *url, const char *bearer, struct space_answer *a);
+void wsc_close(struct wsc *w);
+
+struct wsc_io {
+	bool forward_stdin;     /* send stdin (STDIN, then STDIN_EOF at its end) */
+	bool tty;               /* stdin is a terminal in raw mode: send resizes on SIGWINCH */
+	bool events_json;       /* watch events as JSON lines (else "event path") */
+	/* after the first message: called with its "result" (may print) */
+	void (*on_result)(const json_t *result, void *arg);
+	void *arg;
+};
+/* Runs the stream until it ends. Returns the exit status space should exit
+ * with: the process's (128+N for signal N, 124 for a timeout) after its
+ * EXIT; 0 when a watch or an attach ends cleanly without one; 75
+ * (WSC_EXIT_REPLACED) on close 4409 after saying so on stderr; 1 on any
+ * other failure, after saying why. */
+int wsc_run(struct wsc *w, const struct wsc_io *io, const char *verb);
+#endif
