@@ -34,7 +34,7 @@ LDFLAGS  += -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 # (gcc's sanitizer link turns that default off, hence the explicit flag).
 LIBS_node-api      := -lsodium -ljansson -lmicrohttpd -lwslay -lnettle
 LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd
-LIBS_space         := -lsodium -ljansson -luv
+LIBS_space         := -lsodium -ljansson -luv -lwslay -lnettle
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
 LIBS_spaced-host   := -lsodium -ljansson -lseccomp -lcap

@@ -901,7 +901,7 @@ space_sbx_op(struct space_client *c, const char *sbx,
 	c->rebuilt = 0;
 	c->refusal[0] = '\0';
 	space_answer_clear(a);
-	if (acc_parse(op->access, &need) < 0) {
+	if (acc_parse_list(op->access, &need) < 0) {
 		snprintf(a->message, sizeof(a->message), "unknown access '%s'", op->access);
 		return -EINVAL;
 	}

@@ -82,7 +82,8 @@ void space_route_free(struct space_route *r);
 
 /* One data-plane operation. */
 struct space_data_op {
-	const char *access;     /* what the capability must grant: "exec", "fs:r", "fs:w" */
+	const char *access;     /* what the capability must grant: "exec", "fs:r", "fs:w",
+	                           or a list ("exec,pty") */
 	const char *method;     /* "GET", "POST", "PUT" */
 	const char *path;       /* after /v1/sandboxes/{sbx}/, query included (escaped) */
 	json_t     *body;       /* JSON request body, or NULL */

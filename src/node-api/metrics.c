@@ -18,7 +18,7 @@ static struct { char error[32], reason[48]; uint64_t n; } reasons[REASONS_MAX];
 /* WebSocket streams: open now, and closes by code (the codes ws.c uses,
  * plus what clients send: counted by class beyond those) */
 static int64_t streams_open;
-static const unsigned close_codes[] = { 1000, 1001, 1002, 1005, 1007, 1008, 1009, 1011, 4400, 4409, 0 };
+static const unsigned close_codes[] = { 1000, 1001, 1002, 1005, 1007, 1008, 1009, 1011, 4400, 4409, 4410, 0 };
 static uint64_t closes[sizeof(close_codes) / sizeof(close_codes[0])];
 
 void

@@ -268,10 +268,18 @@ mgr_frame(struct ws_stream *ws, const struct frame *f)
 		struct msg_error e;
 
 		ws->mgr_done = true;
-		if (msg_error_decode(f->payload, f->len, true, &e, &why) == 0)
-			ws_close(ws, 1011, e.error);
-		else
+		/* the guest refused a message of the client (400, or 409
+		 * not_a_tty: 4400), or another client attached to the process
+		 * (409 attached_elsewhere: 4410); the process runs on */
+		if (msg_error_decode(f->payload, f->len, true, &e, &why) != 0)
 			ws_close(ws, 1011, "backend error");
+		else if (strcmp(e.error, "attached_elsewhere") == 0 ||
+		    strcmp(e.reason, "attached_elsewhere") == 0)
+			ws_close(ws, 4410, "attached_elsewhere");
+		else if (e.status == 400 || e.status == 409)
+			ws_close(ws, 4400, e.reason[0] ? e.reason : e.error);
+		else
+			ws_close(ws, 1011, e.error);
 		return;
 	}
 	default:

@@ -18,6 +18,9 @@
  * after it; the client gets what was already in flight of the frame being
  * written (at most one frame, so its framing stays whole) and then CANCEL.
  *
+ * Client to bridge: STREAM and END (a detach; the guest answers END).
+ * Bridge to client: STREAM, then END, ERROR or CANCEL end the stream.
+ *
  * Payloads are not decoded here: sbx-manager runs as root and has no need
  * to read them. Frame types are checked (a peer that sends another type
  * ends the stream) and lengths are bounded by the frame header's limits.
@@ -135,7 +138,8 @@ stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox)
 				break;          /* the bridge sees EOF */
 			}
 			if (r == 1) {
-				if (f.type != MSG_STREAM) {
+				/* a client's END detaches (the guest answers END) */
+				if (f.type != MSG_STREAM && f.type != MSG_END) {
 					frame_free(&f);
 					drain_to_client(cfd, &cwr);
 					frame_write_error(cfd, 400, "bad_request", NULL,

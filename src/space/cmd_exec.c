@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -15,20 +16,25 @@
 #include "limits.h"
 #include "space.h"
 #include "util.h"
+#include "wsc.h"
 
 #define EXEC_TIMEOUT_DEFAULT    30
-#define USAGE "SBX [--timeout S] [--cwd D] [--env K=V]... [--no-stdin] [--json] -- CMD [ARG...]\n" \
-	"  Run CMD in the sandbox; its stdout and stderr are written here and\n" \
-	"  space exits with its status (128+N if killed by signal N, 124 on\n" \
-	"  timeout). When stdin is not a terminal it is sent to the command\n" \
-	"  (at most 1 MiB).\n" \
+#define USAGE "SBX [--timeout S] [--cwd D] [--env K=V]... [--no-stdin] [--json|--background] -- CMD [ARG...]\n" \
+	"  Run CMD in the sandbox; its stdout and stderr are written here as it\n" \
+	"  produces them and space exits with its status (128+N if killed by\n" \
+	"  signal N, 124 on timeout, 75 if the sandbox's execution was replaced\n" \
+	"  while it ran). When stdin is not a terminal it is streamed to the\n" \
+	"  command.\n" \
+	"  --background     start CMD and print its process id (space ps,\n" \
+	"                   space attach); it runs on without this client\n" \
 	"  --timeout S      seconds before the command is killed (default 30)\n" \
 	"  --cwd D          working directory inside the sandbox\n" \
 	"  --env K=V        environment variable (repeatable)\n" \
 	"  --no-stdin       do not send stdin\n" \
-	"  --json           print the whole result (exit_code, signal, timed_out,\n" \
-	"                   oom_killed, stdout, stderr, truncation flags) as JSON;\n" \
-	"                   the exit status is still the command's"
+	"  --json           wait, then print the whole result (exit_code, signal,\n" \
+	"                   timed_out, oom_killed, stdout, stderr, truncation\n" \
+	"                   flags) as JSON; stdin at most 1 MiB; the exit status\n" \
+	"                   is still the command's"
 
 /* whether the JSON text of v is at most max bytes */
 static int
@@ -150,6 +156,53 @@ signal_number(const json_t *v)
 	return 0;
 }
 
+/* the streamed form: proc.start on a WebSocket (wsc.c), or with
+ * --background a plain start that prints the pid */
+static int
+exec_stream(struct space_client *c, const char *sbx, json_t *args, bool background,
+    bool send_stdin)
+{
+	struct wsc_io io = { .forward_stdin = send_stdin, .fallback_ok = true };
+	struct space_data_op op;
+	struct space_answer a;
+	char *js, *esc = NULL, *path = NULL;
+	int ret;
+
+	json_object_set_new(args, "stdin", json_boolean(send_stdin && !background));
+	if (background) {
+		space_answer_init(&a);
+		memset(&op, 0, sizeof(op));
+		op.access = "exec";
+		op.method = "POST";
+		op.path = "processes";
+		op.body = args;
+		op.in_fd = op.out_fd = -1;
+		op.timeout = 30;
+		if (space_sbx_op(c, sbx, &op, &a) < 0 || !space_answer_ok(&a))
+			ret = cli_answer_fail("exec", &a);
+		else if (!json_is_integer(json_object_get(a.body, "pid")))
+			ret = cli_fail("exec", "malformed answer: no pid");
+		else {
+			printf("%lld\n", (long long)json_integer_value(json_object_get(a.body, "pid")));
+			ret = 0;
+		}
+		space_answer_clear(&a);
+		return ret;
+	}
+	js = json_dumps(args, JSON_COMPACT);
+	if (js == NULL || (esc = space_url_escape(js)) == NULL ||
+	    asprintf(&path, "processes/stream?args=%s", esc) < 0) {
+		free(js);
+		free(esc);
+		return cli_fail("exec", "out of memory");
+	}
+	free(js);
+	free(esc);
+	ret = wsc_stream(c, "exec", sbx, "exec", true, path, &io);
+	free(path);
+	return ret;
+}
+
 int
 cmd_exec(int argc, char **argv)
 {
@@ -159,6 +212,7 @@ cmd_exec(int argc, char **argv)
 		{ "env", required_argument, NULL, 'e' },
 		{ "no-stdin", no_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "background", no_argument, NULL, 'b' },
 		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
 	};
 	struct cli_api api = { NULL, NULL };
@@ -169,7 +223,7 @@ cmd_exec(int argc, char **argv)
 	const char *sbx, *cwd = NULL;
 	long timeout = EXEC_TIMEOUT_DEFAULT;
 	char *end, *eq;
-	int ch, nostdin = 0, as_json = 0, ret = 1, i, sig;
+	int ch, nostdin = 0, as_json = 0, background = 0, ret = 1, i, sig;
 
 	space_answer_init(&a);
 	if ((env = json_object()) == NULL || (av = json_array()) == NULL)
@@ -202,6 +256,7 @@ cmd_exec(int argc, char **argv)
 			break;
 		case 'n': nostdin = 1; break;
 		case 'j': as_json = 1; break;
+		case 'b': background = 1; break;
 		default: ret = cli_usage("exec", USAGE, ch == 'h'); goto out;
 		}
 	}
@@ -236,6 +291,17 @@ cmd_exec(int argc, char **argv)
 		json_object_set_new(args, "cwd", json_string(cwd));
 	if ((c = cli_client("exec", &api)) == NULL)
 		goto out;
+	if (as_json && background) {
+		ret = cli_usage("exec", USAGE, 0);
+		goto out;
+	}
+	if (!as_json) {
+		ret = exec_stream(c, sbx, args, background, !nostdin && !isatty(STDIN_FILENO));
+		/* a worker without streams: the buffered exec below */
+		if (ret != WSC_NOT_SERVED || background)
+			goto out;
+		json_object_del(args, "stdin");
+	}
 	if (!nostdin && !isatty(STDIN_FILENO) && read_stdin(args) != 0)
 		goto out;
 

@@ -13,6 +13,7 @@
 #include "limits.h"
 #include "space.h"
 #include "util.h"
+#include "wsc.h"
 
 #define FS_USAGE "read|write|ls|stat|mkdir|rm|mv ... (space fs SUBVERB --help)\n" \
 	"  read SBX PATH            write the file to stdout\n" \
@@ -21,7 +22,8 @@
 	"  stat SBX PATH [--json]   show a file's type, size, mode, mtime\n" \
 	"  mkdir [-p] SBX PATH      make a directory (-p: with parents)\n" \
 	"  rm [-r] SBX PATH         remove (-r: recursively)\n" \
-	"  mv SBX FROM TO           rename"
+	"  mv SBX FROM TO           rename\n" \
+	"  watch SBX PATH [-R|--recursive] [--json]  print changes as they happen"
 
 struct fs_args {
 	const char *verb;       /* "fs read", ... for messages */
@@ -265,6 +267,24 @@ fs_mv(struct space_client *c, struct fs_args *fa)
 	    "to", fa->p2));
 }
 
+/* a WebSocket stream of events (wsc.c) until the watch ends or ^C */
+static int
+fs_watch(struct space_client *c, struct fs_args *fa)
+{
+	struct wsc_io io = { .events_json = fa->json != 0 };
+	char *q = path_query("watch", fa->p1, -1), *path = NULL;
+	int ret;
+
+	if (q == NULL || asprintf(&path, "%s%s", q, fa->flag ? "&recursive=true" : "") < 0) {
+		free(q);
+		return cli_fail(fa->verb, "out of memory");
+	}
+	free(q);
+	ret = wsc_stream(c, fa->verb, fa->sbx, "watch", false, path, &io);
+	free(path);
+	return ret;
+}
+
 static const struct fs_sub subs[] = {
 	{ "read",  "SBX PATH\n  Write the file to stdout (streamed).", 1, 0, 0, fs_read },
 	{ "write", "SBX PATH [--mode OCTAL]\n  Stream stdin into the file; it replaces the"
@@ -278,6 +298,10 @@ static const struct fs_sub subs[] = {
 	{ "rm",    "[-r] SBX PATH\n  Remove a file or an empty directory (-r: recursively).",
 		   1, 'r', 0, fs_rm },
 	{ "mv",    "SBX FROM TO\n  Rename FROM to TO.", 2, 0, 0, fs_mv },
+	{ "watch", "SBX PATH [-R|--recursive] [--json]\n  Print changes below the directory PATH"
+		   " as they happen\n  (create, write, remove, rename, chmod; overflow when"
+		   " events were lost).\n  Exits 75 when the sandbox's execution was replaced.",
+		   1, 'R', 1, fs_watch },
 };
 
 int
@@ -286,6 +310,7 @@ cmd_fs(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "mode", required_argument, NULL, 'm' },
+		{ "recursive", no_argument, NULL, 'R' },
 		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
 	};
 	const struct fs_sub *s = NULL;

@@ -32,6 +32,10 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_timeout(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
+int cmd_signal(int argc, char **argv);
+int cmd_shell(int argc, char **argv);
 
 /* prints "space: <verb>: <message>" on stderr; returns 1 */
 int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -30,9 +30,9 @@
 #define WSC_IO_TIMEOUT  30
 
 static void
-fail_msg(struct space_answer *a, const char *fmt, const char *arg)
+fail_msg(struct space_answer *a, const char *what, const char *arg)
 {
-	snprintf(a->message, sizeof(a->message), fmt, arg ? arg : "");
+	snprintf(a->message, sizeof(a->message), "%s%s", what, arg ? arg : "");
 }
 
 /* http://HOST[:PORT]/PATH -> host, port, path */
@@ -140,12 +140,12 @@ wsc_open(void *ctx, const char *url, const char *bearer, struct space_answer *a)
 	space_answer_clear(a);
 	wsc_close(w);
 	if ((r = split_url(url, host, sizeof(host), port, sizeof(port), &path)) < 0) {
-		fail_msg(a, "streams need an http:// endpoint, not %s", url);
+		fail_msg(a, "streams need an http:// endpoint, not ", url);
 		a->not_sent = 1;
 		return r;
 	}
 	if ((fd = tcp_connect(host, port)) < 0) {
-		fail_msg(a, "cannot connect to %s", host);
+		fail_msg(a, "cannot connect to ", host);
 		a->not_sent = 1;
 		return fd;
 	}
@@ -163,7 +163,7 @@ wsc_open(void *ctx, const char *url, const char *bearer, struct space_answer *a)
 	sodium_memzero(req, strlen(req));
 	free(req);
 	if (r < 0) {
-		fail_msg(a, "sending the request: %s", strerror(-r));
+		fail_msg(a, "sending the request: ", strerror(-r));
 		a->not_sent = 1;
 		close(fd);
 		return -ECONNRESET;
@@ -534,5 +534,40 @@ wsc_run(struct wsc *w, const struct wsc_io *io, const char *verb)
 	if (s.close_code == 1000 && s.got_first)
 		return 0;
 	ret = cli_fail(verb, "the stream ended (close %u)", (unsigned)s.close_code);
+	return ret;
+}
+
+int
+wsc_stream(struct space_client *c, const char *verb, const char *sbx,
+    const char *access, bool start, const char *path, const struct wsc_io *io)
+{
+	struct wsc w = { .fd = -1 };
+	struct space_data_op op;
+	struct space_answer a;
+	int ret;
+
+	space_answer_init(&a);
+	memset(&op, 0, sizeof(op));
+	op.access = access;
+	/* the method only decides whether a transport failure after sending
+	 * may be retried: a start may not (it could run twice) */
+	op.method = start ? "POST" : "GET";
+	op.path = path;
+	op.in_fd = op.out_fd = -1;
+	op.open_ws = wsc_open;
+	op.ws_ctx = &w;
+	if (space_sbx_op(c, sbx, &op, &a) < 0 || a.status != 101) {
+		if (io->fallback_ok && ((a.status == 404 && strcmp(a.message, "no such route") == 0) ||
+		    (a.status == 400 && strcmp(a.message, "op not served here") == 0))) {
+			ret = WSC_NOT_SERVED;
+			goto out;
+		}
+		ret = cli_answer_fail(verb, &a);
+		goto out;
+	}
+	ret = wsc_run(&w, io, verb);
+out:
+	wsc_close(&w);
+	space_answer_clear(&a);
 	return ret;
 }

@@ -34,7 +34,12 @@ struct wsc_io {
 	/* after the first message: called with its "result" (may print) */
 	void (*on_result)(const json_t *result, void *arg);
 	void *arg;
+	/* the worker does not serve streams yet (an older node-api: 404 no
+	 * such route; an older guest: 400 op not served here): wsc_stream
+	 * returns WSC_NOT_SERVED, silently, so the caller can do without */
+	bool fallback_ok;
 };
+#define WSC_NOT_SERVED (-2)
 /* Runs the stream until it ends. Returns the exit status space should exit
  * with: the process's (128+N for signal N, 124 for a timeout) after its
  * EXIT; 0 when a watch or an attach ends cleanly without one; 75
@@ -42,3 +47,12 @@ struct wsc_io {
  * other failure, after saying why. */
 int wsc_run(struct wsc *w, const struct wsc_io *io, const char *verb);
 #endif
+
+/* One stream verb: opens path (after /v1/sandboxes/{sbx}/) through the
+ * route cache with its repair rules (a 409 refresh_route at open: one
+ * rebuilt attempt), then wsc_run. Returns the exit status. access: what
+ * the capability must grant ("exec", "exec,pty", "watch"); start: the
+ * stream starts something (never sent twice after a transport failure). */
+struct space_client;
+int wsc_stream(struct space_client *c, const char *verb, const char *sbx,
+    const char *access, bool start, const char *path, const struct wsc_io *io);
