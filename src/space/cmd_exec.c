@@ -301,6 +301,7 @@ cmd_exec(int argc, char **argv)
 		if (ret != WSC_NOT_SERVED || background)
 			goto out;
 		json_object_del(args, "stdin");
+		ret = 1;
 	}
 	if (!nostdin && !isatty(STDIN_FILENO) && read_stdin(args) != 0)
 		goto out;

@@ -557,7 +557,7 @@ wsc_stream(struct space_client *c, const char *verb, const char *sbx,
 	op.open_ws = wsc_open;
 	op.ws_ctx = &w;
 	if (space_sbx_op(c, sbx, &op, &a) < 0 || a.status != 101) {
-		if (io->fallback_ok && ((a.status == 404 && strcmp(a.message, "no such route") == 0) ||
+		if (io->fallback_ok && (a.status == 404 ||
 		    (a.status == 400 && strcmp(a.message, "op not served here") == 0))) {
 			ret = WSC_NOT_SERVED;
 			goto out;
