@@ -79,3 +79,25 @@ post() {
 }
 # sql QUERY: on the space-control store in $D
 sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
+
+# A simulated worker of the 2x tests (its assignment stream by curl):
+# sim_fetch W CRED [WAIT]: the next assignments of W's stream (a long-poll
+# of up to WAIT, default 10 s) in $T/a_W, the cursor kept like a worker's;
+# sim_last W KEY: KEY (dotted) of the last assignment W got;
+# sim_report W CRED STATE [DIGEST]: the status of the execution W's last
+# fetch named (a retirement with DIGEST carries that archive)
+sim_fetch() {
+	_c=$(cat "$T/cur_$1" 2>/dev/null || echo 0)
+	curl -s -H "Authorization: Bearer $2" "$U/v1/workers/$1/assignments?after=$_c&wait=${3:-10}" >"$T/a_$1"
+	jget revision "$T/a_$1" >"$T/cur_$1"
+}
+sim_last() { jget "assignments.-1.$2" "$T/a_$1"; }
+sim_report() {
+	post "/v1/workers/$1/status" "$2" "$(python3 -c 'import json,sys
+a=json.load(open(sys.argv[1]))["assignments"][-1]
+b={"identity": a["identity"], "state": sys.argv[2]}
+if len(sys.argv) > 3: b["snapshot"] = {"digest": sys.argv[3], "size": 4096}
+print(json.dumps(b))' "$T/a_$1" "$3" $4)"
+}
+# rdigest: a random archive digest (64 hex digits)
+rdigest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }

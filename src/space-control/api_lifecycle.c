@@ -287,6 +287,7 @@ api_worker_snapshot(struct req *r)
 		reply_error(r, 400, "bad_request", "give either \"digest\" and \"size\" or \"error\"");
 		goto out;
 	}
+	api_archive_seen(c, digest);
 	rc = c->st->ops->snapshot_report(c->st, r->params[0], sid, sbx, gen, digest, size, err,
 	    &why);
 	if (rc < 0)

@@ -292,6 +292,9 @@ api_worker_status(struct req *r)
 		snap.digest = json_string_value(d);
 		snap.size = json_integer_value(z);
 	}
+	/* before the report: its archive is referenced from now on, even
+	 * when the report is refused (the operation ended meanwhile) */
+	api_archive_seen(r->ctl, snap.digest);
 	rc = r->ctl->st->ops->execution_status(r->ctl->st, r->params[0], &id, state, err, &snap,
 	    &why);
 	if (rc < 0)

@@ -21,6 +21,7 @@
 #define CONTROL_PUBLISH_DELAY   30      /* seconds a new key is published before use */
 #define CONTROL_CAPACITY_MAX    100000
 #define CONTROL_LEASE_TTL       60      /* seconds an operation's lease lasts unrenewed */
+#define CONTROL_ARCHIVE_GRACE   3600    /* seconds a reported archive is a pending reference */
 
 /* what a tenant may ask of one sandbox, and what it gets when it asks
  * nothing: sized for a 24 GiB, few-core worker; the operator changes them
@@ -57,6 +58,7 @@ struct config {
 	int     http_heads_per_ip;
 	int     http_conns_per_ip;
 	int     route_wait_ms;          /* SPACE_ROUTE_WAIT_MS: a route waits for a converging execution */
+	int     archive_grace;          /* seconds: a reported digest is kept at least this long */
 	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */
 	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */
 	int64_t pids_max, pids_def;
@@ -179,5 +181,9 @@ void metrics_store_latency(double seconds);
  * abandoned, conflict, refused (static strings) */
 void metrics_lifecycle(const char *kind, const char *result);
 char *metrics_render(struct ctl *c);
+/* api_archives.c: a digest a worker reported is a pending reference for
+ * --archive-grace seconds (digest NULL: nothing); the collection's counters */
+void api_archive_seen(struct ctl *c, const char *digest);
+void api_archives_metrics(FILE *f);
 void metrics_free(void);
 #endif

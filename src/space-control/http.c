@@ -54,6 +54,7 @@ static const struct route routes[] = {
 	{ "GET",    "/v1/workers/*/assignments",    api_worker_assignments, AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/status",         api_worker_status,      AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/snapshots",      api_worker_snapshot,    AUTH_WORKER },
+	{ "POST",   "/v1/workers/*/archives",       api_worker_archives,    AUTH_WORKER },
 };
 
 void

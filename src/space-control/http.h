@@ -84,4 +84,5 @@ void api_worker_register(struct req *);
 void api_worker_heartbeat(struct req *);
 void api_worker_assignments(struct req *);
 void api_worker_status(struct req *);
+void api_worker_archives(struct req *);
 #endif

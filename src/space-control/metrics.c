@@ -153,6 +153,7 @@ metrics_render(struct ctl *c)
 	    "space_control_store_latency_seconds_count %llu\n",
 	    store_count, store_sum, store_count);
 	pthread_mutex_unlock(&mu);
+	api_archives_metrics(f);
 	fprintf(f, "# HELP space_control_workers Workers by state.\n"
 	    "# TYPE space_control_workers gauge\n"
 	    "space_control_workers{state=\"live\"} %lld\n"

@@ -196,6 +196,13 @@ struct store_ops {
 
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
+
+	/* the snapshot store's collection (store_sqlite_archives.c): a digest
+	 * a worker reported is referenced until `until` (unix seconds);
+	 * of archives [{"digest","age"}] (validated), the digests nothing
+	 * references, as an array of strings */
+	int (*archive_seen)(struct store *, const char *digest, int64_t until);
+	int (*archives_collectable)(struct store *, json_t *archives, int64_t now, json_t **out);
 };
 struct store_rows;
 struct store {

@@ -151,6 +151,10 @@ static const char *const migrations[] = {
 
 	/* 5: a route handed to a repair is held (ms, wall clock) */
 	"ALTER TABLE sandboxes ADD COLUMN route_hold_until INTEGER NOT NULL DEFAULT 0;",
+
+	/* 6: archives reported lately (a pending reference until `until`,
+	 * unix seconds), for the snapshot store's collection */
+	"CREATE TABLE archive_pending (digest TEXT PRIMARY KEY, until INTEGER NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -720,6 +724,8 @@ static const struct store_ops sqlite_ops = {
 	.route_hold = sq_route_hold,
 	.timeouts_due = sq_timeouts_due,
 	.audit = sq_audit,
+	.archive_seen = sq_archive_seen,
+	.archives_collectable = sq_archives_collectable,
 };
 
 struct store *

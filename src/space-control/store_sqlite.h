@@ -82,4 +82,8 @@ int sq_sandbox_set_timeouts(struct store *, const char *owner, const char *id,
 int sq_sandbox_touch(struct store *, const char *id, int64_t now);
 int sq_route_hold(struct store *, const char *id, uint64_t gen, int64_t until_ms);
 int sq_timeouts_due(struct store *, int64_t now, json_t **out);
+
+/* store_sqlite_archives.c: references of the snapshot store */
+int sq_archive_seen(struct store *, const char *digest, int64_t until);
+int sq_archives_collectable(struct store *, json_t *archives, int64_t now, json_t **out);
 #endif

@@ -1,0 +1,96 @@
+#!/bin/sh
+# space-control: the snapshot store's collection by reference, from the
+# side of a worker offering archives (simulated with curl) and of a tenant
+# trying to lose another's data. An archive is collectable only when no
+# sandbox, snapshot row, install, recent report or open operation can need
+# it: a killed sandbox's archive goes, a digest shared with a live sandbox
+# stays, an archive reported late or still being written stays, a named
+# snapshot outlives its sandbox (docs/recovery.md, "Collecting the
+# snapshot store").
+. "$SPACE_TOP/tests/lib.sh"
+
+ctl_init
+CTL_FLAGS="--heartbeat-timeout 3600 --archive-grace 2 --route-wait-ms 200"
+K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
+W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
+W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
+ctl_start
+check "daemon started" true
+post /v1/workers/w1/register "$W1" '{"incarnation":"i1","endpoint":"http://127.0.0.1:9001","capacity":10}' >/dev/null
+post /v1/workers/w2/register "$W2" '{"incarnation":"i2","endpoint":"http://127.0.0.1:9002","capacity":10}' >/dev/null
+sim_fetch w1 "$W1" 0
+
+# offer W CRED "DIGEST:AGE ..." -> the digests the answer collects, sorted
+offer() {
+	post "/v1/workers/$1/archives" "$2" "{\"archives\":[$(for a in $3; do
+		printf '{"digest":"%s","age":%s},' "${a%:*}" "${a#*:}"; done | sed 's/,$//')]}" >"$T/code"
+	python3 -c 'import json,sys; print(" ".join(sorted(json.load(open(sys.argv[1]))["collect"])))' "$T/body" 2>/dev/null
+}
+# run NAME: a sandbox on w1, serving; its id in $NAME
+run() {
+	post /v1/sandboxes "$K" '{"worker":"w1"}' >/dev/null
+	eval "$1=$(jget id)"
+	sim_fetch w1 "$W1"
+	sim_report w1 "$W1" serving >/dev/null
+}
+# pause SANDBOX DIGEST: paused with that archive
+pause() {
+	post "/v1/sandboxes/$1/pause" "$K" '{}' >/dev/null
+	sim_fetch w1 "$W1"
+	sim_report w1 "$W1" retired "$2" >/dev/null
+}
+sstate() { sql "SELECT state FROM sandboxes WHERE id='$1'"; }
+OLD=100000      # seconds: older than any operation of this test
+
+run A; run B; run C; run N
+DS=$(rdigest)   # the same layer content in A and B: one archive, two references
+pause "$A" "$DS"
+pause "$B" "$DS"
+is "A and B paused on the same archive" "$(sstate "$A") $(sstate "$B")" "paused paused"
+X=$(rdigest)    # in the store, referenced by nothing
+is "an unreferenced archive is collected" "$(offer w1 "$W1" "$X:$OLD")" "$X"
+is "... 200" "$(cat "$T/code")" 200
+is "the shared archive is kept while A and B hold it" "$(offer w1 "$W1" "$DS:$OLD")" ""
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$A"
+is "A killed" "$(sstate "$A")" killed
+sleep 3         # past the reports' grace (2 s)
+is "... the shared archive is still kept: B holds it" "$(offer w1 "$W1" "$DS:$OLD")" ""
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$B"
+is "once B is killed too, it is collected" "$(offer w1 "$W1" "$DS:$OLD")" "$DS"
+is "... by any worker sharing the store" "$(offer w2 "$W2" "$DS:$OLD")" "$DS"
+
+# a named snapshot outlives its sandbox (the retention policy)
+post "/v1/sandboxes/$N/snapshots" "$K" '{"name":"keep"}' >/dev/null
+SNAP=$(jget snapshot.id)
+sim_fetch w1 "$W1"
+DN=$(rdigest)
+is "the named snapshot is reported" "$(post /v1/workers/w1/snapshots "$W1" "{\"snapshot_id\":\"$SNAP\",\"sandbox\":\"$N\",\"generation\":1,\"digest\":\"$DN\",\"size\":4096}")" 200
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$N"
+sleep 3
+is "a killed sandbox's named snapshot is kept" "$(offer w1 "$W1" "$DN:$OLD")" ""
+
+# in flight: C's pause is open (its worker has not reported): an archive
+# younger than that operation may be the one it will report
+post "/v1/sandboxes/$C/pause" "$K" '{}' >/dev/null
+sim_fetch w1 "$W1"
+Y=$(rdigest)
+is "while an operation waits for its archive, a young archive is kept" "$(offer w1 "$W1" "$Y:0 $X:$OLD")" "$X"
+# late: the report arrives after C was killed (the operation is over and
+# the report refused), its archive is a pending reference for the grace
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$C"
+sim_report w1 "$W1" retired "$Y" >/dev/null
+is "the late report's archive is kept, even offered as old" "$(offer w1 "$W1" "$Y:$OLD")" ""
+sleep 3
+is "after the grace, nothing references it: collected" "$(offer w1 "$W1" "$Y:$OLD")" "$Y"
+
+# from the attacker's side: bad offers are refused, a worker speaks for itself
+is "a digest that is not 64 lowercase hex -> 400" "$(offer w1 "$W1" "../../etc/passwd:$OLD"; cat "$T/code")" 400
+is "a negative age -> 400" "$(offer w1 "$W1" "$X:-1"; cat "$T/code")" 400
+MANY=$(for i in $(seq 1 257); do printf '%s:1 ' "$X"; done)
+is "257 archives in one offer -> 400" "$(offer w1 "$W1" "$MANY"; cat "$T/code")" 400
+is "w1's credential on w2's path -> 403" "$(offer w2 "$W1" "$X:$OLD"; cat "$T/code")" 403
+is "an API key cannot offer -> 401" "$(offer w1 "$K" "$X:$OLD"; cat "$T/code")" 401
+curl -s "$U/metrics" >"$T/metrics"
+check "/metrics counts what was offered and what was collectable" \
+	grep -Eq '^space_control_archives_collectable_total [1-9]' "$T/metrics"
+done_testing
