@@ -468,3 +468,22 @@ control_report_snapshot(const char *snapshot_id, const struct route_identity *id
 	snprintf(path, sizeof(path), "/v1/workers/%s/snapshots", cfg.worker_id);
 	return post_retried(path, req, "snapshot report");
 }
+
+int
+control_archives(const char *body, char **answer)
+{
+	char path[256];
+	long st;
+	int rc;
+
+	snprintf(path, sizeof(path), "/v1/workers/%s/archives", cfg.worker_id);
+	if ((rc = http_call("POST", path, body, 10, true, &st, answer)) < 0)
+		return rc;
+	if (st != 200) {
+		log_warnx("control: archive collection answered %ld", st);
+		free(*answer);
+		*answer = NULL;
+		return -EIO;
+	}
+	return *answer ? 0 : -EIO;
+}

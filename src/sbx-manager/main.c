@@ -30,7 +30,7 @@ usage(void)
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 4096]\n"
-	    "       [--snapshot-dir DIR] [-v]\n");
+	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S] [-v]\n");
 	exit(2);
 }
 
@@ -134,6 +134,7 @@ main(int argc, char **argv)
 		{ "spaced-host", required_argument, NULL, 's' },
 		{ "disk-mb", required_argument, NULL, 'D' },
 		{ "snapshot-dir", required_argument, NULL, 'S' },
+		{ "snapshot-gc-grace", required_argument, NULL, 'G' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -146,6 +147,7 @@ main(int argc, char **argv)
 
 	cfg.api_gid = (gid_t)-1;
 	cfg.disk_mb = 4096;
+	cfg.snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': copy_opt(cfg.data_dir, sizeof(cfg.data_dir), optarg, "data-dir"); break;
@@ -167,6 +169,12 @@ main(int argc, char **argv)
 			errno = 0;
 			cfg.disk_mb = (uint32_t)strtoul(optarg, &end, 10);
 			if (errno || *end || cfg.disk_mb < 16 || cfg.disk_mb > (1u << 24))
+				usage();
+			break;
+		case 'G':
+			errno = 0;
+			cfg.snapshot_gc_grace = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || cfg.snapshot_gc_grace < 1 || cfg.snapshot_gc_grace > 30 * 86400)
 				usage();
 			break;
 		case 'v': verbose = 1; break;

@@ -31,6 +31,7 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_PEER_REFUSED] = "space_sbxmgr_peer_refused_total",
 	[MC_CONN_LIMIT] = "space_sbxmgr_connection_limit_total",
 	[MC_RECLAIMS] = "space_sbxmgr_reclaimed_executions_total",
+	[MC_ARCHIVES_COLLECTED] = "space_sbxmgr_archives_collected_total",
 };
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
@@ -198,6 +199,7 @@ metrics_thread(void *arg)
 			uint64_t e, r;
 
 			reclaim_resume();
+			archive_gc_pass();
 			snprintf(dir, sizeof(dir), "%s/exec", cfg.data_dir);
 			e = reclaim_du(dir);
 			snprintf(dir, sizeof(dir), "%s/run", cfg.data_dir);

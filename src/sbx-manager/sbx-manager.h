@@ -33,6 +33,8 @@
 #define MGR_CONN_MAX         256        /* concurrent node-api connections */
 #define MGR_IO_TIMEOUT_S     30         /* a frame stalled half-way */
 #define MGR_HASH_HEX         64         /* BLAKE2b-256 in hex */
+#define MGR_SNAPSHOT_GC_GRACE 3600      /* seconds before an archive is offered for collection */
+#define MGR_SNAPSHOT_TMP_GRACE 3600     /* seconds unwritten before a writer's .tmp file is deleted */
 
 struct mgr_config {
 	char data_dir[1024];
@@ -49,6 +51,7 @@ struct mgr_config {
 	uint32_t uid_window;
 	uint32_t disk_mb;               /* default writable layer size */
 	char snapshot_dir[1024];        /* the shared snapshot store, or empty */
+	unsigned snapshot_gc_grace;     /* seconds: younger archives are never offered */
 };
 
 /* one runtime record; the durable copy is the row in records.db */
@@ -146,6 +149,13 @@ int control_report_failed(const struct route_identity *id, const char *error,
 int control_report_snapshot(const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error);
 
+/* POST /v1/workers/{id}/archives with body; 0 with *answer (malloc'd)
+ * when it answered 200 */
+int control_archives(const char *body, char **answer);
+
+/* archive_gc.c: one pass of the snapshot store's collection */
+void archive_gc_pass(void);
+
 /* assign.c */
 void *assign_thread(void *arg);
 int assign_reconcile(void);
@@ -174,7 +184,8 @@ void *api_accept_thread(void *arg);
 enum mgr_counter {
 	MC_REQUESTS, MC_ALLOW, MC_BAD_REQUEST, MC_BRIDGE_REFUSED, MC_BRIDGE_UNREACHABLE,
 	MC_SERVING_MISMATCH, MC_LEASES_CANCELLED, MC_INSTALLS, MC_INSTALL_FAILED,
-	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC_RECLAIMS, MC__COUNT
+	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC_RECLAIMS,
+	MC_ARCHIVES_COLLECTED, MC__COUNT
 };
 void metrics_inc(enum mgr_counter c);
 void metrics_admission(enum admit_outcome o, enum admit_reason r);

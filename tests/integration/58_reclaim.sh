@@ -7,12 +7,17 @@
 # stray mount in the run directory) leaves the durable journal entry, and
 # the restart finishes it; a journal entry that names an execution still
 # serving (planted) deletes nothing, and the other sandbox's files and its
-# named snapshot stay.
+# named snapshot stay. The snapshot store is collected by reference: the
+# killed sandbox's archive goes, the named snapshot of the other stays, an
+# archive nothing references goes, one whose collection was cut short is
+# put back.
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# short graces: archives are offered as soon as they are a second old
+MGR_FLAGS="--snapshot-dir $T/snapshots --snapshot-gc-grace 1"
+CTL_FLAGS="--archive-grace 1"
 NAPI_FLAGS="--metrics-file $T/w1/metrics.prom"
 NP=$(free_port)
 NU=http://127.0.0.1:$NP
@@ -100,6 +105,23 @@ AFTER=$(du_w)
 check "w1's layers and run directories are back to the baseline ($AFTER KiB, was $BASE)" \
 	test "$AFTER" -le $((BASE + 1024))
 check "grep reclaimed in the log" grep -q "reclaimed the layer and run directory of $S.g2" "$T/mgr_w1.log"
+
+# ---- the snapshot store, collected by reference ----
+ORPHAN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+echo junk >"$T/snapshots/$ORPHAN.snap"
+# a collection cut short (renamed aside, not deleted) of A's named snapshot
+mv "$T/snapshots/$NAMED.snap" "$T/snapshots/.gc.$NAMED.0123456789abcdef"
+check "the killed sandbox's pause archive leaves the store" wait_gone "$T/snapshots/$P.snap" 60
+check "an archive nothing references leaves it too" wait_gone "$T/snapshots/$ORPHAN.snap" 30
+check "an archive whose collection was cut short is put back" test -f "$T/snapshots/$NAMED.snap"
+check "... and the aside name is gone" test ! -e "$T/snapshots/.gc.$NAMED.0123456789abcdef"
+i=0; while [ $i -lt 40 ]; do
+	curl -s "$NU/metrics" >"$T/metrics"
+	grep -Eq '^space_sbxmgr_archives_collected_total [2-9]' "$T/metrics" && break
+	sleep 0.5; i=$((i + 1))
+done
+check "node-api's /metrics counts the archives collected" \
+	grep -Eq '^space_sbxmgr_archives_collected_total [2-9]' "$T/metrics"
 
 # ---- a kill -9 while a reclamation is held up, then a restart ----
 is "create sandbox S2" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201

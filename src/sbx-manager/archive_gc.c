@@ -1,0 +1,196 @@
+/* The snapshot store's collection, the worker's half (docs/recovery.md,
+ * "Collecting the snapshot store"). The control plane holds the
+ * references, this worker holds (a share of) the files: every pass offers
+ * the archives older than --snapshot-gc-grace found in the store and
+ * deletes those the answer names, and only those it offered.
+ *
+ * A deletion must not take an archive that was written again meanwhile
+ * (another worker may rename a new copy of the same digest into place at
+ * any moment, and will report it). So the file is first renamed aside to
+ * ".gc.<digest>.<random>", atomically; if what was moved is not the inode
+ * that was offered, it is put back (renameat2 RENAME_NOREPLACE: a newer
+ * copy in place wins, and holds the same bytes). A crash between the two
+ * leaves a ".gc." file, which the next pass puts back under its digest
+ * rather than deletes: an interrupted collection never loses an archive,
+ * it only offers it again. Temporary files of a writer that died
+ * (".tmp.*", not written for an hour and the grace) are deleted. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+#include "snapshot.h"
+#include "util.h"
+
+struct offered {
+	char digest[SNAPSHOT_DIGEST_HEX + 1];
+	dev_t dev;
+	ino_t ino;
+};
+
+static bool
+hex64(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < SNAPSHOT_DIGEST_HEX; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* "<64 hex>.snap" -> the digest */
+static bool
+archive_name(const char *name, char digest[SNAPSHOT_DIGEST_HEX + 1])
+{
+	if (strlen(name) != SNAPSHOT_DIGEST_HEX + 5 || strcmp(name + SNAPSHOT_DIGEST_HEX, ".snap") != 0 ||
+	    !hex64(name))
+		return false;
+	memcpy(digest, name, SNAPSHOT_DIGEST_HEX);
+	digest[SNAPSHOT_DIGEST_HEX] = '\0';
+	return true;
+}
+
+/* ".gc.<64 hex>.<random>": put back under its name unless one is there */
+static void
+put_back(int sfd, const char *gcname)
+{
+	char final[SNAPSHOT_DIGEST_HEX + 8];
+
+	if (strlen(gcname) <= 4 + SNAPSHOT_DIGEST_HEX || !hex64(gcname + 4) ||
+	    gcname[4 + SNAPSHOT_DIGEST_HEX] != '.')
+		return;
+	snprintf(final, sizeof(final), "%.*s.snap", SNAPSHOT_DIGEST_HEX, gcname + 4);
+	if (renameat2(sfd, gcname, sfd, final, RENAME_NOREPLACE) == 0)
+		return;
+	if (errno == EEXIST)            /* a copy with the same bytes is in place */
+		unlinkat(sfd, gcname, 0);
+	else
+		log_warnx("snapshot store: cannot put %s back: %s", gcname, strerror(errno));
+}
+
+/* rename aside, check it is what was offered, delete; 1 deleted, 0 kept */
+static int
+collect_one(int sfd, const struct offered *o)
+{
+	char final[SNAPSHOT_DIGEST_HEX + 8], gcname[SNAPSHOT_DIGEST_HEX + 64];
+	unsigned char rnd[8];
+	struct stat st;
+
+	snprintf(final, sizeof(final), "%s.snap", o->digest);
+	randombytes_buf(rnd, sizeof(rnd));
+	snprintf(gcname, sizeof(gcname), ".gc.%s.%02x%02x%02x%02x%02x%02x%02x%02x", o->digest,
+	    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	if (renameat(sfd, final, sfd, gcname) < 0)
+		return 0;       /* gone already (another worker collected it) */
+	if (fstatat(sfd, gcname, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != o->dev ||
+	    st.st_ino != o->ino) {
+		put_back(sfd, gcname);  /* written again since it was offered */
+		return 0;
+	}
+	if (unlinkat(sfd, gcname, 0) < 0) {
+		put_back(sfd, gcname);
+		return 0;
+	}
+	return 1;
+}
+
+/* the answer {"collect":[digest...]}: exact keys, each a digest we offered */
+static void
+apply_answer(int sfd, const char *body, const struct offered *o, size_t n)
+{
+	json_t *ans, *arr, *d;
+	size_t i, k, done = 0;
+
+	if ((ans = json_loads(body, JSON_REJECT_DUPLICATES, NULL)) == NULL || !json_is_object(ans) ||
+	    json_object_size(ans) != 1 || (arr = json_object_get(ans, "collect")) == NULL ||
+	    !json_is_array(arr) || json_array_size(arr) > n) {
+		log_warnx("snapshot store: the control plane's answer is malformed; nothing deleted");
+		json_decref(ans);
+		return;
+	}
+	json_array_foreach(arr, k, d) {
+		const char *s = json_string_value(d);
+		for (i = 0; s && i < n && strcmp(o[i].digest, s) != 0; i++)
+			;
+		if (s == NULL || i == n)
+			continue;       /* not offered: never deleted */
+		if (collect_one(sfd, &o[i]) == 1) {
+			metrics_inc(MC_ARCHIVES_COLLECTED);
+			done++;
+		}
+	}
+	if (done)
+		log_info("snapshot store: %zu archive(s) nothing references deleted", done);
+	json_decref(ans);
+}
+
+void
+archive_gc_pass(void)
+{
+	struct offered *o = NULL;
+	struct dirent *de;
+	json_t *req = NULL, *arr;
+	char *body = NULL, *answer = NULL;
+	size_t n = 0;
+	time_t now = time(NULL);
+	DIR *d = NULL;
+	int sfd;
+
+	if (!cfg.snapshot_dir[0] ||
+	    (sfd = open(cfg.snapshot_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return;
+	if ((d = fdopendir(dup(sfd))) == NULL || (o = calloc(SPACE_ARCHIVE_BATCH_MAX, sizeof(*o))) == NULL ||
+	    (req = json_object()) == NULL || (arr = json_array()) == NULL ||
+	    json_object_set_new(req, "archives", arr) < 0)
+		goto out;
+	while ((de = readdir(d)) != NULL && n < SPACE_ARCHIVE_BATCH_MAX) {
+		struct stat st;
+		int64_t age;
+
+		if (fstatat(sfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		age = (int64_t)now - (int64_t)st.st_mtime;
+		if (strncmp(de->d_name, ".gc.", 4) == 0) {
+			put_back(sfd, de->d_name);      /* a collection cut short */
+			continue;
+		}
+		if (strncmp(de->d_name, ".tmp.", 5) == 0) {
+			/* a writer that died; a live one writes it all the time */
+			if (age >= (int64_t)MGR_SNAPSHOT_TMP_GRACE && age >= (int64_t)cfg.snapshot_gc_grace)
+				unlinkat(sfd, de->d_name, 0);
+			continue;
+		}
+		if (age < (int64_t)cfg.snapshot_gc_grace)
+			continue;
+		if (!archive_name(de->d_name, o[n].digest))
+			continue;
+		o[n].dev = st.st_dev;
+		o[n].ino = st.st_ino;
+		if (json_array_append_new(arr, json_pack("{s:s,s:I}", "digest", o[n].digest,
+		    "age", (json_int_t)age)) < 0)
+			goto out;
+		n++;
+	}
+	if (n == 0 || (body = json_dumps(req, JSON_COMPACT)) == NULL)
+		goto out;
+	if (control_archives(body, &answer) == 0)
+		apply_answer(sfd, answer, o, n);
+out:
+	free(answer);
+	free(body);
+	json_decref(req);
+	free(o);
+	if (d)
+		closedir(d);
+	close(sfd);
+}
