@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,29 @@ out:
 	return ret;
 }
 
+/* a path as text, or as "<key>_b64" when it is not UTF-8 (a file name
+ * is bytes) */
+static int
+set_path(json_t *o, const char *key, const char *path)
+{
+	char k[16], *b;
+	size_t n;
+	json_t *v = json_string(path);
+	int r;
+
+	if (v != NULL)
+		return json_object_set_new(o, key, v);
+	n = sodium_base64_encoded_len(strlen(path), sodium_base64_VARIANT_ORIGINAL);
+	if ((b = malloc(n)) == NULL)
+		return -1;
+	sodium_bin2base64(b, n, (const unsigned char *)path, strlen(path),
+	    sodium_base64_VARIANT_ORIGINAL);
+	snprintf(k, sizeof(k), "%s_b64", key);
+	r = json_object_set_new(o, k, json_string(b));
+	free(b);
+	return r;
+}
+
 char *
 stream_json_of(const struct msg_stream *m)
 {
@@ -137,7 +161,9 @@ stream_json_of(const struct msg_stream *m)
 		o = json_pack("{s:s}", "type", k);
 		if (o == NULL)
 			break;
-		{
+		/* text when it is UTF-8 without a NUL (which JSON readers
+		 * commonly refuse, jansson among them), base64 otherwise */
+		if (memchr(m->data, '\0', m->len) == NULL) {
 			json_t *t = json_stringn((const char *)m->data, m->len);
 
 			if (t != NULL) {
@@ -160,11 +186,12 @@ stream_json_of(const struct msg_stream *m)
 		    "timed_out", m->exit.timed_out, "oom_killed", m->exit.oom_killed);
 		break;
 	case STREAM_EVENT:
-		o = json_pack("{s:s,s:s,s:s,s:b}", "type", k,
+		o = json_pack("{s:s,s:s,s:b}", "type", k,
 		    "event", stream_event_str(m->event.type) ? stream_event_str(m->event.type) : "?",
-		    "path", m->event.path, "is_dir", m->event.is_dir);
-		if (o && m->event.type == STREAM_EV_RENAME)
-			json_object_set_new(o, "to", json_string(m->event.to));
+		    "is_dir", m->event.is_dir);
+		if (o == NULL || set_path(o, "path", m->event.path) != 0 ||
+		    (m->event.type == STREAM_EV_RENAME && set_path(o, "to", m->event.to) != 0))
+			goto out;
 		break;
 	case STREAM_RESIZE:
 		o = json_pack("{s:s,s:i,s:i}", "type", k, "rows", (int)m->rows, "cols", (int)m->cols);

@@ -12,10 +12,11 @@
  *   {"type":"signal","signo":15}
  * and, server to client (subprotocol space.v1.json):
  *   {"type":"stdout"|"stderr"|"pty","data":"..."} ("data_b64" when the
- *      bytes are not UTF-8)
+ *      bytes are not UTF-8 or hold a NUL)
  *   {"type":"exit","exit_code":0,"signal":0,"timed_out":false,"oom_killed":false}
  *   {"type":"event","event":"create","path":"/p","to":"/q","is_dir":false}
- *      ("to" only for rename)
+ *      ("to" only for rename; "path_b64"/"to_b64" for a name that is
+ *      not UTF-8)
  *
  * The decoder takes exactly the members of its type (duplicate keys,
  * unknown or missing members refused), at most SPACE_STREAM_PAYLOAD_MAX*2

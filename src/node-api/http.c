@@ -40,6 +40,9 @@ struct route {
 	size_t body_max;        /* K_JSON: the buffered body, bytes */
 };
 
+/* a proc.stdin body: its bytes as base64, and room for the rest */
+#define PROC_STDIN_BODY_MAX ((SPACE_PROC_STDIN_MAX + 2) / 3 * 4 + 4096)
+
 static const struct route routes[] = {
 	/* an exec body carries stdin whole (SPACE_EXEC_STDIN_MAX, base64 at
 	 * worst) beside argv and env */
@@ -58,8 +61,7 @@ static const struct route routes[] = {
 	{ "GET",  "processes/stream", "proc.start", "proc_stream", K_WS, 0 },
 	{ "GET",  "processes/*/stream", "proc.attach", "proc_attach", K_WS, 0 },
 	{ "POST", "processes/*/signal", "proc.signal", "proc_signal", K_JSON, SPACE_HTTP_BODY_MAX },
-	{ "POST", "processes/*/stdin", "proc.stdin", "proc_stdin", K_JSON,
-	  (SPACE_PROC_STDIN_MAX + 2) / 3 * 4 + 4096 },
+	{ "POST", "processes/*/stdin", "proc.stdin", "proc_stdin", K_JSON, PROC_STDIN_BODY_MAX },
 	{ "POST", "processes/*/resize", "proc.resize", "proc_resize", K_JSON, SPACE_HTTP_BODY_MAX },
 	{ "GET",  "watch", "fs.watch", "fs_watch", K_WS, 0 },
 };

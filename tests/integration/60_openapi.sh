@@ -236,7 +236,7 @@ def err_code(body):
     except Exception:
         return None
 
-values = {"id": "w1", "sbx": "sbx_zz1"}
+values = {"id": "w1", "sbx": "sbx_zz1", "pid": "1"}
 undocumented = []
 for m, p, o, _ in ops:
     vals = dict(values)
