@@ -256,8 +256,14 @@ failed:
 	    (unsigned long long)r->id.generation, why ? why : "error");
 	r->state = EXEC_FAILED;
 	r->epoch++;
-	if (records_put(r) == 0)
+	if (records_put(r) == 0) {
 		control_report(&r->id, "failed", why ? why : "install failed");
+		/* never served: the layer is empty or a restored archive */
+		if (r->id.activation == 1) {
+			wait_layer_free(r);
+			reclaim_execution(r);
+		}
+	}
 	lease_cancel_before(r->id.sandbox, r->epoch);
 	return ret ? ret : -EIO;
 }
@@ -366,8 +372,11 @@ do_install(const struct msg_assignment *a)
 			metrics_inc(MC_INSTALL_FAILED);
 			r.state = EXEC_FAILED;
 			r.epoch++;
-			if (records_put(&r) == 0)
+			if (records_put(&r) == 0) {
 				control_report(&r.id, "failed", why ? why : "snapshot restore failed");
+				/* a layer cut short: its archive is the whole of it */
+				reclaim_execution(&r);
+			}
 			return;
 		}
 		log_info("install %s g%llu: layer restored from snapshot %s", id->sandbox,
@@ -620,6 +629,8 @@ fail_salvaged(struct record *r, const char *why)
 		return;
 	}
 	control_report_failed(&r->id, why, digest, size);
+	/* the archive is durable: the layer is not needed any more */
+	reclaim_execution(r);
 }
 
 /* after a restart: adopt every serving bridge that is still the recorded

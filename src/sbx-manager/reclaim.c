@@ -11,7 +11,8 @@
  * are removed, and the entry last. A restart finishes every entry it finds
  * (reclaim_resume), so a kill -9 in the middle leaves nothing behind for
  * long. An entry is written only for an execution whose record is
- * retired, and the removal never crosses a mount point, never follows a
+ * retired, or failed with nothing in its layer that is not elsewhere (its
+ * caller says so: see reclaim_execution), and the removal never crosses a mount point, never follows a
  * symlink and only touches the two directories the entry's name gives. */
 #include <dirent.h>
 #include <errno.h>
@@ -200,13 +201,18 @@ mark_and_finish(const char *name)
 	return reclaim_finish(name);
 }
 
+/* a retired execution; or a failed one whose layer holds nothing that is
+ * not elsewhere: it never served (activation 1: empty or restored from an
+ * archive), its restore failed, or it was archived when it failed. A
+ * failed layer that is the only copy of the user's files is reclaimed
+ * when the sandbox is killed (the control plane retires it then). */
 int
 reclaim_execution(const struct record *r)
 {
 	char name[SPACE_ID_MAX + 32];
 	int ret;
 
-	if (r->state != EXEC_RETIRED)
+	if (r->state != EXEC_RETIRED && r->state != EXEC_FAILED)
 		return -EINVAL;
 	snprintf(name, sizeof(name), "%s.g%llu", r->id.sandbox, (unsigned long long)r->id.generation);
 	pthread_mutex_lock(&rlock);
@@ -258,7 +264,7 @@ resume_locked(void)
 				continue;
 			/* never the layer of an execution that runs here */
 			if (records_get(sandbox, &r) == 0 && r.id.generation == gen &&
-			    r.state != EXEC_RETIRED) {
+			    r.state != EXEC_RETIRED && r.state != EXEC_FAILED) {
 				log_warnx("reclaim %s: its execution is not retired, entry dropped",
 				    de->d_name);
 				unlinkat(dirfd(d), de->d_name, 0);

@@ -262,6 +262,12 @@ kill_tx(struct store *s, void *arg)
 		if ((rc = R(s)->assignment_add(s, c.worker, x->id, c.gen, "retire",
 		    "{\"snapshot\":false}", now)) < 0)
 			return rc;
+	} else if (c.gen > 0 && streq(c.exec_state, "failed") &&
+	    (rc = R(s)->assignment_add(s, c.worker, x->id, c.gen, "retire",
+	    "{\"snapshot\":false}", now)) < 0) {
+		/* the worker keeps a failed execution's layer (it may be the
+		 * only copy of the user's files) until it is told this */
+		return rc;
 	}
 	if ((rc = R(s)->audit(s, x->owner, "sandbox.kill", x->id, NULL)) < 0)
 		return rc;

@@ -106,6 +106,21 @@ check "w1's layers and run directories are back to the baseline ($AFTER KiB, was
 	test "$AFTER" -le $((BASE + 1024))
 check "grep reclaimed in the log" grep -q "reclaimed the layer and run directory of $S.g2" "$T/mgr_w1.log"
 
+# ---- a failed execution: a resume from a tampered archive ----
+is "create sandbox S3" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S3=$(jget id)
+check "S3 running" wait_state "$S3" running 20
+is "pause S3 -> 202" "$(cpost "/v1/sandboxes/$S3/pause" '{}')" 202
+check "S3 paused" wait_state "$S3" paused 60
+P3=$(jget snapshot "$T/sbx")
+chmod u+w "$T/snapshots/$P3.snap"
+printf 'X' | dd of="$T/snapshots/$P3.snap" bs=1 seek=64 conv=notrunc 2>/dev/null
+is "resume S3 from its tampered archive -> 202" "$(cpost "/v1/sandboxes/$S3/resume" '{}')" 202
+check "S3 failed (the restore refused the archive)" wait_state "$S3" failed 60
+check "the failed execution's layer is reclaimed (its archive is the whole of it)" wait_gone "$W/exec/$S3.g2"
+check "... and its run directory" wait_gone "$W/run/$S3.g2"
+is "kill S3" "$(killsbx "$S3")" 200
+
 # ---- the snapshot store, collected by reference ----
 ORPHAN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo junk >"$T/snapshots/$ORPHAN.snap"

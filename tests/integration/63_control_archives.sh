@@ -83,6 +83,16 @@ is "the late report's archive is kept, even offered as old" "$(offer w1 "$W1" "$
 sleep 3
 is "after the grace, nothing references it: collected" "$(offer w1 "$W1" "$Y:$OLD")" "$Y"
 
+# a failed execution's layer stays on its worker (it may be the only copy
+# of the files) until the sandbox is killed: the kill retires it there
+run F
+sim_report w1 "$W1" failed >/dev/null
+is "F failed" "$(sstate "$F")" failed
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$F"
+sim_fetch w1 "$W1" 5
+is "killing a failed sandbox retires its execution on the worker, without an archive" \
+	"$(sim_last w1 action) $(sim_last w1 identity.sandbox) $(sim_last w1 spec.snapshot)" "retire $F False"
+
 # from the attacker's side: bad offers are refused, a worker speaks for itself
 is "a digest that is not 64 lowercase hex -> 400" "$(offer w1 "$W1" "../../etc/passwd:$OLD"; cat "$T/code")" 400
 is "a negative age -> 400" "$(offer w1 "$W1" "$X:-1"; cat "$T/code")" 400
