@@ -141,8 +141,10 @@ mcp_write_file(struct mcp_ctx *x, json_t *args)
 		if ((bin = malloc(len / 4 * 3 + 3)) == NULL)
 			goto oom;
 		if (sodium_base642bin(bin, len / 4 * 3 + 3, data, len, " \r\n", &blen, NULL,
-		    sodium_base64_VARIANT_ORIGINAL) != 0)
-			return mcp_fail(x, "write_file: content is not standard base64");
+		    sodium_base64_VARIANT_ORIGINAL) != 0) {
+			mcp_fail(x, "write_file: content is not standard base64");
+			goto out;
+		}
 		data = bin;
 		len = blen;
 	}

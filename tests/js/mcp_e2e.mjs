@@ -125,6 +125,8 @@ eq([o.content, o.encoding, o.truncated, o.size], ['hello\n', 'text', false, 6], 
 const bin = Buffer.from([0, 1, 2, 255, 254, 10]).toString('base64');
 good(await call('write_file', { sandbox: sbx, path: `${dir}/b.bin`, content: bin, encoding: 'base64', mode: '0600' }),
 	'write_file base64');
+bad(await call('write_file', { sandbox: sbx, path: `${dir}/c.bin`, content: '!!not base64', encoding: 'base64' }),
+	/not standard base64/, 'write_file of bad base64: a tool error');
 o = good(await call('read_file', { sandbox: sbx, path: `${dir}/b.bin`, encoding: 'base64' }), 'read_file base64');
 eq([o.content, o.encoding], [bin, 'base64'], 'read_file gives the bytes back in base64');
 o = good(await call('read_file', { sandbox: sbx, path: `${dir}/b.bin` }), 'read_file text of a binary file');
