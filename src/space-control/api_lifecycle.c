@@ -37,7 +37,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	const char *why = NULL;
 	json_t *out = NULL;
 	uint64_t deadline;
-	int rc;
+	int rc, quota_retry = 0;
 
 	memset(&rq, 0, sizeof(rq));
 	if (id_random("op_", op_id, sizeof(op_id)) < 0 ||
@@ -53,6 +53,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	rq.lease_owner = c->instance;
 	rq.lease_ttl = c->cfg.lease_ttl;
 	rq.reason = "api";
+	rq.retry_after = &quota_retry;
 	/* a route handed to a repair is held for --route-hold-ms: wait
 	 * for it, then start anyway (repairs cannot hold a sandbox forever) */
 	deadline = now_mono_ns() / 1000000 + (uint64_t)c->cfg.route_hold_ms + 50;
@@ -81,6 +82,12 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	case -EAGAIN:
 		r->retry_after = 1;
 		reply_error(r, 503, "unavailable", "%s", why ? why : "no worker available");
+		return;
+	case -EDQUOT:
+		/* the tenant's own quota: 429, as at create */
+		metrics_lifecycle(kind_label(kind), "refused");
+		r->retry_after = quota_retry > 0 ? quota_retry : 1;
+		reply_error(r, 429, "quota_exceeded", "%s", why ? why : "quota exceeded");
 		return;
 	default:
 		reply_store_error(r, rc, "sandbox");

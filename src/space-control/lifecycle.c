@@ -132,7 +132,8 @@ struct create_ctx {
 /* the asking key's quota, read in the create's transaction so that a
  * burst of parallel creates cannot all pass on the same count */
 static int
-quota_check(struct store *s, const struct sandbox_spec *sp, int64_t now, const char **why)
+quota_check(struct store *s, const struct sandbox_spec *sp, int64_t now, bool create,
+    const char **why)
 {
 	struct key_quota q;
 	struct res want;
@@ -145,7 +146,7 @@ quota_check(struct store *s, const struct sandbox_spec *sp, int64_t now, const c
 		return rc;
 	if ((rc = lc_spec_want(sp->resources, &want)) < 0)
 		return rc;
-	if (q.creates_per_minute > 0 && recent >= q.creates_per_minute) {
+	if (create && q.creates_per_minute > 0 && recent >= q.creates_per_minute) {
 		*why = "this API key's creates per minute are used up";
 		if (sp->retry_after)
 			*sp->retry_after = (int)(oldest + 60 - now > 0 ? oldest + 60 - now : 1);
@@ -166,6 +167,30 @@ quota_check(struct store *s, const struct sandbox_spec *sp, int64_t now, const c
 	return 0;
 }
 
+/* a resume makes a paused (or failed) sandbox count again: it passes the
+ * running and memory quota of the key that created the sandbox, in the
+ * resume's transaction (creates per minute are creates only). A revoked
+ * key, or a sandbox from before keys had quotas, has none. */
+int
+lc_resume_quota(struct store *s, const char *sandbox, const char *resources, int *retry_after,
+    const char **why)
+{
+	char key[STORE_CREDID_LEN + 1] = "";
+	struct sandbox_spec sp;
+	int rc;
+
+	if ((rc = R(s)->sandbox_key(s, sandbox, key)) < 0)
+		return rc;
+	if (rc == 0 || key[0] == '\0')
+		return 0;
+	memset(&sp, 0, sizeof(sp));
+	sp.api_key = key;
+	sp.resources = resources;
+	sp.retry_after = retry_after;
+	rc = quota_check(s, &sp, now_unix(), false, why);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 static int
 create_tx(struct store *s, void *arg)
 {
@@ -173,7 +198,7 @@ create_tx(struct store *s, void *arg)
 	int64_t now = now_unix();
 	int rc;
 
-	if ((rc = quota_check(s, x->sp, now, x->why)) < 0)
+	if ((rc = quota_check(s, x->sp, now, true, x->why)) < 0)
 		return rc;
 
 	if ((rc = R(s)->sandbox_insert(s, x->owner, x->id, x->sp, now)) < 0)

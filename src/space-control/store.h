@@ -68,6 +68,7 @@ struct op_request {
 	int64_t     lease_ttl;          /* seconds */
 	const char *reason;             /* audit detail: "api", "timeout idle", ... */
 	bool        past_hold;          /* pause/move: start even while a repaired route is held */
+	int        *retry_after;        /* out, on -EDQUOT (a resume over its key's quota) */
 };
 
 /* a worker's retirement report may carry the archive of the retired layer */

@@ -97,6 +97,21 @@ r_sandbox_set_snapshot(struct store *s, const char *id, const char *digest)
 }
 
 static int
+r_sandbox_key(struct store *s, const char *id, char key[STORE_CREDID_LEN + 1])
+{
+	sqlite3_stmt *st = sq_prep(DB(s), "SELECT COALESCE(api_key,'') FROM sandboxes WHERE id = ?",
+	    "s", id);
+	int rc;
+
+	if (st == NULL)
+		return -EIO;
+	if ((rc = sq_step_row(DB(s), st)) == 1)
+		sq_col_copy(st, 0, key, STORE_CREDID_LEN + 1);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int
 r_lease_take(struct store *s, const char *id, const char *who, int64_t expiry, int64_t now)
 {
 	int rc = sq_run(DB(s), sq_prep(DB(s), "UPDATE sandboxes SET lease_owner = ?,"
@@ -583,6 +598,7 @@ const struct store_rows sq_rows = {
 	.sandbox_set_state = r_sandbox_set_state,
 	.sandbox_set_pin = r_sandbox_set_pin,
 	.sandbox_set_snapshot = r_sandbox_set_snapshot,
+	.sandbox_key = r_sandbox_key,
 	.lease_take = r_lease_take,
 	.lease_renew = r_lease_renew,
 	.lease_release = r_lease_release,

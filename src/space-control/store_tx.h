@@ -82,6 +82,9 @@ struct store_rows {
 	int (*sandbox_set_state)(struct store *, const char *id, const char *state);
 	int (*sandbox_set_pin)(struct store *, const char *id, const char *worker);
 	int (*sandbox_set_snapshot)(struct store *, const char *id, const char *digest);
+	/* the id of the API key the sandbox was created with: 1 found (key
+	 * "" when it predates keys' quotas), 0 no such sandbox */
+	int (*sandbox_key)(struct store *, const char *id, char key[STORE_CREDID_LEN + 1]);
 	/* 1 taken (free or expired at now), 0 held by someone else */
 	int (*lease_take)(struct store *, const char *id, const char *who, int64_t expiry,
 	    int64_t now);

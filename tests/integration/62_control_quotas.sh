@@ -2,7 +2,9 @@
 # space-control, from a tenant's side: an API key's quota (running
 # sandboxes, their memory, creates per minute) answers 429 + Retry-After,
 # a burst of parallel creates by one tenant does not starve another, and
-# a revoked key is refused at once. Workers are simulated with curl.
+# a revoked key is refused at once, and a resume counts as a create would
+# (pausing does not make room for more than the quota). Workers are
+# simulated with curl.
 . "$SPACE_TOP/tests/lib.sh"
 
 T=$(mktemp -d)
@@ -21,6 +23,7 @@ A=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 M=$(space-control apikey add mallory --max-sandboxes 3 --data-dir "$D" 2>>"$T/log")
 R=$(space-control apikey add rate --creates-per-minute 2 --data-dir "$D" 2>>"$T/log")
 B=$(space-control apikey add mem --max-memory-mb 1024 --data-dir "$D" 2>>"$T/log")
+P=$(space-control apikey add pauser --max-sandboxes 1 --max-memory-mb 1024 --data-dir "$D" 2>>"$T/log")
 W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 space-control --data-dir "$D" --listen "127.0.0.1:$PORT" --heartbeat-timeout 3600 2>>"$T/log" &
 PID=$!
@@ -52,6 +55,25 @@ check "... quota_exceeded, Retry-After $RA s: when the oldest create leaves the 
 is "mem: 512 MiB" "$(post /v1/sandboxes "$B" '{"resources":{"memory_mb":512}}')" 201
 is "mem: another 512 MiB" "$(post /v1/sandboxes "$B" '{"resources":{"memory_mb":512}}')" 201
 is "mem: 1 MiB more than 1024 -> 429" "$(post /v1/sandboxes "$B" '{"resources":{"memory_mb":1}}')" 429
+
+# a resume passes the quota too: pause one, create another, resume the first
+sim_fetch w1 "$W1" 0
+is "pauser: one sandbox" "$(post /v1/sandboxes "$P" '{"resources":{"memory_mb":512}}')" 201
+P1=$(jget id)
+sim_fetch w1 "$W1"
+sim_report w1 "$W1" serving >/dev/null
+is "pauser: pause it -> 202" "$(post "/v1/sandboxes/$P1/pause" "$P" '{}')" 202
+sim_fetch w1 "$W1"
+sim_report w1 "$W1" retired "$(rdigest)" >/dev/null
+i=0; while [ $i -lt 50 ] && [ "$(sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$P1'")" != paused ]; do sleep 0.1; i=$((i + 1)); done
+is "... paused" "$(sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$P1'")" paused
+is "pauser: a paused sandbox does not count: another create -> 201" "$(post /v1/sandboxes "$P" '{"resources":{"memory_mb":512}}')" 201
+P2=$(jget id)
+is "pauser: resuming the first would make two running -> 429" "$(post "/v1/sandboxes/$P1/resume" "$P" '{}')" 429
+check "... quota_exceeded with Retry-After" sh -c "grep -q quota_exceeded '$T/body' && grep -qi '^retry-after: [1-9]' '$T/hdr'"
+is "... the sandbox stays paused" "$(sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$P1'")" paused
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $P" "$U/v1/sandboxes/$P2"
+is "pauser: after killing the second, the resume -> 202" "$(post "/v1/sandboxes/$P1/resume" "$P" '{}')" 202
 
 # list and revoke
 space-control apikey list --data-dir "$D" >"$T/list" 2>>"$T/log"
