@@ -35,7 +35,7 @@ LDFLAGS  += -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 LIBS_node-api      := -lsodium -ljansson -lmicrohttpd -lwslay -lnettle
 LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd
 LIBS_space         := -lsodium -ljansson -luv -lwslay -lnettle
-LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd
+LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
 LIBS_spaced-host   := -lsodium -ljansson -lseccomp -lcap
 LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
@@ -68,6 +68,10 @@ all: $(BINS) $(UNIT_BINS) $(DOUBLE_BINS)
 
 deps:
 	@sh scripts/deps.sh
+
+# the PostgreSQL backend of space-control: libpq's headers (libpq-dev)
+$(B)/obj/src/space-control/store_pg.o: CFLAGS += -I/usr/include/postgresql
+$(B)/obj/src/space-control/store_pg_%.o: CFLAGS += -I/usr/include/postgresql
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

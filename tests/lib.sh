@@ -45,7 +45,15 @@ print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) or d is None 
 # at spaces).
 # ctl_init [SIGNAL]: set them, the exit trap stops the daemon with SIGNAL
 # (default TERM) and removes $T
+# SPACE_TEST_STORE=pg: the daemon and its subcommands use a PostgreSQL of
+# the test's own (tests/lib_pg.sh, SPACE_CONTROL_STORE), started here once
+# per script, and sql runs on it.
 ctl_init() {
+	if [ "${SPACE_TEST_STORE:-}" = pg ]; then
+		. "$SPACE_TOP/tests/lib_pg.sh"
+		pg_start || { not_ok "PostgreSQL of the test started"; exit 1; }
+		export SPACE_CONTROL_STORE="$PG_URL"
+	fi
 	T=$(mktemp -d)
 	D=$T/data
 	PORT=$(free_port)
@@ -68,6 +76,7 @@ ctl_crash() { kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=; }
 ctl_cleanup() {
 	[ -n "$PID" ] && kill -"${1:-TERM}" "$PID" 2>/dev/null
 	[ -n "$PID" ] && wait "$PID" 2>/dev/null
+	[ "${SPACE_TEST_STORE:-}" = pg ] && pg_cleanup
 	rm -rf "$T"
 }
 # get PATH CRED, post PATH CRED JSON: one request with a bearer; the status
@@ -77,8 +86,29 @@ post() {
 	curl -s -D "$T/headers" -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $2" \
 		-H 'Content-Type: application/json' --data-binary "$3" "$U$1"
 }
-# sql QUERY: on the space-control store in $D
-sql() { sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; }
+# sql QUERY: on the space-control store in $D (or the test's PostgreSQL);
+# on_pg: true when the tests run on PostgreSQL
+on_pg() { [ "${SPACE_TEST_STORE:-}" = pg ]; }
+# store_dump: every row of the store as text
+store_dump() {
+	if on_pg; then "$PG_BIN/pg_dump" -h 127.0.0.1 -p "$PG_PORT" -U space -a space
+	else sqlite3 -cmd '.timeout 5000' "$D/control.db" .dump; fi
+}
+# store_integrity: "ok" when the store's pages and indexes check out
+# (SQLite: PRAGMA integrity_check; PostgreSQL: pg_amcheck of every table
+# and index of the database); store_fk_violations: how many rows break a
+# foreign key (PostgreSQL enforces them: how many are not validated)
+store_integrity() {
+	if on_pg; then
+		"$PG_BIN/pg_amcheck" -h 127.0.0.1 -p "$PG_PORT" -U space -d space --install-missing \
+			--heapallindexed >"$T/amcheck" 2>&1 && echo ok || cat "$T/amcheck"
+	else sql 'PRAGMA integrity_check'; fi
+}
+store_fk_violations() {
+	if on_pg; then sql "SELECT COUNT(*) FROM pg_constraint WHERE contype = 'f' AND NOT convalidated"
+	else sql 'PRAGMA foreign_key_check' | wc -l; fi
+}
+sql() { if on_pg; then pg_sql "$1"; else sqlite3 -cmd '.timeout 5000' "$D/control.db" "$1"; fi; }
 
 # A simulated worker of the 2x tests (its assignment stream by curl):
 # sim_fetch W CRED [WAIT]: the next assignments of W's stream (a long-poll

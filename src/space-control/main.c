@@ -65,7 +65,7 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: space-control [serve] --data-dir D [--listen 127.0.0.1:7700]\n"
-	    "           [--tls-cert F --tls-key F] [--store sqlite:PATH] [--config FILE]\n"
+	    "           [--tls-cert F --tls-key F] [--store sqlite:PATH|postgres://...] [--config FILE]\n"
 	    "           [--heartbeat-timeout S] [--rotate-publish-delay S] [--verbose]\n"
 	    "           [--lease-ttl S] [--http-head-timeout S] [--http-heads-per-ip N]\n"
 	    "           [--http-conns-per-ip N]\n"
@@ -286,19 +286,31 @@ control_store_open(struct config *cfg)
 {
 	struct store *st;
 	char spec[sizeof(cfg->store)];
+	const char *env;
 	int rc;
 
 	if ((rc = mkdir_p(cfg->data_dir, 0700)) < 0) {
 		fprintf(stderr, "space-control: %s: %s\n", cfg->data_dir, strerror(-rc));
 		return NULL;
 	}
+	/* --store (or the config file's store), else SPACE_CONTROL_STORE: a
+	 * PostgreSQL URL that holds a password stays out of the process's
+	 * argument list, which every local user can read */
 	if (cfg->store[0])
 		snprintf(spec, sizeof(spec), "%s", cfg->store);
-	else if ((size_t)snprintf(spec, sizeof(spec), "sqlite:%s/control.db", cfg->data_dir) >=
+	else if ((env = getenv("SPACE_CONTROL_STORE")) != NULL && env[0] != '\0') {
+		if ((size_t)snprintf(spec, sizeof(spec), "%s", env) >= sizeof(spec))
+			return NULL;
+	} else if ((size_t)snprintf(spec, sizeof(spec), "sqlite:%s/control.db", cfg->data_dir) >=
 	    sizeof(spec))
 		return NULL;
+	/* a URL is shown as its scheme only: it may hold a password */
 	if ((st = store_open(spec)) == NULL)
-		fprintf(stderr, "space-control: cannot open store %s: %s\n", spec, strerror(errno));
+		fprintf(stderr, "space-control: cannot open store %.*s: %s\n",
+		    strstr(spec, "://") ? (int)(strstr(spec, "://") - spec + 3) : (int)strlen(spec),
+		    spec, errno == EPROTO ? "its schema is newer than this build" :
+		    errno == EINVAL ? "not a valid connection string" :
+		    errno == EHOSTUNREACH ? "the database does not answer" : strerror(errno));
 	return st;
 }
 

@@ -212,9 +212,11 @@ struct store {
 	struct overcommit oc;           /* placement policy; the daemon sets it */
 };
 
-/* "sqlite:PATH" (or a bare path). Runs pending migrations. NULL + errno. */
+/* "sqlite:PATH" (or a bare path), or "postgres://..." (a libpq URL).
+ * Runs pending migrations. NULL + errno. */
 struct store *store_open(const char *spec);
 struct store *store_sqlite_open(const char *path);
+struct store *store_pg_open(const char *conninfo);       /* store_pg.c */
 
 /* latency observer the daemon installs (metrics); NULL outside serve */
 extern void (*store_observe)(double seconds);

@@ -771,6 +771,8 @@ store_open(const char *spec)
 {
 	if (strncmp(spec, "sqlite:", 7) == 0)
 		return store_sqlite_open(spec + 7);
+	if (strncmp(spec, "postgres://", 11) == 0 || strncmp(spec, "postgresql://", 13) == 0)
+		return store_pg_open(spec);
 	if (strstr(spec, "://") != NULL || strncmp(spec, "postgres", 8) == 0) {
 		errno = ENOTSUP;
 		return NULL;

@@ -22,7 +22,9 @@ W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
 check "apikey add prints one sk_ key" sh -c "echo '$KA' | grep -Eq '^sk_[A-Za-z0-9_-]{43}$'"
 check "worker add prints one wk_ credential" sh -c "echo '$W1' | grep -Eq '^wk_[A-Za-z0-9_-]{43}$'"
 check "worker add refuses an existing worker" sh -c "! space-control worker add w1 --data-dir '$D' 2>/dev/null"
-check "keys are stored hashed, never in clear" sh -c "! sqlite3 '$D/control.db' .dump | grep -q -- '${KA#sk_}'"
+store_dump >"$T/dump"
+check "the store holds the key's public id" grep -q -- "$(echo "$KA" | cut -c4-15)" "$T/dump"
+check "keys are stored hashed, never in clear" sh -c "! grep -q -- '${KA#sk_}' '$T/dump'"
 
 check "daemon answers /healthz" ctl_start --heartbeat-timeout 3600
 
@@ -106,7 +108,11 @@ PID2=$!
 wait_http "http://127.0.0.1:$P2/healthz" 10
 check "--store sqlite:PATH puts the store there" sh -c "[ -s '$T/elsewhere.db' ] && [ ! -e '$T/d2/control.db' ]"
 kill "$PID2"; wait "$PID2" 2>/dev/null
-check "an unsupported store scheme is refused at start" sh -c "! space-control --data-dir '$T/d3' --store 'postgres://x/y' --listen 127.0.0.1:$P2 2>/dev/null"
+check "an unsupported store scheme is refused at start" sh -c "! space-control --data-dir '$T/d3' --store 'mysql://x/y' --listen 127.0.0.1:$P2 2>/dev/null"
+check "a bad PostgreSQL connection string is refused at start" sh -c "! space-control --data-dir '$T/d3' --store 'postgres://[::1' --listen 127.0.0.1:$P2 2>'$T/bad'"
+check "... with a clear error" grep -q 'not a valid connection string' "$T/bad"
+check "a PostgreSQL that does not answer is refused at start" sh -c "! space-control --data-dir '$T/d3' --store 'postgresql://space@127.0.0.1:1/space' --listen 127.0.0.1:$P2 2>'$T/bad'"
+check "... with a clear error" grep -q 'the database does not answer' "$T/bad"
 echo 'listen = 127.0.0.1:1' >"$T/bad.conf"; echo 'colour = blue' >>"$T/bad.conf"
 check "an unknown config setting is refused at start" sh -c "! space-control --config '$T/bad.conf' --data-dir '$D' 2>/dev/null"
 check "a missing --data-dir is a usage error (2)" sh -c "space-control --listen 127.0.0.1:1 2>/dev/null; [ \$? = 2 ]"

@@ -26,7 +26,7 @@ is "50 sandboxes, 50 executions, 50 install assignments" \
 	"$(sql "SELECT (SELECT COUNT(*) FROM sandboxes) || ' ' || (SELECT COUNT(*) FROM executions) || ' ' || (SELECT COUNT(*) FROM assignments WHERE action='install')")" "50 50 50"
 is "every first execution is generation 1" "$(sql "SELECT COUNT(*) FROM executions WHERE generation <> 1")" 0
 check "the scheduler spread them over both workers" test "$(sql "SELECT COUNT(DISTINCT worker) FROM executions")" = 2
-is "placement balances load (25 / 25)" "$(sql "SELECT GROUP_CONCAT(c) FROM (SELECT COUNT(*) c FROM executions GROUP BY worker)")" "25,25"
+is "placement balances load (25 / 25)" "$(sql "SELECT GROUP_CONCAT(c) FROM (SELECT COUNT(*) c FROM executions GROUP BY worker) x")" "25,25"
 
 # re-assignments: w1 is re-created (new incarnations) while 50 more creates run
 seq 1 50 | xargs -P 16 -I@ sh -c 'curl -s -o /dev/null -w "%{http_code}\n" -X POST \
@@ -40,11 +40,11 @@ wait "$XP"
 is "50 more creates during re-creation all answered 201" "$(grep -c '^201$' "$T/codes2")" 50
 is "the re-registrations were accepted" "$(grep -c '^200$' "$T/regcodes")" 4
 is "no duplicate (sandbox, generation)" \
-	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1)")" 0
+	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1) x")" 0
 is "generations strictly increase in insertion order" \
 	"$(sql "SELECT COUNT(*) FROM executions a JOIN executions b ON a.sandbox = b.sandbox AND a.rowid < b.rowid AND a.generation >= b.generation")" 0
 is "generations have no gaps (max = count per sandbox)" \
-	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox FROM executions GROUP BY sandbox HAVING MAX(generation) <> COUNT(*))")" 0
+	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox FROM executions GROUP BY sandbox HAVING MAX(generation) <> COUNT(*)) x")" 0
 check "some sandboxes were re-assigned (generation >= 2)" test "$(sql "SELECT COUNT(*) FROM executions WHERE generation >= 2")" -gt 0
 is "nothing live remains on w1's old incarnations" \
 	"$(sql "SELECT COUNT(*) FROM executions WHERE worker='w1' AND resident <> 'incE' AND state NOT IN ('failed','retired')")" 0

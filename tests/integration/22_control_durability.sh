@@ -42,8 +42,8 @@ check "some creates were acknowledged before the kill" test "$NACK" -gt 0
 
 ctl_start --heartbeat-timeout 3600
 check "daemon restarts on the same data" true
-is "integrity_check ok" "$(sql 'PRAGMA integrity_check')" ok
-is "no foreign key violation" "$(sql 'PRAGMA foreign_key_check' | wc -l)" 0
+is "integrity_check ok" "$(store_integrity)" ok
+is "no foreign key violation" "$(store_fk_violations)" 0
 sql "SELECT id FROM sandboxes ORDER BY id" >"$T/stored"
 is "every acknowledged create is stored" "$(comm -23 "$T/acked" "$T/stored" | wc -l)" 0
 is "no sandbox without its execution" \
@@ -68,9 +68,14 @@ post /v1/workers/w1/register "$W" '{"incarnation":"inc2","endpoint":"http://127.
 is "re-created worker: every live sandbox gets generation 2" \
 	"$(sql "SELECT COUNT(*) FROM sandboxes s WHERE (SELECT MAX(generation) FROM executions WHERE sandbox = s.id) <> 2")" 0
 is "no duplicate generation" \
-	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1)")" 0
-is "store settings: WAL" "$(sql 'PRAGMA journal_mode')" wal
-is "schema is versioned (5 migrations: lifecycle, worker resources, key quotas, route holds)" "$(sql 'PRAGMA user_version')" 5
+	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1) x")" 0
+if on_pg; then
+	is "store settings: commits wait for the WAL flush" "$(sql 'SHOW synchronous_commit')" on
+	is "schema is versioned (5 migrations: lifecycle, worker resources, key quotas, route holds)" "$(sql 'SELECT MAX(version) FROM schema_version')" 5
+else
+	is "store settings: WAL" "$(sql 'PRAGMA journal_mode')" wal
+	is "schema is versioned (5 migrations: lifecycle, worker resources, key quotas, route holds)" "$(sql 'PRAGMA user_version')" 5
+fi
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "daemon stops cleanly on SIGTERM" "$RC" 0
 check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"

@@ -123,7 +123,7 @@ is "no operation, snapshot or lease came of it" \
 	"$(sql "SELECT (SELECT COUNT(*) FROM operations) || '/' || (SELECT COUNT(*) FROM snapshots) || '/' || (SELECT COUNT(*) FROM sandboxes WHERE lease_owner IS NOT NULL)")" "0/0/0"
 is "the timeouts are unchanged" "$(sql "SELECT timeouts FROM sandboxes WHERE id = '$S'")" '{"idle":0,"absolute":0,"action":"pause"}'
 is "the sandbox is still running" "$(sql "SELECT state FROM sandboxes WHERE id = '$S'")" running
-is "integrity_check ok" "$(sql 'PRAGMA integrity_check')" ok
+is "integrity_check ok" "$(store_integrity)" ok
 check "daemon still answers /healthz" sh -c "curl -sf '$U/healthz' | grep -q '\"ok\":true'"
 check "daemon still serves the API" sh -c "[ \$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $K' '$U/v1/sandboxes/$S') = 200 ]"
 check "daemon process is alive" kill -0 "$PID"

@@ -375,8 +375,8 @@ is "audit: one start row per operation" \
 	"$(sql "SELECT COUNT(*) FROM audit WHERE action IN ('sandbox.pause','sandbox.resume','sandbox.move','sandbox.snapshot')") $(sql "SELECT COUNT(*) FROM operations")" "12 12"
 is "audit: one end row per operation" "$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.end'")" 12
 is "no execution generation reused anywhere" \
-	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1)")" 0
-is "store integrity" "$(sql 'PRAGMA integrity_check')" ok
+	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1) x")" 0
+is "store integrity" "$(store_integrity)" ok
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "clean shutdown" "$RC" 0
 check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"

@@ -149,7 +149,7 @@ is "no operation left open, no lease held" \
 	"$(sql "SELECT COUNT(*) FROM operations WHERE step <> 'done'") $(sql "SELECT COUNT(*) FROM sandboxes WHERE lease_owner IS NOT NULL")" "0 0"
 TK=$(sql "SELECT COUNT(*) FROM audit WHERE action='operation.takeover'")
 check "operations were taken over after crashes ($TK takeovers, $(sql "SELECT COUNT(*) FROM operations") operations)" test "$TK" -ge 1
-is "store integrity" "$(sql 'PRAGMA integrity_check')" ok
+is "store integrity" "$(store_integrity)" ok
 kill "$SIM"; SIM=
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "clean shutdown" "$RC" 0

@@ -377,15 +377,15 @@ done
 is "no operation open, every one ended ok" \
 	"$(sql "SELECT COUNT(*) FROM operations WHERE step <> 'done' OR result <> 'ok'")" 0
 is "per sandbox: generations 1..n, unique, created in increasing order" \
-	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, COUNT(*) c, COUNT(DISTINCT generation) d, MAX(generation) m FROM executions GROUP BY sandbox) WHERE c <> d OR c <> m")|$(sql "SELECT COUNT(*) FROM executions a JOIN executions b ON a.sandbox = b.sandbox AND a.rowid < b.rowid AND a.generation >= b.generation")" "0|0"
+	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, COUNT(*) c, COUNT(DISTINCT generation) d, MAX(generation) m FROM executions GROUP BY sandbox) x WHERE c <> d OR c <> m")|$(sql "SELECT COUNT(*) FROM executions a JOIN executions b ON a.sandbox = b.sandbox AND a.rowid < b.rowid AND a.generation >= b.generation")" "0|0"
 is "installs follow the assignment stream in increasing generation order" \
 	"$(sql "SELECT COUNT(*) FROM assignments a JOIN assignments b ON a.sandbox = b.sandbox AND a.action = 'install' AND b.action = 'install' AND a.revision < b.revision AND a.generation >= b.generation")" 0
 is "no sandbox has two active executions" \
-	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox FROM executions WHERE state IN ('pending','starting','serving') GROUP BY sandbox HAVING COUNT(*) > 1)")" 0
+	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox FROM executions WHERE state IN ('pending','starting','serving') GROUP BY sandbox HAVING COUNT(*) > 1) x")" 0
 is "every execution but each sandbox's last is retired" \
 	"$(sql "SELECT COUNT(*) FROM executions e WHERE e.state <> 'retired' AND e.generation < (SELECT MAX(generation) FROM executions WHERE sandbox = e.sandbox)")" 0
 is "A and B agree on every sandbox" "$(for s in $SBX $S; do view "$UA" "$s"; done)" "$(for s in $SBX $S; do view "$UB" "$s"; done)"
-is "store integrity" "$(sql 'PRAGMA integrity_check')" ok
+is "store integrity" "$(store_integrity)" ok
 kill "$PIDA"; wait "$PIDA"; RA=$?; PIDA=
 kill "$PIDB"; wait "$PIDB"; RB=$?; PIDB=
 is "both daemons stop cleanly" "$RA $RB" "0 0"

@@ -1,0 +1,35 @@
+#!/bin/sh
+# The control-plane tests 20-29 again, on PostgreSQL: each script runs
+# with SPACE_TEST_STORE=pg (tests/lib.sh), so it starts a fresh cluster of
+# its own (tests/lib_pg.sh), the daemon and its subcommands use it, and
+# the test's own SQL checks read it. One result line per script: ok when
+# every check of it passed; the failing checks are shown otherwise.
+# SPACE_PG_TESTS narrows the list (e.g. "20 21").
+# ci: once
+. "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_pg.sh"
+if [ ! -x "$PG_BIN/initdb" ]; then
+	not_ok "a PostgreSQL server is installed (postgresql in packages.txt)"
+	done_testing; exit
+fi
+L=$(mktemp -d)
+trap 'rm -rf "$L"' EXIT INT TERM
+for n in ${SPACE_PG_TESTS:-20 21}; do
+	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
+		[ -f "$t" ] || continue
+		name=$(basename "$t" .sh)
+		t0=$(date +%s)
+		SPACE_TEST_STORE=pg timeout -k 10 600 sh "$t" >"$L/$name.log" 2>&1
+		rc=$?
+		p=$(grep -c '^ok ' "$L/$name.log")
+		f=$(grep -c '^not ok ' "$L/$name.log")
+		if [ "$rc" = 0 ] && [ "$f" = 0 ] && [ "$p" -gt 0 ]; then
+			ok "$name on PostgreSQL: $p checks ($(( $(date +%s) - t0 )) s)"
+		else
+			not_ok "$name on PostgreSQL: $p passed, $f failed, exit $rc"
+			grep -E '^not ok |^#' "$L/$name.log" | head -20 | sed 's/^/#   /'
+			tail -5 "$L/$name.log" | sed 's/^/#   | /'
+		fi
+	done
+done
+done_testing
