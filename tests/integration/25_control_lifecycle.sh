@@ -238,16 +238,18 @@ is "operations: 6 done ok, none open" "$(sql "SELECT COUNT(*) FROM operations WH
 
 # ---- timeouts ----
 # (not pinned: the scheduler puts it on w1, which runs nothing now)
-req POST /v1/sandboxes "$K" '{"timeouts":{"idle":2,"action":"pause"}}' >/dev/null
+# idle 5 s: long enough that a loaded machine still issues the routes below
+# well within it (each is a curl and a python3)
+req POST /v1/sandboxes "$K" '{"timeouts":{"idle":5,"action":"pause"}}' >/dev/null
 TI=$(jget id)
 is "the idle-timeout sandbox went to the empty worker" "$(jget execution.worker)" w1
 fetch w1 "$W1"
 report w1 "$W1" serving >/dev/null
 T0=$(date +%s)
-for i in 1 2 3 4; do route "$TI" >/dev/null; sleep 0.7; done
-is "capabilities issued keep an idle-2s sandbox running" "$(state "$TI")" running
-wait_state "$TI" pausing 6
-is "idle 2 s with action pause -> pausing" "$(state "$TI")" pausing
+for i in 1 2 3 4 5 6 7 8; do route "$TI" >/dev/null; sleep 0.8; done
+is "capabilities issued keep an idle-5s sandbox running" "$(state "$TI")" running
+wait_state "$TI" pausing 12
+is "idle 5 s with action pause -> pausing" "$(state "$TI")" pausing
 fetch w1 "$W1"
 is "w1 gets retire with snapshot:true" "$(got w1)" "retire g1 true"
 DTI=$(digest)
@@ -256,7 +258,7 @@ wait_state "$TI" paused 5
 is "... then paused" "$(state "$TI")" paused
 is "... audited as a timeout" "$(sql "SELECT detail LIKE '%reason=timeout idle%' FROM audit WHERE action='sandbox.pause' AND target='$TI'")" 1
 # cleared now: the manual pause below must not race an idle one when this
-# machine is slow (the idle clock of the resumed execution is 2 s)
+# machine is slow (the idle clock of the resumed execution is 5 s)
 is "timeouts cleared while paused" "$(req PUT "/v1/sandboxes/$TI/timeouts" "$K" '{}')" 200
 
 # resume prefers the previous worker only while it has room
