@@ -30,8 +30,11 @@
 #include "sbx-manager.h"
 #include "util.h"
 
-static int listen_fd = -1;
-static atomic_uint nconns;
+/* one accepted connection, handed to its thread */
+struct conn {
+	struct mgr *m;
+	int fd;
+};
 
 /* the RESPONSE must come from the execution we admitted for */
 static bool
@@ -80,7 +83,7 @@ forward_error(int to, const struct frame *f, const struct route_identity *id)
 
 /* relay one operation; both fds are verified and the lease is held */
 static void
-relay(int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
+relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
     const struct record *rec, const struct capability *cap, const char *what)
 {
 	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
@@ -97,12 +100,12 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
 				continue;
 			break;
 		}
-		if (lease_cancelled(l))
+		if (lease_cancelled(m, l))
 			goto cancelled;
 		if (pf[0].revents) {
 			memset(&f, 0, sizeof(f));
 			if ((r = frame_read(bfd, &f)) != 0) {
-				if (lease_cancelled(l))
+				if (lease_cancelled(m, l))
 					goto cancelled;
 				if (!got_resp)
 					frame_write_error(cfd, 503, "unavailable", NULL,
@@ -114,7 +117,7 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
 				if (got_resp || !upload_done)
 					goto bridge_violation;
 				if (!serving_matches(&f, &rec->id)) {
-					metrics_inc(MC_SERVING_MISMATCH);
+					metrics_inc(m, MC_SERVING_MISMATCH);
 					audit_refusal("serving_mismatch", what, rec->id.sandbox, cap,
 					    rec, "unavailable", "serving identity differs from the record");
 					frame_write_error(cfd, 503, "unavailable", NULL,
@@ -127,7 +130,7 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
 				frame_free(&f);
 				/* a streaming operation goes on as a stream (stream.c) */
 				if (r == 0 && streams) {
-					stream_relay(cfd, bfd, l, rec->id.sandbox);
+					stream_relay(m, cfd, bfd, l, rec->id.sandbox);
 					goto out;
 				}
 				if (r != 0 || op != OP_FS_READ)
@@ -162,7 +165,7 @@ relay(int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
 			memset(&f, 0, sizeof(f));
 			r = frame_read(cfd, &f);
 			if (r != 0) {
-				if (lease_cancelled(l))
+				if (lease_cancelled(m, l))
 					goto cancelled;
 				break;          /* client gone: the bridge sees EOF */
 			}
@@ -196,7 +199,7 @@ out:
 }
 
 static void
-handle(int cfd)
+handle(struct mgr *m, int cfd)
 {
 	struct timeval tv = { .tv_sec = MGR_IO_TIMEOUT_S }, stv = { .tv_sec = 120 };
 	struct msg_request req = { 0 }, fwd_req;
@@ -220,9 +223,9 @@ handle(int cfd)
 		goto out;
 	if (frame_read(cfd, &f) != 0)
 		goto out;
-	metrics_inc(MC_REQUESTS);
+	metrics_inc(m, MC_REQUESTS);
 	if (f.type != MSG_REQUEST) {
-		metrics_inc(MC_BAD_REQUEST);
+		metrics_inc(m, MC_BAD_REQUEST);
 		goto out;               /* an unexpected frame closes the connection */
 	}
 	/* The token is a bearer secret: req.token is wiped by
@@ -233,7 +236,7 @@ handle(int cfd)
 	sodium_memzero(f.payload, f.len);
 	frame_free(&f);
 	if (r != 0) {
-		metrics_inc(MC_BAD_REQUEST);
+		metrics_inc(m, MC_BAD_REQUEST);
 		frame_write_error(cfd, 400, "bad_request", NULL, why);
 		goto out;
 	}
@@ -241,13 +244,13 @@ handle(int cfd)
 	/* admission against the committed record, on every operation: the
 	 * cache inside the verifier only skips the signature check */
 	memset(&cap, 0, sizeof(cap));
-	have = records_get(req.sandbox, &rec) == 0;
+	have = records_get(m, req.sandbox, &rec) == 0;
 	if (have)
 		rr = (struct runtime_record){ .id = rec.id, .state = rec.state, .epoch = rec.epoch };
 	ar = (struct admit_request){ .kind = RECV_SBX_MANAGER, .target_sandbox = req.sandbox,
 	    .receiver_sandbox = NULL, .need_access = msg_request_access(&req), .now = now_unix() };
-	res = admit_token(mgr_verifier, req.token, req.token_len, have ? &rr : NULL, &ar, &cap);
-	metrics_admission(res.outcome, res.reason);
+	res = admit_token(m->verifier, req.token, req.token_len, have ? &rr : NULL, &ar, &cap);
+	metrics_admission(m, res.outcome, res.reason);
 	if (res.outcome != ADMIT_ALLOW) {
 		audit_refusal("admission", op_name(req.op), req.sandbox, &cap, have ? &rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
@@ -259,13 +262,13 @@ handle(int cfd)
 	 * committed in between either shows here or cancels the lease. It
 	 * also bounds the operations of one sandbox before the bridge is
 	 * even contacted. */
-	if ((l = lease_add(&rec.id, rec.epoch, cfd, -1)) == NULL) {
+	if ((l = lease_add(m, &rec.id, rec.epoch, cfd, -1)) == NULL) {
 		frame_write_error(cfd, 503, "unavailable", NULL, errno == EBUSY ?
 		    "too many concurrent operations on this sandbox" : "out of memory");
 		goto out;
 	}
-	if (records_get(req.sandbox, &now_rec) != 0 || now_rec.epoch != rec.epoch) {
-		have = records_get(req.sandbox, &now_rec) == 0;
+	if (records_get(m, req.sandbox, &now_rec) != 0 || now_rec.epoch != rec.epoch) {
+		have = records_get(m, req.sandbox, &now_rec) == 0;
 		if (have)
 			rr = (struct runtime_record){ .id = now_rec.id, .state = now_rec.state,
 			    .epoch = now_rec.epoch };
@@ -274,15 +277,15 @@ handle(int cfd)
 			res.outcome = ADMIT_REFRESH_ROUTE;
 			res.reason = R_NOT_SERVING;
 		}
-		metrics_admission(res.outcome, res.reason);
+		metrics_admission(m, res.outcome, res.reason);
 		audit_refusal("admission", op_name(req.op), req.sandbox, &cap, have ? &now_rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
 		frame_write_refusal(cfd, res);
 		goto out;
 	}
-	if ((bfd = bridge_connect(&rec, &why)) < 0) {
-		metrics_inc(bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
-		metrics_bridge_refusal(why);
+	if ((bfd = bridge_connect(m, &rec, &why)) < 0) {
+		metrics_inc(m, bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
+		metrics_bridge_refusal(m, why);
 		audit_refusal("bridge", op_name(req.op), req.sandbox, &cap, &rec, "unavailable", why);
 		frame_write_error(cfd, 503, "unavailable", NULL, "execution unavailable");
 		bfd = -1;
@@ -290,8 +293,8 @@ handle(int cfd)
 	}
 	/* a cancellation that came while we connected could not shut this
 	 * socket down: the lease learns it now and is checked again */
-	lease_set_bridge(l, bfd);
-	if (lease_cancelled(l)) {
+	lease_set_bridge(m, l, bfd);
+	if (lease_cancelled(m, l)) {
 		frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
 		goto out;
 	}
@@ -320,12 +323,12 @@ handle(int cfd)
 		frame_write_error(cfd, 503, "unavailable", NULL, "bridge connection lost");
 		goto out;
 	}
-	metrics_inc(MC_ALLOW);
-	relay(cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap, op_name(req.op));
+	metrics_inc(m, MC_ALLOW);
+	relay(m, cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap, op_name(req.op));
 out:
 	/* the lease goes before the fds: a canceller never touches a
 	 * descriptor number that was closed and reused */
-	lease_remove(l);
+	lease_remove(m, l);
 	if (bfd >= 0)
 		close(bfd);
 	free(fwd_s);
@@ -337,15 +340,16 @@ out:
 static void *
 conn_thread(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	struct conn c = *(struct conn *)arg;
 
-	handle(fd);
-	atomic_fetch_sub(&nconns, 1);
+	free(arg);
+	handle(c.m, c.fd);
+	atomic_fetch_sub(&c.m->nconns, 1);
 	return NULL;
 }
 
 int
-api_listen(const char *path)
+api_listen(struct mgr *m, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	mode_t old;
@@ -369,7 +373,8 @@ api_listen(const char *path)
 		return -errno;
 	}
 	umask(old);
-	if (cfg.api_gid != (gid_t)-1 && (chown(path, 0, cfg.api_gid) != 0 || chmod(path, 0660) != 0)) {
+	if (m->cfg.api_gid != (gid_t)-1 &&
+	    (chown(path, 0, m->cfg.api_gid) != 0 || chmod(path, 0660) != 0)) {
 		close(fd);
 		return -errno;
 	}
@@ -377,25 +382,26 @@ api_listen(const char *path)
 		close(fd);
 		return -errno;
 	}
-	listen_fd = fd;
+	m->api_fd = fd;
 	return 0;
 }
 
 void *
 api_accept_thread(void *arg)
 {
+	struct mgr *m = arg;
 	struct ucred cr;
 	socklen_t crl;
 	pthread_attr_t attr;
+	struct conn *c;
 	pthread_t t;
 	int fd;
 
-	(void)arg;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	while (!mgr_stopping) {
-		fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	while (!atomic_load(&m->stopping)) {
+		fd = accept4(m->api_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EINTR && errno != ECONNABORTED)
 				usleep(10000);
@@ -406,25 +412,32 @@ api_accept_thread(void *arg)
 		crl = sizeof(cr);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
 			/* no credentials to name: say why, never read cr */
-			metrics_inc(MC_PEER_REFUSED);
+			metrics_inc(m, MC_PEER_REFUSED);
 			log_warn("api: refused a peer: SO_PEERCRED");
 			close(fd);
 			continue;
 		}
-		if (!(cr.uid == 0 || (cfg.api_gid != (gid_t)-1 && cr.gid == cfg.api_gid))) {
-			metrics_inc(MC_PEER_REFUSED);
+		if (!(cr.uid == 0 || (m->cfg.api_gid != (gid_t)-1 && cr.gid == m->cfg.api_gid))) {
+			metrics_inc(m, MC_PEER_REFUSED);
 			log_warnx("api: refused peer uid %u gid %u", (unsigned)cr.uid, (unsigned)cr.gid);
 			close(fd);
 			continue;
 		}
-		if (atomic_fetch_add(&nconns, 1) >= MGR_CONN_MAX) {
-			atomic_fetch_sub(&nconns, 1);
-			metrics_inc(MC_CONN_LIMIT);
+		if (atomic_fetch_add(&m->nconns, 1) >= MGR_CONN_MAX) {
+			atomic_fetch_sub(&m->nconns, 1);
+			metrics_inc(m, MC_CONN_LIMIT);
 			close(fd);
 			continue;
 		}
-		if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)fd) != 0) {
-			atomic_fetch_sub(&nconns, 1);
+		if ((c = malloc(sizeof(*c))) == NULL) {
+			atomic_fetch_sub(&m->nconns, 1);
+			close(fd);
+			continue;
+		}
+		*c = (struct conn){ .m = m, .fd = fd };
+		if (pthread_create(&t, &attr, conn_thread, c) != 0) {
+			free(c);
+			atomic_fetch_sub(&m->nconns, 1);
 			close(fd);
 		}
 	}

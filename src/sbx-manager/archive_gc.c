@@ -106,7 +106,7 @@ collect_one(int sfd, const struct offered *o)
 
 /* the answer {"collect":[digest...]}: exact keys, each a digest we offered */
 static void
-apply_answer(int sfd, const char *body, const struct offered *o, size_t n)
+apply_answer(struct mgr *m, int sfd, const char *body, const struct offered *o, size_t n)
 {
 	json_t *ans, *arr, *d;
 	size_t i, k, done = 0;
@@ -125,7 +125,7 @@ apply_answer(int sfd, const char *body, const struct offered *o, size_t n)
 		if (s == NULL || i == n)
 			continue;       /* not offered: never deleted */
 		if (collect_one(sfd, &o[i]) == 1) {
-			metrics_inc(MC_ARCHIVES_COLLECTED);
+			metrics_inc(m, MC_ARCHIVES_COLLECTED);
 			done++;
 		}
 	}
@@ -135,7 +135,7 @@ apply_answer(int sfd, const char *body, const struct offered *o, size_t n)
 }
 
 void
-archive_gc_pass(void)
+archive_gc_pass(struct mgr *m)
 {
 	struct offered *o = NULL;
 	struct dirent *de;
@@ -146,8 +146,8 @@ archive_gc_pass(void)
 	DIR *d = NULL;
 	int sfd;
 
-	if (!cfg.snapshot_dir[0] ||
-	    (sfd = open(cfg.snapshot_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+	if (!m->cfg.snapshot_dir[0] ||
+	    (sfd = open(m->cfg.snapshot_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return;
 	if ((d = fdopendir(dup(sfd))) == NULL || (o = calloc(SPACE_ARCHIVE_BATCH_MAX, sizeof(*o))) == NULL ||
 	    (req = json_object()) == NULL || (arr = json_array()) == NULL ||
@@ -166,11 +166,11 @@ archive_gc_pass(void)
 		}
 		if (strncmp(de->d_name, ".tmp.", 5) == 0) {
 			/* a writer that died; a live one writes it all the time */
-			if (age >= (int64_t)MGR_SNAPSHOT_TMP_GRACE && age >= (int64_t)cfg.snapshot_gc_grace)
+			if (age >= (int64_t)MGR_SNAPSHOT_TMP_GRACE && age >= (int64_t)m->cfg.snapshot_gc_grace)
 				unlinkat(sfd, de->d_name, 0);
 			continue;
 		}
-		if (age < (int64_t)cfg.snapshot_gc_grace)
+		if (age < (int64_t)m->cfg.snapshot_gc_grace)
 			continue;
 		if (!archive_name(de->d_name, o[n].digest))
 			continue;
@@ -183,8 +183,8 @@ archive_gc_pass(void)
 	}
 	if (n == 0 || (body = json_dumps(req, JSON_COMPACT)) == NULL)
 		goto out;
-	if (control_archives(body, &answer) == 0)
-		apply_answer(sfd, answer, o, n);
+	if (control_archives(m, body, &answer) == 0)
+		apply_answer(m, sfd, answer, o, n);
 out:
 	free(answer);
 	free(body);

@@ -30,38 +30,65 @@
 #define RELAUNCH_MAX 3
 #define RELAUNCH_WINDOW_S 60
 
-/* pidfds of the bridges this process launched or adopted */
-static struct {
-	char sandbox[SPACE_ID_MAX + 1];
-	pid_t pid;
-	int pidfd;
-} live[LIVE_MAX];
-static pthread_mutex_t assign_lock = PTHREAD_MUTEX_INITIALIZER;
-/* wakes the exit monitor when live[] changes: a bridge that dies right
- * after it was launched is seen at once, not at the next poll timeout */
-static int monitor_wake = -1;
+struct mgr_assign {
+	pthread_mutex_t lock;
+	/* pidfds of the bridges this process launched or adopted */
+	struct {
+		char sandbox[SPACE_ID_MAX + 1];
+		pid_t pid;
+		int pidfd;
+	} live[LIVE_MAX];
+	/* wakes the exit monitor when live[] changes: a bridge that dies
+	 * right after it was launched is seen at once, not at the next poll
+	 * timeout */
+	int monitor_wake;
+	/* live relaunches per execution in the current window, kept in
+	 * memory: a restart of sbx-manager starts the count again, which is
+	 * bounded by how often sbx-manager itself can be restarted */
+	struct {
+		char sandbox[SPACE_ID_MAX + 1];
+		uint64_t generation;
+		uint64_t since;         /* now_mono_ns() of the first in the window */
+		unsigned n;
+	} burst[LIVE_MAX];
+};
 
-/* assign_lock held for all of these */
-static int
-live_find(const char *sandbox)
+int
+assign_init(struct mgr *m)
 {
+	struct mgr_assign *as = calloc(1, sizeof(*as));
+
+	if (as == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&as->lock, NULL);
+	as->monitor_wake = -1;
+	m->assign = as;
+	return 0;
+}
+
+/* m->assign->lock held for all of these */
+static int
+live_find(struct mgr *m, const char *sandbox)
+{
+	struct mgr_assign *as = m->assign;
 	int i;
 
 	for (i = 0; i < LIVE_MAX; i++)
-		if (live[i].pidfd > 0 && strcmp(live[i].sandbox, sandbox) == 0)
+		if (as->live[i].pidfd > 0 && strcmp(as->live[i].sandbox, sandbox) == 0)
 			return i;
 	return -1;
 }
 
 static void
-live_set(const char *sandbox, pid_t pid, int pidfd)
+live_set(struct mgr *m, const char *sandbox, pid_t pid, int pidfd)
 {
-	int i = live_find(sandbox);
+	struct mgr_assign *as = m->assign;
+	int i = live_find(m, sandbox);
 
 	if (i >= 0)
-		close(live[i].pidfd);
+		close(as->live[i].pidfd);
 	else
-		for (i = 0; i < LIVE_MAX && live[i].pidfd > 0; i++)
+		for (i = 0; i < LIVE_MAX && as->live[i].pidfd > 0; i++)
 			;
 	if (i == LIVE_MAX) {
 		/* only the exit monitor loses sight of it; stop falls back
@@ -69,26 +96,27 @@ live_set(const char *sandbox, pid_t pid, int pidfd)
 		close(pidfd);
 		return;
 	}
-	snprintf(live[i].sandbox, sizeof(live[i].sandbox), "%s", sandbox);
-	live[i].pid = pid;
-	live[i].pidfd = pidfd;
-	if (monitor_wake >= 0)
-		(void)eventfd_write(monitor_wake, 1);
+	snprintf(as->live[i].sandbox, sizeof(as->live[i].sandbox), "%s", sandbox);
+	as->live[i].pid = pid;
+	as->live[i].pidfd = pidfd;
+	if (as->monitor_wake >= 0)
+		(void)eventfd_write(as->monitor_wake, 1);
 }
 
 /* stop the bridge of rec, if it is still the recorded process */
 static void
-stop_bridge(const struct record *rec)
+stop_bridge(struct mgr *m, const struct record *rec)
 {
-	int i = live_find(rec->id.sandbox), pfd;
+	struct mgr_assign *as = m->assign;
+	int i = live_find(m, rec->id.sandbox), pfd;
 
-	if (i >= 0 && live[i].pid == rec->bridge_pid) {
-		pfd = live[i].pidfd;
-		live[i].pidfd = 0;
+	if (i >= 0 && as->live[i].pid == rec->bridge_pid) {
+		pfd = as->live[i].pidfd;
+		as->live[i].pidfd = 0;
 	} else {
 		if (i >= 0) {
-			close(live[i].pidfd);
-			live[i].pidfd = 0;
+			close(as->live[i].pidfd);
+			as->live[i].pidfd = 0;
 		}
 		/* never signal a bare pid: it may belong to someone else now */
 		if ((pfd = bridge_pidfd_open_checked(rec)) < 0)
@@ -100,11 +128,11 @@ stop_bridge(const struct record *rec)
 }
 
 static void
-paths_for(struct record *r)
+paths_for(struct mgr *m, struct record *r)
 {
-	snprintf(r->run_dir, sizeof(r->run_dir), "%s/run/%s.g%llu", cfg.data_dir,
+	snprintf(r->run_dir, sizeof(r->run_dir), "%s/run/%s.g%llu", m->cfg.data_dir,
 	    r->id.sandbox, (unsigned long long)r->id.generation);
-	snprintf(r->layer_dir, sizeof(r->layer_dir), "%s/exec/%s.g%llu/layer", cfg.data_dir,
+	snprintf(r->layer_dir, sizeof(r->layer_dir), "%s/exec/%s.g%llu/layer", m->cfg.data_dir,
 	    r->id.sandbox, (unsigned long long)r->id.generation);
 }
 
@@ -155,55 +183,46 @@ wait_layer_free(const struct record *r)
 		layer_release(r);
 }
 
-/* live relaunches per execution in the current window, kept in memory: a
- * restart of sbx-manager starts the count again, which is bounded by how
- * often sbx-manager itself can be restarted */
-static struct {
-	char sandbox[SPACE_ID_MAX + 1];
-	uint64_t generation;
-	uint64_t since;         /* now_mono_ns() of the first in the window */
-	unsigned n;
-} burst[LIVE_MAX];
-
 /* may the execution of r be relaunched once more? Counts it if so. A
  * guest that crashes again right after each start must end failed, not
  * keep the worker busy relaunching it. */
 static bool
-relaunch_allowed(const struct record *r)
+relaunch_allowed(struct mgr *m, const struct record *r)
 {
+	struct mgr_assign *as = m->assign;
 	uint64_t now = now_mono_ns(), window = (uint64_t)RELAUNCH_WINDOW_S * 1000000000ULL;
 	int i, free_i = -1, oldest = 0;
 
 	for (i = 0; i < LIVE_MAX; i++) {
-		if (burst[i].sandbox[0] == '\0' || now - burst[i].since >= window) {
+		if (as->burst[i].sandbox[0] == '\0' || now - as->burst[i].since >= window) {
 			if (free_i < 0)
 				free_i = i;
 			continue;
 		}
-		if (strcmp(burst[i].sandbox, r->id.sandbox) == 0)
+		if (strcmp(as->burst[i].sandbox, r->id.sandbox) == 0)
 			break;
-		if (burst[i].since < burst[oldest].since)
+		if (as->burst[i].since < as->burst[oldest].since)
 			oldest = i;
 	}
-	if (i < LIVE_MAX && burst[i].generation == r->id.generation) {
-		if (burst[i].n >= RELAUNCH_MAX)
+	if (i < LIVE_MAX && as->burst[i].generation == r->id.generation) {
+		if (as->burst[i].n >= RELAUNCH_MAX)
 			return false;
-		burst[i].n++;
+		as->burst[i].n++;
 		return true;
 	}
 	if (i == LIVE_MAX)
 		i = free_i >= 0 ? free_i : oldest;
-	snprintf(burst[i].sandbox, sizeof(burst[i].sandbox), "%s", r->id.sandbox);
-	burst[i].generation = r->id.generation;
-	burst[i].since = now;
-	burst[i].n = 1;
+	snprintf(as->burst[i].sandbox, sizeof(as->burst[i].sandbox), "%s", r->id.sandbox);
+	as->burst[i].generation = r->id.generation;
+	as->burst[i].since = now;
+	as->burst[i].n = 1;
 	return true;
 }
 
 /* start (or restart) the bridge for r, whose identity is already set;
  * commits starting, then serving or failed; reports the result */
 static int
-launch(struct record *r)
+launch(struct mgr *m, struct record *r)
 {
 	const char *why = NULL;
 	int pidfd = -1, ret;
@@ -213,58 +232,58 @@ launch(struct record *r)
 	r->bridge_start = r->serve_start = 0;
 	r->exe_dev = r->exe_ino = 0;
 	r->exe_hash[0] = '\0';
-	if ((ret = records_put(r)) != 0)
+	if ((ret = records_put(m, r)) != 0)
 		return ret;
-	lease_cancel_before(r->id.sandbox, r->epoch);
+	lease_cancel_before(m, r->id.sandbox, r->epoch);
 	if ((ret = make_run_dir(r->run_dir)) != 0 || (ret = mkdir_p(r->layer_dir, 0711)) != 0) {
 		why = "cannot create the execution directories";
 		goto failed;
 	}
-	while ((ret = bridge_spawn(r, &pidfd, &why)) != 0) {
+	while ((ret = bridge_spawn(m, r, &pidfd, &why)) != 0) {
 		/* a bridge that died while starting (killed, or its guest did)
 		 * gets the bounded relaunch a serving one gets, as a new
 		 * activation; one refused for what it is does not */
-		if (ret != -ECHILD || !relaunch_allowed(r))
+		if (ret != -ECHILD || !relaunch_allowed(m, r))
 			goto failed;
 		log_warnx("bridge of %s g%llu a%u %s: relaunching", r->id.sandbox,
 		    (unsigned long long)r->id.generation, r->id.activation, why);
-		metrics_inc(MC_RELAUNCHES);
+		metrics_inc(m, MC_RELAUNCHES);
 		r->id.activation++;
 		r->epoch++;
-		if ((ret = records_put(r)) != 0) {
+		if ((ret = records_put(m, r)) != 0) {
 			why = "cannot commit the record";
 			goto failed;
 		}
-		lease_cancel_before(r->id.sandbox, r->epoch);
+		lease_cancel_before(m, r->id.sandbox, r->epoch);
 		wait_layer_free(r);
 	}
 	r->state = EXEC_SERVING;
-	if ((ret = records_put(r)) != 0) {
+	if ((ret = records_put(m, r)) != 0) {
 		why = "cannot commit the record";
 		bridge_stop(pidfd);
 		close(pidfd);
 		goto failed;
 	}
-	live_set(r->id.sandbox, r->bridge_pid, pidfd);
+	live_set(m, r->id.sandbox, r->bridge_pid, pidfd);
 	log_info("serving %s g%llu a%u (bridge pid %d)", r->id.sandbox,
 	    (unsigned long long)r->id.generation, r->id.activation, (int)r->bridge_pid);
-	control_report(&r->id, "serving", NULL);
+	control_report(m, &r->id, "serving", NULL);
 	return 0;
 failed:
-	metrics_inc(MC_INSTALL_FAILED);
+	metrics_inc(m, MC_INSTALL_FAILED);
 	log_warnx("install %s g%llu failed: %s", r->id.sandbox,
 	    (unsigned long long)r->id.generation, why ? why : "error");
 	r->state = EXEC_FAILED;
 	r->epoch++;
-	if (records_put(r) == 0) {
-		control_report(&r->id, "failed", why ? why : "install failed");
+	if (records_put(m, r) == 0) {
+		control_report(m, &r->id, "failed", why ? why : "install failed");
 		/* never served: the layer is empty or a restored archive */
 		if (r->id.activation == 1) {
 			wait_layer_free(r);
-			reclaim_execution(r);
+			reclaim_execution(m, r);
 		}
 	}
-	lease_cancel_before(r->id.sandbox, r->epoch);
+	lease_cancel_before(m, r->id.sandbox, r->epoch);
 	return ret ? ret : -EIO;
 }
 
@@ -284,7 +303,7 @@ spec_u32(uint32_t given, uint32_t def, uint32_t max, uint32_t *out)
 }
 
 static void
-do_install(const struct msg_assignment *a)
+do_install(struct mgr *m, const struct msg_assignment *a)
 {
 	const struct route_identity *id = &a->id;
 	struct record old, r;
@@ -293,15 +312,15 @@ do_install(const struct msg_assignment *a)
 	const char *snap = a->snapshot[0] ? a->snapshot : NULL;
 	const char *why = NULL;
 
-	metrics_inc(MC_INSTALLS);
+	metrics_inc(m, MC_INSTALLS);
 	/* an assignment for another worker or another incarnation of this
 	 * one must not become a record that could admit its capabilities */
-	if (strcmp(id->worker, cfg.worker_id) != 0 || strcmp(id->resident, cfg.incarnation) != 0) {
-		control_report(id, "failed", "identity names another worker or incarnation");
+	if (strcmp(id->worker, m->cfg.worker_id) != 0 || strcmp(id->resident, m->cfg.incarnation) != 0) {
+		control_report(m, id, "failed", "identity names another worker or incarnation");
 		return;
 	}
 	if (strcmp(id->substrate, "jail") != 0) {
-		control_report(id, "failed", "substrate not supported on this worker");
+		control_report(m, id, "failed", "substrate not supported on this worker");
 		return;
 	}
 	memset(&r, 0, sizeof(r));
@@ -310,12 +329,12 @@ do_install(const struct msg_assignment *a)
 	    spec_u32(a->memory_mb, 512, 1u << 20, &r.memory_mb) != 0 ||
 	    spec_u32(a->pids, 256, 1u << 22, &r.pids) != 0 ||
 	    spec_u32(a->cpu_percent, 100, 100000, &r.cpu_percent) != 0 ||
-	    spec_u32(a->disk_mb, cfg.disk_mb, 1u << 24, &r.disk_mb) != 0) {
-		control_report(id, "failed", "invalid spec");
+	    spec_u32(a->disk_mb, m->cfg.disk_mb, 1u << 24, &r.disk_mb) != 0) {
+		control_report(m, id, "failed", "invalid spec");
 		return;
 	}
 	snprintf(r.template_name, sizeof(r.template_name), "%s", tmpl);
-	have_old = records_get(id->sandbox, &old) == 0;
+	have_old = records_get(m, id->sandbox, &old) == 0;
 	if (have_old) {
 		if (old.id.generation > id->generation) {
 			log_info("install %s g%llu: stale (holding g%llu)", id->sandbox,
@@ -326,37 +345,37 @@ do_install(const struct msg_assignment *a)
 		if (old.id.generation == id->generation) {
 			if (old.state == EXEC_SERVING) {
 				/* already done (a replayed assignment) */
-				control_report(&old.id, "serving", NULL);
+				control_report(m, &old.id, "serving", NULL);
 				return;
 			}
 			if (old.state == EXEC_RETIRED) {
-				control_report(id, "failed", "generation already retired");
+				control_report(m, id, "failed", "generation already retired");
 				return;
 			}
 		}
 	}
-	if (records_free_slot(id->sandbox, &r.slot) != 0) {
-		control_report(id, "failed", "no uid range left");
+	if (records_free_slot(m, id->sandbox, &r.slot) != 0) {
+		control_report(m, id, "failed", "no uid range left");
 		return;
 	}
-	r.uid_base = uid_base_for(cfg.uid_window, r.slot);
+	r.uid_base = uid_base_for(m->cfg.uid_window, r.slot);
 	r.epoch = have_old ? old.epoch + 1 : 1;
-	paths_for(&r);
+	paths_for(m, &r);
 	/* the new record goes in (state starting, new epoch) before the old
 	 * bridge is stopped: from here on the old generation gets
 	 * REFRESH_ROUTE and its streams are cancelled */
 	r.state = EXEC_STARTING;
-	if (records_put(&r) != 0) {
+	if (records_put(m, &r) != 0) {
 		log_warnx("install %s: cannot commit", id->sandbox);
 		return;
 	}
 	if (have_old) {
-		metrics_inc(MC_LEASES_CANCELLED);
-		lease_cancel_before(id->sandbox, r.epoch);
+		metrics_inc(m, MC_LEASES_CANCELLED);
+		lease_cancel_before(m, id->sandbox, r.epoch);
 		if (old.state != EXEC_RETIRED && old.state != EXEC_FAILED) {
-			stop_bridge(&old);
+			stop_bridge(m, &old);
 			if (old.id.generation != id->generation)
-				control_report(&old.id, "retired", NULL);
+				control_report(m, &old.id, "retired", NULL);
 		}
 	}
 	if (snap != NULL) {
@@ -364,38 +383,38 @@ do_install(const struct msg_assignment *a)
 		 * bridge ever sees it; the digest is in the record so that a
 		 * restore cut short by a crash is done again on restart */
 		snprintf(r.snapshot, sizeof(r.snapshot), "%s", snap);
-		if (records_put(&r) != 0 || make_run_dir(r.run_dir) != 0 ||
+		if (records_put(m, &r) != 0 || make_run_dir(r.run_dir) != 0 ||
 		    mkdir_p(r.layer_dir, 0711) != 0 ||
-		    layer_restore(&r, snap, &why) != 0) {
+		    layer_restore(m, &r, snap, &why) != 0) {
 			log_warnx("install %s g%llu: restore failed: %s", id->sandbox,
 			    (unsigned long long)id->generation, why ? why : "error");
-			metrics_inc(MC_INSTALL_FAILED);
+			metrics_inc(m, MC_INSTALL_FAILED);
 			r.state = EXEC_FAILED;
 			r.epoch++;
-			if (records_put(&r) == 0) {
-				control_report(&r.id, "failed", why ? why : "snapshot restore failed");
+			if (records_put(m, &r) == 0) {
+				control_report(m, &r.id, "failed", why ? why : "snapshot restore failed");
 				/* a layer cut short: its archive is the whole of it */
-				reclaim_execution(&r);
+				reclaim_execution(m, &r);
 			}
 			return;
 		}
 		log_info("install %s g%llu: layer restored from snapshot %s", id->sandbox,
 		    (unsigned long long)id->generation, snap);
 	}
-	launch(&r);
+	launch(m, &r);
 }
 
 /* the layer of a stopped execution (retired, or failed) into the snapshot
  * store, once no file system of it is left; what says why, in the log.
  * 0 or -errno (-ENOTSUP: no snapshot store here) */
 static int
-archive_stopped(struct record *r, const char *what, char digest[SNAPSHOT_DIGEST_HEX + 1],
+archive_stopped(struct mgr *m, struct record *r, const char *what, char digest[SNAPSHOT_DIGEST_HEX + 1],
     uint64_t *size)
 {
 	int rc;
 
 	wait_layer_free(r);
-	if ((rc = layer_snapshot_stopped(r, digest, size)) != 0) {
+	if ((rc = layer_snapshot_stopped(m, r, digest, size)) != 0) {
 		log_warnx("%s %s g%llu: archiving its layer failed: %s", what, r->id.sandbox,
 		    (unsigned long long)r->id.generation, strerror(-rc));
 		return rc;
@@ -406,22 +425,22 @@ archive_stopped(struct record *r, const char *what, char digest[SNAPSHOT_DIGEST_
 }
 
 static void
-do_retire(const struct route_identity *id, bool want_snapshot)
+do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 {
 	char digest[SNAPSHOT_DIGEST_HEX + 1];
 	uint64_t size = 0;
 	struct record r;
 	int rc;
 
-	metrics_inc(MC_RETIRES);
-	if (records_get(id->sandbox, &r) != 0 || r.id.generation != id->generation ||
+	metrics_inc(m, MC_RETIRES);
+	if (records_get(m, id->sandbox, &r) != 0 || r.id.generation != id->generation ||
 	    (r.state == EXEC_RETIRED && !want_snapshot)) {
 		/* nothing of that generation runs here (never installed, or
 		 * replaced already): it is retired as far as we are concerned */
-		control_report(id, "retired", NULL);
+		control_report(m, id, "retired", NULL);
 		/* a kill replayed after a crash before its reclamation began */
 		if (r.state == EXEC_RETIRED && r.id.generation == id->generation)
-			reclaim_execution(&r);
+			reclaim_execution(m, &r);
 		return;
 	}
 	if (r.state == EXEC_RETIRED && !layer_present(&r) && r.snapshot[0]) {
@@ -430,11 +449,11 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 		char path[PATH_MAX + 80];
 		struct stat st;
 
-		snprintf(path, sizeof(path), "%s/%s.snap", cfg.snapshot_dir, r.snapshot);
+		snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, r.snapshot);
 		if (stat(path, &st) == 0)
-			control_report_retired(&r.id, r.snapshot, (uint64_t)st.st_size, NULL);
+			control_report_retired(m, &r.id, r.snapshot, (uint64_t)st.st_size, NULL);
 		else
-			control_report_retired(&r.id, NULL, 0, "snapshot failed (archive gone)");
+			control_report_retired(m, &r.id, NULL, 0, "snapshot failed (archive gone)");
 		return;
 	}
 	if (r.state == EXEC_RETIRED) {
@@ -447,28 +466,28 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 		log_info("retire %s g%llu again: archiving the stopped layer", r.id.sandbox,
 		    (unsigned long long)r.id.generation);
 		if (r.bridge_pid > 0)
-			stop_bridge(&r);        /* checks the start time itself */
+			stop_bridge(m, &r);        /* checks the start time itself */
 	} else {
 		r.state = EXEC_RETIRED;
 		r.epoch++;
-		if (records_put(&r) != 0) {
+		if (records_put(m, &r) != 0) {
 			log_warnx("retire %s: cannot commit", id->sandbox);
 			return;
 		}
-		lease_cancel_before(r.id.sandbox, r.epoch);
-		stop_bridge(&r);
+		lease_cancel_before(m, r.id.sandbox, r.epoch);
+		stop_bridge(m, &r);
 		log_info("retired %s g%llu", r.id.sandbox, (unsigned long long)r.id.generation);
 	}
 	if (!want_snapshot) {
-		control_report(&r.id, "retired", NULL);
+		control_report(m, &r.id, "retired", NULL);
 		/* a kill keeps nothing of the execution */
 		wait_layer_free(&r);
-		reclaim_execution(&r);
+		reclaim_execution(m, &r);
 		return;
 	}
 	/* archived only now: nothing can write to the layer any more */
-	if ((rc = archive_stopped(&r, "retired", digest, &size)) != 0) {
-		control_report_retired(&r.id, NULL, 0, rc == -ENOTSUP ?
+	if ((rc = archive_stopped(m, &r, "retired", digest, &size)) != 0) {
+		control_report_retired(m, &r.id, NULL, 0, rc == -ENOTSUP ?
 		    "no snapshot store on this worker (--snapshot-dir)" : rc == -EFBIG ?
 		    "the archive would be larger than the layer's quota" : "snapshot failed");
 		return;
@@ -476,104 +495,105 @@ do_retire(const struct route_identity *id, bool want_snapshot)
 	/* the archive is durable (fsync'd, renamed, directory fsync'd):
 	 * recorded with the execution for a replay, then the layer goes */
 	snprintf(r.snapshot, sizeof(r.snapshot), "%s", digest);
-	if (records_put(&r) == 0)
-		reclaim_execution(&r);
-	control_report_retired(&r.id, digest, size, NULL);
+	if (records_put(m, &r) == 0)
+		reclaim_execution(m, &r);
+	control_report_retired(m, &r.id, digest, size, NULL);
 }
 
 /* a live snapshot of a serving execution */
 static void
-do_snapshot(const struct route_identity *id, const char *sid)
+do_snapshot(struct mgr *m, const struct route_identity *id, const char *sid)
 {
 	char digest[SNAPSHOT_DIGEST_HEX + 1];
 	uint64_t size = 0;
 	struct record r;
 	int rc;
 
-	if (records_get(id->sandbox, &r) != 0 || !route_identity_equal(&r.id, id) ||
+	if (records_get(m, id->sandbox, &r) != 0 || !route_identity_equal(&r.id, id) ||
 	    r.state != EXEC_SERVING) {
-		control_report_snapshot(sid, id, NULL, 0, "execution not serving on this worker");
+		control_report_snapshot(m, sid, id, NULL, 0, "execution not serving on this worker");
 		return;
 	}
-	rc = layer_snapshot_live(&r, digest, &size);
+	rc = layer_snapshot_live(m, &r, digest, &size);
 	if (rc != 0) {
-		control_report_snapshot(sid, id, NULL, 0, rc == -ENOTSUP ?
+		control_report_snapshot(m, sid, id, NULL, 0, rc == -ENOTSUP ?
 		    "no snapshot store on this worker (--snapshot-dir)" : rc == -EFBIG ?
 		    "the archive would be larger than the layer's quota" : "snapshot failed");
 		return;
 	}
 	log_info("live snapshot of %s g%llu: %s", id->sandbox,
 	    (unsigned long long)id->generation, digest);
-	control_report_snapshot(sid, id, digest, size, NULL);
+	control_report_snapshot(m, sid, id, digest, size, NULL);
 }
 
 static int
-apply(const struct msg_assignment *a)
+apply(struct mgr *m, const struct msg_assignment *a)
 {
+	struct mgr_assign *as = m->assign;
 	if (a->invalid != NULL) {
 		/* an install we cannot do is the control plane's to know; the
 		 * rest is skipped (it would come back the same) */
 		if (a->action == ASSIGN_INSTALL && a->id.sandbox[0] != '\0') {
-			metrics_inc(MC_INSTALLS);
-			pthread_mutex_lock(&assign_lock);
-			control_report(&a->id, "failed", a->invalid);
-			pthread_mutex_unlock(&assign_lock);
+			metrics_inc(m, MC_INSTALLS);
+			pthread_mutex_lock(&as->lock);
+			control_report(m, &a->id, "failed", a->invalid);
+			pthread_mutex_unlock(&as->lock);
 		} else
 			log_warnx("assignments: malformed assignment skipped (%s)", a->invalid);
 		return -EINVAL;
 	}
-	pthread_mutex_lock(&assign_lock);
+	pthread_mutex_lock(&as->lock);
 	switch (a->action) {
 	case ASSIGN_INSTALL:
-		do_install(a);
+		do_install(m, a);
 		break;
 	case ASSIGN_RETIRE:
-		do_retire(&a->id, a->want_snapshot);
+		do_retire(m, &a->id, a->want_snapshot);
 		break;
 	case ASSIGN_SNAPSHOT:
-		do_snapshot(&a->id, a->snapshot_id);
+		do_snapshot(m, &a->id, a->snapshot_id);
 		break;
 	default:
 		log_warnx("assignments: unknown action skipped");
 		break;
 	}
-	pthread_mutex_unlock(&assign_lock);
+	pthread_mutex_unlock(&as->lock);
 	return 0;
 }
 
 void *
 assign_thread(void *arg)
 {
-	struct msg_assignments m;
+	struct mgr *m = arg;
+	struct msg_assignments ms;
 	uint64_t rev = 0;
 	size_t i;
 
-	(void)arg;
-	if (records_meta_get("assign_rev", &rev) != 0)
+	if (records_meta_get(m, "assign_rev", &rev) != 0)
 		rev = 0;
-	while (!mgr_stopping) {
+	while (!atomic_load(&m->stopping)) {
 		/* a malformed answer is refused whole and asked again */
-		if (control_assignments(rev, 25, &m) != 0) {
+		if (control_assignments(m, rev, 25, &ms) != 0) {
 			sleep(2);
 			continue;
 		}
-		for (i = 0; i < m.n; i++) {
-			apply(&m.a[i]);
+		for (i = 0; i < ms.n; i++) {
+			apply(m, &ms.a[i]);
 			/* persisted per assignment: a crash re-applies at most
 			 * the one in progress, and apply is idempotent */
-			if (m.a[i].revision > rev) {
-				rev = m.a[i].revision;
-				records_meta_set("assign_rev", rev);
+			if (ms.a[i].revision > rev) {
+				rev = ms.a[i].revision;
+				records_meta_set(m, "assign_rev", rev);
 			}
 		}
-		if (m.revision != rev) {
-			if (m.revision < rev)
+		if (ms.revision != rev) {
+			if (ms.revision < rev)
 				log_warnx("assignments: revision went back from %llu to %llu",
-				    (unsigned long long)rev, (unsigned long long)m.revision);
-			rev = m.revision;
-			records_meta_set("assign_rev", rev);
+				    (unsigned long long)rev, (unsigned long long)ms.revision);
+			rev = ms.revision;
+			records_meta_set(m, "assign_rev", rev);
 		}
-		msg_assignments_free(&m);
+		msg_assignments_free(&ms);
 	}
 	return NULL;
 }
@@ -584,21 +604,21 @@ assign_thread(void *arg)
  * the record's new activation makes the comparator answer capabilities for
  * the old one with activation_mismatch. assign_lock held. */
 static void
-relaunch(struct record *r)
+relaunch(struct mgr *m, struct record *r)
 {
-	metrics_inc(MC_RELAUNCHES);
+	metrics_inc(m, MC_RELAUNCHES);
 	r->id.activation++;
 	r->epoch++;
 	if (r->snapshot[0] && !layer_present(r)) {
 		const char *rwhy = NULL;
 		/* the install was restoring when we died */
 		if (make_run_dir(r->run_dir) != 0 || mkdir_p(r->layer_dir, 0711) != 0 ||
-		    layer_restore(r, r->snapshot, &rwhy) != 0) {
+		    layer_restore(m, r, r->snapshot, &rwhy) != 0) {
 			r->state = EXEC_FAILED;
-			if (records_put(r) == 0)
-				control_report(&r->id, "failed", rwhy ? rwhy :
+			if (records_put(m, r) == 0)
+				control_report(m, &r->id, "failed", rwhy ? rwhy :
 				    "snapshot restore failed");
-			lease_cancel_before(r->id.sandbox, r->epoch);
+			lease_cancel_before(m, r->id.sandbox, r->epoch);
 			return;
 		}
 	}
@@ -606,7 +626,7 @@ relaunch(struct record *r)
 	 * new bridge would refuse it as in use (one user of a layer at a time) */
 	if (layer_present(r))
 		wait_layer_free(r);
-	launch(r);
+	launch(m, r);
 }
 
 /* an execution committed failed because its bridge kept dying: its layer
@@ -615,76 +635,77 @@ relaunch(struct record *r)
  * with the report; the control plane can resume the sandbox from it.
  * Nothing runs on the layer any more: the record is failed. */
 static void
-fail_salvaged(struct record *r, const char *why)
+fail_salvaged(struct mgr *m, struct record *r, const char *why)
 {
 	char digest[SNAPSHOT_DIGEST_HEX + 1];
 	uint64_t size = 0;
 
-	if (!cfg.snapshot_dir[0] || !layer_present(r)) {
-		control_report(&r->id, "failed", why);
+	if (!m->cfg.snapshot_dir[0] || !layer_present(r)) {
+		control_report(m, &r->id, "failed", why);
 		return;
 	}
-	if (archive_stopped(r, "failed", digest, &size) != 0) {
-		control_report(&r->id, "failed", why);
+	if (archive_stopped(m, r, "failed", digest, &size) != 0) {
+		control_report(m, &r->id, "failed", why);
 		return;
 	}
-	control_report_failed(&r->id, why, digest, size);
+	control_report_failed(m, &r->id, why, digest, size);
 	/* the archive is durable: the layer is not needed any more */
-	reclaim_execution(r);
+	reclaim_execution(m, r);
 }
 
 /* after a restart: adopt every serving bridge that is still the recorded
  * process; relaunch (activation + 1) the ones that are not. */
 int
-assign_reconcile(void)
+assign_reconcile(struct mgr *m)
 {
+	struct mgr_assign *as = m->assign;
 	struct record *all = NULL, r;
 	const char *why = "";
 	size_t n, i;
 	int pfd;
 
-	if (records_all(&all, &n) != 0)
+	if (records_all(m, &all, &n) != 0)
 		return -ENOMEM;
-	pthread_mutex_lock(&assign_lock);
+	pthread_mutex_lock(&as->lock);
 	for (i = 0; i < n; i++) {
 		r = all[i];
-		if (r.state == EXEC_SERVING && bridge_identity_check(&r, &why) == 0 &&
+		if (r.state == EXEC_SERVING && bridge_identity_check(m, &r, &why) == 0 &&
 		    bridge_hash_check(&r, &why) == 0 &&
 		    (pfd = bridge_pidfd_open_checked(&r)) >= 0) {
-			live_set(r.id.sandbox, r.bridge_pid, pfd);
+			live_set(m, r.id.sandbox, r.bridge_pid, pfd);
 			log_info("adopted bridge of %s g%llu a%u (pid %d)", r.id.sandbox,
 			    (unsigned long long)r.id.generation, r.id.activation, (int)r.bridge_pid);
-			control_report(&r.id, "serving", NULL);
+			control_report(m, &r.id, "serving", NULL);
 			continue;
 		}
 		if (r.state == EXEC_SERVING || r.state == EXEC_STARTING) {
 			/* our process (pid and start time match) running a binary
 			 * we no longer trust: stop it before the relaunch. A pid
 			 * that is someone else's now is never signalled. */
-			if (r.state == EXEC_SERVING && bridge_identity_check(&r, &why) == -EACCES)
-				stop_bridge(&r);
+			if (r.state == EXEC_SERVING && bridge_identity_check(m, &r, &why) == -EACCES)
+				stop_bridge(m, &r);
 			/* the recorded bridge is gone or is not the same process
 			 * any more (pid reused, binary changed): a new activation,
 			 * so capabilities for the old one are refused */
 			log_warnx("bridge of %s g%llu a%u not adoptable (%s): relaunching",
 			    r.id.sandbox, (unsigned long long)r.id.generation, r.id.activation,
 			    r.state == EXEC_STARTING ? "install interrupted" : why);
-			relaunch(&r);
+			relaunch(m, &r);
 			continue;
 		}
 		if (r.state == EXEC_RETIRED || r.state == EXEC_FAILED || r.state == EXEC_RETIRING) {
 			/* a crash between commit and SIGTERM: finish the stop, but
 			 * only if the pid is still the recorded bridge */
 			if (r.bridge_pid > 0)
-				stop_bridge(&r);        /* checks the start time itself */
+				stop_bridge(m, &r);        /* checks the start time itself */
 			/* a crash between the failed commit and its report would
 			 * leave the control plane routing to it: reported again
 			 * (the control plane keeps the error first reported) */
 			if (r.state == EXEC_FAILED)
-				control_report(&r.id, "failed", "failed before sbx-manager restarted");
+				control_report(m, &r.id, "failed", "failed before sbx-manager restarted");
 		}
 	}
-	pthread_mutex_unlock(&assign_lock);
+	pthread_mutex_unlock(&as->lock);
 	free(all);
 	return 0;
 }
@@ -700,54 +721,55 @@ assign_monitor_thread(void *arg)
 	char sbx[LIVE_MAX][SPACE_ID_MAX + 1];
 	pid_t pids[LIVE_MAX];
 	struct record r;
+	struct mgr *m = arg;
+	struct mgr_assign *as = m->assign;
 	eventfd_t ev;
 	int i, n, k, wake;
 
-	(void)arg;
 	wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	pthread_mutex_lock(&assign_lock);
-	monitor_wake = wake;
-	pthread_mutex_unlock(&assign_lock);
-	while (!mgr_stopping) {
+	pthread_mutex_lock(&as->lock);
+	as->monitor_wake = wake;
+	pthread_mutex_unlock(&as->lock);
+	while (!atomic_load(&m->stopping)) {
 		n = 0;
-		pthread_mutex_lock(&assign_lock);
+		pthread_mutex_lock(&as->lock);
 		if (wake >= 0)
 			(void)eventfd_read(wake, &ev);  /* live[] is read now */
 		for (i = 0; i < LIVE_MAX; i++)
-			if (live[i].pidfd > 0) {
-				int d = fcntl(live[i].pidfd, F_DUPFD_CLOEXEC, 3);
+			if (as->live[i].pidfd > 0) {
+				int d = fcntl(as->live[i].pidfd, F_DUPFD_CLOEXEC, 3);
 				if (d < 0)
 					continue;
 				pf[n] = (struct pollfd){ .fd = d, .events = POLLIN };
-				memcpy(sbx[n], live[i].sandbox, sizeof(sbx[n]));
-				pids[n] = live[i].pid;
+				memcpy(sbx[n], as->live[i].sandbox, sizeof(sbx[n]));
+				pids[n] = as->live[i].pid;
 				n++;
 			}
-		pthread_mutex_unlock(&assign_lock);
+		pthread_mutex_unlock(&as->lock);
 		/* the wake-up is last: pf[0..n) stay the bridges' */
 		pf[n] = (struct pollfd){ .fd = wake, .events = POLLIN };
 		if (poll(pf, (nfds_t)n + 1, 1000) > 0) {
-			pthread_mutex_lock(&assign_lock);
+			pthread_mutex_lock(&as->lock);
 			for (k = 0; k < n; k++) {
 				if (!(pf[k].revents & POLLIN))
 					continue;
 				waitid(P_PIDFD, (id_t)pf[k].fd, NULL, WEXITED | WNOHANG);
-				i = live_find(sbx[k]);
-				if (i < 0 || live[i].pid != pids[k])
+				i = live_find(m, sbx[k]);
+				if (i < 0 || as->live[i].pid != pids[k])
 					continue;       /* stopped on purpose */
-				close(live[i].pidfd);
-				live[i].pidfd = 0;
-				if (records_get(sbx[k], &r) != 0 || r.state != EXEC_SERVING ||
+				close(as->live[i].pidfd);
+				as->live[i].pidfd = 0;
+				if (records_get(m, sbx[k], &r) != 0 || r.state != EXEC_SERVING ||
 				    r.bridge_pid != pids[k])
 					continue;
 				/* still serving under assign_lock: a retirement commits
 				 * under the same lock, so one in progress or done has
 				 * already moved the record on and wins */
-				if (relaunch_allowed(&r)) {
+				if (relaunch_allowed(m, &r)) {
 					log_warnx("bridge of %s g%llu a%u exited: relaunching",
 					    r.id.sandbox, (unsigned long long)r.id.generation,
 					    r.id.activation);
-					relaunch(&r);
+					relaunch(m, &r);
 					continue;
 				}
 				log_warnx("bridge of %s g%llu a%u exited, relaunched %d times in %d s: failed",
@@ -755,34 +777,35 @@ assign_monitor_thread(void *arg)
 				    RELAUNCH_MAX, RELAUNCH_WINDOW_S);
 				r.state = EXEC_FAILED;
 				r.epoch++;
-				if (records_put(&r) == 0) {
-					lease_cancel_before(r.id.sandbox, r.epoch);
-					fail_salvaged(&r, "bridge exited too often");
+				if (records_put(m, &r) == 0) {
+					lease_cancel_before(m, r.id.sandbox, r.epoch);
+					fail_salvaged(m, &r, "bridge exited too often");
 				}
 			}
-			pthread_mutex_unlock(&assign_lock);
+			pthread_mutex_unlock(&as->lock);
 		}
 		for (k = 0; k < n; k++)
 			close(pf[k].fd);
 	}
-	pthread_mutex_lock(&assign_lock);
-	monitor_wake = -1;
-	pthread_mutex_unlock(&assign_lock);
+	pthread_mutex_lock(&as->lock);
+	as->monitor_wake = -1;
+	pthread_mutex_unlock(&as->lock);
 	if (wake >= 0)
 		close(wake);
 	return NULL;
 }
 
 void
-assign_shutdown(void)
+assign_shutdown(struct mgr *m)
 {
+	struct mgr_assign *as = m->assign;
 	int i;
 
-	pthread_mutex_lock(&assign_lock);
+	pthread_mutex_lock(&as->lock);
 	for (i = 0; i < LIVE_MAX; i++)
-		if (live[i].pidfd > 0) {
-			close(live[i].pidfd);
-			live[i].pidfd = 0;
+		if (as->live[i].pidfd > 0) {
+			close(as->live[i].pidfd);
+			as->live[i].pidfd = 0;
 		}
-	pthread_mutex_unlock(&assign_lock);
+	pthread_mutex_unlock(&as->lock);
 }

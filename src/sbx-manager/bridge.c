@@ -149,7 +149,7 @@ out:
  * -EACCES it is the monitor we launched but no longer a bridge we trust
  * (another binary, or its serving process gone or replaced) */
 int
-bridge_identity_check(const struct record *r, const char **why)
+bridge_identity_check(const struct mgr *m, const struct record *r, const char **why)
 {
 	char exe[64];
 	uint64_t start;
@@ -195,7 +195,7 @@ bridge_identity_check(const struct record *r, const char **why)
 		return -EACCES;
 	}
 	/* the binary on disk was replaced since this bridge started */
-	if (stat(cfg.spaced_host, &disk) != 0 || (uint64_t)disk.st_dev != r->exe_dev ||
+	if (stat(m->cfg.spaced_host, &disk) != 0 || (uint64_t)disk.st_dev != r->exe_dev ||
 	    (uint64_t)disk.st_ino != r->exe_ino) {
 		*why = "bridge binary replaced on disk";
 		return -EACCES;
@@ -245,7 +245,7 @@ u64str(char *buf, size_t cap, uint64_t v)
 }
 
 int
-bridge_spawn(struct record *r, int *pidfd_out, const char **why)
+bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why)
 {
 	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
 	char line[64];
@@ -266,7 +266,7 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 	u64str(cpu, sizeof(cpu), r->cpu_percent);
 	u64str(dmb, sizeof(dmb), r->disk_mb);
 	char *const argv[] = {
-		cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
+		(char *)m->cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
 		"--activation", act, "--worker", r->id.worker, "--resident", r->id.resident,
 		"--substrate", r->id.substrate, "--template", r->template_name,
 		"--run-dir", r->run_dir, "--layer-dir", r->layer_dir, "--uid-base", uidb,
@@ -291,7 +291,7 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
-		execv(cfg.spaced_host, argv);
+		execv(m->cfg.spaced_host, argv);
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -392,7 +392,7 @@ bridge_spawn(struct record *r, int *pidfd_out, const char **why)
 		ret = -EACCES;
 		goto fail;
 	}
-	if (stat(cfg.spaced_host, &disk) != 0 || disk.st_dev != st.st_dev ||
+	if (stat(m->cfg.spaced_host, &disk) != 0 || disk.st_dev != st.st_dev ||
 	    disk.st_ino != st.st_ino) {
 		*why = "spaced-host replaced while starting";
 		ret = -EACCES;
@@ -440,7 +440,7 @@ bridge_stop(int pidfd)
 }
 
 int
-bridge_connect(const struct record *r, const char **why)
+bridge_connect(const struct mgr *m, const struct record *r, const char **why)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = 5 };
@@ -489,7 +489,7 @@ bridge_connect(const struct record *r, const char **why)
 		ret = -EPERM;
 		goto fail;
 	}
-	if ((ret = bridge_identity_check(r, why)) != 0) {
+	if ((ret = bridge_identity_check(m, r, why)) != 0) {
 		ret = -EPERM;
 		goto fail;
 	}
@@ -499,7 +499,7 @@ bridge_connect(const struct record *r, const char **why)
 		goto fail;
 	}
 	/* again: the pid must not have changed hands while we looked */
-	if ((ret = bridge_identity_check(r, why)) != 0) {
+	if ((ret = bridge_identity_check(m, r, why)) != 0) {
 		ret = -EPERM;
 		goto fail;
 	}

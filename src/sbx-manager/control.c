@@ -21,9 +21,16 @@
 
 #define RESP_MAX (4u << 20)
 
-volatile int mgr_registered;
+/* sandboxes whose last status report did not get through: re-sent (from
+ * the committed record) once the control plane answers again */
+#define PENDING_MAX 1024
+struct mgr_control {
+	pthread_mutex_t pending_lock;
+	char pending[PENDING_MAX][SPACE_ID_MAX + 1];
+	size_t npending;
+};
 
-static void pending_flush(void);
+static void pending_flush(struct mgr *m);
 
 struct buf {
 	char *p;
@@ -53,7 +60,7 @@ on_body(char *data, size_t sz, size_t nm, void *arg)
 
 /* one request; *status the HTTP status, *body_out malloc'd (may be NULL) */
 static int
-http_call(const char *method, const char *path, const char *body, long timeout_s,
+http_call(struct mgr *m, const char *method, const char *path, const char *body, long timeout_s,
     bool auth, long *status, char **body_out)
 {
 	char url[2048], authz[600];
@@ -68,7 +75,7 @@ http_call(const char *method, const char *path, const char *body, long timeout_s
 		*body_out = NULL;
 	if ((c = curl_easy_init()) == NULL)
 		return -ENOMEM;
-	snprintf(url, sizeof(url), "%s%s", cfg.control_url, path);
+	snprintf(url, sizeof(url), "%s%s", m->cfg.control_url, path);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
@@ -78,7 +85,7 @@ http_call(const char *method, const char *path, const char *body, long timeout_s
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
 	if (auth) {
-		snprintf(authz, sizeof(authz), "Authorization: Bearer %s", cfg.credential);
+		snprintf(authz, sizeof(authz), "Authorization: Bearer %s", m->cfg.credential);
 		h = curl_slist_append(h, authz);
 		explicit_bzero(authz, sizeof(authz));
 	}
@@ -106,13 +113,21 @@ out:
 }
 
 int
-control_init(void)
+control_init(struct mgr *m)
 {
-	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+	struct mgr_control *c;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -EIO;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&c->pending_lock, NULL);
+	m->control = c;
+	return 0;
 }
 
 int
-control_register(void)
+control_register(struct mgr *m)
 {
 	char path[256], *body = NULL;
 	long st;
@@ -122,12 +137,12 @@ control_register(void)
 	struct statvfs fs;
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	json_int_t disk = statvfs(cfg.data_dir, &fs) == 0 ?
+	json_int_t disk = statvfs(m->cfg.data_dir, &fs) == 0 ?
 	    (json_int_t)(((uint64_t)fs.f_blocks * fs.f_frsize) >> 20) : 0;
 
 	/* what this host has, for the control plane's placement (0 = unknown) */
-	req = json_pack("{s:s, s:s, s:i, s:{s:I, s:I, s:I}}", "incarnation", cfg.incarnation,
-	    "endpoint", cfg.endpoint, "capacity", (json_int_t)cfg.capacity, "resources",
+	req = json_pack("{s:s, s:s, s:i, s:{s:I, s:I, s:I}}", "incarnation", m->cfg.incarnation,
+	    "endpoint", m->cfg.endpoint, "capacity", (json_int_t)m->cfg.capacity, "resources",
 	    "memory_mb", pages > 0 && psz > 0 ? (json_int_t)(((uint64_t)pages * (uint64_t)psz) >> 20) : 0,
 	    "cpu_percent", cpus > 0 ? (json_int_t)cpus * 100 : 0, "disk_mb", disk);
 	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
@@ -135,8 +150,8 @@ control_register(void)
 		return -ENOMEM;
 	}
 	json_decref(req);
-	snprintf(path, sizeof(path), "/v1/workers/%s/register", cfg.worker_id);
-	ret = http_call("POST", path, body, 10, true, &st, NULL);
+	snprintf(path, sizeof(path), "/v1/workers/%s/register", m->cfg.worker_id);
+	ret = http_call(m, "POST", path, body, 10, true, &st, NULL);
 	free(body);
 	if (ret == 0 && st != 200 && st != 201) {
 		log_warnx("control: register answered %ld", st);
@@ -147,51 +162,51 @@ control_register(void)
 
 /* the incarnation, and the disk use once the metrics thread measured it */
 static void
-heartbeat_body(char *body, size_t cap)
+heartbeat_body(struct mgr *m, char *body, size_t cap)
 {
 	uint64_t du[3];
 
-	if (metrics_disk_get(du))
+	if (metrics_disk_get(m, du))
 		snprintf(body, cap, "{\"incarnation\":\"%s\",\"disk\":{\"layers\":%llu,"
-		    "\"run\":%llu,\"snapshots\":%llu}}", cfg.incarnation, (unsigned long long)du[0],
+		    "\"run\":%llu,\"snapshots\":%llu}}", m->cfg.incarnation, (unsigned long long)du[0],
 		    (unsigned long long)du[1], (unsigned long long)du[2]);
 	else
-		snprintf(body, cap, "{\"incarnation\":\"%s\"}", cfg.incarnation);
+		snprintf(body, cap, "{\"incarnation\":\"%s\"}", m->cfg.incarnation);
 }
 
 void *
 control_heartbeat_thread(void *arg)
 {
 	char path[256], body[384];
+	struct mgr *m = arg;
 	long st;
 	bool was_ok = true;
 
-	(void)arg;
-	snprintf(path, sizeof(path), "/v1/workers/%s/heartbeat", cfg.worker_id);
+	snprintf(path, sizeof(path), "/v1/workers/%s/heartbeat", m->cfg.worker_id);
 	/* the worker serves what it has while the control plane is away;
 	 * registration happens when it answers */
-	while (!mgr_stopping && !mgr_registered) {
-		if (control_register() == 0) {
-			mgr_registered = 1;
+	while (!atomic_load(&m->stopping) && !atomic_load(&m->registered)) {
+		if (control_register(m) == 0) {
+			atomic_store(&m->registered, true);
 			log_info("control: registered");
 			break;
 		}
 		sleep(2);
 	}
-	while (!mgr_stopping) {
+	while (!atomic_load(&m->stopping)) {
 		sleep(5);
-		heartbeat_body(body, sizeof(body));
-		if (http_call("POST", path, body, 5, true, &st, NULL) != 0 || st != 200) {
+		heartbeat_body(m, body, sizeof(body));
+		if (http_call(m, "POST", path, body, 5, true, &st, NULL) != 0 || st != 200) {
 			if (was_ok)
 				log_warnx("control: heartbeat failed (status %ld)", st);
 			was_ok = false;
 			/* the control plane may have lost us (it restarted from an
 			 * older state): register again, it is idempotent */
 			if (st == 404 || st == 409)
-				control_register();
+				control_register(m);
 		} else {
 			was_ok = true;
-			pending_flush();
+			pending_flush(m);
 		}
 	}
 	return NULL;
@@ -203,19 +218,19 @@ control_heartbeat_thread(void *arg)
  * withdrawn key). */
 /* the last verified bundle, from D/keys.bundle */
 int
-control_load_keys(void)
+control_load_keys(struct mgr *m)
 {
 	char path[PATH_MAX + 32], *tok = NULL;
 	struct key_bundle kb;
 	size_t len;
 	int ret;
 
-	snprintf(path, sizeof(path), "%s/keys.bundle", cfg.data_dir);
+	snprintf(path, sizeof(path), "%s/keys.bundle", m->cfg.data_dir);
 	if ((ret = read_file(path, SPACE_BUNDLE_TOKEN_MAX, &tok, &len)) != 0)
 		return ret;
-	ret = bundle_verify(tok, len, cfg.root_pk, &kb);
+	ret = bundle_verify(tok, len, m->cfg.root_pk, &kb);
 	if (ret == 0)
-		ret = verifier_set_bundle(mgr_verifier, &kb);
+		ret = verifier_set_bundle(m->verifier, &kb);
 	if (ret == 0)
 		log_info("control: kept key bundle version %llu installed",
 		    (unsigned long long)kb.version);
@@ -226,7 +241,7 @@ control_load_keys(void)
 }
 
 int
-control_fetch_keys(void)
+control_fetch_keys(struct mgr *m)
 {
 	char *body = NULL;
 	const char *bundle;
@@ -236,7 +251,7 @@ control_fetch_keys(void)
 	long st;
 	int ret;
 
-	if ((ret = http_call("GET", "/v1/keys", NULL, 10, false, &st, &body)) != 0)
+	if ((ret = http_call(m, "GET", "/v1/keys", NULL, 10, false, &st, &body)) != 0)
 		return ret;
 	ret = -EINVAL;
 	if (st != 200 || body == NULL)
@@ -246,22 +261,22 @@ control_fetch_keys(void)
 		goto out;
 	if (strlen(bundle) > SPACE_BUNDLE_TOKEN_MAX)
 		goto out;
-	if ((ret = bundle_verify(bundle, strlen(bundle), cfg.root_pk, &kb)) != 0) {
+	if ((ret = bundle_verify(bundle, strlen(bundle), m->cfg.root_pk, &kb)) != 0) {
 		log_warnx("control: key bundle does not verify under the pinned root key");
 		goto out;
 	}
-	if (kb.version < verifier_bundle_version(mgr_verifier)) {
+	if (kb.version < verifier_bundle_version(m->verifier)) {
 		log_warnx("control: refusing key bundle version %llu (have %llu)",
 		    (unsigned long long)kb.version,
-		    (unsigned long long)verifier_bundle_version(mgr_verifier));
+		    (unsigned long long)verifier_bundle_version(m->verifier));
 		ret = -ESTALE;
 		goto out;
 	}
-	if (kb.version == verifier_bundle_version(mgr_verifier)) {
+	if (kb.version == verifier_bundle_version(m->verifier)) {
 		ret = 0;
 		goto out;
 	}
-	ret = verifier_set_bundle(mgr_verifier, &kb);
+	ret = verifier_set_bundle(m->verifier, &kb);
 	if (ret == 0) {
 		char path[PATH_MAX + 32];
 
@@ -269,7 +284,7 @@ control_fetch_keys(void)
 		    (unsigned long long)kb.version, kb.n);
 		/* kept for a restart while the control plane is away; it is
 		 * verified under the pinned root again when loaded */
-		snprintf(path, sizeof(path), "%s/keys.bundle", cfg.data_dir);
+		snprintf(path, sizeof(path), "%s/keys.bundle", m->cfg.data_dir);
 		if (write_file_atomic(path, bundle, strlen(bundle), 0644) != 0)
 			log_warnx("control: cannot keep the key bundle in %s", path);
 	}
@@ -282,16 +297,17 @@ out:
 void *
 control_keys_thread(void *arg)
 {
-	(void)arg;
-	while (!mgr_stopping) {
+	struct mgr *m = arg;
+
+	while (!atomic_load(&m->stopping)) {
 		sleep(10);
-		control_fetch_keys();
+		control_fetch_keys(m);
 	}
 	return NULL;
 }
 
 int
-control_assignments(uint64_t after, int wait_s, struct msg_assignments *out)
+control_assignments(struct mgr *m, uint64_t after, int wait_s, struct msg_assignments *out)
 {
 	char path[256], *body = NULL;
 	const char *why;
@@ -300,8 +316,8 @@ control_assignments(uint64_t after, int wait_s, struct msg_assignments *out)
 
 	memset(out, 0, sizeof(*out));
 	snprintf(path, sizeof(path), "/v1/workers/%s/assignments?after=%llu&wait=%d",
-	    cfg.worker_id, (unsigned long long)after, wait_s);
-	ret = http_call("GET", path, NULL, wait_s + 10, true, &st, &body);
+	    m->cfg.worker_id, (unsigned long long)after, wait_s);
+	ret = http_call(m, "GET", path, NULL, wait_s + 10, true, &st, &body);
 	if (ret == 0 && st != 200) {
 		log_warnx("control: assignments answered %ld", st);
 		ret = st == 401 || st == 403 ? -EPERM : -EIO;
@@ -315,63 +331,58 @@ control_assignments(uint64_t after, int wait_s, struct msg_assignments *out)
 	return ret;
 }
 
-/* POST body to path, retried: the state is committed locally already, and
- * a restart reports again from the records */
-/* sandboxes whose last status report did not get through: re-sent (from
- * the committed record) once the control plane answers again */
-#define PENDING_MAX 1024
-static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-static char pending[PENDING_MAX][SPACE_ID_MAX + 1];
-static size_t npending;
-
 static void
-pending_add(const char *sandbox)
+pending_add(struct mgr *m, const char *sandbox)
 {
+	struct mgr_control *c = m->control;
 	size_t i;
 
-	pthread_mutex_lock(&pending_lock);
-	for (i = 0; i < npending; i++)
-		if (strcmp(pending[i], sandbox) == 0)
+	pthread_mutex_lock(&c->pending_lock);
+	for (i = 0; i < c->npending; i++)
+		if (strcmp(c->pending[i], sandbox) == 0)
 			break;
-	if (i == npending && npending < PENDING_MAX)
-		snprintf(pending[npending++], sizeof(pending[0]), "%s", sandbox);
-	pthread_mutex_unlock(&pending_lock);
+	if (i == c->npending && c->npending < PENDING_MAX)
+		snprintf(c->pending[c->npending++], sizeof(c->pending[0]), "%s", sandbox);
+	pthread_mutex_unlock(&c->pending_lock);
 }
 
-static int report(const struct route_identity *id, const char *state, const char *error,
-    json_t *snap);
+static int report(struct mgr *m, const struct route_identity *id, const char *state,
+    const char *error, json_t *snap);
 
 static void
-pending_flush(void)
+pending_flush(struct mgr *m)
 {
+	struct mgr_control *c = m->control;
 	char sbx[SPACE_ID_MAX + 1];
 	struct record r;
 
 	for (;;) {
-		pthread_mutex_lock(&pending_lock);
-		if (npending == 0) {
-			pthread_mutex_unlock(&pending_lock);
+		pthread_mutex_lock(&c->pending_lock);
+		if (c->npending == 0) {
+			pthread_mutex_unlock(&c->pending_lock);
 			return;
 		}
-		memcpy(sbx, pending[--npending], sizeof(sbx));
-		pthread_mutex_unlock(&pending_lock);
-		if (records_get(sbx, &r) != 0)
+		memcpy(sbx, c->pending[--c->npending], sizeof(sbx));
+		pthread_mutex_unlock(&c->pending_lock);
+		if (records_get(m, sbx, &r) != 0)
 			continue;
 		if (r.state == EXEC_SERVING)
-			report(&r.id, "serving", NULL, NULL);
+			report(m, &r.id, "serving", NULL, NULL);
 		else if (r.state == EXEC_FAILED)
-			report(&r.id, "failed", "reported late", NULL);
+			report(m, &r.id, "failed", "reported late", NULL);
 		else if (r.state == EXEC_RETIRED)
-			report(&r.id, "retired", NULL, NULL);
+			report(m, &r.id, "retired", NULL, NULL);
 	}
 }
 
+/* POST body to path, retried: the state is committed locally already, and
+ * a restart reports again from the records */
 static int
-post_retried(const char *path, json_t *req, const char *what)
+post_retried(struct mgr *m, const char *path, json_t *req, const char *what)
 {
 	char *body;
 	long st;
-	int ret = -EIO, tries, max = mgr_registered ? 5 : 1;
+	int ret = -EIO, tries, max = atomic_load(&m->registered) ? 5 : 1;
 
 	if (req == NULL)
 		return -ENOMEM;
@@ -379,8 +390,8 @@ post_retried(const char *path, json_t *req, const char *what)
 	json_decref(req);
 	if (body == NULL)
 		return -ENOMEM;
-	for (tries = 0; tries < max && !mgr_stopping; tries++) {
-		ret = http_call("POST", path, body, 10, true, &st, NULL);
+	for (tries = 0; tries < max && !atomic_load(&m->stopping); tries++) {
+		ret = http_call(m, "POST", path, body, 10, true, &st, NULL);
 		if (ret == 0 && st == 200)
 			break;
 		if (ret == 0 && st >= 400 && st < 500) {
@@ -396,7 +407,8 @@ post_retried(const char *path, json_t *req, const char *what)
 }
 
 static int
-report(const struct route_identity *id, const char *state, const char *error, json_t *snap)
+report(struct mgr *m, const struct route_identity *id, const char *state, const char *error,
+    json_t *snap)
 {
 	char path[256];
 	json_t *req;
@@ -412,46 +424,46 @@ report(const struct route_identity *id, const char *state, const char *error, js
 		json_object_set_new(req, "error", json_string(error));
 	if (snap)
 		json_object_set_new(req, "snapshot", snap);
-	snprintf(path, sizeof(path), "/v1/workers/%s/status", cfg.worker_id);
-	ret = post_retried(path, req, "status");
+	snprintf(path, sizeof(path), "/v1/workers/%s/status", m->cfg.worker_id);
+	ret = post_retried(m, path, req, "status");
 	/* not delivered (the control plane is away): the record is
 	 * committed, so it is reported again from the record later. A
 	 * retirement with an archive is not: its digest would be lost. A
 	 * failure is, without its archive: the sandbox then cannot be
 	 * resumed, which is safe (never from an older snapshot). */
 	if (ret == -EIO && (!has_snap || strcmp(state, "failed") == 0))
-		pending_add(id->sandbox);
+		pending_add(m, id->sandbox);
 	return ret;
 }
 
 int
-control_report(const struct route_identity *id, const char *state, const char *error)
+control_report(struct mgr *m, const struct route_identity *id, const char *state, const char *error)
 {
-	return report(id, state, error, NULL);
+	return report(m, id, state, error, NULL);
 }
 
 int
-control_report_retired(const struct route_identity *id, const char *digest, uint64_t size,
+control_report_retired(struct mgr *m, const struct route_identity *id, const char *digest, uint64_t size,
     const char *error)
 {
 	json_t *snap = digest ? json_pack("{s:s, s:I}", "digest", digest, "size",
 	    (json_int_t)size) : json_null();
 
-	return report(id, "retired", error, snap);
+	return report(m, id, "retired", error, snap);
 }
 
 int
-control_report_failed(const struct route_identity *id, const char *error, const char *digest,
+control_report_failed(struct mgr *m, const struct route_identity *id, const char *error, const char *digest,
     uint64_t size)
 {
 	json_t *snap = digest ? json_pack("{s:s, s:I}", "digest", digest, "size",
 	    (json_int_t)size) : json_null();
 
-	return report(id, "failed", error, snap);
+	return report(m, id, "failed", error, snap);
 }
 
 int
-control_report_snapshot(const char *snapshot_id, const struct route_identity *id,
+control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error)
 {
 	char path[256];
@@ -465,19 +477,19 @@ control_report_snapshot(const char *snapshot_id, const struct route_identity *id
 		req = json_pack("{s:s, s:s, s:I, s:s}", "snapshot_id", snapshot_id,
 		    "sandbox", id->sandbox, "generation", (json_int_t)id->generation,
 		    "error", error ? error : "snapshot failed");
-	snprintf(path, sizeof(path), "/v1/workers/%s/snapshots", cfg.worker_id);
-	return post_retried(path, req, "snapshot report");
+	snprintf(path, sizeof(path), "/v1/workers/%s/snapshots", m->cfg.worker_id);
+	return post_retried(m, path, req, "snapshot report");
 }
 
 int
-control_archives(const char *body, char **answer)
+control_archives(struct mgr *m, const char *body, char **answer)
 {
 	char path[256];
 	long st;
 	int rc;
 
-	snprintf(path, sizeof(path), "/v1/workers/%s/archives", cfg.worker_id);
-	if ((rc = http_call("POST", path, body, 10, true, &st, answer)) < 0)
+	snprintf(path, sizeof(path), "/v1/workers/%s/archives", m->cfg.worker_id);
+	if ((rc = http_call(m, "POST", path, body, 10, true, &st, answer)) < 0)
 		return rc;
 	if (st != 200) {
 		log_warnx("control: archive collection answered %ld", st);

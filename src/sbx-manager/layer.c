@@ -11,9 +11,9 @@
  *     spaced-host) and extracts the verified archive into it. Archives do
  *     not record owners: everything restored belongs to the sandbox user,
  *     which is who could have written it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,19 +72,20 @@ mount_image(const char *img, const char *dir, bool ro)
 
 /* never an archive larger than the layer's quota (-EFBIG) */
 static int
-archive_dir(const struct record *r0, const char *dir, char digest[SNAPSHOT_DIGEST_HEX + 1],
-    uint64_t *size)
+archive_dir(const struct mgr *m, const struct record *r0, const char *dir,
+    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
 {
 	char path[PATH_MAX + 80];
 	struct stat st;
 	int r, tries;
 
 	for (tries = 0; tries < 3; tries++)
-		if ((r = snapshot_create(dir, cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20, digest, NULL)) != -EBUSY)
+		if ((r = snapshot_create(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
+		    digest, NULL)) != -EBUSY)
 			break;
 	if (r != 0)
 		return r;
-	snprintf(path, sizeof(path), "%s/%s.snap", cfg.snapshot_dir, digest);
+	snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
 	if (stat(path, &st) != 0)
 		return -errno;
 	*size = (uint64_t)st.st_size;
@@ -121,25 +122,25 @@ layer_release(const struct record *r)
 }
 
 int
-layer_snapshot_live(const struct record *r, char digest[SNAPSHOT_DIGEST_HEX + 1],
-    uint64_t *size)
+layer_snapshot_live(const struct mgr *m, const struct record *r,
+    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
 {
 	char rw[PATH_MAX + 8];
 
-	if (!cfg.snapshot_dir[0])
+	if (!m->cfg.snapshot_dir[0])
 		return -ENOTSUP;
 	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
-	return archive_dir(r, rw, digest, size);
+	return archive_dir(m, r, rw, digest, size);
 }
 
 int
-layer_snapshot_stopped(const struct record *r, char digest[SNAPSHOT_DIGEST_HEX + 1],
-    uint64_t *size)
+layer_snapshot_stopped(const struct mgr *m, const struct record *r,
+    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
 {
 	char img[PATH_MAX + 16], mnt[PATH_MAX + 16];
 	int ret;
 
-	if (!cfg.snapshot_dir[0])
+	if (!m->cfg.snapshot_dir[0])
 		return -ENOTSUP;
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	snprintf(mnt, sizeof(mnt), "%s/snap", r->run_dir);
@@ -147,7 +148,7 @@ layer_snapshot_stopped(const struct record *r, char digest[SNAPSHOT_DIGEST_HEX +
 		return -errno;
 	if ((ret = mount_image(img, mnt, true)) != 0)
 		goto out;
-	ret = archive_dir(r, mnt, digest, size);
+	ret = archive_dir(m, r, mnt, digest, size);
 	if (umount2(mnt, 0) != 0)
 		umount2(mnt, MNT_DETACH);
 out:
@@ -155,20 +156,70 @@ out:
 	return ret;
 }
 
-static uid_t chown_uid;
-
+/* everything beneath dfd to uid:uid; no symlink followed (a link is
+ * given, not its target), no other file system entered. 0 or -errno. */
 static int
-chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+chown_beneath(int dfd, dev_t dev, uid_t uid, int depth)
 {
-	(void)st;
-	(void)flag;
-	if (ftw->level == 0)
-		return 0;       /* the layer root stays the sandbox's root */
-	return lchown(path, chown_uid, chown_uid) == 0 ? 0 : -1;
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	if (depth > 256)
+		return -ELOOP;
+	if ((fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) != NULL && r == 0) {
+		struct stat st;
+		int cfd;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -errno;
+			break;
+		}
+		if (st.st_dev != dev)
+			continue;
+		if (fchownat(dfd, de->d_name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -errno;
+			break;
+		}
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cfd < 0) {
+			r = -errno;
+			break;
+		}
+		r = chown_beneath(cfd, dev, uid, depth + 1);
+		close(cfd);
+	}
+	closedir(d);
+	return r;
+}
+
+/* the restored files to the sandbox user; the layer root stays the
+ * sandbox's root */
+static int
+chown_restored(const char *dir, uid_t uid)
+{
+	struct stat st;
+	int fd, r;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	r = fstat(fd, &st) == 0 ? chown_beneath(fd, st.st_dev, uid, 0) : -errno;
+	close(fd);
+	return r;
 }
 
 int
-layer_restore(const struct record *r, const char *digest, const char **why)
+layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why)
 {
 	char img[PATH_MAX + 16], fin[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32];
 	char owner[64];
@@ -177,7 +228,7 @@ layer_restore(const struct record *r, const char *digest, const char **why)
 	    "-E", owner, "-m", "0", img, NULL };
 
 	*why = "cannot build the layer";
-	if (!cfg.snapshot_dir[0]) {
+	if (!m->cfg.snapshot_dir[0]) {
 		*why = "no snapshot store on this worker (--snapshot-dir)";
 		return -ENOTSUP;
 	}
@@ -209,10 +260,10 @@ layer_restore(const struct record *r, const char *digest, const char **why)
 	 * what it needs (home, tmp) when it mounts the layer */
 	snprintf(lf, sizeof(lf), "%s/lost+found", mnt);
 	rmdir(lf);
-	ret = snapshot_restore(cfg.snapshot_dir, digest, mnt, (uint64_t)r->disk_mb << 20, NULL, why);
+	ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt, (uint64_t)r->disk_mb << 20,
+	    NULL, why);
 	if (ret == 0) {
-		chown_uid = r->uid_base + JAIL_USER_UID;
-		if (nftw(mnt, chown_one, 32, FTW_PHYS | FTW_MOUNT) != 0) {
+		if (chown_restored(mnt, r->uid_base + JAIL_USER_UID) != 0) {
 			*why = "cannot give the restored files to the sandbox user";
 			ret = -EIO;
 		}

@@ -20,13 +20,28 @@ struct lease {
 	struct lease *next, *prev;
 };
 
-static pthread_mutex_t lease_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct lease *leases;
-static unsigned nleases;
+struct mgr_leases {
+	pthread_mutex_t lock;
+	struct lease *head;
+	unsigned n;
+};
+
+int
+lease_init(struct mgr *m)
+{
+	struct mgr_leases *ls = calloc(1, sizeof(*ls));
+
+	if (ls == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&ls->lock, NULL);
+	m->leases = ls;
+	return 0;
+}
 
 struct lease *
-lease_add(const struct route_identity *id, uint64_t epoch, int cfd, int bfd)
+lease_add(struct mgr *m, const struct route_identity *id, uint64_t epoch, int cfd, int bfd)
 {
+	struct mgr_leases *ls = m->leases;
 	struct lease *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
@@ -35,75 +50,81 @@ lease_add(const struct route_identity *id, uint64_t epoch, int cfd, int bfd)
 	l->epoch = epoch;
 	l->cfd = cfd;
 	l->bfd = bfd;
-	pthread_mutex_lock(&lease_lock);
+	pthread_mutex_lock(&ls->lock);
 	/* one sandbox cannot take every relay thread of the worker */
 	{
 		struct lease *o;
 		unsigned n = 0;
 
-		for (o = leases; o; o = o->next)
+		for (o = ls->head; o; o = o->next)
 			if (strcmp(o->id.sandbox, id->sandbox) == 0)
 				n++;
 		if (n >= SPACE_STREAMS_PER_SBX) {
-			pthread_mutex_unlock(&lease_lock);
+			pthread_mutex_unlock(&ls->lock);
 			free(l);
 			errno = EBUSY;
 			return NULL;
 		}
 	}
-	l->next = leases;
-	if (leases)
-		leases->prev = l;
-	leases = l;
-	nleases++;
-	pthread_mutex_unlock(&lease_lock);
+	l->next = ls->head;
+	if (ls->head)
+		ls->head->prev = l;
+	ls->head = l;
+	ls->n++;
+	pthread_mutex_unlock(&ls->lock);
 	return l;
 }
 
 void
-lease_remove(struct lease *l)
+lease_remove(struct mgr *m, struct lease *l)
 {
+	struct mgr_leases *ls = m->leases;
+
 	if (l == NULL)
 		return;
-	pthread_mutex_lock(&lease_lock);
+	pthread_mutex_lock(&ls->lock);
 	if (l->prev)
 		l->prev->next = l->next;
 	else
-		leases = l->next;
+		ls->head = l->next;
 	if (l->next)
 		l->next->prev = l->prev;
-	nleases--;
-	pthread_mutex_unlock(&lease_lock);
+	ls->n--;
+	pthread_mutex_unlock(&ls->lock);
 	free(l);
 }
 
 void
-lease_set_bridge(struct lease *l, int bfd)
+lease_set_bridge(struct mgr *m, struct lease *l, int bfd)
 {
-	pthread_mutex_lock(&lease_lock);
+	struct mgr_leases *ls = m->leases;
+
+	pthread_mutex_lock(&ls->lock);
 	l->bfd = bfd;
-	pthread_mutex_unlock(&lease_lock);
+	pthread_mutex_unlock(&ls->lock);
 }
 
 bool
-lease_cancelled(struct lease *l)
+lease_cancelled(struct mgr *m, struct lease *l)
 {
+	struct mgr_leases *ls = m->leases;
 	bool c;
 
-	pthread_mutex_lock(&lease_lock);
+	pthread_mutex_lock(&ls->lock);
 	c = l->cancelled;
-	pthread_mutex_unlock(&lease_lock);
+	pthread_mutex_unlock(&ls->lock);
 	return c;
 }
 
 unsigned
-lease_cancel_before(const char *sandbox, uint64_t epoch)
+lease_cancel_before(struct mgr *m, const char *sandbox, uint64_t epoch)
 {
+	struct mgr_leases *ls = m->leases;
 	struct lease *l;
 	unsigned n = 0;
 
-	pthread_mutex_lock(&lease_lock);
-	for (l = leases; l; l = l->next) {
+	pthread_mutex_lock(&ls->lock);
+	for (l = ls->head; l; l = l->next) {
 		if (l->cancelled || strcmp(l->id.sandbox, sandbox) != 0 || l->epoch >= epoch)
 			continue;
 		l->cancelled = true;
@@ -115,17 +136,18 @@ lease_cancel_before(const char *sandbox, uint64_t epoch)
 		shutdown(l->cfd, SHUT_RD);
 		n++;
 	}
-	pthread_mutex_unlock(&lease_lock);
+	pthread_mutex_unlock(&ls->lock);
 	return n;
 }
 
 unsigned
-lease_count(void)
+lease_count(struct mgr *m)
 {
+	struct mgr_leases *ls = m->leases;
 	unsigned n;
 
-	pthread_mutex_lock(&lease_lock);
-	n = nleases;
-	pthread_mutex_unlock(&lease_lock);
+	pthread_mutex_lock(&ls->lock);
+	n = ls->n;
+	pthread_mutex_unlock(&ls->lock);
 	return n;
 }

@@ -20,10 +20,6 @@
 #include "util.h"
 #include "verifier.h"
 
-struct mgr_config cfg;
-struct verifier *mgr_verifier;
-volatile int mgr_stopping;
-
 static void
 usage(void)
 {
@@ -45,18 +41,18 @@ copy_opt(char *dst, size_t cap, const char *src, const char *name)
 /* D/incarnation: made once with the data directory; it is the `resident`
  * of every route here, so a re-created worker never matches old routes */
 static void
-load_incarnation(void)
+load_incarnation(struct mgr_config *cfg)
 {
 	char path[PATH_MAX + 32], id[SPACE_ID_MAX + 1], *buf = NULL;
 	size_t len;
 
-	snprintf(path, sizeof(path), "%s/incarnation", cfg.data_dir);
+	snprintf(path, sizeof(path), "%s/incarnation", cfg->data_dir);
 	if (read_file(path, 256, &buf, &len) == 0) {
 		while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
 			buf[--len] = '\0';
-		if (!id_valid(buf) || len >= sizeof(cfg.incarnation))
+		if (!id_valid(buf) || len >= sizeof(cfg->incarnation))
 			fatalx("%s is corrupt", path);
-		memcpy(cfg.incarnation, buf, len + 1);
+		memcpy(cfg->incarnation, buf, len + 1);
 		free(buf);
 		return;
 	}
@@ -64,59 +60,58 @@ load_incarnation(void)
 		fatalx("cannot make an incarnation id");
 	if (write_file_atomic(path, id, strlen(id), 0644) != 0)
 		fatal("write %s", path);
-	memcpy(cfg.incarnation, id, strlen(id) + 1);
+	memcpy(cfg->incarnation, id, strlen(id) + 1);
 }
 
 static void
-load_credential(const char *file)
+load_credential(struct mgr_config *cfg, const char *file)
 {
 	char *buf = NULL;
 	size_t len;
 
-	if (read_file(file, sizeof(cfg.credential) - 1, &buf, &len) != 0)
+	if (read_file(file, sizeof(cfg->credential) - 1, &buf, &len) != 0)
 		fatalx("cannot read the credential file %s", file);
 	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
 		buf[--len] = '\0';
 	if (len == 0 || strpbrk(buf, "\r\n \t") != NULL)
 		fatalx("the credential file %s is not one token", file);
-	memcpy(cfg.credential, buf, len + 1);
+	memcpy(cfg->credential, buf, len + 1);
 	sodium_memzero(buf, len);
 	free(buf);
 }
 
 static void
-make_dirs(void)
+make_dirs(const struct mgr_config *cfg)
 {
 	char p[PATH_MAX + 32];
 
-	if (mkdir_p(cfg.data_dir, 0711) != 0)
-		fatal("mkdir %s", cfg.data_dir);
+	if (mkdir_p(cfg->data_dir, 0711) != 0)
+		fatal("mkdir %s", cfg->data_dir);
 	/* node-api (unprivileged) must traverse D and D/run to reach the
 	 * socket and read D/metrics.prom; it cannot list them */
-	chmod(cfg.data_dir, 0711);
-	snprintf(p, sizeof(p), "%s/run", cfg.data_dir);
+	chmod(cfg->data_dir, 0711);
+	snprintf(p, sizeof(p), "%s/run", cfg->data_dir);
 	if (mkdir_p(p, 0710) != 0)
 		fatal("mkdir %s", p);
-	if (cfg.api_gid != (gid_t)-1) {
-		if (chown(p, 0, cfg.api_gid) != 0)
+	if (cfg->api_gid != (gid_t)-1) {
+		if (chown(p, 0, cfg->api_gid) != 0)
 			fatal("chown %s", p);
 		chmod(p, 0710);
 	} else
 		chmod(p, 0700);
-	snprintf(p, sizeof(p), "%s/exec", cfg.data_dir);
+	snprintf(p, sizeof(p), "%s/exec", cfg->data_dir);
 	if (mkdir_p(p, 0711) != 0)
 		fatal("mkdir %s", p);
 }
 
-static void *
-start(void *(*fn)(void *))
+static void
+start(struct mgr *m, void *(*fn)(void *))
 {
 	pthread_t t;
 
-	if (pthread_create(&t, NULL, fn, NULL) != 0)
+	if (pthread_create(&t, NULL, fn, m) != 0)
 		fatalx("pthread_create");
 	pthread_detach(t);
-	return NULL;
 }
 
 int
@@ -144,62 +139,67 @@ main(int argc, char **argv)
 	struct group *gr;
 	int c, sig, verbose = 0, r;
 	unsigned long cap = 0;
+	/* the one state of this process; it lives as long as the process */
+	static struct mgr mgr = { .api_fd = -1 };
+	struct mgr *m = &mgr;
+	struct mgr_config *cfg = &m->cfg;
 
-	cfg.api_gid = (gid_t)-1;
-	cfg.disk_mb = 4096;
-	cfg.snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
+	cfg->api_gid = (gid_t)-1;
+	cfg->disk_mb = 4096;
+	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': copy_opt(cfg.data_dir, sizeof(cfg.data_dir), optarg, "data-dir"); break;
-		case 'c': copy_opt(cfg.control_url, sizeof(cfg.control_url), optarg, "control"); break;
-		case 'w': copy_opt(cfg.worker_id, sizeof(cfg.worker_id), optarg, "worker-id"); break;
+		case 'd': copy_opt(cfg->data_dir, sizeof(cfg->data_dir), optarg, "data-dir"); break;
+		case 'c': copy_opt(cfg->control_url, sizeof(cfg->control_url), optarg, "control"); break;
+		case 'w': copy_opt(cfg->worker_id, sizeof(cfg->worker_id), optarg, "worker-id"); break;
 		case 'f': cred = optarg; break;
 		case 'k': rootk = optarg; break;
-		case 'e': copy_opt(cfg.endpoint, sizeof(cfg.endpoint), optarg, "endpoint"); break;
+		case 'e': copy_opt(cfg->endpoint, sizeof(cfg->endpoint), optarg, "endpoint"); break;
 		case 'n':
 			errno = 0;
 			cap = strtoul(optarg, &end, 10);
 			if (errno || *end || cap == 0 || cap > MGR_SLOTS_MAX)
 				usage();
 			break;
-		case 'g': copy_opt(cfg.api_group, sizeof(cfg.api_group), optarg, "api-group"); break;
+		case 'g': copy_opt(cfg->api_group, sizeof(cfg->api_group), optarg, "api-group"); break;
 		case 's': host = optarg; break;
-		case 'S': copy_opt(cfg.snapshot_dir, sizeof(cfg.snapshot_dir), optarg, "snapshot-dir"); break;
+		case 'S': copy_opt(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), optarg, "snapshot-dir"); break;
 		case 'D':
 			errno = 0;
-			cfg.disk_mb = (uint32_t)strtoul(optarg, &end, 10);
-			if (errno || *end || cfg.disk_mb < 16 || cfg.disk_mb > (1u << 24))
+			cfg->disk_mb = (uint32_t)strtoul(optarg, &end, 10);
+			if (errno || *end || cfg->disk_mb < 16 || cfg->disk_mb > (1u << 24))
 				usage();
 			break;
 		case 'G':
 			errno = 0;
-			cfg.snapshot_gc_grace = (unsigned)strtoul(optarg, &end, 10);
-			if (errno || *end || cfg.snapshot_gc_grace < 1 || cfg.snapshot_gc_grace > 30 * 86400)
+			cfg->snapshot_gc_grace = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || cfg->snapshot_gc_grace < 1 ||
+			    cfg->snapshot_gc_grace > 30 * 86400)
 				usage();
 			break;
 		case 'v': verbose = 1; break;
 		default: usage();
 		}
 	}
-	if (optind != argc || !cfg.data_dir[0] || !cfg.control_url[0] || !cfg.worker_id[0] ||
-	    !cred || !rootk || !cfg.endpoint[0] || cap == 0)
+	if (optind != argc || !cfg->data_dir[0] || !cfg->control_url[0] || !cfg->worker_id[0] ||
+	    !cred || !rootk || !cfg->endpoint[0] || cap == 0)
 		usage();
 	log_init("sbx-manager", verbose);
 	if (sodium_init() < 0)
 		fatalx("sodium_init");
 	if (geteuid() != 0)
 		fatalx("sbx-manager runs as root (it launches jails)");
-	if (!id_valid(cfg.worker_id))
+	if (!id_valid(cfg->worker_id))
 		fatalx("invalid --worker-id");
-	cfg.capacity = (unsigned)cap;
+	cfg->capacity = (unsigned)cap;
 	/* the pinned root key: the only first trust in key bundles */
-	if (public_key_parse(rootk, cfg.root_pk) != 0)
+	if (public_key_parse(rootk, cfg->root_pk) != 0)
 		fatalx("invalid --root-key");
-	load_credential(cred);
-	if (cfg.api_group[0]) {
-		if ((gr = getgrnam(cfg.api_group)) == NULL)
-			fatalx("unknown group %s", cfg.api_group);
-		cfg.api_gid = gr->gr_gid;
+	load_credential(cfg, cred);
+	if (cfg->api_group[0]) {
+		if ((gr = getgrnam(cfg->api_group)) == NULL)
+			fatalx("unknown group %s", cfg->api_group);
+		cfg->api_gid = gr->gr_gid;
 	}
 	/* the bridge binary: resolved once, its identity is what we check */
 	if (host == NULL) {
@@ -210,7 +210,7 @@ main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/spaced-host", dirname(self));
 		host = path;
 	}
-	if (realpath(host, cfg.spaced_host) == NULL)
+	if (realpath(host, cfg->spaced_host) == NULL)
 		fatal("spaced-host %s", host);
 
 	signal(SIGPIPE, SIG_IGN);
@@ -220,51 +220,54 @@ main(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	make_dirs();
-	load_incarnation();
-	if ((r = uid_window_claim(&cfg.uid_window)) != 0)
+	make_dirs(cfg);
+	load_incarnation(cfg);
+	if ((r = uid_window_claim(cfg->data_dir, &cfg->uid_window)) != 0)
 		fatalx("cannot claim a host uid window: %s", strerror(-r));
-	snprintf(path, sizeof(path), "%s/records.db", cfg.data_dir);
-	if (records_open(path) != 0)
+	snprintf(path, sizeof(path), "%s/records.db", cfg->data_dir);
+	if (records_open(m, path) != 0)
 		fatalx("cannot open %s", path);
-	if ((mgr_verifier = verifier_new(SPACE_VCACHE_ENTRIES)) == NULL)
+	if (lease_init(m) != 0 || metrics_init(m) != 0 || assign_init(m) != 0 ||
+	    reclaim_init(m) != 0)
+		fatalx("out of memory");
+	if ((m->verifier = verifier_new(SPACE_VCACHE_ENTRIES)) == NULL)
 		fatalx("verifier_new");
-	if (control_init() != 0)
+	if (control_init(m) != 0)
 		fatalx("curl init");
-	log_info("worker %s incarnation %s, control %s", cfg.worker_id, cfg.incarnation,
-	    cfg.control_url);
-	control_load_keys();
-	if (control_register() == 0)
-		mgr_registered = 1;
+	log_info("worker %s incarnation %s, control %s", cfg->worker_id, cfg->incarnation,
+	    cfg->control_url);
+	control_load_keys(m);
+	if (control_register(m) == 0)
+		atomic_store(&m->registered, true);
 	else
 		log_warnx("control plane unreachable: serving the recorded executions, registering later");
-	if (control_fetch_keys() != 0 && verifier_bundle_version(mgr_verifier) == 0)
+	if (control_fetch_keys(m) != 0 && verifier_bundle_version(m->verifier) == 0)
 		log_warnx("no key bundle yet: every capability is refused until one verifies");
 	/* adopt or relaunch before anyone can ask for an operation */
-	assign_reconcile();
+	assign_reconcile(m);
 	/* finish what a crash cut short before anything new is retired */
-	reclaim_resume();
-	snprintf(path, sizeof(path), "%s/run/sbx-manager.sock", cfg.data_dir);
-	if ((r = api_listen(path)) != 0) {
+	reclaim_resume(m);
+	snprintf(path, sizeof(path), "%s/run/sbx-manager.sock", cfg->data_dir);
+	if ((r = api_listen(m, path)) != 0) {
 		errno = -r;
 		fatal("listen %s", path);
 	}
-	metrics_write();
-	start(control_heartbeat_thread);
-	start(control_keys_thread);
-	start(assign_thread);
-	start(assign_monitor_thread);
-	start(metrics_thread);
-	start(api_accept_thread);
+	metrics_write(m);
+	start(m, control_heartbeat_thread);
+	start(m, control_keys_thread);
+	start(m, assign_thread);
+	start(m, assign_monitor_thread);
+	start(m, metrics_thread);
+	start(m, api_accept_thread);
 	log_info("ready on %s", path);
 
 	while (sigwait(&set, &sig) == 0)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
-	mgr_stopping = 1;
+	atomic_store(&m->stopping, true);
 	log_info("stopping on signal %d; bridges keep running and are adopted on restart", sig);
 	/* the records are committed as they change: nothing to flush. The
 	 * other threads may be inside curl or a blocking read; leave. */
-	sodium_memzero(cfg.credential, sizeof(cfg.credential));
+	sodium_memzero(cfg->credential, sizeof(cfg->credential));
 	_exit(0);
 }

@@ -2,6 +2,7 @@
  * sbx-manager speaks no HTTP: it rewrites D/metrics.prom (Prometheus text,
  * atomically) every few seconds and node-api appends that file to its own
  * GET /metrics. */
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,60 +35,79 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_ARCHIVES_COLLECTED] = "space_sbxmgr_archives_collected_total",
 };
 
-static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t counters[MC__COUNT];
-static uint64_t disk[3];        /* exec, run, snapshots: bytes allocated */
-static bool disk_known;
-static uint64_t admissions[4][R__COUNT];
-static struct { const char *why; uint64_t n; } refusals[REFUSAL_KINDS];
+struct mgr_metrics {
+	pthread_mutex_t lock;
+	uint64_t counters[MC__COUNT];
+	uint64_t disk[3];       /* exec, run, snapshots: bytes allocated */
+	bool disk_known;
+	uint64_t admissions[4][R__COUNT];
+	struct { const char *why; uint64_t n; } refusals[REFUSAL_KINDS];
+};
 
-void
-metrics_inc(enum mgr_counter c)
+int
+metrics_init(struct mgr *m)
 {
-	pthread_mutex_lock(&mlock);
-	counters[c]++;
-	pthread_mutex_unlock(&mlock);
+	struct mgr_metrics *ms = calloc(1, sizeof(*ms));
+
+	if (ms == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&ms->lock, NULL);
+	m->metrics = ms;
+	return 0;
 }
 
 void
-metrics_admission(enum admit_outcome o, enum admit_reason r)
+metrics_inc(struct mgr *m, enum mgr_counter c)
 {
+	struct mgr_metrics *ms = m->metrics;
+
+	pthread_mutex_lock(&ms->lock);
+	ms->counters[c]++;
+	pthread_mutex_unlock(&ms->lock);
+}
+
+void
+metrics_admission(struct mgr *m, enum admit_outcome o, enum admit_reason r)
+{
+	struct mgr_metrics *ms = m->metrics;
+
 	if ((unsigned)o >= 4 || (unsigned)r >= R__COUNT)
 		return;
-	pthread_mutex_lock(&mlock);
-	admissions[o][r]++;
-	pthread_mutex_unlock(&mlock);
+	pthread_mutex_lock(&ms->lock);
+	ms->admissions[o][r]++;
+	pthread_mutex_unlock(&ms->lock);
 }
 
 /* why is always a static string from bridge.c / sockdiag.c */
 void
-metrics_bridge_refusal(const char *why)
+metrics_bridge_refusal(struct mgr *m, const char *why)
 {
+	struct mgr_metrics *ms = m->metrics;
 	int i;
 
-	pthread_mutex_lock(&mlock);
+	pthread_mutex_lock(&ms->lock);
 	for (i = 0; i < REFUSAL_KINDS; i++) {
-		if (refusals[i].why == NULL)
-			refusals[i].why = why;
-		if (refusals[i].why == why || strcmp(refusals[i].why, why) == 0) {
-			refusals[i].n++;
+		if (ms->refusals[i].why == NULL)
+			ms->refusals[i].why = why;
+		if (ms->refusals[i].why == why || strcmp(ms->refusals[i].why, why) == 0) {
+			ms->refusals[i].n++;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&mlock);
+	pthread_mutex_unlock(&ms->lock);
 }
 
 /* the refusal counts of the serving bridges (each monitor keeps its own
  * in RUNDIR/metrics.prom, spaced-host/audit.c): their sample lines only */
 static void
-bridge_refusals(FILE *f)
+bridge_refusals(struct mgr *m, FILE *f)
 {
 	struct record *all = NULL;
 	char path[PATH_MAX + 32], *buf, *line, *save;
 	size_t n, i, len;
 
 	fprintf(f, "# TYPE space_bridge_refusals_total counter\n");
-	if (records_all(&all, &n) != 0)
+	if (records_all(m, &all, &n) != 0)
 		return;
 	for (i = 0; i < n; i++) {
 		if (all[i].state != EXEC_SERVING)
@@ -104,8 +124,9 @@ bridge_refusals(FILE *f)
 }
 
 int
-metrics_write(void)
+metrics_write(struct mgr *m)
 {
+	struct mgr_metrics *ms = m->metrics;
 	char path[PATH_MAX + 32], *buf = NULL;
 	size_t len = 0;
 	struct vcache_stats vs;
@@ -114,34 +135,34 @@ metrics_write(void)
 
 	if ((f = open_memstream(&buf, &len)) == NULL)
 		return -1;
-	pthread_mutex_lock(&mlock);
+	pthread_mutex_lock(&ms->lock);
 	for (i = 0; i < MC__COUNT; i++)
 		fprintf(f, "# TYPE %s counter\n%s %llu\n", counter_names[i], counter_names[i],
-		    (unsigned long long)counters[i]);
+		    (unsigned long long)ms->counters[i]);
 	fprintf(f, "# TYPE space_sbxmgr_admission_total counter\n");
 	for (o = 0; o < 4; o++)
 		for (r = 0; r < R__COUNT; r++)
-			if (admissions[o][r])
+			if (ms->admissions[o][r])
 				fprintf(f, "space_sbxmgr_admission_total{outcome=\"%s\",reason=\"%s\"} %llu\n",
 				    admit_outcome_str((enum admit_outcome)o),
 				    admit_reason_str((enum admit_reason)r),
-				    (unsigned long long)admissions[o][r]);
+				    (unsigned long long)ms->admissions[o][r]);
 	fprintf(f, "# TYPE space_sbxmgr_bridge_refusal_total counter\n");
-	for (i = 0; i < REFUSAL_KINDS && refusals[i].why; i++)
+	for (i = 0; i < REFUSAL_KINDS && ms->refusals[i].why; i++)
 		fprintf(f, "space_sbxmgr_bridge_refusal_total{why=\"%s\"} %llu\n",
-		    refusals[i].why, (unsigned long long)refusals[i].n);
-	if (disk_known)
+		    ms->refusals[i].why, (unsigned long long)ms->refusals[i].n);
+	if (ms->disk_known)
 		fprintf(f, "# TYPE space_sbxmgr_disk_bytes gauge\n"
 		    "space_sbxmgr_disk_bytes{area=\"layers\"} %llu\n"
 		    "space_sbxmgr_disk_bytes{area=\"run\"} %llu\n"
 		    "space_sbxmgr_disk_bytes{area=\"snapshots\"} %llu\n",
-		    (unsigned long long)disk[0], (unsigned long long)disk[1],
-		    (unsigned long long)disk[2]);
-	pthread_mutex_unlock(&mlock);
-	fprintf(f, "# TYPE space_sbxmgr_leases gauge\nspace_sbxmgr_leases %u\n", lease_count());
-	bridge_refusals(f);
-	if (mgr_verifier) {
-		verifier_stats(mgr_verifier, &vs);
+		    (unsigned long long)ms->disk[0], (unsigned long long)ms->disk[1],
+		    (unsigned long long)ms->disk[2]);
+	pthread_mutex_unlock(&ms->lock);
+	fprintf(f, "# TYPE space_sbxmgr_leases gauge\nspace_sbxmgr_leases %u\n", lease_count(m));
+	bridge_refusals(m, f);
+	if (m->verifier) {
+		verifier_stats(m->verifier, &vs);
 		fprintf(f, "# TYPE space_sbxmgr_vcache_hits_total counter\n"
 		    "space_sbxmgr_vcache_hits_total %llu\n"
 		    "# TYPE space_sbxmgr_vcache_misses_total counter\n"
@@ -149,10 +170,10 @@ metrics_write(void)
 		    "# TYPE space_sbxmgr_bundle_version gauge\n"
 		    "space_sbxmgr_bundle_version %llu\n",
 		    (unsigned long long)vs.hits, (unsigned long long)vs.misses,
-		    (unsigned long long)verifier_bundle_version(mgr_verifier));
+		    (unsigned long long)verifier_bundle_version(m->verifier));
 	}
 	fclose(f);
-	snprintf(path, sizeof(path), "%s/metrics.prom", cfg.data_dir);
+	snprintf(path, sizeof(path), "%s/metrics.prom", m->cfg.data_dir);
 	/* 0644: counters only, and node-api (unprivileged) appends them */
 	ret = write_file_atomic(path, buf, len, 0644);
 	free(buf);
@@ -160,25 +181,28 @@ metrics_write(void)
 }
 
 void
-metrics_disk_set(uint64_t exec, uint64_t run, uint64_t snapshots)
+metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots)
 {
-	pthread_mutex_lock(&mlock);
-	disk[0] = exec;
-	disk[1] = run;
-	disk[2] = snapshots;
-	disk_known = true;
-	pthread_mutex_unlock(&mlock);
+	struct mgr_metrics *ms = m->metrics;
+
+	pthread_mutex_lock(&ms->lock);
+	ms->disk[0] = exec;
+	ms->disk[1] = run;
+	ms->disk[2] = snapshots;
+	ms->disk_known = true;
+	pthread_mutex_unlock(&ms->lock);
 }
 
 bool
-metrics_disk_get(uint64_t out[3])
+metrics_disk_get(struct mgr *m, uint64_t out[3])
 {
+	struct mgr_metrics *ms = m->metrics;
 	bool known;
 
-	pthread_mutex_lock(&mlock);
-	known = disk_known;
-	memcpy(out, disk, sizeof(disk));
-	pthread_mutex_unlock(&mlock);
+	pthread_mutex_lock(&ms->lock);
+	known = ms->disk_known;
+	memcpy(out, ms->disk, sizeof(ms->disk));
+	pthread_mutex_unlock(&ms->lock);
 	return known;
 }
 
@@ -190,23 +214,23 @@ metrics_disk_get(uint64_t out[3])
 void *
 metrics_thread(void *arg)
 {
+	struct mgr *m = arg;
 	char dir[PATH_MAX];
 	unsigned n = 0;
 
-	(void)arg;
-	while (!mgr_stopping) {
+	while (!atomic_load(&m->stopping)) {
 		if (n++ % DISK_EVERY == 0) {
 			uint64_t e, r;
 
-			reclaim_resume();
-			archive_gc_pass();
-			snprintf(dir, sizeof(dir), "%s/exec", cfg.data_dir);
+			reclaim_resume(m);
+			archive_gc_pass(m);
+			snprintf(dir, sizeof(dir), "%s/exec", m->cfg.data_dir);
 			e = reclaim_du(dir);
-			snprintf(dir, sizeof(dir), "%s/run", cfg.data_dir);
+			snprintf(dir, sizeof(dir), "%s/run", m->cfg.data_dir);
 			r = reclaim_du(dir);
-			metrics_disk_set(e, r, reclaim_du(cfg.snapshot_dir));
+			metrics_disk_set(m, e, r, reclaim_du(m->cfg.snapshot_dir));
 		}
-		metrics_write();
+		metrics_write(m);
 		sleep(2);
 	}
 	return NULL;

@@ -12,8 +12,9 @@
  * (reclaim_resume), so a kill -9 in the middle leaves nothing behind for
  * long. An entry is written only for an execution whose record is
  * retired, or failed with nothing in its layer that is not elsewhere (its
- * caller says so: see reclaim_execution), and the removal never crosses a mount point, never follows a
- * symlink and only touches the two directories the entry's name gives. */
+ * caller says so: see reclaim_execution), and the removal never crosses a
+ * mount point, never follows a symlink and only touches the two
+ * directories the entry's name gives. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +32,21 @@
 
 /* one reclamation at a time: the assignment thread's and the periodic
  * pass's never interleave on the same entry */
-static pthread_mutex_t rlock = PTHREAD_MUTEX_INITIALIZER;
+struct mgr_reclaim {
+	pthread_mutex_t lock;
+};
+
+int
+reclaim_init(struct mgr *m)
+{
+	struct mgr_reclaim *rc = calloc(1, sizeof(*rc));
+
+	if (rc == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&rc->lock, NULL);
+	m->reclaim = rc;
+	return 0;
+}
 
 /* "<id>.g<generation>": the only names reclamation touches */
 static bool
@@ -112,13 +127,13 @@ remove_beneath(int dfd, dev_t dev, int depth)
 
 /* D/<area>/<name> and all beneath it; a missing one is done already */
 static int
-remove_entry(const char *area, const char *name)
+remove_entry(struct mgr *m, const char *area, const char *name)
 {
 	char dir[PATH_MAX];
 	struct stat st;
 	int afd, fd, r;
 
-	snprintf(dir, sizeof(dir), "%s/%s", cfg.data_dir, area);
+	snprintf(dir, sizeof(dir), "%s/%s", m->cfg.data_dir, area);
 	if ((afd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	fd = openat(afd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -153,40 +168,40 @@ fsync_dir(const char *dir)
 
 /* the deletion of one journalled execution; the entry goes last */
 static int
-reclaim_finish(const char *name)
+reclaim_finish(struct mgr *m, const char *name)
 {
 	char jdir[PATH_MAX], entry[PATH_MAX + 300];
 	struct record tmp;
 	int r;
 
 	memset(&tmp, 0, sizeof(tmp));
-	snprintf(tmp.layer_dir, sizeof(tmp.layer_dir), "%s/exec/%s/layer", cfg.data_dir, name);
+	snprintf(tmp.layer_dir, sizeof(tmp.layer_dir), "%s/exec/%s/layer", m->cfg.data_dir, name);
 	/* a loop device or a leftover mount of a killed bridge still on
 	 * the image: let go of it first (the image's blocks are only
 	 * freed when nothing holds it) */
 	layer_release(&tmp);
-	if ((r = remove_entry("exec", name)) < 0 || (r = remove_entry("run", name)) < 0) {
+	if ((r = remove_entry(m, "exec", name)) < 0 || (r = remove_entry(m, "run", name)) < 0) {
 		log_warnx("reclaim %s: %s (kept for a later attempt)", name, strerror(-r));
 		return r;
 	}
-	snprintf(jdir, sizeof(jdir), "%s/reclaim", cfg.data_dir);
+	snprintf(jdir, sizeof(jdir), "%s/reclaim", m->cfg.data_dir);
 	snprintf(entry, sizeof(entry), "%s/%s", jdir, name);
 	if (unlink(entry) < 0 && errno != ENOENT)
 		return -errno;
 	fsync_dir(jdir);
 	log_info("reclaimed the layer and run directory of %s", name);
-	metrics_inc(MC_RECLAIMS);
+	metrics_inc(m, MC_RECLAIMS);
 	return 0;
 }
 
 /* the mark, durable before the first deletion, then the deletion */
 static int
-mark_and_finish(const char *name)
+mark_and_finish(struct mgr *m, const char *name)
 {
 	char jdir[PATH_MAX], entry[PATH_MAX + 300];
 	int fd, ret;
 
-	snprintf(jdir, sizeof(jdir), "%s/reclaim", cfg.data_dir);
+	snprintf(jdir, sizeof(jdir), "%s/reclaim", m->cfg.data_dir);
 	snprintf(entry, sizeof(entry), "%s/%s", jdir, name);
 	if (mkdir(jdir, 0700) < 0 && errno != EEXIST)
 		return -errno;
@@ -198,7 +213,7 @@ mark_and_finish(const char *name)
 		ret = fsync_dir(jdir);
 	if (ret < 0)
 		return ret;
-	return reclaim_finish(name);
+	return reclaim_finish(m, name);
 }
 
 /* a retired execution; or a failed one whose layer holds nothing that is
@@ -207,7 +222,7 @@ mark_and_finish(const char *name)
  * failed layer that is the only copy of the user's files is reclaimed
  * when the sandbox is killed (the control plane retires it then). */
 int
-reclaim_execution(const struct record *r)
+reclaim_execution(struct mgr *m, const struct record *r)
 {
 	char name[SPACE_ID_MAX + 32];
 	int ret;
@@ -215,9 +230,9 @@ reclaim_execution(const struct record *r)
 	if (r->state != EXEC_RETIRED && r->state != EXEC_FAILED)
 		return -EINVAL;
 	snprintf(name, sizeof(name), "%s.g%llu", r->id.sandbox, (unsigned long long)r->id.generation);
-	pthread_mutex_lock(&rlock);
-	ret = mark_and_finish(name);
-	pthread_mutex_unlock(&rlock);
+	pthread_mutex_lock(&m->reclaim->lock);
+	ret = mark_and_finish(m, name);
+	pthread_mutex_unlock(&m->reclaim->lock);
 	return ret;
 }
 
@@ -226,7 +241,7 @@ reclaim_execution(const struct record *r)
  * old layer any more. This also collects what builds before reclamation
  * left behind. */
 static void
-reclaim_superseded(void)
+reclaim_superseded(struct mgr *m)
 {
 	char dir[PATH_MAX], sandbox[SPACE_ID_MAX + 1];
 	struct dirent *de;
@@ -234,22 +249,22 @@ reclaim_superseded(void)
 	uint64_t gen;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/exec", cfg.data_dir);
+	snprintf(dir, sizeof(dir), "%s/exec", m->cfg.data_dir);
 	if ((d = opendir(dir)) == NULL)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		if (!exec_name_valid(de->d_name, sandbox, &gen))
 			continue;
-		if (records_get(sandbox, &r) != 0)
+		if (records_get(m, sandbox, &r) != 0)
 			continue;       /* no record: an install cut short, left alone */
 		if (r.id.generation > gen)
-			mark_and_finish(de->d_name);
+			mark_and_finish(m, de->d_name);
 	}
 	closedir(d);
 }
 
 static void
-resume_locked(void)
+resume_locked(struct mgr *m)
 {
 	char dir[PATH_MAX], sandbox[SPACE_ID_MAX + 1];
 	struct dirent *de;
@@ -257,35 +272,35 @@ resume_locked(void)
 	uint64_t gen;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/reclaim", cfg.data_dir);
+	snprintf(dir, sizeof(dir), "%s/reclaim", m->cfg.data_dir);
 	if ((d = opendir(dir)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			if (!exec_name_valid(de->d_name, sandbox, &gen))
 				continue;
 			/* never the layer of an execution that runs here */
-			if (records_get(sandbox, &r) == 0 && r.id.generation == gen &&
+			if (records_get(m, sandbox, &r) == 0 && r.id.generation == gen &&
 			    r.state != EXEC_RETIRED && r.state != EXEC_FAILED) {
 				log_warnx("reclaim %s: its execution is not retired, entry dropped",
 				    de->d_name);
 				unlinkat(dirfd(d), de->d_name, 0);
 				continue;
 			}
-			reclaim_finish(de->d_name);
+			reclaim_finish(m, de->d_name);
 		}
 		closedir(d);
 	}
-	reclaim_superseded();
+	reclaim_superseded(m);
 }
 
 /* at start, and periodically: finish every journalled reclamation (one
  * cut short by a crash, or by a mount still in the way), and collect the
  * layers of generations superseded here */
 void
-reclaim_resume(void)
+reclaim_resume(struct mgr *m)
 {
-	pthread_mutex_lock(&rlock);
-	resume_locked();
-	pthread_mutex_unlock(&rlock);
+	pthread_mutex_lock(&m->reclaim->lock);
+	resume_locked(m);
+	pthread_mutex_unlock(&m->reclaim->lock);
 }
 
 /* bytes allocated beneath dfd, not crossing into another file system */

@@ -14,10 +14,12 @@
 #include "log.h"
 #include "sbx-manager.h"
 
-static sqlite3 *db;
-static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct record *mirror;
-static size_t nmirror, capmirror;
+struct mgr_records {
+	sqlite3 *db;
+	pthread_mutex_t lock;   /* the connection and the mirror */
+	struct record *mirror;
+	size_t n, cap;
+};
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
@@ -85,77 +87,83 @@ row_to_record(sqlite3_stmt *st, struct record *r)
 	return 0;
 }
 
-/* mirror helpers; rec_lock held */
+/* mirror helpers; rs->lock held */
 static struct record *
-mirror_find(const char *sandbox)
+mirror_find(struct mgr_records *rs, const char *sandbox)
 {
 	size_t i;
 
-	for (i = 0; i < nmirror; i++)
-		if (strcmp(mirror[i].id.sandbox, sandbox) == 0)
-			return &mirror[i];
+	for (i = 0; i < rs->n; i++)
+		if (strcmp(rs->mirror[i].id.sandbox, sandbox) == 0)
+			return &rs->mirror[i];
 	return NULL;
 }
 
 static int
-mirror_set(const struct record *r)
+mirror_set(struct mgr_records *rs, const struct record *r)
 {
-	struct record *slot = mirror_find(r->id.sandbox), *n;
+	struct record *slot = mirror_find(rs, r->id.sandbox), *n;
 
 	if (slot == NULL) {
-		if (nmirror == capmirror) {
-			size_t nc = capmirror ? capmirror * 2 : 16;
-			n = realloc(mirror, nc * sizeof(*n));
+		if (rs->n == rs->cap) {
+			size_t nc = rs->cap ? rs->cap * 2 : 16;
+			n = realloc(rs->mirror, nc * sizeof(*n));
 			if (n == NULL)
 				return -ENOMEM;
-			mirror = n;
-			capmirror = nc;
+			rs->mirror = n;
+			rs->cap = nc;
 		}
-		slot = &mirror[nmirror++];
+		slot = &rs->mirror[rs->n++];
 	}
 	*slot = *r;
 	return 0;
 }
 
 int
-records_open(const char *path)
+records_open(struct mgr *m, const char *path)
 {
+	struct mgr_records *rs;
 	sqlite3_stmt *st = NULL;
 	struct record r;
 	int rc, ret = -EIO;
+
+	if ((rs = calloc(1, sizeof(*rs))) == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&rs->lock, NULL);
+	m->records = rs;
 
 	/* 0600 from the first byte, -wal and -shm too: not a chmod after */
 	if ((rc = db_file_private(path)) < 0) {
 		log_warnx("records: %s: %s", path, strerror(-rc));
 		goto out;
 	}
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	if (sqlite3_open_v2(path, &rs->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-		log_warnx("records: open %s: %s", path, sqlite3_errmsg(db));
+		log_warnx("records: open %s: %s", path, sqlite3_errmsg(rs->db));
 		goto out;
 	}
-	sqlite3_busy_timeout(db, 5000);
+	sqlite3_busy_timeout(rs->db, 5000);
 	/* WAL + FULL: a commit is on disk when sqlite3_step returns, which is
 	 * what "committed before acknowledged" relies on */
-	if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+	if (sqlite3_exec(rs->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
 	    NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(db, schema, NULL, NULL, NULL) != SQLITE_OK) {
-		log_warnx("records: schema: %s", sqlite3_errmsg(db));
+	    sqlite3_exec(rs->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+		log_warnx("records: schema: %s", sqlite3_errmsg(rs->db));
 		goto out;
 	}
 	/* columns added after the first schema: an older records.db gains
 	 * them with their defaults (an error here means they exist) */
-	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 1024",
+	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 1024",
 	    NULL, NULL, NULL);
-	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
+	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
 	    NULL, NULL, NULL);
 	/* a record from before the serving process names none (0): its bridge
 	 * fails the identity check and is relaunched, not adopted */
-	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN serve_pid INTEGER NOT NULL DEFAULT 0",
+	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN serve_pid INTEGER NOT NULL DEFAULT 0",
 	    NULL, NULL, NULL);
-	sqlite3_exec(db, "ALTER TABLE records ADD COLUMN serve_start INTEGER NOT NULL DEFAULT 0",
+	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN serve_start INTEGER NOT NULL DEFAULT 0",
 	    NULL, NULL, NULL);
-	if (sqlite3_prepare_v2(db, "SELECT sandbox, generation, worker, substrate, activation,"
+	if (sqlite3_prepare_v2(rs->db, "SELECT sandbox, generation, worker, substrate, activation,"
 	    " resident, state, epoch, slot, uid_base, template, memory_mb, pids, cpu_percent,"
 	    " bridge_pid, bridge_uid, bridge_start, exe_dev, exe_ino, exe_hash, run_dir,"
 	    " layer_dir, disk_mb, snapshot, serve_pid, serve_start FROM records", -1, &st,
@@ -166,7 +174,7 @@ records_open(const char *path)
 			log_warnx("records: a row with an unknown state; refusing to start");
 			goto out;
 		}
-		if (mirror_set(&r) != 0)
+		if (mirror_set(rs, &r) != 0)
 			goto out;
 	}
 	if (rc != SQLITE_DONE)
@@ -178,56 +186,61 @@ out:
 }
 
 void
-records_close(void)
+records_close(struct mgr *m)
 {
-	pthread_mutex_lock(&rec_lock);
-	sqlite3_close(db);
-	db = NULL;
-	free(mirror);
-	mirror = NULL;
-	nmirror = capmirror = 0;
-	pthread_mutex_unlock(&rec_lock);
+	struct mgr_records *rs = m->records;
+
+	if (rs == NULL)
+		return;
+	m->records = NULL;
+	sqlite3_close(rs->db);
+	free(rs->mirror);
+	pthread_mutex_destroy(&rs->lock);
+	free(rs);
 }
 
 int
-records_get(const char *sandbox, struct record *out)
+records_get(struct mgr *m, const char *sandbox, struct record *out)
 {
+	struct mgr_records *rs = m->records;
 	struct record *r;
 	int ret = -ENOENT;
 
-	pthread_mutex_lock(&rec_lock);
-	if ((r = mirror_find(sandbox)) != NULL) {
+	pthread_mutex_lock(&rs->lock);
+	if ((r = mirror_find(rs, sandbox)) != NULL) {
 		*out = *r;
 		ret = 0;
 	}
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }
 
 int
-records_all(struct record **out, size_t *n)
+records_all(struct mgr *m, struct record **out, size_t *n)
 {
+	struct mgr_records *rs = m->records;
 	int ret = 0;
 
-	pthread_mutex_lock(&rec_lock);
-	*n = nmirror;
-	*out = malloc((nmirror ? nmirror : 1) * sizeof(**out));
+	pthread_mutex_lock(&rs->lock);
+	*n = rs->n;
+	*out = malloc((rs->n ? rs->n : 1) * sizeof(**out));
 	if (*out == NULL)
 		ret = -ENOMEM;
-	else if (nmirror)
-		memcpy(*out, mirror, nmirror * sizeof(**out));
-	pthread_mutex_unlock(&rec_lock);
+	else if (rs->n)
+		memcpy(*out, rs->mirror, rs->n * sizeof(**out));
+	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }
 
 int
-records_put(const struct record *r)
+records_put(struct mgr *m, const struct record *r)
 {
+	struct mgr_records *rs = m->records;
 	sqlite3_stmt *st = NULL;
 	int ret = -EIO;
 
-	pthread_mutex_lock(&rec_lock);
-	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO records (sandbox, generation,"
+	pthread_mutex_lock(&rs->lock);
+	if (sqlite3_prepare_v2(rs->db, "INSERT OR REPLACE INTO records (sandbox, generation,"
 	    " worker, substrate, activation, resident, state, epoch, slot, uid_base, template,"
 	    " memory_mb, pids, cpu_percent, bridge_pid, bridge_uid, bridge_start, exe_dev,"
 	    " exe_ino, exe_hash, run_dir, layer_dir, disk_mb, snapshot, serve_pid, serve_start)"
@@ -261,43 +274,44 @@ records_put(const struct record *r)
 	sqlite3_bind_int64(st, 25, r->serve_pid);
 	sqlite3_bind_int64(st, 26, (sqlite3_int64)r->serve_start);
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		log_warnx("records: commit %s: %s", r->id.sandbox, sqlite3_errmsg(db));
+		log_warnx("records: commit %s: %s", r->id.sandbox, sqlite3_errmsg(rs->db));
 		goto out;
 	}
 	/* only a committed record becomes visible to admission */
-	ret = mirror_set(r);
+	ret = mirror_set(rs, r);
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }
 
 int
-records_free_slot(const char *sandbox, uint32_t *slot)
+records_free_slot(struct mgr *m, const char *sandbox, uint32_t *slot)
 {
+	struct mgr_records *rs = m->records;
 	uint32_t s;
 	size_t i;
 	bool used;
 	struct record *own;
 
-	pthread_mutex_lock(&rec_lock);
+	pthread_mutex_lock(&rs->lock);
 	/* a sandbox keeps its uid range across generations */
-	own = mirror_find(sandbox);
+	own = mirror_find(rs, sandbox);
 	if (own != NULL) {
 		*slot = own->slot;
-		pthread_mutex_unlock(&rec_lock);
+		pthread_mutex_unlock(&rs->lock);
 		return 0;
 	}
 	for (s = 0; s < MGR_SLOTS_MAX; s++) {
 		used = false;
-		for (i = 0; i < nmirror && !used; i++)
-			if (mirror[i].slot == s && mirror[i].state != EXEC_RETIRED &&
-			    mirror[i].state != EXEC_FAILED)
+		for (i = 0; i < rs->n && !used; i++)
+			if (rs->mirror[i].slot == s && rs->mirror[i].state != EXEC_RETIRED &&
+			    rs->mirror[i].state != EXEC_FAILED)
 				used = true;
 		if (!used)
 			break;
 	}
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&rs->lock);
 	if (s == MGR_SLOTS_MAX)
 		return -ENOSPC;
 	*slot = s;
@@ -305,13 +319,14 @@ records_free_slot(const char *sandbox, uint32_t *slot)
 }
 
 int
-records_meta_get(const char *key, uint64_t *val)
+records_meta_get(struct mgr *m, const char *key, uint64_t *val)
 {
+	struct mgr_records *rs = m->records;
 	sqlite3_stmt *st = NULL;
 	int rc, ret = -EIO;
 
-	pthread_mutex_lock(&rec_lock);
-	if (sqlite3_prepare_v2(db, "SELECT v FROM meta WHERE k = ?", -1, &st, NULL) != SQLITE_OK)
+	pthread_mutex_lock(&rs->lock);
+	if (sqlite3_prepare_v2(rs->db, "SELECT v FROM meta WHERE k = ?", -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
@@ -322,18 +337,19 @@ records_meta_get(const char *key, uint64_t *val)
 		ret = -ENOENT;
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }
 
 int
-records_meta_set(const char *key, uint64_t val)
+records_meta_set(struct mgr *m, const char *key, uint64_t val)
 {
+	struct mgr_records *rs = m->records;
 	sqlite3_stmt *st = NULL;
 	int ret = -EIO;
 
-	pthread_mutex_lock(&rec_lock);
-	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
+	pthread_mutex_lock(&rs->lock);
+	if (sqlite3_prepare_v2(rs->db, "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
 	    -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -342,6 +358,6 @@ records_meta_set(const char *key, uint64_t val)
 		ret = 0;
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }

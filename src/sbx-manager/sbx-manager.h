@@ -15,6 +15,7 @@
 #define SBX_MANAGER_H
 #include <linux/limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -79,23 +80,47 @@ struct record {
 	char snapshot[MGR_HASH_HEX + 1];        /* the layer was restored from it; once retired, the archive made of it; or "" */
 };
 
-extern struct mgr_config cfg;
-extern struct verifier *mgr_verifier;
-extern volatile int mgr_stopping;
+/* the state of each role, private to its file */
+struct mgr_records;     /* records.c */
+struct mgr_leases;      /* lease.c */
+struct mgr_metrics;     /* metrics.c */
+struct mgr_assign;      /* assign.c */
+struct mgr_control;     /* control.c */
+struct mgr_reclaim;     /* reclaim.c */
+
+/* One sbx-manager: made by main, handed to every thread and function that
+ * needs it; nothing of it is a process-wide global. cfg and verifier are
+ * set before the first thread starts; cfg is read-only after that (the
+ * verifier locks itself). The flags are atomics: threads read them without
+ * a lock. */
+struct mgr {
+	struct mgr_config cfg;
+	struct verifier *verifier;
+	atomic_bool stopping;
+	atomic_bool registered;         /* the control plane accepted us */
+	int api_fd;                     /* the node-api listener */
+	atomic_uint nconns;             /* node-api connections being served */
+	struct mgr_records *records;
+	struct mgr_leases *leases;
+	struct mgr_metrics *metrics;
+	struct mgr_assign *assign;
+	struct mgr_control *control;
+	struct mgr_reclaim *reclaim;
+};
 
 /* records.c */
-int records_open(const char *path);
-void records_close(void);
+int records_open(struct mgr *m, const char *path);
+void records_close(struct mgr *m);
 /* copy of the record of sandbox; -ENOENT when there is none */
-int records_get(const char *sandbox, struct record *out);
+int records_get(struct mgr *m, const char *sandbox, struct record *out);
 /* commit r (insert or replace), then update the mirror; 0 or -EIO */
-int records_put(const struct record *r);
+int records_put(struct mgr *m, const struct record *r);
 /* every record, malloc'd array */
-int records_all(struct record **out, size_t *n);
+int records_all(struct mgr *m, struct record **out, size_t *n);
 /* lowest slot not held by a live (not retired / failed) record of another sandbox */
-int records_free_slot(const char *sandbox, uint32_t *slot);
-int records_meta_get(const char *key, uint64_t *val);
-int records_meta_set(const char *key, uint64_t val);
+int records_free_slot(struct mgr *m, const char *sandbox, uint32_t *slot);
+int records_meta_get(struct mgr *m, const char *key, uint64_t *val);
+int records_meta_set(struct mgr *m, const char *key, uint64_t val);
 
 /* bridge.c */
 /* spawn spaced-host for r and wait for "ready"; fills the bridge fields.
@@ -103,13 +128,13 @@ int records_meta_set(const char *key, uint64_t val);
  * when the bridge died while starting (the one failure worth a relaunch),
  * -EPROTO when it said something else, -EACCES when the binary changed,
  * -ETIMEDOUT when it was not ready in time. */
-int bridge_spawn(struct record *r, int *pidfd_out, const char **why);
+int bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */
-int bridge_connect(const struct record *r, const char **why);
+int bridge_connect(const struct mgr *m, const struct record *r, const char **why);
 /* the process identity checks alone (pid alive, start time, exe) */
-int bridge_identity_check(const struct record *r, const char **why);
+int bridge_identity_check(const struct mgr *m, const struct record *r, const char **why);
 /* BLAKE2b of /proc/PID/exe against the hash recorded at start */
 int bridge_hash_check(const struct record *r, const char **why);
 /* SIGTERM through a pidfd, SIGKILL after the grace period */
@@ -124,61 +149,62 @@ int proc_start_time(pid_t pid, uint64_t *out);
 int sockdiag_peer_owned_by(int fd, pid_t pid, const char **why);
 
 /* control.c */
-int control_init(void);
-int control_register(void);
-void *control_heartbeat_thread(void *arg);
-void *control_keys_thread(void *arg);
-int control_fetch_keys(void);
-int control_load_keys(void);
-extern volatile int mgr_registered;
+int control_init(struct mgr *m);
+int control_register(struct mgr *m);
+void *control_heartbeat_thread(void *m);
+void *control_keys_thread(void *m);
+int control_fetch_keys(struct mgr *m);
+int control_load_keys(struct mgr *m);
 /* long-poll for the assignments after revision `after`, decoded by the one
  * strict codec (msg.h): 0 with *out filled (msg_assignments_free), -EPERM
  * when the control plane refuses our credential, -EIO otherwise (no answer,
  * or one that is not an assignments answer) */
 struct msg_assignments;
-int control_assignments(uint64_t after, int wait_s, struct msg_assignments *out);
-int control_report(const struct route_identity *id, const char *state, const char *error);
+int control_assignments(struct mgr *m, uint64_t after, int wait_s, struct msg_assignments *out);
+int control_report(struct mgr *m, const struct route_identity *id, const char *state, const char *error);
 /* retired, with the archive of the layer ({"digest","size"}) or null + error */
-int control_report_retired(const struct route_identity *id, const char *digest,
+int control_report_retired(struct mgr *m, const struct route_identity *id, const char *digest,
     uint64_t size, const char *error);
 /* POST /v1/workers/{id}/snapshots: the result of a live snapshot */
 /* "failed", with the archive of the stopped layer when there is one
  * (digest NULL: none), so the sandbox can be resumed from it */
-int control_report_failed(const struct route_identity *id, const char *error,
+int control_report_failed(struct mgr *m, const struct route_identity *id, const char *error,
     const char *digest, uint64_t size);
-int control_report_snapshot(const char *snapshot_id, const struct route_identity *id,
+int control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error);
 
 /* POST /v1/workers/{id}/archives with body; 0 with *answer (malloc'd)
  * when it answered 200 */
-int control_archives(const char *body, char **answer);
+int control_archives(struct mgr *m, const char *body, char **answer);
 
 /* archive_gc.c: one pass of the snapshot store's collection */
-void archive_gc_pass(void);
+void archive_gc_pass(struct mgr *m);
 
 /* assign.c */
-void *assign_thread(void *arg);
-int assign_reconcile(void);
-void *assign_monitor_thread(void *arg);
-void assign_shutdown(void);
+int assign_init(struct mgr *m);
+void *assign_thread(void *m);
+int assign_reconcile(struct mgr *m);
+void *assign_monitor_thread(void *m);
+void assign_shutdown(struct mgr *m);
 
 /* lease.c */
 struct lease;
-struct lease *lease_add(const struct route_identity *id, uint64_t epoch, int cfd, int bfd);
-void lease_remove(struct lease *l);
-void lease_set_bridge(struct lease *l, int bfd);
-bool lease_cancelled(struct lease *l);
+int lease_init(struct mgr *m);
+struct lease *lease_add(struct mgr *m, const struct route_identity *id, uint64_t epoch, int cfd, int bfd);
+void lease_remove(struct mgr *m, struct lease *l);
+void lease_set_bridge(struct mgr *m, struct lease *l, int bfd);
+bool lease_cancelled(struct mgr *m, struct lease *l);
 /* cancel every lease of sandbox with an epoch below `epoch` */
-unsigned lease_cancel_before(const char *sandbox, uint64_t epoch);
-unsigned lease_count(void);
+unsigned lease_cancel_before(struct mgr *m, const char *sandbox, uint64_t epoch);
+unsigned lease_count(struct mgr *m);
 
 /* stream.c: relay MSG_STREAM frames both ways until either side ends or
  * the lease is cancelled (then CANCEL to the client) */
-void stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox);
+void stream_relay(struct mgr *m, int cfd, int bfd, struct lease *l, const char *sandbox);
 
 /* api.c */
-int api_listen(const char *path);
-void *api_accept_thread(void *arg);
+int api_listen(struct mgr *m, const char *path);
+void *api_accept_thread(void *m);
 
 /* metrics.c */
 enum mgr_counter {
@@ -187,31 +213,34 @@ enum mgr_counter {
 	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC_RECLAIMS,
 	MC_ARCHIVES_COLLECTED, MC__COUNT
 };
-void metrics_inc(enum mgr_counter c);
-void metrics_admission(enum admit_outcome o, enum admit_reason r);
-void metrics_bridge_refusal(const char *why);
-void *metrics_thread(void *arg);
-int metrics_write(void);
+int metrics_init(struct mgr *m);
+void metrics_inc(struct mgr *m, enum mgr_counter c);
+void metrics_admission(struct mgr *m, enum admit_outcome o, enum admit_reason r);
+void metrics_bridge_refusal(struct mgr *m, const char *why);
+void *metrics_thread(void *m);
+int metrics_write(struct mgr *m);
 /* disk use, measured by the metrics thread every DISK_EVERY writes */
-void metrics_disk_set(uint64_t exec, uint64_t run, uint64_t snapshots);
-bool metrics_disk_get(uint64_t out[3]);         /* false until measured */
+void metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots);
+bool metrics_disk_get(struct mgr *m, uint64_t out[3]);         /* false until measured */
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
-int layer_snapshot_live(const struct record *r, char digest[65], uint64_t *size);
+int layer_snapshot_live(const struct mgr *m, const struct record *r, char digest[65], uint64_t *size);
 /* after the bridge ended: detach a mount it left, wait (bounded) until no
  * file system of the image is left; 0 or -EBUSY */
 int layer_release(const struct record *r);
-int layer_snapshot_stopped(const struct record *r, char digest[65], uint64_t *size);
-int layer_restore(const struct record *r, const char *digest, const char **why);
+int layer_snapshot_stopped(const struct mgr *m, const struct record *r, char digest[65], uint64_t *size);
+int layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why);
 
 /* reclaim.c: deleting a retired execution's layer and run directory,
  * crash-safe (a journal entry first, finished by reclaim_resume) */
-int reclaim_execution(const struct record *r);
-void reclaim_resume(void);
+int reclaim_init(struct mgr *m);
+int reclaim_execution(struct mgr *m, const struct record *r);
+void reclaim_resume(struct mgr *m);
 uint64_t reclaim_du(const char *dir);   /* bytes allocated beneath dir */
 
 /* uidrange.c */
-int uid_window_claim(uint32_t *window);
+/* the window of data_dir on this host, claimed once and kept */
+int uid_window_claim(const char *data_dir, uint32_t *window);
 uint32_t uid_base_for(uint32_t window, uint32_t slot);
 
 /* audit: one log line with both identities */

@@ -55,7 +55,7 @@ drain_to_client(int cfd, struct frame_wr *w)
 }
 
 void
-stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox)
+stream_relay(struct mgr *m, int cfd, int bfd, struct lease *l, const char *sandbox)
 {
 	struct frame_rd crd = { 0 }, brd = { 0 };
 	struct frame_wr cwr = { 0 }, bwr = { 0 };
@@ -82,7 +82,7 @@ stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox)
 				continue;
 			break;
 		}
-		if (lease_cancelled(l))
+		if (lease_cancelled(m, l))
 			goto cancelled;
 		/* a hang-up on a side we are not reading yet: stop polling it
 		 * until its turn (else poll returns at once, forever) */
@@ -95,7 +95,7 @@ stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox)
 			memset(&f, 0, sizeof(f));
 			r = frame_rd_step(&brd, bfd, &f);
 			if (r < 0) {
-				if (lease_cancelled(l))
+				if (lease_cancelled(m, l))
 					goto cancelled;
 				break;          /* the bridge ended the stream */
 			}
@@ -133,7 +133,7 @@ stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox)
 			memset(&f, 0, sizeof(f));
 			r = frame_rd_step(&crd, cfd, &f);
 			if (r < 0) {
-				if (lease_cancelled(l))
+				if (lease_cancelled(m, l))
 					goto cancelled;
 				break;          /* the bridge sees EOF */
 			}
@@ -153,7 +153,7 @@ stream_relay(int cfd, int bfd, struct lease *l, const char *sandbox)
 			}
 		}
 		if (frame_wr_pending(&bwr) && frame_wr_flush(&bwr, bfd) < 0) {
-			if (lease_cancelled(l))
+			if (lease_cancelled(m, l))
 				goto cancelled;
 			break;
 		}

@@ -77,13 +77,13 @@ entry_stale(long n)
 }
 
 int
-uid_window_claim(uint32_t *window)
+uid_window_claim(const char *data_dir, uint32_t *window)
 {
 	char dir[PATH_MAX], path[64], wpath[PATH_MAX + 32], num[24];
 	long n;
 	int lock = -1, fd, ret = -ENOSPC;
 
-	if (realpath(cfg.data_dir, dir) == NULL)
+	if (realpath(data_dir, dir) == NULL)
 		return -errno;
 	if (mkdir_p(REGISTRY, 0700) != 0)
 		return -EIO;
@@ -93,7 +93,7 @@ uid_window_claim(uint32_t *window)
 		ret = -errno;
 		goto out;
 	}
-	if (read_window(cfg.data_dir, &n) == 0 && entry_owned_by(n, dir)) {
+	if (read_window(data_dir, &n) == 0 && entry_owned_by(n, dir)) {
 		*window = (uint32_t)n;
 		ret = 0;
 		goto out;
@@ -114,7 +114,7 @@ uid_window_claim(uint32_t *window)
 			goto out;
 		}
 		close(fd);
-		snprintf(wpath, sizeof(wpath), "%s/uid-window", cfg.data_dir);
+		snprintf(wpath, sizeof(wpath), "%s/uid-window", data_dir);
 		snprintf(num, sizeof(num), "%ld\n", n);
 		if (write_file_atomic(wpath, num, strlen(num), 0644) != 0) {
 			unlink(path);
