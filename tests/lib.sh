@@ -2,7 +2,10 @@
 # Each script prints "ok N - what" / "not ok N - what" and exits non-zero on failure.
 : "${SPACE_TOP:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${SPACE_BIN:=$SPACE_TOP/build/bin}"
-PATH="$SPACE_BIN:$PATH"
+# the system's tools first: tests use Debian's python3 and its modules
+# (python3-nacl, python3-websockets), never an interpreter a user put
+# earlier on PATH (a version manager's shim costs a shell script per call)
+PATH="$SPACE_BIN:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 _tap_n=0
 _tap_fail=0
 ok()     { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $*"; }

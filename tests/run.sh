@@ -10,6 +10,8 @@ only=${2:-all}
 top=$(cd "$(dirname "$0")/.." && pwd)
 export SPACE_TOP="$top"
 export SPACE_BIN="$top/$B/bin"
+# Debian's python3 and tools first (tests/lib.sh says why)
+export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 # the official PASETO/PASERK vectors live in the shared directory beside
 # the checkout; they are read from there, not copied into the tree
 if [ -z "${SPACE_VECTORS:-}" ]; then
