@@ -236,6 +236,7 @@ authenticate(struct req *r, const struct route *rt)
 		break;
 	}
 	if (rc == -EIO) {
+		r->retry_after = 1;
 		reply_error(r, 503, "unavailable", "credential store unavailable");
 		goto out;
 	}

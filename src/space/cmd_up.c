@@ -25,14 +25,16 @@
 #include "up.h"
 #include "util.h"
 
-#define USAGE "[--data-dir DIR] [--workers N] [--port BASE] [--foreground]\n" \
+#define USAGE "[--data-dir DIR] [--workers N] [--port BASE] [--store STORE] [--foreground]\n" \
 	"  Start space-control on 127.0.0.1:BASE (default 7700) and N workers\n" \
 	"  (default 2) w1..wN, each an sbx-manager and a node-api on\n" \
 	"  127.0.0.1:BASE+I, all with data under DIR (default ./.space), and\n" \
 	"  supervise them: a crashed process is restarted, ^C or SIGTERM stops\n" \
 	"  everything. Logs go to DIR/logs/; DIR/env holds SPACE_API_URL and\n" \
 	"  SPACE_API_KEY. space up stays in the foreground (--foreground says\n" \
-	"  so explicitly). Running it again on DIR continues where it stopped."
+	"  so explicitly). Running it again on DIR continues where it stopped.\n" \
+	"  --store: space-control's store (sqlite:PATH or postgres://...; default\n" \
+	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE."
 
 #define READY_TIMEOUT_MS 30000
 #define UP_API_USER      "nobody"       /* node-api's default --user */
@@ -340,6 +342,7 @@ cmd_up(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "foreground", no_argument, NULL, 'f' },
+		{ "store", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -355,6 +358,14 @@ cmd_up(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'd': dir = optarg; break;
+		case 's':
+			/* in the environment of space-control and its subcommands,
+			 * not in their argument lists: a URL may hold a password */
+			if (setenv("SPACE_CONTROL_STORE", optarg, 1) < 0) {
+				cli_fail("up", "--store: %s", strerror(errno));
+				return 1;
+			}
+			break;
 		case 'w':
 			errno = 0;
 			workers = strtol(optarg, &end, 10);
