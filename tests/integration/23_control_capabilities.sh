@@ -143,7 +143,7 @@ check "old tokens still verify after the switch" test -s "$T/v1rr"
 # once the old key's last token is past exp + skew it leaves the bundle;
 # instead of waiting 135 s, move its not_after into the past in the store
 V3=$(jget version "$T/v3")
-sqlite3 -cmd '.timeout 5000' "$D/control.db" "UPDATE signing_keys SET not_after = strftime('%s','now') - 1 WHERE kid = '$KID1'"
+sql "UPDATE signing_keys SET not_after = strftime('%s','now') - 1 WHERE kid = '$KID1'"
 sleep 2
 curl -s "$U/v1/keys" >"$T/keys5"
 python3 "$T/verify.py" "$CHECK" "$T/keys5" "$TOK3" "$ROOT" >"$T/v5" 2>>"$T/log"
