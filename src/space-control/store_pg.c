@@ -149,6 +149,10 @@ static const char *const migrations[] = {
 
 	/* 5: a route handed to a repair is held (ms, wall clock) */
 	"ALTER TABLE sandboxes ADD COLUMN route_hold_until BIGINT NOT NULL DEFAULT 0;",
+
+	/* 6: archives reported lately (a pending reference until `until`,
+	 * unix seconds), for the snapshot store's collection */
+	"CREATE TABLE archive_pending (digest TEXT PRIMARY KEY, until BIGINT NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -867,6 +871,8 @@ static const struct store_ops pg_ops = {
 	.sandbox_touch = pg_sandbox_touch,
 	.route_hold = pg_route_hold,
 	.timeouts_due = pg_timeouts_due,
+	.archive_seen = pg_archive_seen,
+	.archives_collectable = pg_archives_collectable,
 	.audit = p_audit,
 };
 

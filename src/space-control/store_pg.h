@@ -93,6 +93,10 @@ int pg_workers_reap(struct store *, int64_t older_than);
 int pg_worker_counts(struct store *, int64_t *live, int64_t *lost);
 int pg_workers_list(struct store *, json_t **out);
 
+/* store_pg_archives.c: the snapshot store's references */
+int pg_archive_seen(struct store *, const char *digest, int64_t until);
+int pg_archives_collectable(struct store *, json_t *archives, int64_t now, json_t **out);
+
 /* store_pg_rows.c */
 extern const struct store_rows pg_rows;
 int pg_snapshots_list(struct store *, const char *owner, const char *sandbox, json_t **out);

@@ -71,10 +71,10 @@ is "no duplicate generation" \
 	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1) x")" 0
 if on_pg; then
 	is "store settings: commits wait for the WAL flush" "$(sql 'SHOW synchronous_commit')" on
-	is "schema is versioned (5 migrations: lifecycle, worker resources, key quotas, route holds)" "$(sql 'SELECT MAX(version) FROM schema_version')" 5
+	is "schema is versioned (6 migrations: lifecycle, worker resources, key quotas, route holds, archive references)" "$(sql 'SELECT MAX(version) FROM schema_version')" 6
 else
 	is "store settings: WAL" "$(sql 'PRAGMA journal_mode')" wal
-	is "schema is versioned (5 migrations: lifecycle, worker resources, key quotas, route holds)" "$(sql 'PRAGMA user_version')" 5
+	is "schema is versioned (6 migrations: lifecycle, worker resources, key quotas, route holds, archive references)" "$(sql 'PRAGMA user_version')" 6
 fi
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "daemon stops cleanly on SIGTERM" "$RC" 0
