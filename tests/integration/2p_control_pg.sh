@@ -4,7 +4,10 @@
 # its own (tests/lib_pg.sh), the daemon and its subcommands use it, and
 # the test's own SQL checks read it. One result line per script: ok when
 # every check of it passed; the failing checks are shown otherwise.
-# SPACE_PG_TESTS narrows the list (e.g. "20 21").
+# SPACE_PG_TESTS sets the list (e.g. "20 21 23 24"); by default the ones
+# verified on PostgreSQL so far: 27 and 28 start space-control through
+# lib_platform.sh, which has no PostgreSQL branch yet, and 29's python
+# driver reads the SQLite file itself.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_pg.sh"
@@ -14,7 +17,7 @@ if [ ! -x "$PG_BIN/initdb" ]; then
 fi
 L=$(mktemp -d)
 trap 'rm -rf "$L"' EXIT INT TERM
-for n in ${SPACE_PG_TESTS:-20 21}; do
+for n in ${SPACE_PG_TESTS:-20 21 22}; do
 	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
 		[ -f "$t" ] || continue
 		name=$(basename "$t" .sh)
