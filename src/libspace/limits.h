@@ -45,7 +45,6 @@
 #define SPACE_PROC_REPLAY       (64u << 10) /* output kept per stream of a process while no client reads it */
 #define SPACE_PROCS_MAX         64          /* processes in a sandbox's table, exited ones included */
 #define SPACE_PROC_STDIN_MAX    (64u << 10) /* decoded bytes of one proc.stdin request */
-#define SPACE_WATCHES_MAX       16          /* concurrent fs.watch streams per sandbox */
 #define SPACE_WATCH_DIRS_MAX    8192        /* directories one recursive watch follows */
 #define SPACE_WATCH_QUEUE       1024        /* events queued per watch before OVERFLOW */
 #define SPACE_STREAMS_PER_SBX   64          /* concurrent operations per sandbox */

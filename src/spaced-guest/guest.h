@@ -4,6 +4,7 @@
 #ifndef SPACED_GUEST_H
 #define SPACED_GUEST_H
 #include <stdint.h>
+#include <stdnoreturn.h>
 #include <sys/types.h>
 #include <jansson.h>
 
@@ -35,7 +36,24 @@ const char *arg_path(json_t *args, const char *key);
 /* args must hold only keys from allowed (NULL-terminated) */
 int args_only(json_t *args, const char *const *allowed, const char **bad);
 
+/* op_exec.c: the environment of a command (defaults, TERM if given, then
+ * the request's env); *out NULL-terminated, free with env_free */
+int env_build(json_t *env, const char *term, char ***out, const char **why);
+void env_free(char **envp);
+
+/* procman.c: the process manager, a long-lived child of PID 1 running as
+ * the sandbox user. It owns every process started by proc.start (their
+ * parent), so they outlive the connection that started them. It receives
+ * operations on the SOCK_SEQPACKET socket fd: one message each, the
+ * REQUEST payload with the client's socket as SCM_RIGHTS. Never returns. */
+noreturn void procman_main(int fd);
+/* the largest REQUEST an operation child forwards to the manager */
+#define PROCMAN_MSG_MAX (192u << 10)
+/* op.c: PID 1's end of the manager's socket, inherited by operation children */
+extern int guest_procman_fd;
+
 void op_exec(int fd, json_t *args);
+void op_fs_watch(int fd, json_t *args);
 void op_fs_read(int fd, json_t *args);
 void op_fs_write(int fd, json_t *args);
 void op_fs_list(int fd, json_t *args);

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,13 +170,63 @@ out:
 	return r;
 }
 
+static pid_t procman_pid = -1;
+static int procman_restarts;
+
+/* the process manager (procman.c): a child that becomes the sandbox user
+ * and owns the processes of proc.start. PID 1 keeps one end of a
+ * SOCK_SEQPACKET pair; operation children inherit it to hand proc.*
+ * requests over, one message each. */
 static void
-reap(void)
+procman_start(struct guest *g, int sigfd)
 {
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_warn("process manager socket");
+		return;
+	}
+	if ((pid = fork()) < 0) {
+		log_warn("fork the process manager");
+		close(sv[0]);
+		close(sv[1]);
+		return;
+	}
+	if (pid == 0) {
+		close(g->control);
+		close(sigfd);
+		close(sv[0]);
+		if (guest_procman_fd >= 0)
+			close(guest_procman_fd);
+		if (become_user() < 0 || chdir(GUEST_HOME) < 0)
+			_exit(1);
+		umask(022);
+		procman_main(sv[1]);
+	}
+	close(sv[1]);
+	if (guest_procman_fd >= 0)
+		close(guest_procman_fd);
+	guest_procman_fd = sv[0];
+	procman_pid = pid;
+}
+
+static void
+reap(struct guest *g, int sigfd)
+{
+	pid_t pid;
 	int st;
 
-	while (waitpid(-1, &st, WNOHANG) > 0)
-		;
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+		/* the sandbox user can kill it (it runs as that user): start a
+		 * new one, with an empty table; the processes of the old one
+		 * run on as orphans of PID 1 */
+		if (pid == procman_pid) {
+			log_warnx("the process manager ended; starting another");
+			procman_pid = -1;
+			if (g != NULL && procman_restarts++ < 100)
+				procman_start(g, sigfd);
+		}
 }
 
 /* an operation: fork a child that serves it as the sandbox user */
@@ -240,6 +292,7 @@ main(int argc, char **argv)
 	sodium_memzero(secret, sizeof(secret));
 	if (r < 0)
 		fatalx("challenge failed: %s", strerror(-r));
+	procman_start(&g, sigfd);
 
 	while (!quit) {
 		pfd[0] = (struct pollfd){ .fd = g.control, .events = POLLIN };
@@ -253,7 +306,7 @@ main(int argc, char **argv)
 			struct signalfd_siginfo si;
 			while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD)
-					reap();
+					reap(&g, sigfd);
 				else
 					quit = 1;
 				if (quit)
@@ -286,7 +339,7 @@ main(int argc, char **argv)
 	kill(-1, SIGTERM);
 	for (int i = 0; i < 20; i++) {
 		struct timespec ts = { 0, 50 * 1000 * 1000 };
-		reap();
+		reap(NULL, -1);
 		if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
 			break;
 		nanosleep(&ts, NULL);

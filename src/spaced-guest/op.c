@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +26,43 @@ static const struct {
 	{ OP_FS_MKDIR, op_fs_mkdir },
 	{ OP_FS_REMOVE, op_fs_remove },
 	{ OP_FS_RENAME, op_fs_rename },
+	{ OP_FS_WATCH, op_fs_watch },
 };
+
+int guest_procman_fd = -1;
+
+/* proc.*: the process table lives in the manager (procman.c); hand it the
+ * request and the client's socket in one message, so it never sees one
+ * without the other */
+static void
+forward_to_manager(int fd, const struct frame *f)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { f->payload, f->len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+	    .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	if (f->len > PROCMAN_MSG_MAX) {
+		send_error(fd, 413, "too_large", "request too large for a process operation");
+		return;
+	}
+	memset(&cbuf, 0, sizeof(cbuf));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	do
+		n = sendmsg(guest_procman_fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)f->len)
+		send_error(fd, 503, "unavailable", "the process manager is not running");
+}
 
 int
 send_result(int fd, json_t *result)
@@ -143,6 +180,14 @@ op_serve(int fd)
 	if (msg_request_decode(f.payload, f.len, MSG_FORM_GUEST, &req, &why) != 0) {
 		send_error(fd, 400, "bad_request", why);
 		goto out;
+	}
+	switch (req.op) {
+	case OP_PROC_START: case OP_PROC_ATTACH: case OP_PROC_LIST:
+	case OP_PROC_SIGNAL: case OP_PROC_STDIN: case OP_PROC_RESIZE:
+		forward_to_manager(fd, &f);
+		goto out;
+	default:
+		break;
 	}
 	for (i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++)
 		if (op_table[i].op == req.op) {

@@ -42,16 +42,22 @@ struct exec_req {
 static void
 exec_req_free(struct exec_req *e)
 {
-	size_t i;
-
 	if (e->argv)
 		free(e->argv);
-	if (e->envp) {
-		for (i = 0; e->envp[i]; i++)
-			free(e->envp[i]);
-		free(e->envp);
-	}
+	env_free(e->envp);
 	free(e->in);
+}
+
+void
+env_free(char **envp)
+{
+	size_t i;
+
+	if (envp == NULL)
+		return;
+	for (i = 0; envp[i]; i++)
+		free(envp[i]);
+	free(envp);
 }
 
 static bool
@@ -65,20 +71,63 @@ env_name_ok(const char *k)
 	return true;
 }
 
+/* the environment of a command: the defaults, TERM when given, then the
+ * request's "env" (which overrides a default of the same name) */
+int
+env_build(json_t *env, const char *term, char ***out, const char **why)
+{
+	static const char *const base_env[] = {
+		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" GUEST_HOME, "USER=user",
+		"LOGNAME=user", "SHELL=/bin/sh", "LANG=C.UTF-8", NULL
+	};
+	const char *k;
+	json_t *v;
+	char **envp;
+	size_t i, nenv = 0;
+
+	*out = NULL;
+	if (env != NULL && (!json_is_object(env) || json_object_size(env) > SPACE_ENV_MAX))
+		return *why = "env must be an object of at most SPACE_ENV_MAX strings", -EINVAL;
+	if ((envp = calloc(json_object_size(env) + 9, sizeof(char *))) == NULL)
+		return *why = "out of memory", -ENOMEM;
+	*out = envp;
+	for (i = 0; base_env[i]; i++) {
+		size_t kl = strcspn(base_env[i], "=");
+		char key[32];
+		snprintf(key, sizeof(key), "%.*s", (int)kl, base_env[i]);
+		if (env && json_object_get(env, key))
+			continue;
+		if ((envp[nenv++] = strdup(base_env[i])) == NULL)
+			return *why = "out of memory", -ENOMEM;
+	}
+	if (term != NULL && !(env && json_object_get(env, "TERM")) &&
+	    asprintf(&envp[nenv++], "TERM=%s", term) < 0) {
+		envp[--nenv] = NULL;
+		return *why = "out of memory", -ENOMEM;
+	}
+	json_object_foreach(env, k, v) {
+		if (!json_is_string(v) || !env_name_ok(k) ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return *why = "env holds a bad name or value", -EINVAL;
+		if (asprintf(&envp[nenv], "%s=%s", k, json_string_value(v)) < 0) {
+			envp[nenv] = NULL;
+			return *why = "out of memory", -ENOMEM;
+		}
+		nenv++;
+	}
+	return 0;
+}
+
 /* 0, or -EINVAL with *why */
 static int
 exec_parse(json_t *args, struct exec_req *e, const char **why)
 {
 	static const char *const keys[] = { "argv", "env", "cwd", "stdin", "stdin_b64", "timeout", NULL };
-	static const char *const base_env[] = {
-		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" GUEST_HOME, "USER=user",
-		"LOGNAME=user", "SHELL=/bin/sh", "LANG=C.UTF-8", NULL
-	};
 	json_t *argv = json_object_get(args, "argv"), *env = json_object_get(args, "env");
 	json_t *to = json_object_get(args, "timeout"), *in = json_object_get(args, "stdin");
 	json_t *in64 = json_object_get(args, "stdin_b64"), *v;
-	const char *bad, *k;
-	size_t i, n, nenv = 0;
+	const char *bad;
+	size_t i, n;
 
 	memset(e, 0, sizeof(*e));
 	e->timeout = EXEC_TIMEOUT_DEFAULT;
@@ -93,30 +142,8 @@ exec_parse(json_t *args, struct exec_req *e, const char **why)
 			return *why = "argv holds a non-string or a NUL", -EINVAL;
 		e->argv[i] = (char *)json_string_value(v);
 	}
-	if (env != NULL && (!json_is_object(env) || json_object_size(env) > SPACE_ENV_MAX))
-		return *why = "env must be an object of at most SPACE_ENV_MAX strings", -EINVAL;
-	if ((e->envp = calloc(json_object_size(env) + 8, sizeof(char *))) == NULL)
-		return *why = "out of memory", -ENOMEM;
-	/* request env overrides the defaults of the same name */
-	for (i = 0; base_env[i]; i++) {
-		size_t kl = strcspn(base_env[i], "=");
-		char key[32];
-		snprintf(key, sizeof(key), "%.*s", (int)kl, base_env[i]);
-		if (env && json_object_get(env, key))
-			continue;
-		if ((e->envp[nenv++] = strdup(base_env[i])) == NULL)
-			return *why = "out of memory", -ENOMEM;
-	}
-	json_object_foreach(env, k, v) {
-		if (!json_is_string(v) || !env_name_ok(k) ||
-		    strlen(json_string_value(v)) != json_string_length(v))
-			return *why = "env holds a bad name or value", -EINVAL;
-		if (asprintf(&e->envp[nenv], "%s=%s", k, json_string_value(v)) < 0) {
-			e->envp[nenv] = NULL;
-			return *why = "out of memory", -ENOMEM;
-		}
-		nenv++;
-	}
+	if (env_build(env, NULL, &e->envp, why) < 0)
+		return -EINVAL;
 	if (json_object_get(args, "cwd") != NULL &&
 	    (e->cwd = arg_path(args, "cwd")) == NULL)
 		return *why = "cwd must be a path", -EINVAL;

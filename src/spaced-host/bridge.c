@@ -238,7 +238,7 @@ serve(struct host *h, int client)
 		.kind = RECV_BRIDGE,
 		.target_sandbox = req.sandbox,
 		.receiver_sandbox = h->rec.id.sandbox,
-		.need_access = op_access(req.op),
+		.need_access = msg_request_access(&req),
 		.now = now_unix(),
 	};
 	res = admit(&req.claims, &h->rec, &ar);
@@ -286,7 +286,7 @@ serve(struct host *h, int client)
 			goto out;
 	}
 	/* an exec may run for its whole timeout: no idle limit on the answer */
-	if (req.op == OP_EXEC) {
+	if (req.op == OP_EXEC || msg_request_streams(&req)) {
 		struct timeval tv = { 0, 0 };
 		setsockopt(sp[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
@@ -304,6 +304,14 @@ serve(struct host *h, int client)
 	}
 	if (req.op == OP_FS_READ)
 		relay_download(h, client, sp[0]);
+	else if (msg_request_streams(&req)) {
+		/* a stream may stay idle for hours (a shell): no idle limit */
+		struct timeval tv = { 0, 0 };
+
+		setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		bridge_relay_stream(h, client, sp[0], req.op);
+	}
 out:
 	free(s);
 	msg_request_free(&req);

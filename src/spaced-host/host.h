@@ -63,6 +63,10 @@ void refusal_record(const struct host *h, const struct hm_refusal *f);
 int challenge_guest(int control, const uint8_t secret[GUEST_SECRET_LEN],
     const struct route_identity *id, int timeout_ms, const char **why);
 
+/* relay.c: a streaming operation after its RESPONSE, both ways until one
+ * side ends it; 0, or -errno when a side broke off */
+int bridge_relay_stream(struct host *h, int client, int guest, enum op_kind op);
+
 /* bridge.c: serve one accepted connection (takes ownership of fd) */
 void bridge_serve(struct host *h, int fd);
 /* answer ERROR and close, for connections refused before a thread */
