@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "frameio.h"
 #include "msg_stream.h"
 #include "proto.h"
 #include "tap.h"
@@ -226,11 +227,82 @@ frames(void)
 	free(src);
 }
 
+/* the non-blocking reader takes a frame however the bytes are cut, never
+ * a byte of the next one, and refuses a header over the type's limit
+ * before allocating; the queue writes what the socket takes */
+static void
+nonblocking(void)
+{
+	struct frame_rd rd = { 0 };
+	struct frame_q q = { 0 };
+	struct frame f = { 0 };
+	uint8_t wire[64], hdr[FRAME_HDR_LEN];
+	const uint8_t pay[] = { STREAM_STDIN, 'a', 'b', 'c' };
+	int sv[2], r, got = 0;
+	size_t n = 0;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) {
+		ok(0, "socketpair");
+		return;
+	}
+	frame_hdr_encode(wire, MSG_STREAM, sizeof(pay));
+	memcpy(wire + FRAME_HDR_LEN, pay, sizeof(pay));
+	n = FRAME_HDR_LEN + sizeof(pay);
+	frame_hdr_encode(wire + n, MSG_END, 0);
+	n += FRAME_HDR_LEN;
+	is_int(frame_rd_step(sv[1], &rd, &f), 0, "nothing yet: 0");
+	/* one byte at a time */
+	for (size_t i = 0; i < n; i++) {
+		if (write(sv[0], wire + i, 1) != 1)
+			break;
+		while ((r = frame_rd_step(sv[1], &rd, &f)) == 1) {
+			if (got == 0)
+				ok(f.type == MSG_STREAM && f.len == sizeof(pay) &&
+				    memcmp(f.payload, pay, sizeof(pay)) == 0 && i == FRAME_HDR_LEN + sizeof(pay) - 1,
+				    "the first frame completes at its last byte, not before");
+			else
+				ok(f.type == MSG_END && f.len == 0 && i == n - 1, "then END");
+			got++;
+			frame_free(&f);
+		}
+		if (r < 0)
+			break;
+	}
+	is_int(got, 2, "two frames read byte by byte");
+	frame_hdr_encode(hdr, MSG_STREAM, SPACE_STREAM_PAYLOAD_MAX + 1);
+	/* frame_hdr_encode does not check the limit: the reader must */
+	if (write(sv[0], hdr, sizeof(hdr)) == (ssize_t)sizeof(hdr))
+		is_int(frame_rd_step(sv[1], &rd, &f), -EMSGSIZE, "a STREAM header over the limit: -EMSGSIZE");
+	frame_rd_free(&rd);
+	close(sv[0]);
+	is_int(frame_rd_step(sv[1], &rd, &f), -ECONNRESET, "EOF on a boundary: -ECONNRESET");
+	close(sv[1]);
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0)
+		return;
+	is_int(frame_q_add(&q, MSG_STREAM, pay, sizeof(pay)), 0, "queue a frame");
+	is_int(frame_q_add(&q, MSG_END, NULL, 0), 0, "queue END");
+	is_int(frame_q_pending(&q), 2 * FRAME_HDR_LEN + sizeof(pay), "pending counts both");
+	is_int(frame_q_add(&q, MSG_STREAM, pay, SPACE_STREAM_PAYLOAD_MAX + 1), -EMSGSIZE,
+	    "an oversized frame is not queued");
+	is_int(frame_q_flush(&q, sv[0]), 0, "flushed");
+	ok(q.buf == NULL, "an empty queue holds no memory");
+	is_int(frame_rd_step(sv[1], &rd, &f), 1, "the peer reads it");
+	frame_free(&f);
+	frame_rd_free(&rd);
+	close(sv[1]);
+	frame_q_add(&q, MSG_END, NULL, 0);
+	is_int(frame_q_flush(&q, sv[0]), -EPIPE, "a gone peer: -EPIPE");
+	frame_q_free(&q);
+	close(sv[0]);
+}
+
 int
 main(void)
 {
 	roundtrip();
 	refusals();
 	frames();
+	nonblocking();
 	return done_testing();
 }
