@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "frameio.h"
+#include "framepump.h"
 #include "guest.h"
 #include "limits.h"
 #include "msg.h"
@@ -333,7 +333,7 @@ op_fs_watch(int fd, json_t *args)
 {
 	static const char *const keys[] = { "path", "recursive", NULL };
 	static struct watch w;
-	struct frame_q q = { 0 };
+	struct frame_wr q = { 0 };
 	struct frame_rd rd = { 0 };
 	json_t *rec = json_object_get(args, "recursive");
 	char root[PATH_MAX];
@@ -379,13 +379,13 @@ op_fs_watch(int fd, json_t *args)
 
 		/* one event at a time to the socket: the queue above is the
 		 * only place events wait */
-		if (frame_q_pending(&q) == 0 && !ending) {
+		if (frame_wr_pending(&q) == 0 && !ending) {
 			if (w.qlen > 0) {
 				struct qev *e = w.q[w.qhead];
 
 				w.qhead = (w.qhead + 1) % SPACE_WATCH_QUEUE;
 				w.qlen--;
-				frame_q_add(&q, MSG_STREAM, e->b, e->n);
+				frame_wr_add(&q, MSG_STREAM, e->b, e->n);
 				free(e);
 			} else if (w.overflow) {
 				struct msg_stream m = { .kind = STREAM_EVENT };
@@ -396,17 +396,17 @@ op_fs_watch(int fd, json_t *args)
 				w.overflow = false;
 				w.last_n = 0;
 				if (msg_stream_encode(&m, b, sizeof(b), &n) == 0)
-					frame_q_add(&q, MSG_STREAM, b, n);
+					frame_wr_add(&q, MSG_STREAM, b, n);
 			} else if (w.root_gone && !w.pending) {
 				/* the watched directory is gone: nothing more
 				 * will come */
-				frame_q_add(&q, MSG_END, NULL, 0);
+				frame_wr_add(&q, MSG_END, NULL, 0);
 				ending = true;
 			}
 		}
-		if (ending && frame_q_pending(&q) == 0)
+		if (ending && frame_wr_pending(&q) == 0)
 			break;
-		p[0] = (struct pollfd){ fd, (short)(POLLIN | (frame_q_pending(&q) ? POLLOUT : 0)), 0 };
+		p[0] = (struct pollfd){ fd, (short)(POLLIN | (frame_wr_pending(&q) ? POLLOUT : 0)), 0 };
 		if (!w.root_gone)
 			p[np++] = (struct pollfd){ w.ifd, POLLIN, 0 };
 		if (w.pending)
@@ -418,7 +418,7 @@ op_fs_watch(int fd, json_t *args)
 		}
 		if (r == 0)
 			flush_pending(&w);
-		if ((p[0].revents & POLLOUT) && frame_q_flush(&q, fd) < 0)
+		if ((p[0].revents & POLLOUT) && frame_wr_flush(&q, fd) < 0)
 			break;
 		if (np > 1 && (p[1].revents & POLLIN))
 			read_events(&w);
@@ -427,14 +427,14 @@ op_fs_watch(int fd, json_t *args)
 
 			if (ending)
 				break;
-			r = frame_rd_step(fd, &rd, &f);
+			r = frame_rd_step(&rd, fd, &f);
 			if (r == 0)
 				continue;
 			if (r < 0)
 				break;          /* the client left */
 			if (f.type == MSG_END) {
 				frame_free(&f);
-				frame_q_add(&q, MSG_END, NULL, 0);
+				frame_wr_add(&q, MSG_END, NULL, 0);
 			} else {
 				struct msg_error m = { .status = 400, .has_message = true };
 				char *s;
@@ -444,7 +444,7 @@ op_fs_watch(int fd, json_t *args)
 				strcpy(m.error, "bad_request");
 				snprintf(m.message, sizeof(m.message), "a watch takes no input but END");
 				if (msg_error_encode(&m, &s, &n) == 0) {
-					frame_q_add(&q, MSG_ERROR, s, n);
+					frame_wr_add(&q, MSG_ERROR, s, n);
 					free(s);
 				}
 			}
@@ -452,7 +452,7 @@ op_fs_watch(int fd, json_t *args)
 		}
 	}
 out:
-	frame_q_free(&q);
+	frame_wr_free(&q);
 	frame_rd_free(&rd);
 	watch_free(&w);
 }

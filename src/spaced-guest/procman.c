@@ -33,7 +33,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
-#include "frameio.h"
+#include "framepump.h"
 #include "guest.h"
 #include "limits.h"
 #include "log.h"
@@ -75,7 +75,7 @@ struct conn {
 	int fd;
 	struct proc *p;                 /* attached to; NULL once detached */
 	struct frame_rd rd;
-	struct frame_q q;
+	struct frame_wr q;
 	uint8_t *replay;                /* a copy of the ring, sent first */
 	size_t replay_len, replay_off;
 };
@@ -111,7 +111,7 @@ q_error(struct conn *c, int status, const char *code, const char *message)
 	m.has_message = true;
 	snprintf(m.message, sizeof(m.message), "%s", message ? message : code);
 	if (msg_error_encode(&m, &s, &n) == 0) {
-		frame_q_add(&c->q, MSG_ERROR, s, n);
+		frame_wr_add(&c->q, MSG_ERROR, s, n);
 		free(s);
 	}
 	c->closing = true;
@@ -153,7 +153,7 @@ q_result(struct conn *c, json_t *result)
 		q_error(c, 500, "internal", "cannot encode the result");
 		return r;
 	}
-	r = frame_q_add(&c->q, MSG_RESPONSE, s, n);
+	r = frame_wr_add(&c->q, MSG_RESPONSE, s, n);
 	free(s);
 	return r;
 }
@@ -167,7 +167,7 @@ q_stream(struct conn *c, const struct msg_stream *m)
 	/* only the small kinds go through here (EXIT); data is added by
 	 * q_data without a copy through the codec */
 	if (msg_stream_encode(m, buf, sizeof(buf), &n) == 0)
-		frame_q_add(&c->q, MSG_STREAM, buf, n);
+		frame_wr_add(&c->q, MSG_STREAM, buf, n);
 }
 
 static void
@@ -179,7 +179,7 @@ q_data(struct conn *c, uint8_t kind, const uint8_t *p, size_t n)
 		return;
 	buf[0] = kind;
 	memcpy(buf + 1, p, n);
-	frame_q_add(&c->q, MSG_STREAM, buf, n + 1);
+	frame_wr_add(&c->q, MSG_STREAM, buf, n + 1);
 	free(buf);
 }
 
@@ -194,7 +194,7 @@ q_exit(struct conn *c, const struct proc *p)
 	else
 		m.exit.exit_code = (uint8_t)WEXITSTATUS(p->wst);
 	q_stream(c, &m);
-	frame_q_add(&c->q, MSG_END, NULL, 0);
+	frame_wr_add(&c->q, MSG_END, NULL, 0);
 	c->closing = true;
 }
 
@@ -275,7 +275,7 @@ conn_close(struct conn *c)
 	conn_detach(c);
 	close_fd(&c->fd);
 	frame_rd_free(&c->rd);
-	frame_q_free(&c->q);
+	frame_wr_free(&c->q);
 	c->used = false;
 	c->closing = false;
 }
@@ -889,7 +889,7 @@ client_frame(struct conn *c, struct frame *f)
 	if (f->type == MSG_END) {
 		/* detach; the process runs on */
 		conn_detach(c);
-		frame_q_add(&c->q, MSG_END, NULL, 0);
+		frame_wr_add(&c->q, MSG_END, NULL, 0);
 		c->closing = true;
 		return;
 	}
@@ -1069,7 +1069,7 @@ out_wanted(const struct proc *p)
 {
 	const struct conn *c = p->att;
 
-	return c == NULL || (c->replay == NULL && frame_q_pending(&c->q) == 0);
+	return c == NULL || (c->replay == NULL && frame_wr_pending(&c->q) == 0);
 }
 
 noreturn void
@@ -1114,7 +1114,7 @@ procman_main(int ctl)
 
 			if (!c->used)
 				continue;
-			while (c->replay != NULL && frame_q_pending(&c->q) < SPACE_STREAM_PAYLOAD_MAX)
+			while (c->replay != NULL && frame_wr_pending(&c->q) < SPACE_STREAM_PAYLOAD_MAX)
 				replay_step(c);
 			if (c->p != NULL && c->p->finished && c->replay == NULL && !c->closing)
 				q_exit(c, c->p);
@@ -1163,13 +1163,13 @@ procman_main(int ctl)
 
 			if (!c->used)
 				continue;
-			if (frame_q_pending(&c->q) > 0)
+			if (frame_wr_pending(&c->q) > 0)
 				ev |= POLLOUT;
 			/* input is read only while it has somewhere to go */
 			if (!c->closing && c->p != NULL && !c->p->finished &&
 			    c->p->inq_len + SPACE_STREAM_PAYLOAD_MAX <= PROC_INQ_MAX)
 				ev |= POLLIN;
-			if (c->closing && frame_q_pending(&c->q) == 0) {
+			if (c->closing && frame_wr_pending(&c->q) == 0) {
 				conn_close(c);
 				continue;
 			}
@@ -1218,7 +1218,7 @@ procman_main(int ctl)
 				c = &conns[who[k].idx];
 				if (!c->used)
 					break;
-				if ((re & POLLOUT) && frame_q_flush(&c->q, c->fd) < 0) {
+				if ((re & POLLOUT) && frame_wr_flush(&c->q, c->fd) < 0) {
 					conn_close(c);
 					break;
 				}
@@ -1232,7 +1232,7 @@ procman_main(int ctl)
 							conn_close(c);
 						break;
 					}
-					r = frame_rd_step(c->fd, &c->rd, &f);
+					r = frame_rd_step(&c->rd, c->fd, &f);
 					if (r == 1) {
 						client_frame(c, &f);
 						frame_free(&f);

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "frameio.h"
+#include "framepump.h"
 #include "host.h"
 #include "log.h"
 #include "msg.h"
@@ -34,7 +34,7 @@
 struct side {
 	int fd;
 	struct frame_rd rd;
-	struct frame_q q;               /* towards this side */
+	struct frame_wr q;               /* towards this side */
 	bool eof;
 };
 
@@ -48,7 +48,7 @@ q_error(struct side *s, int status, const char *code, const char *message)
 	snprintf(m.error, sizeof(m.error), "%s", code);
 	snprintf(m.message, sizeof(m.message), "%s", message);
 	if (msg_error_encode(&m, &out, &n) == 0) {
-		frame_q_add(&s->q, MSG_ERROR, out, n);
+		frame_wr_add(&s->q, MSG_ERROR, out, n);
 		free(out);
 	}
 }
@@ -88,17 +88,17 @@ from_guest(struct host *h, enum op_kind op, struct side *c, const struct frame *
 			    after > oom_before) {
 				m.exit.oom_killed = true;
 				if (msg_stream_encode(&m, buf, sizeof(buf), &n) == 0) {
-					frame_q_add(&c->q, MSG_STREAM, buf, n);
+					frame_wr_add(&c->q, MSG_STREAM, buf, n);
 					return true;
 				}
 			}
 		}
 		/* the codec has one encoding per message: the bytes it
 		 * accepted are what it would write */
-		frame_q_add(&c->q, MSG_STREAM, f->payload, f->len);
+		frame_wr_add(&c->q, MSG_STREAM, f->payload, f->len);
 		return true;
 	case MSG_END:
-		frame_q_add(&c->q, MSG_END, NULL, 0);
+		frame_wr_add(&c->q, MSG_END, NULL, 0);
 		return false;
 	case MSG_ERROR: {
 		struct msg_error e;
@@ -107,7 +107,7 @@ from_guest(struct host *h, enum op_kind op, struct side *c, const struct frame *
 
 		if (msg_error_decode(f->payload, f->len, false, &e, &why) == 0 &&
 		    msg_error_encode(&e, &s, &n) == 0) {
-			frame_q_add(&c->q, MSG_ERROR, s, n);
+			frame_wr_add(&c->q, MSG_ERROR, s, n);
 			free(s);
 		} else
 			q_error(c, 500, "internal", "malformed error from the guest");
@@ -139,11 +139,11 @@ from_client(enum op_kind op, struct side *c, struct side *g, const struct frame 
 			*fatal = true;
 			return false;
 		}
-		frame_q_add(&g->q, MSG_STREAM, f->payload, f->len);
+		frame_wr_add(&g->q, MSG_STREAM, f->payload, f->len);
 		return true;
 	case MSG_END:
 		/* the client detaches: the guest answers END */
-		frame_q_add(&g->q, MSG_END, NULL, 0);
+		frame_wr_add(&g->q, MSG_END, NULL, 0);
 		return false;
 	default:
 		q_error(c, 400, "bad_request", "expected STREAM or END");
@@ -157,12 +157,12 @@ final_flush(struct side *c)
 {
 	uint64_t until = now_mono_ns() + (uint64_t)FINAL_FLUSH_MS * 1000000u;
 
-	while (frame_q_pending(&c->q) > 0 && now_mono_ns() < until) {
+	while (frame_wr_pending(&c->q) > 0 && now_mono_ns() < until) {
 		struct pollfd p = { c->fd, POLLOUT, 0 };
 
 		if (poll(&p, 1, 100) < 0 && errno != EINTR)
 			break;
-		if (frame_q_flush(&c->q, c->fd) < 0)
+		if (frame_wr_flush(&c->q, c->fd) < 0)
 			break;
 	}
 }
@@ -183,20 +183,20 @@ bridge_relay_stream(struct host *h, int client, int guest, enum op_kind op)
 		struct pollfd p[2];
 		struct frame f = { 0 };
 
-		if (!reading_guest && !reading_client && frame_q_pending(&g.q) == 0)
+		if (!reading_guest && !reading_client && frame_wr_pending(&g.q) == 0)
 			break;
-		if (!reading_guest && frame_q_pending(&c.q) == 0 && frame_q_pending(&g.q) == 0)
+		if (!reading_guest && frame_wr_pending(&c.q) == 0 && frame_wr_pending(&g.q) == 0)
 			break;
 		p[0] = (struct pollfd){ client, 0, 0 };
 		p[1] = (struct pollfd){ guest, 0, 0 };
 		/* read a side only when what it sends has room on the other */
-		if (reading_client && frame_q_pending(&g.q) == 0)
+		if (reading_client && frame_wr_pending(&g.q) == 0)
 			p[0].events |= POLLIN;
-		if (frame_q_pending(&c.q) > 0)
+		if (frame_wr_pending(&c.q) > 0)
 			p[0].events |= POLLOUT;
-		if (reading_guest && frame_q_pending(&c.q) == 0)
+		if (reading_guest && frame_wr_pending(&c.q) == 0)
 			p[1].events |= POLLIN;
-		if (frame_q_pending(&g.q) > 0)
+		if (frame_wr_pending(&g.q) > 0)
 			p[1].events |= POLLOUT;
 		/* a hung-up side we are not reading would wake poll at once,
 		 * again and again: leave it out until it can be read */
@@ -210,12 +210,12 @@ bridge_relay_stream(struct host *h, int client, int guest, enum op_kind op)
 			r = -errno;
 			break;
 		}
-		if ((p[0].revents & POLLOUT) && frame_q_flush(&c.q, client) < 0) {
+		if ((p[0].revents & POLLOUT) && frame_wr_flush(&c.q, client) < 0) {
 			r = -EPIPE;     /* the client is gone: the guest sees its socket close */
 			break;
 		}
-		if ((p[1].revents & POLLOUT) && (r = frame_q_flush(&g.q, guest)) < 0) {
-			frame_q_free(&g.q);
+		if ((p[1].revents & POLLOUT) && (r = frame_wr_flush(&g.q, guest)) < 0) {
+			frame_wr_free(&g.q);
 			if (reading_guest) {
 				/* what the guest said before it closed is read below */
 				reading_client = false;
@@ -223,8 +223,8 @@ bridge_relay_stream(struct host *h, int client, int guest, enum op_kind op)
 			r = 0;
 		}
 		if ((p[1].revents & (POLLIN | POLLHUP | POLLERR)) && reading_guest &&
-		    frame_q_pending(&c.q) == 0) {
-			r = frame_rd_step(guest, &g.rd, &f);
+		    frame_wr_pending(&c.q) == 0) {
+			r = frame_rd_step(&g.rd, guest, &f);
 			if (r == 1) {
 				if (!from_guest(h, op, &c, &f, &exited, oom_before))
 					reading_guest = reading_client = false;
@@ -238,8 +238,8 @@ bridge_relay_stream(struct host *h, int client, int guest, enum op_kind op)
 			r = 0;
 		}
 		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && reading_client &&
-		    frame_q_pending(&g.q) == 0) {
-			r = frame_rd_step(client, &c.rd, &f);
+		    frame_wr_pending(&g.q) == 0) {
+			r = frame_rd_step(&c.rd, client, &f);
 			if (r == 1) {
 				if (!from_client(op, &c, &g, &f, &fatal))
 					reading_client = false;
@@ -261,8 +261,8 @@ bridge_relay_stream(struct host *h, int client, int guest, enum op_kind op)
 	}
 	if (r == 0)
 		final_flush(&c);
-	frame_q_free(&c.q);
-	frame_q_free(&g.q);
+	frame_wr_free(&c.q);
+	frame_wr_free(&g.q);
 	frame_rd_free(&c.rd);
 	frame_rd_free(&g.rd);
 	return r;

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "frameio.h"
+#include "framepump.h"
 #include "msg_stream.h"
 #include "proto.h"
 #include "tap.h"
@@ -227,14 +227,14 @@ frames(void)
 	free(src);
 }
 
-/* the non-blocking reader takes a frame however the bytes are cut, never
+/* the non-blocking reader (framepump.h) takes a frame however the bytes are cut, never
  * a byte of the next one, and refuses a header over the type's limit
  * before allocating; the queue writes what the socket takes */
 static void
 nonblocking(void)
 {
 	struct frame_rd rd = { 0 };
-	struct frame_q q = { 0 };
+	struct frame_wr q = { 0 };
 	struct frame f = { 0 };
 	uint8_t wire[64], hdr[FRAME_HDR_LEN];
 	const uint8_t pay[] = { STREAM_STDIN, 'a', 'b', 'c' };
@@ -250,12 +250,12 @@ nonblocking(void)
 	n = FRAME_HDR_LEN + sizeof(pay);
 	frame_hdr_encode(wire + n, MSG_END, 0);
 	n += FRAME_HDR_LEN;
-	is_int(frame_rd_step(sv[1], &rd, &f), 0, "nothing yet: 0");
+	is_int(frame_rd_step(&rd, sv[1], &f), 0, "nothing yet: 0");
 	/* one byte at a time */
 	for (size_t i = 0; i < n; i++) {
 		if (write(sv[0], wire + i, 1) != 1)
 			break;
-		while ((r = frame_rd_step(sv[1], &rd, &f)) == 1) {
+		while ((r = frame_rd_step(&rd, sv[1], &f)) == 1) {
 			if (got == 0)
 				ok(f.type == MSG_STREAM && f.len == sizeof(pay) &&
 				    memcmp(f.payload, pay, sizeof(pay)) == 0 && i == FRAME_HDR_LEN + sizeof(pay) - 1,
@@ -272,28 +272,28 @@ nonblocking(void)
 	frame_hdr_encode(hdr, MSG_STREAM, SPACE_STREAM_PAYLOAD_MAX + 1);
 	/* frame_hdr_encode does not check the limit: the reader must */
 	if (write(sv[0], hdr, sizeof(hdr)) == (ssize_t)sizeof(hdr))
-		is_int(frame_rd_step(sv[1], &rd, &f), -EMSGSIZE, "a STREAM header over the limit: -EMSGSIZE");
+		is_int(frame_rd_step(&rd, sv[1], &f), -EMSGSIZE, "a STREAM header over the limit: -EMSGSIZE");
 	frame_rd_free(&rd);
 	close(sv[0]);
-	is_int(frame_rd_step(sv[1], &rd, &f), -ECONNRESET, "EOF on a boundary: -ECONNRESET");
+	is_int(frame_rd_step(&rd, sv[1], &f), -ECONNRESET, "EOF on a boundary: -ECONNRESET");
 	close(sv[1]);
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0)
 		return;
-	is_int(frame_q_add(&q, MSG_STREAM, pay, sizeof(pay)), 0, "queue a frame");
-	is_int(frame_q_add(&q, MSG_END, NULL, 0), 0, "queue END");
-	is_int(frame_q_pending(&q), 2 * FRAME_HDR_LEN + sizeof(pay), "pending counts both");
-	is_int(frame_q_add(&q, MSG_STREAM, pay, SPACE_STREAM_PAYLOAD_MAX + 1), -EMSGSIZE,
+	is_int(frame_wr_add(&q, MSG_STREAM, pay, sizeof(pay)), 0, "queue a frame");
+	is_int(frame_wr_add(&q, MSG_END, NULL, 0), 0, "queue END");
+	is_int(frame_wr_pending(&q), 2 * FRAME_HDR_LEN + sizeof(pay), "pending counts both");
+	is_int(frame_wr_add(&q, MSG_STREAM, pay, SPACE_STREAM_PAYLOAD_MAX + 1), -EMSGSIZE,
 	    "an oversized frame is not queued");
-	is_int(frame_q_flush(&q, sv[0]), 0, "flushed");
-	ok(q.buf == NULL, "an empty queue holds no memory");
-	is_int(frame_rd_step(sv[1], &rd, &f), 1, "the peer reads it");
+	is_int(frame_wr_flush(&q, sv[0]), 0, "flushed");
+	is_int(frame_wr_pending(&q), 0, "nothing pending after the flush");
+	is_int(frame_rd_step(&rd, sv[1], &f), 1, "the peer reads it");
 	frame_free(&f);
 	frame_rd_free(&rd);
 	close(sv[1]);
-	frame_q_add(&q, MSG_END, NULL, 0);
-	is_int(frame_q_flush(&q, sv[0]), -EPIPE, "a gone peer: -EPIPE");
-	frame_q_free(&q);
+	frame_wr_add(&q, MSG_END, NULL, 0);
+	is_int(frame_wr_flush(&q, sv[0]), -EPIPE, "a gone peer: -EPIPE");
+	frame_wr_free(&q);
 	close(sv[0]);
 }
 
