@@ -50,13 +50,19 @@ is "another sandbox's capability on this one's stream: 403" \
 if [ "$($PROBE status "$NU/v1/sandboxes/$S/processes/stream?args=$ARGS" "$CAP")" = 101 ]; then
 	OUT=$($PROBE run "$WU/v1/sandboxes/$S/processes/stream?args=$ARGS" "$CAP")
 	echo "$OUT" | sed 's/^/#   /'
-	check "a started process: the result (pid) first" sh -c "echo '$OUT' | grep -q '^first {\"result\":{\"pid\":'"
-	check "its stdout as a binary STDOUT message" sh -c "echo \"\$1\" | grep -q \"^out stdout b'hi\\\\\\\\n'\"" _ "$OUT"
-	check "its EXIT (code 0), then close 1000" sh -c "echo \"\$1\" | grep -q '^exit 0 0 0' && echo \"\$1\" | tail -1 | grep -q '^close 1000'" _ "$OUT"
+	printf '%s\n' "$OUT" >"$T/out1"
+	check "a started process: the result (pid) first" grep -q '^first {"result":{"pid":' "$T/out1"
+	check "its stdout as a binary STDOUT message" grep -qF "out stdout b'hi\\n'" "$T/out1"
+	check "its EXIT (code 0), then close 1000" sh -c "grep -q '^exit 0 0 0' '$T/out1' && tail -1 '$T/out1' | grep -q '^close 1000'"
 	CAT=$($PY -c 'import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))' '{"argv":["/bin/cat"]}')
 	OUT=$($PROBE run "$WU/v1/sandboxes/$S/processes/stream?args=$CAT" "$CAP" 0461626364 'text:{"type":"stdin","data":"xyz"}' 05)
 	echo "$OUT" | sed 's/^/#   /'
 	check "stdin (binary and JSON text) reaches cat, STDIN_EOF ends it" sh -c "echo \"\$1\" | grep -q 'abcd' && echo \"\$1\" | grep -q 'xyz' && echo \"\$1\" | grep -q '^exit 0 0 0'" _ "$OUT"
+	SLP=$($PY -c 'import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))' '{"argv":["/bin/sleep","30"]}')
+	OUT=$($PROBE run "$WU/v1/sandboxes/$S/processes/stream?args=$SLP" "$CAP" 070f)
+	is "a SIGNAL message (TERM) ends the process: EXIT by signal 15, close 1000" "$(printf '%s\n' "$OUT" | tail -2 | tr '\n' ' ')" "exit 0 15 0 close 1000 "
+	OUT=$($PROBE run "$WU/v1/sandboxes/$S/processes/stream?args=$SLP" "$CAP" 0600180050)
+	is "a RESIZE on a process without a terminal: close 4400" "$(printf '%s\n' "$OUT" | tail -1)" "close 4400"
 	for c in unmasked:1002 oversized:1009 continuation:1002 badutf8:1007 badkind:1007 outkind:4400 reserved:1002 badjson:1007; do
 		is "a ${c%%:*} frame: close ${c#*:}" \
 		    "$($PROBE raw "$WU/v1/sandboxes/$S/processes/stream?args=$CAT" "$CAP" "${c%%:*}")" "close ${c#*:}"

@@ -16,6 +16,11 @@ would send). Prints one line per thing it saw; the test compares them.
       opens with a raw socket, sends one malformed frame, prints
       "close <code>" of the server's close frame. CASE: unmasked,
       oversized, continuation, badutf8, badkind, outkind, reserved
+  ws_probe.py churn
+      reads lines "LABEL URL TOKEN" from stdin, opens all those streams
+      at once (each a process printing sequence numbers 0, 1, ... one a
+      line), and prints for each "LABEL close CODE count N inorder yes|no"
+      once all ended (inorder: the lines are exactly 0..N-1)
   ws_probe.py hold URL TOKEN SECONDS
       opens, waits SECONDS while reading, prints what run prints
 """
@@ -77,6 +82,44 @@ async def run(url, token, msgs, hold=None):
         print("timeout", flush=True)
         await ws.close()
     print("close %s" % ws.close_code, flush=True)
+
+
+async def one_seq(label, url, token, out):
+    buf = b""
+    code = None
+    try:
+        ws = await websockets.connect(url, extra_headers={"Authorization": "Bearer " + token},
+                                      subprotocols=["space.v1"], open_timeout=30)
+    except Exception as e:
+        out.append("%s open-failed %s" % (label, e))
+        return
+    try:
+        await ws.recv()
+        while True:
+            m = await asyncio.wait_for(ws.recv(), 120)
+            if isinstance(m, bytes) and m and m[0] == 1:
+                buf += m[1:]
+    except websockets.exceptions.ConnectionClosed:
+        pass
+    except asyncio.TimeoutError:
+        await ws.close()
+    code = ws.close_code
+    lines = buf.decode(errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    inorder = all(l == str(i) for i, l in enumerate(lines))
+    out.append("%s close %s count %d inorder %s" % (label, code, len(lines), "yes" if inorder else "no"))
+
+
+async def churn():
+    out, tasks = [], []
+    for line in sys.stdin:
+        f = line.split()
+        if len(f) == 3:
+            tasks.append(one_seq(f[0], f[1], f[2], out))
+    await asyncio.gather(*tasks)
+    for l in sorted(out):
+        print(l)
 
 
 def status(url, token):
@@ -175,6 +218,9 @@ def raw(url, token, case):
 
 
 def main():
+    if sys.argv[1] == "churn":
+        asyncio.run(churn())
+        return
     mode, url = sys.argv[1], sys.argv[2]
     token = sys.argv[3] if len(sys.argv) > 3 else ""
     if mode == "status":
