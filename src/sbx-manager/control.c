@@ -24,10 +24,29 @@
 /* sandboxes whose last status report did not get through: re-sent (from
  * the committed record) once the control plane answers again */
 #define PENDING_MAX 1024
+/* reports waiting for the reporter thread; beyond this a status report is
+ * left to the pending list (re-sent from the record), others are dropped */
+#define OUTBOX_MAX 4096
+
+/* one report to send: the threads that commit state (assignments, the
+ * exit monitor, reconciliation) never wait for the control plane, which
+ * may be slow or stopped; they queue the report and go on */
+struct outgoing {
+	struct outgoing *next;
+	char path[256];
+	const char *what;               /* static: for the log */
+	char *body;
+	char sandbox[SPACE_ID_MAX + 1]; /* re-sent from its record if lost; "" not */
+};
+
 struct mgr_control {
 	pthread_mutex_t pending_lock;
 	char pending[PENDING_MAX][SPACE_ID_MAX + 1];
 	size_t npending;
+	pthread_mutex_t out_lock;
+	pthread_cond_t out_cond;
+	struct outgoing *out_head, *out_tail;
+	size_t nout;
 };
 
 static void pending_flush(struct mgr *m);
@@ -122,6 +141,8 @@ control_init(struct mgr *m)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&c->pending_lock, NULL);
+	pthread_mutex_init(&c->out_lock, NULL);
+	pthread_cond_init(&c->out_cond, NULL);
 	m->control = c;
 	return 0;
 }
@@ -376,20 +397,14 @@ pending_flush(struct mgr *m)
 }
 
 /* POST body to path, retried: the state is committed locally already, and
- * a restart reports again from the records */
+ * a restart reports again from the records. Only the reporter thread
+ * calls this. */
 static int
-post_retried(struct mgr *m, const char *path, json_t *req, const char *what)
+post_retried(struct mgr *m, const char *path, const char *body, const char *what)
 {
-	char *body;
 	long st;
 	int ret = -EIO, tries, max = atomic_load(&m->registered) ? 5 : 1;
 
-	if (req == NULL)
-		return -ENOMEM;
-	body = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	if (body == NULL)
-		return -ENOMEM;
 	for (tries = 0; tries < max && !atomic_load(&m->stopping); tries++) {
 		ret = http_call(m, "POST", path, body, 10, true, &st, NULL);
 		if (ret == 0 && st == 200)
@@ -402,8 +417,79 @@ post_retried(struct mgr *m, const char *path, json_t *req, const char *what)
 		ret = -EIO;
 		sleep(1);
 	}
-	free(body);
 	return ret;
+}
+
+/* queue req (consumed) for the reporter thread, in commit order */
+static int
+outbox_put(struct mgr *m, const char *path, json_t *req, const char *what,
+    const char *resend_sandbox)
+{
+	struct mgr_control *c = m->control;
+	struct outgoing *o;
+	char *body;
+
+	if (req == NULL)
+		return -ENOMEM;
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (body == NULL || (o = calloc(1, sizeof(*o))) == NULL) {
+		free(body);
+		if (resend_sandbox)
+			pending_add(m, resend_sandbox);
+		return -ENOMEM;
+	}
+	snprintf(o->path, sizeof(o->path), "%s", path);
+	o->what = what;
+	o->body = body;
+	if (resend_sandbox)
+		snprintf(o->sandbox, sizeof(o->sandbox), "%s", resend_sandbox);
+	pthread_mutex_lock(&c->out_lock);
+	if (c->nout >= OUTBOX_MAX) {
+		pthread_mutex_unlock(&c->out_lock);
+		log_warnx("control: %zu reports waiting; %s not queued", (size_t)OUTBOX_MAX, what);
+		if (resend_sandbox)
+			pending_add(m, resend_sandbox);
+		free(body);
+		free(o);
+		return -ENOBUFS;
+	}
+	if (c->out_tail)
+		c->out_tail->next = o;
+	else
+		c->out_head = o;
+	c->out_tail = o;
+	c->nout++;
+	pthread_cond_signal(&c->out_cond);
+	pthread_mutex_unlock(&c->out_lock);
+	return 0;
+}
+
+/* sends the queued reports, one at a time, in order */
+void *
+control_reporter_thread(void *arg)
+{
+	struct mgr *m = arg;
+	struct mgr_control *c = m->control;
+	struct outgoing *o;
+
+	while (!atomic_load(&m->stopping)) {
+		pthread_mutex_lock(&c->out_lock);
+		while (c->out_head == NULL)
+			pthread_cond_wait(&c->out_cond, &c->out_lock);
+		o = c->out_head;
+		if ((c->out_head = o->next) == NULL)
+			c->out_tail = NULL;
+		c->nout--;
+		pthread_mutex_unlock(&c->out_lock);
+		/* not delivered (the control plane is away): the record is
+		 * committed, so it is reported again from the record later */
+		if (post_retried(m, o->path, o->body, o->what) == -EIO && o->sandbox[0])
+			pending_add(m, o->sandbox);
+		free(o->body);
+		free(o);
+	}
+	return NULL;
 }
 
 static int
@@ -413,7 +499,6 @@ report(struct mgr *m, const struct route_identity *id, const char *state, const 
 	char path[256];
 	json_t *req;
 	bool has_snap = snap != NULL && !json_is_null(snap);
-	int ret;
 
 	req = json_pack("{s:o, s:s}", "identity", route_identity_pack(id), "state", state);
 	if (req == NULL) {
@@ -425,15 +510,13 @@ report(struct mgr *m, const struct route_identity *id, const char *state, const 
 	if (snap)
 		json_object_set_new(req, "snapshot", snap);
 	snprintf(path, sizeof(path), "/v1/workers/%s/status", m->cfg.worker_id);
-	ret = post_retried(m, path, req, "status");
-	/* not delivered (the control plane is away): the record is
+	/* if it is not delivered (the control plane is away), the record is
 	 * committed, so it is reported again from the record later. A
 	 * retirement with an archive is not: its digest would be lost. A
 	 * failure is, without its archive: the sandbox then cannot be
 	 * resumed, which is safe (never from an older snapshot). */
-	if (ret == -EIO && (!has_snap || strcmp(state, "failed") == 0))
-		pending_add(m, id->sandbox);
-	return ret;
+	return outbox_put(m, path, req, "status",
+	    !has_snap || strcmp(state, "failed") == 0 ? id->sandbox : NULL);
 }
 
 int
@@ -478,7 +561,7 @@ control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct rou
 		    "sandbox", id->sandbox, "generation", (json_int_t)id->generation,
 		    "error", error ? error : "snapshot failed");
 	snprintf(path, sizeof(path), "/v1/workers/%s/snapshots", m->cfg.worker_id);
-	return post_retried(m, path, req, "snapshot report");
+	return outbox_put(m, path, req, "snapshot report", NULL);
 }
 
 int

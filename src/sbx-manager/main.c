@@ -255,6 +255,7 @@ main(int argc, char **argv)
 	metrics_write(m);
 	start(m, control_heartbeat_thread);
 	start(m, control_keys_thread);
+	start(m, control_reporter_thread);
 	start(m, assign_thread);
 	start(m, assign_monitor_thread);
 	start(m, metrics_thread);

@@ -153,6 +153,10 @@ int control_init(struct mgr *m);
 int control_register(struct mgr *m);
 void *control_heartbeat_thread(void *m);
 void *control_keys_thread(void *m);
+/* the status and snapshot reports below are queued, in order, and sent by
+ * this thread: no caller waits for the control plane (and so none holds
+ * a lock across a network call) */
+void *control_reporter_thread(void *m);
 int control_fetch_keys(struct mgr *m);
 int control_load_keys(struct mgr *m);
 /* long-poll for the assignments after revision `after`, decoded by the one
