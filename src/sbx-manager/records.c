@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,19 +22,108 @@ struct mgr_records {
 	size_t n, cap;
 };
 
-static const char schema[] =
-	"CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS records ("
-	" sandbox TEXT PRIMARY KEY, generation INTEGER NOT NULL, worker TEXT NOT NULL,"
-	" substrate TEXT NOT NULL, activation INTEGER NOT NULL, resident TEXT NOT NULL,"
-	" state TEXT NOT NULL, epoch INTEGER NOT NULL, slot INTEGER NOT NULL,"
-	" uid_base INTEGER NOT NULL, template TEXT NOT NULL, memory_mb INTEGER NOT NULL,"
-	" pids INTEGER NOT NULL, cpu_percent INTEGER NOT NULL, disk_mb INTEGER NOT NULL,"
-	" snapshot TEXT NOT NULL,"
-	" bridge_pid INTEGER NOT NULL, bridge_uid INTEGER NOT NULL,"
-	" bridge_start INTEGER NOT NULL, exe_dev INTEGER NOT NULL, exe_ino INTEGER NOT NULL,"
-	" exe_hash TEXT NOT NULL, run_dir TEXT NOT NULL, layer_dir TEXT NOT NULL,"
-	" serve_pid INTEGER NOT NULL DEFAULT 0, serve_start INTEGER NOT NULL DEFAULT 0);";
+/* Versioned migrations of records.db: entry i brings the file from
+ * PRAGMA user_version i to i + 1, in one transaction with the version.
+ * Append, never edit a shipped entry. Entries 2-4 are columns added before
+ * the file had a version: a file from then has user_version 0 and some or
+ * all of them already, so those add a column only when it is missing. */
+struct migration {
+	const char *sql;                /* or, when NULL: */
+	const char *column, *decl;      /* ALTER TABLE records ADD COLUMN, if missing */
+};
+
+static const struct migration migrations[] = {
+	/* 1: the first schema */
+	{ "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
+	  "CREATE TABLE IF NOT EXISTS records ("
+	  " sandbox TEXT PRIMARY KEY, generation INTEGER NOT NULL, worker TEXT NOT NULL,"
+	  " substrate TEXT NOT NULL, activation INTEGER NOT NULL, resident TEXT NOT NULL,"
+	  " state TEXT NOT NULL, epoch INTEGER NOT NULL, slot INTEGER NOT NULL,"
+	  " uid_base INTEGER NOT NULL, template TEXT NOT NULL, memory_mb INTEGER NOT NULL,"
+	  " pids INTEGER NOT NULL, cpu_percent INTEGER NOT NULL,"
+	  " bridge_pid INTEGER NOT NULL, bridge_uid INTEGER NOT NULL,"
+	  " bridge_start INTEGER NOT NULL, exe_dev INTEGER NOT NULL, exe_ino INTEGER NOT NULL,"
+	  " exe_hash TEXT NOT NULL, run_dir TEXT NOT NULL, layer_dir TEXT NOT NULL);",
+	  NULL, NULL },
+	/* 2: the writable layer's size */
+	{ NULL, "disk_mb", "INTEGER NOT NULL DEFAULT 1024" },
+	/* 3: the snapshot a layer was restored from (or archived as) */
+	{ NULL, "snapshot", "TEXT NOT NULL DEFAULT ''" },
+	/* 4, 5: the serving process; a record from before names none (0): its
+	 * bridge fails the identity check and is relaunched, not adopted */
+	{ NULL, "serve_pid", "INTEGER NOT NULL DEFAULT 0" },
+	{ NULL, "serve_start", "INTEGER NOT NULL DEFAULT 0" },
+};
+#define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+static int
+has_column(sqlite3 *db, const char *column)
+{
+	sqlite3_stmt *st = NULL;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('records') WHERE name = ?",
+	    -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, column, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		found = 1;
+	sqlite3_finalize(st);
+	return found;
+}
+
+static int
+migrate_one(sqlite3 *db, const struct migration *mg, int to)
+{
+	char sql[256];
+	int r;
+
+	if (mg->sql != NULL) {
+		if (sqlite3_exec(db, mg->sql, NULL, NULL, NULL) != SQLITE_OK)
+			return -EIO;
+	} else {
+		if ((r = has_column(db, mg->column)) < 0)
+			return r;
+		snprintf(sql, sizeof(sql), "ALTER TABLE records ADD COLUMN %s %s", mg->column,
+		    mg->decl);
+		if (r == 0 && sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			return -EIO;
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", to);
+	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+/* brings the file to NMIGRATIONS; -EPROTO for a file of a newer build */
+static int
+migrate(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	int v = -1, r;
+
+	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (v < 0)
+		return -EIO;
+	if (v > NMIGRATIONS) {
+		log_warnx("records: schema version %d is newer than this build's (%d)", v,
+		    NMIGRATIONS);
+		return -EPROTO;
+	}
+	for (; v < NMIGRATIONS; v++) {
+		if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+			return -EIO;
+		if ((r = migrate_one(db, &migrations[v], v + 1)) != 0 ||
+		    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+			log_warnx("records: migration to version %d: %s", v + 1, sqlite3_errmsg(db));
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+			return r ? r : -EIO;
+		}
+		log_info("records: migrated records.db to version %d", v + 1);
+	}
+	return 0;
+}
 
 static void
 copy_text(char *dst, size_t cap, const unsigned char *src)
@@ -146,23 +236,12 @@ records_open(struct mgr *m, const char *path)
 	/* WAL + FULL: a commit is on disk when sqlite3_step returns, which is
 	 * what "committed before acknowledged" relies on */
 	if (sqlite3_exec(rs->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
-	    NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(rs->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
-		log_warnx("records: schema: %s", sqlite3_errmsg(rs->db));
+	    NULL, NULL, NULL) != SQLITE_OK) {
+		log_warnx("records: %s", sqlite3_errmsg(rs->db));
 		goto out;
 	}
-	/* columns added after the first schema: an older records.db gains
-	 * them with their defaults (an error here means they exist) */
-	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 1024",
-	    NULL, NULL, NULL);
-	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN snapshot TEXT NOT NULL DEFAULT ''",
-	    NULL, NULL, NULL);
-	/* a record from before the serving process names none (0): its bridge
-	 * fails the identity check and is relaunched, not adopted */
-	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN serve_pid INTEGER NOT NULL DEFAULT 0",
-	    NULL, NULL, NULL);
-	sqlite3_exec(rs->db, "ALTER TABLE records ADD COLUMN serve_start INTEGER NOT NULL DEFAULT 0",
-	    NULL, NULL, NULL);
+	if (migrate(rs->db) != 0)
+		goto out;
 	if (sqlite3_prepare_v2(rs->db, "SELECT sandbox, generation, worker, substrate, activation,"
 	    " resident, state, epoch, slot, uid_base, template, memory_mb, pids, cpu_percent,"
 	    " bridge_pid, bridge_uid, bridge_start, exe_dev, exe_ino, exe_hash, run_dir,"
