@@ -58,7 +58,9 @@ while [ $n -lt 20 ]; do
 done
 $PROBE churn <"$T/streams" >"$T/churn" 2>"$T/churn.err" &
 CH=$!
-sleep 2   # not asserted: the streams open before the first move
+# every stream open before the first move (at most 60 s)
+k=0; while [ "$(grep -c '^open ' "$T/churn.err")" -lt 20 ] && [ $k -lt 600 ]; do sleep 0.1; k=$((k + 1)); done
+is "20 streams open before the moves" "$(grep -c '^open ' "$T/churn.err")" 20
 other() { sbx "$1"; [ "$(jget execution.worker "$T/sbx")" = w1 ] && echo w2 || echo w1; }
 for round in 1 2; do
 	for s in $MOVED; do

@@ -20,7 +20,8 @@ would send). Prints one line per thing it saw; the test compares them.
       reads lines "LABEL URL TOKEN" from stdin, opens all those streams
       at once (each a process printing sequence numbers 0, 1, ... one a
       line), and prints for each "LABEL close CODE count N inorder yes|no"
-      once all ended (inorder: the lines are exactly 0..N-1)
+      once all ended (inorder: the lines are exactly 0..N-1); "open LABEL"
+      on stderr as each stream opens
   ws_probe.py hold URL TOKEN SECONDS
       opens, waits SECONDS while reading, prints what run prints
 """
@@ -95,6 +96,7 @@ async def one_seq(label, url, token, out):
         return
     try:
         await ws.recv()
+        print("open " + label, file=sys.stderr, flush=True)
         while True:
             m = await asyncio.wait_for(ws.recv(), 120)
             if isinstance(m, bytes) and m and m[0] == 1:
