@@ -147,25 +147,34 @@ control_init(struct mgr *m)
 	return 0;
 }
 
+/* what this host has, for the control plane's placement (0 = unknown):
+ * sent at registration and with every heartbeat */
+static void
+host_resources(const struct mgr *m, json_int_t *mem, json_int_t *cpu, json_int_t *disk)
+{
+	struct statvfs fs;
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	*disk = statvfs(m->cfg.data_dir, &fs) == 0 ?
+	    (json_int_t)(((uint64_t)fs.f_blocks * fs.f_frsize) >> 20) : 0;
+	*mem = pages > 0 && psz > 0 ? (json_int_t)(((uint64_t)pages * (uint64_t)psz) >> 20) : 0;
+	*cpu = cpus > 0 ? (json_int_t)cpus * 100 : 0;
+}
+
 int
 control_register(struct mgr *m)
 {
 	char path[256], *body = NULL;
 	long st;
 	json_t *req;
+	json_int_t mem, cpu, disk;
 	int ret;
 
-	struct statvfs fs;
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	json_int_t disk = statvfs(m->cfg.data_dir, &fs) == 0 ?
-	    (json_int_t)(((uint64_t)fs.f_blocks * fs.f_frsize) >> 20) : 0;
-
-	/* what this host has, for the control plane's placement (0 = unknown) */
+	host_resources(m, &mem, &cpu, &disk);
 	req = json_pack("{s:s, s:s, s:i, s:{s:I, s:I, s:I}}", "incarnation", m->cfg.incarnation,
 	    "endpoint", m->cfg.endpoint, "capacity", (json_int_t)m->cfg.capacity, "resources",
-	    "memory_mb", pages > 0 && psz > 0 ? (json_int_t)(((uint64_t)pages * (uint64_t)psz) >> 20) : 0,
-	    "cpu_percent", cpus > 0 ? (json_int_t)cpus * 100 : 0, "disk_mb", disk);
+	    "memory_mb", mem, "cpu_percent", cpu, "disk_mb", disk);
 	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
 		json_decref(req);
 		return -ENOMEM;
@@ -181,24 +190,31 @@ control_register(struct mgr *m)
 	return ret;
 }
 
-/* the incarnation, and the disk use once the metrics thread measured it */
+/* the incarnation, capacity and resources (what this host has now), and
+ * the disk use once the metrics thread measured it */
 static void
 heartbeat_body(struct mgr *m, char *body, size_t cap)
 {
+	json_int_t mem, cpu, disk;
 	uint64_t du[3];
+	int n;
 
-	if (metrics_disk_get(m, du))
-		snprintf(body, cap, "{\"incarnation\":\"%s\",\"disk\":{\"layers\":%llu,"
-		    "\"run\":%llu,\"snapshots\":%llu}}", m->cfg.incarnation, (unsigned long long)du[0],
+	host_resources(m, &mem, &cpu, &disk);
+	n = snprintf(body, cap, "{\"incarnation\":\"%s\",\"capacity\":%u,\"resources\":"
+	    "{\"memory_mb\":%lld,\"cpu_percent\":%lld,\"disk_mb\":%lld}", m->cfg.incarnation,
+	    m->cfg.capacity, (long long)mem, (long long)cpu, (long long)disk);
+	if (n > 0 && (size_t)n < cap && metrics_disk_get(m, du))
+		n += snprintf(body + n, cap - (size_t)n, ",\"disk\":{\"layers\":%llu,"
+		    "\"run\":%llu,\"snapshots\":%llu}", (unsigned long long)du[0],
 		    (unsigned long long)du[1], (unsigned long long)du[2]);
-	else
-		snprintf(body, cap, "{\"incarnation\":\"%s\"}", m->cfg.incarnation);
+	if (n > 0 && (size_t)n + 2 <= cap)
+		strcat(body, "}");
 }
 
 void *
 control_heartbeat_thread(void *arg)
 {
-	char path[256], body[384];
+	char path[256], body[640];
 	struct mgr *m = arg;
 	long st;
 	bool was_ok = true;

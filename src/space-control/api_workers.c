@@ -146,9 +146,11 @@ out:
 void
 api_worker_heartbeat(struct req *r)
 {
-	static const char *const keys[] = { "incarnation", "disk", NULL };
-	json_t *in, *disk;
+	static const char *const keys[] = { "incarnation", "disk", "capacity", "resources", NULL };
+	json_t *in, *disk, *cap, *res;
 	json_int_t du[3];
+	struct res total;
+	int64_t capacity = -1;
 	const char *inc;
 	int rc;
 
@@ -158,7 +160,21 @@ api_worker_heartbeat(struct req *r)
 		goto out;
 	if ((disk = json_object_get(in, "disk")) != NULL && worker_disk_parse(r, disk, du) < 0)
 		goto out;
-	rc = r->ctl->st->ops->worker_heartbeat(r->ctl->st, r->params[0], inc);
+	/* optional, as at registration: what the worker has now */
+	if ((cap = json_object_get(in, "capacity")) != NULL) {
+		if (!json_is_integer(cap) || json_integer_value(cap) < 0 ||
+		    json_integer_value(cap) > CONTROL_CAPACITY_MAX) {
+			reply_error(r, 400, "bad_request", "\"capacity\" must be an integer in 0..%d",
+			    CONTROL_CAPACITY_MAX);
+			goto out;
+		}
+		capacity = (int64_t)json_integer_value(cap);
+	}
+	res = json_object_get(in, "resources");
+	if (!worker_resources(r, res, &total))
+		goto out;
+	rc = r->ctl->st->ops->worker_heartbeat(r->ctl->st, r->params[0], inc, capacity,
+	    res ? &total : NULL);
 	if (rc >= 0 && disk != NULL)
 		worker_disk_set(r->params[0], du);
 	if (rc == -ESTALE)

@@ -145,7 +145,9 @@ struct store_ops {
 	int (*worker_register)(struct store *, const char *worker, const char *incarnation,
 	    const char *endpoint, int64_t capacity, const struct res *total, json_t **out,
 	    int64_t *revision, int *reassigned);
-	int (*worker_heartbeat)(struct store *, const char *worker, const char *incarnation);
+	/* capacity < 0 and total NULL: not reported, kept as they are */
+	int (*worker_heartbeat)(struct store *, const char *worker, const char *incarnation,
+	    int64_t capacity, const struct res *total);
 	int (*assignments_after)(struct store *, const char *worker, int64_t after,
 	    json_t **out, int64_t *revision);
 	int (*execution_status)(struct store *, const char *worker,

@@ -86,7 +86,8 @@ int pg_sandbox_get(struct store *, const char *owner, const char *id, json_t **o
 int pg_sandbox_list(struct store *, const char *owner, json_t **out);
 int pg_sandbox_current(struct store *, const char *owner, const char *id,
     struct exec_view *out);
-int pg_worker_heartbeat(struct store *, const char *worker, const char *incarnation);
+int pg_worker_heartbeat(struct store *, const char *worker, const char *incarnation,
+    int64_t capacity, const struct res *total);
 int pg_assignments_after(struct store *, const char *worker, int64_t after,
     json_t **out, int64_t *revision);
 int pg_workers_reap(struct store *, int64_t older_than);

@@ -197,14 +197,22 @@ pg_sandbox_current(struct store *s, const char *owner, const char *id, struct ex
 /* ---- workers ---- */
 
 int
-pg_worker_heartbeat(struct store *s, const char *worker, const char *incarnation)
+pg_worker_heartbeat(struct store *s, const char *worker, const char *incarnation,
+    int64_t capacity, const struct res *total)
 {
 	struct pgs *q = PGS(s);
 	int rc;
 
+	/* as sq_worker_heartbeat: a negative figure is not reported */
 	pg_lock(q);
-	rc = pg_write(q, "UPDATE workers SET last_heartbeat = $1, state = 'live'"
-	    " WHERE id = $2 AND incarnation = $3", "iss", now_unix(), worker, incarnation);
+	rc = pg_write(q, "UPDATE workers SET last_heartbeat = $1, state = 'live',"
+	    " capacity = CASE WHEN $4 < 0 THEN capacity ELSE $4 END,"
+	    " memory_mb = CASE WHEN $5 < 0 THEN memory_mb ELSE $5 END,"
+	    " cpu_percent = CASE WHEN $6 < 0 THEN cpu_percent ELSE $6 END,"
+	    " disk_mb = CASE WHEN $7 < 0 THEN disk_mb ELSE $7 END"
+	    " WHERE id = $2 AND incarnation = $3", "issiiii", now_unix(), worker, incarnation,
+	    capacity, total ? total->memory_mb : -1, total ? total->cpu_percent : -1,
+	    total ? total->disk_mb : -1);
 	if (rc == 0 && q->changes == 0)
 		rc = -ESTALE;
 	pg_unlock(q);

@@ -207,14 +207,23 @@ out:
 /* ---- workers ---- */
 
 int
-sq_worker_heartbeat(struct store *s, const char *worker, const char *incarnation)
+sq_worker_heartbeat(struct store *s, const char *worker, const char *incarnation,
+    int64_t capacity, const struct res *total)
 {
 	struct sq *q = SQ(s);
 	int rc;
 
+	/* what the worker has now (capacity, resources): placement follows
+	 * a worker whose figures changed without waiting for a registration */
 	sq_lock(q);
-	rc = sq_run(q->db, sq_prep(q->db, "UPDATE workers SET last_heartbeat = ?, state = 'live'"
-	    " WHERE id = ? AND incarnation = ?", "iss", now_unix(), worker, incarnation));
+	rc = sq_run(q->db, sq_prep(q->db, "UPDATE workers SET last_heartbeat = ?1, state = 'live',"
+	    " capacity = CASE WHEN ?4 < 0 THEN capacity ELSE ?4 END,"
+	    " memory_mb = CASE WHEN ?5 < 0 THEN memory_mb ELSE ?5 END,"
+	    " cpu_percent = CASE WHEN ?6 < 0 THEN cpu_percent ELSE ?6 END,"
+	    " disk_mb = CASE WHEN ?7 < 0 THEN disk_mb ELSE ?7 END"
+	    " WHERE id = ?2 AND incarnation = ?3", "issiiii", now_unix(), worker, incarnation,
+	    capacity, total ? total->memory_mb : -1, total ? total->cpu_percent : -1,
+	    total ? total->disk_mb : -1));
 	if (rc == 0 && sqlite3_changes(q->db) == 0)
 		rc = -ESTALE;
 	sq_unlock(q);

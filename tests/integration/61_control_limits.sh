@@ -85,6 +85,21 @@ is "... and in the history" "$(jget history.0.error)" "spaced-host: cannot launc
 SPACE_API_URL=$U SPACE_API_KEY=$K space show "$S" >"$T/show" 2>>"$T/log"
 check "space show prints the reason" grep -q 'cannot launch: template missing' "$T/show"
 
+# what a worker has is refreshed by its heartbeat, not only at registration
+hb() { post /v1/workers/w1/heartbeat "$W1" "{\"incarnation\":\"incw1\",$1}"; }
+is "w2's heartbeat: capacity 0 from now on" "$(post /v1/workers/w2/heartbeat "$W2" '{"incarnation":"incw2","capacity":0}')" 200
+is "w1's heartbeat: 64 MiB of memory left" "$(hb '"capacity":100,"resources":{"memory_mb":64,"cpu_percent":200,"disk_mb":1000000}')" 200
+get /v1/workers "$K" >/dev/null
+is "GET /v1/workers shows the figures of the heartbeat" \
+	"$(python3 -c 'import json,sys
+w={x["id"]: x for x in json.load(open(sys.argv[1]))["workers"]}
+print(w["w1"]["resources"]["memory_mb"], w["w2"]["capacity"])' "$T/body")" "64 0"
+is "a 128 MiB sandbox fits nowhere now -> 503" "$(create '{"resources":{"memory_mb":128}}')" 503
+is "a heartbeat with a negative capacity -> 400" "$(hb '"capacity":-1')" 400
+is "... with an unknown resource -> 400" "$(hb '"resources":{"memory_mb":1,"gpus":1}')" 400
+is "w1's heartbeat: 4096 MiB again" "$(hb '"resources":{"memory_mb":4096,"cpu_percent":200,"disk_mb":1000000}')" 200
+is "... and it fits again -> 201" "$(create '{"resources":{"memory_mb":128}}')" 201
+
 # the operator's side: other maxima, defaults and an overcommit ratio
 stop
 start --max-memory-mb 2048 --default-memory-mb 256 --overcommit-memory 200
