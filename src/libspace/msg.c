@@ -76,9 +76,8 @@ members_exact(json_t *o, const struct member *mem, size_t n, const char **why)
 	return 0;
 }
 
-/* an id ([A-Za-z0-9_-]{1,cap-1}) into dst */
-static bool
-take_id(json_t *v, char *dst, size_t cap)
+bool
+msg_take_id(const json_t *v, char *dst, size_t cap)
 {
 	if (!json_is_string(v) || json_string_length(v) >= cap ||
 	    !id_valid(json_string_value(v)))
@@ -256,7 +255,7 @@ msg_request_decode(const void *buf, size_t len, enum msg_form form,
 		goto out;
 	}
 	if (form != MSG_FORM_GUEST &&
-	    !take_id(json_object_get(o, "sandbox"), out->sandbox, sizeof(out->sandbox))) {
+	    !msg_take_id(json_object_get(o, "sandbox"), out->sandbox, sizeof(out->sandbox))) {
 		*why = "sandbox is not a valid id";
 		goto out;
 	}
@@ -632,7 +631,7 @@ msg_challenge_reply_decode(const void *buf, size_t len,
 		return -EINVAL;
 	if (members_exact(o, mem, sizeof(mem) / sizeof(mem[0]), why) < 0)
 		goto out;
-	if (!take_id(json_object_get(o, "sandbox"), out->sandbox, sizeof(out->sandbox))) {
+	if (!msg_take_id(json_object_get(o, "sandbox"), out->sandbox, sizeof(out->sandbox))) {
 		*why = "sandbox is not a valid id";
 		goto out;
 	}

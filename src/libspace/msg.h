@@ -187,4 +187,8 @@ int msg_assignment_unpack(const uint8_t *buf, size_t len, struct msg_assignment 
 
 /* free an encoding that held a secret */
 void msg_wipe_free(char *s);
+
+/* for the codecs (msg.c, msg_assign.c): a JSON string that is an id
+ * ([A-Za-z0-9_-]{1,cap-1}) copied into dst; false for anything else */
+bool msg_take_id(const struct json_t *v, char *dst, size_t cap);
 #endif

@@ -36,16 +36,6 @@ only_members(json_t *o, const char *const *names, size_t n)
 	return true;
 }
 
-static bool
-take_id(json_t *v, char *dst, size_t cap)
-{
-	if (!json_is_string(v) || json_string_length(v) >= cap ||
-	    !id_valid(json_string_value(v)))
-		return false;
-	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
-	return true;
-}
-
 /* a snapshot digest: lowercase hex of SNAPSHOT_DIGEST_LEN bytes, the
  * spelling the snapshot store gives */
 static bool
@@ -104,7 +94,7 @@ take_spec(json_t *spec, struct msg_assignment *a)
 		if (!only_members(spec, install, 3))
 			return "invalid spec";
 		if ((v = json_object_get(spec, "template")) != NULL &&
-		    !take_id(v, a->template_name, sizeof(a->template_name)))
+		    !msg_take_id(v, a->template_name, sizeof(a->template_name)))
 			return "invalid spec";
 		if (!take_resources(json_object_get(spec, "resources"), a))
 			return "invalid spec";
@@ -128,11 +118,11 @@ take_spec(json_t *spec, struct msg_assignment *a)
 		return NULL;
 	case ASSIGN_SNAPSHOT:
 		if (spec == NULL || !only_members(spec, snapshot, 2) ||
-		    !take_id(json_object_get(spec, "snapshot_id"), a->snapshot_id,
+		    !msg_take_id(json_object_get(spec, "snapshot_id"), a->snapshot_id,
 		    sizeof(a->snapshot_id)))
 			return "snapshot assignment without a valid snapshot_id";
 		if ((v = json_object_get(spec, "name")) != NULL && !json_is_null(v) &&
-		    !take_id(v, a->name, sizeof(a->name)))
+		    !msg_take_id(v, a->name, sizeof(a->name)))
 			return "invalid spec";
 		return NULL;
 	default:
