@@ -31,6 +31,7 @@
 #include "log.h"
 #include "snapshot.h"
 #include "snapshot_int.h"
+#include "walk.h"
 #include "util.h"
 
 /* ---- input: file -> hash -> zstd -> tar stream, bounded ---- */
@@ -508,44 +509,27 @@ extract_entry(struct snap_restore *x, struct snap_pass *p, int root,
 	return r;
 }
 
+/* each entry of a tree this restore populated itself: a directory made
+ * writable before its contents go, then everything removed */
+static int
+remove_tree_cb(const struct walk_entry *e, void *arg)
+{
+	(void)arg;
+	if (!e->post) {
+		fchmod(e->fd, 0700);
+		return 0;
+	}
+	if (unlinkat(e->parent, e->name, S_ISDIR(e->st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+		return -errno;
+	return 0;
+}
+
 /* Removes everything beneath dfd without following symlinks. Only used on
  * a directory this restore populated itself. */
 static int
-remove_tree(int dfd, int depth)
+remove_tree(int dfd)
 {
-	struct dirent *de;
-	DIR *d;
-	int fd, r = 0;
-
-	if (depth > SPACE_SNAPSHOT_DEPTH_MAX + 1)
-		return -ELOOP;
-	if ((fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			int cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (cfd >= 0) {
-				fchmod(cfd, 0700);
-				if (remove_tree(cfd, depth + 1) < 0)
-					r = -EIO;
-				close(cfd);
-			}
-			if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0)
-				r = -errno;
-		} else if (unlinkat(dfd, de->d_name, 0) < 0)
-			r = -errno;
-	}
-	closedir(d);
-	return r;
+	return walk_beneath(dfd, SPACE_SNAPSHOT_DEPTH_MAX + 1, 0, remove_tree_cb, NULL);
 }
 
 static int
@@ -725,7 +709,7 @@ snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir
 out:
 	if (populated) {
 		/* leave dest as we found it: missing, or empty */
-		if (remove_tree(root, 0) < 0)
+		if (remove_tree(root) < 0)
 			log_warnx("snapshot restore: could not clean %s", dest_dir);
 		if (made_dest)
 			rmdir(dest_dir);

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "sbx-manager.h"
 #include "util.h"
+#include "walk.h"
 
 /* one reclamation at a time: the assignment thread's and the periodic
  * pass's never interleave on the same entry */
@@ -70,59 +71,27 @@ exec_name_valid(const char *name, char sandbox[SPACE_ID_MAX + 1], uint64_t *gen)
 	return errno == 0 && *end == '\0';
 }
 
+/* the post-visit of each entry beneath a reclaimed directory: deleted,
+ * a directory only when everything in it went */
+static int
+remove_entry_cb(const struct walk_entry *e, void *arg)
+{
+	(void)arg;
+	if (!e->post || e->err < 0)
+		return 0;
+	if (unlinkat(e->parent, e->name, S_ISDIR(e->st.st_mode) ? AT_REMOVEDIR : 0) < 0 &&
+	    errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
 /* Removes everything beneath dfd: no symlink followed (they are removed as
  * links), no other file system entered (a mount point stays, and so does
- * the entry's directory, to be retried). 0 or -errno. */
+ * the entry's directory, to be retried: -EBUSY). 0 or -errno. */
 static int
-remove_beneath(int dfd, dev_t dev, int depth)
+remove_beneath(int dfd)
 {
-	struct dirent *de;
-	DIR *d;
-	int fd, r = 0;
-
-	if (depth > 256)
-		return -ELOOP;
-	if ((fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno != ENOENT)
-				r = -errno;
-			continue;
-		}
-		if (st.st_dev != dev) {
-			r = -EBUSY;     /* something still mounted here */
-			continue;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			int cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			int cr;
-
-			if (cfd < 0) {
-				r = -errno;
-				continue;
-			}
-			cr = remove_beneath(cfd, dev, depth + 1);
-			close(cfd);
-			if (cr < 0) {
-				r = cr;
-				continue;
-			}
-			if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0)
-				r = -errno;
-		} else if (unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT)
-			r = -errno;
-	}
-	closedir(d);
-	return r;
+	return walk_beneath(dfd, 256, WALK_ONE_FS, remove_entry_cb, NULL);
 }
 
 /* D/<area>/<name> and all beneath it; a missing one is done already */
@@ -145,7 +114,7 @@ remove_entry(struct mgr *m, const char *area, const char *name)
 	if (fstat(fd, &st) < 0)
 		r = -errno;
 	else
-		r = remove_beneath(fd, st.st_dev, 0);
+		r = remove_beneath(fd);
 	close(fd);
 	if (r == 0 && unlinkat(afd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		r = -errno;
@@ -303,38 +272,14 @@ reclaim_resume(struct mgr *m)
 	pthread_mutex_unlock(&m->reclaim->lock);
 }
 
-/* bytes allocated beneath dfd, not crossing into another file system */
-static uint64_t
-du_beneath(int dfd, dev_t dev, int depth)
+/* bytes allocated beneath a directory, not crossing into another file
+ * system: every entry counted once, at its last visit */
+static int
+du_cb(const struct walk_entry *e, void *arg)
 {
-	struct dirent *de;
-	uint64_t sum = 0;
-	DIR *d;
-	int fd;
-
-	if (depth > 64 || (fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return 0;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return 0;
-	}
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev)
-			continue;
-		sum += (uint64_t)st.st_blocks * 512;
-		if (S_ISDIR(st.st_mode)) {
-			int cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (cfd >= 0) {
-				sum += du_beneath(cfd, dev, depth + 1);
-				close(cfd);
-			}
-		}
-	}
-	closedir(d);
-	return sum;
+	if (e->post)
+		*(uint64_t *)arg += (uint64_t)e->st.st_blocks * 512;
+	return 0;
 }
 
 uint64_t
@@ -347,7 +292,11 @@ reclaim_du(const char *dir)
 	if (dir == NULL || !dir[0] ||
 	    (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return 0;
-	sum = fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 + du_beneath(fd, st.st_dev, 0) : 0;
+	sum = 0;
+	if (fstat(fd, &st) == 0) {
+		sum = (uint64_t)st.st_blocks * 512;
+		(void)walk_beneath(fd, 64, WALK_ONE_FS, du_cb, &sum);   /* what it could read */
+	}
 	close(fd);
 	return sum;
 }
