@@ -27,7 +27,7 @@ api_archive_seen(struct ctl *c, const char *digest)
 {
 	int rc;
 
-	if (digest == NULL)
+	if (digest == NULL || c->st->ops->archive_seen == NULL)
 		return;
 	if ((rc = c->st->ops->archive_seen(c->st, digest, now_unix() + c->cfg.archive_grace)) < 0)
 		log_warnx("archive %s: cannot record its pending reference (%d)", digest, rc);
@@ -62,7 +62,12 @@ api_worker_archives(struct req *r)
 		    json_integer_value(g) > ARCHIVE_AGE_MAX)
 			goto bad;
 	}
-	rc = r->ctl->st->ops->archives_collectable(r->ctl->st, arr, now_unix(), &out);
+	/* a backend without the collection (PostgreSQL, for now) collects
+	 * nothing: every archive is kept */
+	if (r->ctl->st->ops->archives_collectable == NULL)
+		rc = (out = json_array()) ? 0 : -ENOMEM;
+	else
+		rc = r->ctl->st->ops->archives_collectable(r->ctl->st, arr, now_unix(), &out);
 	if (rc < 0) {
 		reply_store_error(r, rc, "archive");
 		goto out;

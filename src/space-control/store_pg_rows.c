@@ -95,6 +95,24 @@ r_sandbox_set_snapshot(struct store *s, const char *id, const char *digest)
 }
 
 static int
+r_sandbox_key(struct store *s, const char *id, char key[STORE_CREDID_LEN + 1])
+{
+	PGresult *res;
+	int rc;
+
+	res = pg_q(Q(s), &rc, "SELECT COALESCE(api_key,'') FROM sandboxes WHERE id = $1", "s", id);
+	if (res == NULL)
+		return rc;
+	rc = 0;
+	if (PQntuples(res) == 1) {
+		pg_copy(res, 0, 0, key, STORE_CREDID_LEN + 1);
+		rc = 1;
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int
 r_lease_take(struct store *s, const char *id, const char *who, int64_t expiry, int64_t now)
 {
 	int rc = pg_run(Q(s), "UPDATE sandboxes SET lease_owner = $1, lease_expiry = $2"
@@ -613,6 +631,7 @@ const struct store_rows pg_rows = {
 	.snapshot_has = r_snapshot_has,
 	.audit = r_audit,
 	.key_usage = r_key_usage,
+	.sandbox_key = r_sandbox_key,
 };
 
 /* ---- snapshot list, timeouts, activity (whole operations of their own) ---- */
