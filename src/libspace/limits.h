@@ -67,6 +67,8 @@
 #define SPACE_SNAPSHOT_ZSTD_LEVEL  3
 #define SPACE_ENDPOINT_MAX         512        /* a node-api base URL in the client route cache */
 #define SPACE_ROUTECACHE_ENTRIES   1024       /* sandboxes in the client route cache file */
+#define SPACE_NET_LIST_MAX         32         /* entries of an egress allow or deny list (addresses after resolution) */
+#define SPACE_NET_NAME_MAX         253        /* a host name in an egress list */
 #define SPACE_ROUTECACHE_FILE_MAX  (8u << 20) /* the route cache file, bytes */
 #define SPACE_MCP_LINE_MAX         (16u << 20) /* one JSON-RPC message to `space mcp` (a write_file of 8 MiB in base64, and its envelope) */
 #define SPACE_MCP_CALLS_MAX        16         /* tools/call requests of one `space mcp` client running at once */

@@ -20,6 +20,7 @@
 #include "claims.h"
 #include "guestmac.h"
 #include "limits.h"
+#include "netpolicy.h"
 #include "proto.h"
 #include "snapshot.h"
 
@@ -144,7 +145,9 @@ int msg_challenge_reply_encode(const struct msg_challenge_reply *m, char **out,
  * assignment inside a good answer is kept as ASSIGN_INVALID (with its
  * revision when that much was readable) so that the worker skips it and
  * moves past it, as the control plane will not send it differently. */
-enum assign_action { ASSIGN_INVALID = 0, ASSIGN_INSTALL, ASSIGN_RETIRE, ASSIGN_SNAPSHOT };
+/* network: a new egress policy for a serving execution (docs/network.md) */
+enum assign_action { ASSIGN_INVALID = 0, ASSIGN_INSTALL, ASSIGN_RETIRE, ASSIGN_SNAPSHOT,
+	ASSIGN_NETWORK };
 
 struct msg_assignment {
 	uint64_t revision;                      /* 0: none readable (INVALID only) */
@@ -155,6 +158,9 @@ struct msg_assignment {
 	char template_name[SPACE_ID_MAX + 1];   /* "" = not given */
 	uint32_t memory_mb, pids, cpu_percent, disk_mb;
 	char snapshot[SNAPSHOT_DIGEST_HEX + 1]; /* "" = none */
+	/* install (optional: the worker's default policy) and network */
+	bool has_network;
+	struct netpolicy network;
 	/* retire */
 	bool want_snapshot;
 	/* snapshot */
@@ -179,8 +185,8 @@ void msg_assignments_free(struct msg_assignments *m);
  * MSG_ASSIGNMENT_WIRE_LEN bytes, checks the version byte, the zero padding
  * after every string's NUL, each field as msg_assignments_decode does, and
  * that no field of another action is set. */
-#define MSG_ASSIGNMENT_WIRE_VERSION 1
-#define MSG_ASSIGNMENT_WIRE_LEN 512
+#define MSG_ASSIGNMENT_WIRE_VERSION 2
+#define MSG_ASSIGNMENT_WIRE_LEN 2048
 int msg_assignment_pack(const struct msg_assignment *a, uint8_t out[MSG_ASSIGNMENT_WIRE_LEN]);
 int msg_assignment_unpack(const uint8_t *buf, size_t len, struct msg_assignment *out,
     const char **why);

@@ -16,6 +16,7 @@ static const char *const action_names[] = {
 	[ASSIGN_INSTALL] = "install",
 	[ASSIGN_RETIRE] = "retire",
 	[ASSIGN_SNAPSHOT] = "snapshot",
+	[ASSIGN_NETWORK] = "network",
 };
 #define ACTION_COUNT (sizeof(action_names) / sizeof(action_names[0]))
 
@@ -77,7 +78,8 @@ take_resources(json_t *res, struct msg_assignment *a)
 static const char *
 take_spec(json_t *spec, struct msg_assignment *a)
 {
-	static const char *const install[] = { "template", "resources", "snapshot" };
+	static const char *const install[] = { "template", "resources", "snapshot", "network" };
+	static const char *const network[] = { "network" };
 	static const char *const retire[] = { "snapshot" };
 	static const char *const snapshot[] = { "snapshot_id", "name" };
 	json_t *v;
@@ -91,8 +93,15 @@ take_spec(json_t *spec, struct msg_assignment *a)
 	case ASSIGN_INSTALL:
 		if (spec == NULL)
 			return NULL;
-		if (!only_members(spec, install, 3))
+		if (!only_members(spec, install, 4))
 			return "invalid spec";
+		if ((v = json_object_get(spec, "network")) != NULL && !json_is_null(v)) {
+			const char *nwhy;
+
+			if (netpolicy_from_json(v, &a->network, &nwhy) != 0)
+				return "invalid network policy";
+			a->has_network = true;
+		}
 		if ((v = json_object_get(spec, "template")) != NULL &&
 		    !msg_take_id(v, a->template_name, sizeof(a->template_name)))
 			return "invalid spec";
@@ -125,6 +134,15 @@ take_spec(json_t *spec, struct msg_assignment *a)
 		    !msg_take_id(v, a->name, sizeof(a->name)))
 			return "invalid spec";
 		return NULL;
+	case ASSIGN_NETWORK: {
+		const char *nwhy;
+
+		if (spec == NULL || !only_members(spec, network, 1) ||
+		    netpolicy_from_json(json_object_get(spec, "network"), &a->network, &nwhy) != 0)
+			return "invalid network policy";
+		a->has_network = true;
+		return NULL;
+	}
 	default:
 		return "unknown action";
 	}
@@ -261,7 +279,23 @@ assignment_json(const struct msg_assignment *a)
 			json_decref(spec);
 			return NULL;
 		}
+		if (a->has_network) {
+			json_t *n = netpolicy_to_json(&a->network);
+
+			if (n == NULL || json_object_set_new(spec, "network", n) != 0) {
+				json_decref(spec);
+				return NULL;
+			}
+		}
 		break;
+	case ASSIGN_NETWORK: {
+		json_t *n = a->has_network ? netpolicy_to_json(&a->network) : NULL;
+
+		if (n == NULL)
+			return NULL;
+		spec = json_pack("{s:o}", "network", n);
+		break;
+	}
 	case ASSIGN_RETIRE:
 		spec = json_pack("{s:b}", "snapshot", a->want_snapshot);
 		break;
@@ -337,11 +371,17 @@ msg_assignments_free(struct msg_assignments *m)
  *    40  471  strings, NUL-padded: sandbox 65, worker 65, substrate 16,
  *             resident 65, template 65, snapshot 65, snapshot_id 65, name 65
  *   511    1  zero
+ *   512 1156  the network policy (netpolicy_pack) when flag bit 2 is set,
+ *             else zero
+ *  1668  380  zero
  * An invalid assignment carries its revision, action and identity (what
  * the worker needs to skip it or report it) and nothing else.
  */
 #define F_WANT_SNAPSHOT 0x01u
 #define F_IDENTITY      0x02u
+#define F_NETWORK       0x04u
+#define OFF_NETWORK     512
+_Static_assert(OFF_NETWORK + NETPOLICY_WIRE_LEN <= MSG_ASSIGNMENT_WIRE_LEN, "assignment record too small");
 #define OFF_STRINGS     40
 
 /* every reason take_assignment() can give, so that one crosses as a byte */
@@ -355,6 +395,7 @@ static const char *const invalid_why[] = {
 	"invalid spec",
 	"invalid snapshot digest",
 	"snapshot assignment without a valid snapshot_id",
+	"invalid network policy",
 };
 #define NWHY (sizeof(invalid_why) / sizeof(invalid_why[0]))
 
@@ -430,7 +471,7 @@ assignment_check(const struct msg_assignment *a, bool has_id)
 		return "assignment without a valid identity";
 	if (a->invalid != NULL) {
 		/* what an invalid one carries, and no more */
-		if (install_fields || snapshot_fields || a->want_snapshot)
+		if (install_fields || snapshot_fields || a->want_snapshot || a->has_network)
 			return "fields in an invalid assignment";
 		return NULL;
 	}
@@ -444,6 +485,16 @@ assignment_check(const struct msg_assignment *a, bool has_id)
 		return "retire fields in another action";
 	if (a->action != ASSIGN_SNAPSHOT && snapshot_fields)
 		return "snapshot fields in another action";
+	if (a->has_network && a->action != ASSIGN_INSTALL && a->action != ASSIGN_NETWORK)
+		return "network fields in another action";
+	if (a->action == ASSIGN_NETWORK && !a->has_network)
+		return "invalid network policy";
+	if (!a->has_network) {
+		static const struct netpolicy zero;
+
+		if (memcmp(&a->network, &zero, sizeof(zero)) != 0)
+			return "network fields without the network flag";
+	}
 	if (a->template_name[0] && !id_valid(a->template_name))
 		return "invalid spec";
 	if (a->snapshot[0] && !digest_valid(a->snapshot))
@@ -467,7 +518,8 @@ msg_assignment_pack(const struct msg_assignment *a, uint8_t out[MSG_ASSIGNMENT_W
 		return -EINVAL;
 	out[0] = MSG_ASSIGNMENT_WIRE_VERSION;
 	out[1] = (uint8_t)a->action;
-	out[2] = (uint8_t)((a->want_snapshot ? F_WANT_SNAPSHOT : 0) | (has_id ? F_IDENTITY : 0));
+	out[2] = (uint8_t)((a->want_snapshot ? F_WANT_SNAPSHOT : 0) | (has_id ? F_IDENTITY : 0) |
+	    (a->has_network ? F_NETWORK : 0));
 	out[3] = (uint8_t)w;
 	be_put(out + 4, a->revision, 8);
 	be_put(out + 12, a->id.generation, 8);
@@ -486,6 +538,10 @@ msg_assignment_pack(const struct msg_assignment *a, uint8_t out[MSG_ASSIGNMENT_W
 		memcpy(out + off, s, n);
 		off += strs[i].len;
 	}
+	if (a->has_network && netpolicy_pack(&a->network, out + OFF_NETWORK) != 0) {
+		memset(out, 0, MSG_ASSIGNMENT_WIRE_LEN);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -502,9 +558,21 @@ msg_assignment_unpack(const uint8_t *buf, size_t len, struct msg_assignment *out
 	memset(&a, 0, sizeof(a));
 	*why = "malformed assignment record";
 	if (buf == NULL || len != MSG_ASSIGNMENT_WIRE_LEN || buf[0] != MSG_ASSIGNMENT_WIRE_VERSION ||
-	    buf[1] >= ACTION_COUNT || (buf[2] & ~(F_WANT_SNAPSHOT | F_IDENTITY)) != 0 ||
-	    buf[3] >= NWHY || buf[MSG_ASSIGNMENT_WIRE_LEN - 1] != 0)
+	    buf[1] >= ACTION_COUNT || (buf[2] & ~(F_WANT_SNAPSHOT | F_IDENTITY | F_NETWORK)) != 0 ||
+	    buf[3] >= NWHY || buf[OFF_NETWORK - 1] != 0)
 		return -EINVAL;
+	for (j = OFF_NETWORK + NETPOLICY_WIRE_LEN; j < MSG_ASSIGNMENT_WIRE_LEN; j++)
+		if (buf[j] != 0)
+			return -EINVAL;
+	if (buf[2] & F_NETWORK) {
+		if (netpolicy_unpack(buf + OFF_NETWORK, NETPOLICY_WIRE_LEN, &a.network) != 0)
+			return -EINVAL;
+		a.has_network = true;
+	} else {
+		for (j = OFF_NETWORK; j < OFF_NETWORK + NETPOLICY_WIRE_LEN; j++)
+			if (buf[j] != 0)
+				return -EINVAL;
+	}
 	has_id = (buf[2] & F_IDENTITY) != 0;
 	a.action = (enum assign_action)buf[1];
 	a.want_snapshot = (buf[2] & F_WANT_SNAPSHOT) != 0;

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "egress.h"
 #include "log.h"
 #include "msg.h"
 #include "sbx-manager.h"
@@ -110,6 +111,7 @@ stop_bridge(struct mgr *m, const struct record *rec)
 	struct mgr_assign *as = m->assign;
 	int i = live_find(m, rec->id.sandbox), pfd;
 
+	egress_detach(rec);
 	if (i >= 0 && as->live[i].pid == rec->bridge_pid) {
 		pfd = as->live[i].pidfd;
 		as->live[i].pidfd = 0;
@@ -265,6 +267,8 @@ launch(struct mgr *m, struct record *r)
 		goto failed;
 	}
 	live_set(m, r->id.sandbox, r->bridge_pid, pidfd);
+	/* no uplink is no network: the sandbox serves, its egress fails closed */
+	(void)egress_attach(r);
 	log_info("serving %s g%llu a%u (bridge pid %d)", r->id.sandbox,
 	    (unsigned long long)r->id.generation, r->id.activation, (int)r->bridge_pid);
 	control_report(m, &r->id, "serving", NULL);
@@ -369,6 +373,10 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 		log_warnx("install %s: cannot commit", id->sandbox);
 		return;
 	}
+	/* the policy every attach of this execution reads */
+	if (a->has_network ? egress_policy_save(id->sandbox, &a->network) != 0 :
+	    (egress_policy_forget(id->sandbox), false))
+		log_warnx("install %s: cannot save its egress policy", id->sandbox);
 	if (have_old) {
 		metrics_inc(m, MC_LEASES_CANCELLED);
 		lease_cancel_before(m, id->sandbox, r.epoch);
@@ -553,6 +561,9 @@ apply(struct mgr *m, const struct msg_assignment *a)
 	case ASSIGN_SNAPSHOT:
 		do_snapshot(m, &a->id, a->snapshot_id);
 		break;
+	case ASSIGN_NETWORK:
+		egress_assignment(a);
+		break;
 	default:
 		log_warnx("assignments: unknown action skipped");
 		break;
@@ -673,6 +684,7 @@ assign_reconcile(struct mgr *m)
 		    bridge_hash_check(&r, &why) == 0 &&
 		    (pfd = bridge_pidfd_open_checked(&r)) >= 0) {
 			live_set(m, r.id.sandbox, r.bridge_pid, pfd);
+			(void)egress_attach(&r);        /* egress_init removed the old one */
 			log_info("adopted bridge of %s g%llu a%u (pid %d)", r.id.sandbox,
 			    (unsigned long long)r.id.generation, r.id.activation, (int)r.bridge_pid);
 			control_report(m, &r.id, "serving", NULL);

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "hostmon.h"
+#include "egress.h"
 #include "log.h"
 #include "sbx-manager.h"
 #include "util.h"
@@ -248,7 +249,7 @@ int
 bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why)
 {
 	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
-	char line[64];
+	char line[64], ns[16];
 	size_t got = 0;
 	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull;
 	pid_t pid;
@@ -265,13 +266,14 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	u64str(pids, sizeof(pids), r->pids);
 	u64str(cpu, sizeof(cpu), r->cpu_percent);
 	u64str(dmb, sizeof(dmb), r->disk_mb);
+	egress_nameserver(r, ns);
 	char *const argv[] = {
 		(char *)m->cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
 		"--activation", act, "--worker", r->id.worker, "--resident", r->id.resident,
 		"--substrate", r->id.substrate, "--template", r->template_name,
 		"--run-dir", r->run_dir, "--layer-dir", r->layer_dir, "--uid-base", uidb,
 		"--memory-mb", mem, "--pids", pids, "--cpu-percent", cpu,
-		"--disk-mb", dmb, NULL
+		"--disk-mb", dmb, ns[0] ? "--nameserver" : NULL, ns, NULL
 	};
 
 	if (pipe2(pfd, O_CLOEXEC) != 0)

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "egress.h"
 #include "log.h"
 #include "paseto.h"
 #include "sbx-manager.h"
@@ -26,7 +27,8 @@ usage(void)
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 4096]\n"
-	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S] [-v]\n");
+	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
+	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [-v]\n");
 	exit(2);
 }
 
@@ -130,6 +132,9 @@ main(int argc, char **argv)
 		{ "disk-mb", required_argument, NULL, 'D' },
 		{ "snapshot-dir", required_argument, NULL, 'S' },
 		{ "snapshot-gc-grace", required_argument, NULL, 'G' },
+		{ "egress", no_argument, NULL, 1001 },
+		{ "egress-dns", required_argument, NULL, 1002 },
+		{ "egress-deny", required_argument, NULL, 1003 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -137,7 +142,7 @@ main(int argc, char **argv)
 	char *host = NULL, *end;
 	sigset_t set;
 	struct group *gr;
-	int c, sig, verbose = 0, r;
+	int c, sig, verbose = 0, r, optidx = 0;
 	unsigned long cap = 0;
 	/* the one state of this process; it lives as long as the process */
 	static struct mgr mgr = { .api_fd = -1 };
@@ -147,7 +152,7 @@ main(int argc, char **argv)
 	cfg->api_gid = (gid_t)-1;
 	cfg->disk_mb = 4096;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
-	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "v", opts, &optidx)) != -1) {
 		switch (c) {
 		case 'd': copy_opt(cfg->data_dir, sizeof(cfg->data_dir), optarg, "data-dir"); break;
 		case 'c': copy_opt(cfg->control_url, sizeof(cfg->control_url), optarg, "control"); break;
@@ -178,6 +183,10 @@ main(int argc, char **argv)
 				usage();
 			break;
 		case 'v': verbose = 1; break;
+		case 1001: case 1002: case 1003:
+			if (egress_option(opts[optidx].name, optarg) != 0)
+				usage();
+			break;
 		default: usage();
 		}
 	}
@@ -243,6 +252,8 @@ main(int argc, char **argv)
 		log_warnx("control plane unreachable: serving the recorded executions, registering later");
 	if (control_fetch_keys(m) != 0 && verifier_bundle_version(m->verifier) == 0)
 		log_warnx("no key bundle yet: every capability is refused until one verifies");
+	if (egress_init(m) != 0)
+		fatalx("egress: cannot set up the sandboxes' uplinks");
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile(m);
 	/* finish what a crash cut short before anything new is retired */

@@ -8,6 +8,7 @@
 #include "api_common.h"
 #include "control.h"
 #include "log.h"
+#include "network.h"
 #include "util.h"
 
 #define TIMEOUT_MAX      (366 * 86400)  /* seconds */
@@ -141,11 +142,11 @@ void
 api_sandbox_create(struct req *r)
 {
 	static const char *const keys[] = { "template", "resources", "timeouts", "metadata",
-	    "worker", NULL };
+	    "worker", "network", NULL };
 	struct ctl *c = r->ctl;
 	struct sandbox_spec sp;
 	json_t *in, *md, *out = NULL;
-	char id[SPACE_ID_MAX + 1], *res = NULL, *tmo = NULL, *meta = NULL;
+	char id[SPACE_ID_MAX + 1], *res = NULL, *tmo = NULL, *meta = NULL, *net = NULL;
 	const char *why = NULL;
 	bool ok;
 	int rc, quota_retry = 0;
@@ -186,6 +187,23 @@ api_sandbox_create(struct req *r)
 		reply_error(r, 413, "too_large", "\"metadata\" exceeds %u bytes", SPACE_METADATA_MAX);
 		goto out;
 	}
+	if (json_object_get(in, "network") != NULL) {
+		char nwhy[256];
+
+		if (c->st->rows->sandbox_network_set == NULL) {
+			reply_error(r, 501, "not_implemented",
+			    "egress policies need the SQLite store for now");
+			goto out;
+		}
+
+		/* host names are resolved now (docs/network.md) */
+		if ((net = net_policy_stored(json_object_get(in, "network"), NULL, nwhy,
+		    sizeof(nwhy))) == NULL) {
+			reply_error(r, 400, "bad_request", "%s", nwhy);
+			goto out;
+		}
+	}
+	sp.network = net;
 	sp.resources = res;
 	sp.timeouts = tmo;
 	sp.metadata = meta;
@@ -216,6 +234,7 @@ out:
 	free(res);
 	free(tmo);
 	free(meta);
+	free(net);
 	json_decref(in);
 }
 

@@ -78,6 +78,8 @@ void api_sandbox_resume(struct req *);
 void api_sandbox_move(struct req *);
 void api_snapshot_create(struct req *);
 void api_snapshot_list(struct req *);
+void api_sandbox_network_get(struct req *);
+void api_sandbox_network_set(struct req *);
 void api_sandbox_timeouts(struct req *);
 void api_worker_snapshot(struct req *);
 void api_worker_register(struct req *);

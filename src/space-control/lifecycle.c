@@ -17,6 +17,7 @@
 #include "store.h"
 #include "store_tx.h"
 #include "lifecycle.h"
+#include "network.h"
 #include "util.h"
 
 #define PLACE_CANDIDATES 64
@@ -111,8 +112,19 @@ lc_place_execution(struct store *s, const char *sandbox, const char *pinned, con
 		return pick;
 	if ((rc = R(s)->exec_insert(s, sandbox, wl[pick].id, wl[pick].incarnation, now, &gen)) < 0)
 		return rc;
-	if ((rc = R(s)->assignment_add(s, wl[pick].id, sandbox, gen, "install", spec, now)) < 0)
-		return rc;
+	/* the sandbox's egress policy goes with every install: a move or
+	 * resume keeps it (network.c) */
+	{
+		char *full = NULL;
+
+		if ((rc = net_spec_with_policy(s, sandbox, spec, &full)) < 0)
+			return rc;
+		rc = R(s)->assignment_add(s, wl[pick].id, sandbox, gen, "install",
+		    full ? full : spec, now);
+		free(full);
+		if (rc < 0)
+			return rc;
+	}
 	if (gen_out)
 		*gen_out = gen;
 	if (worker_out)

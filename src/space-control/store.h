@@ -38,6 +38,7 @@ struct sandbox_spec {
 	const char *metadata;
 	const char *pinned;             /* NULL = scheduler's choice */
 	const char *api_key;            /* id of the key that asks: its quota applies */
+	const char *network;            /* egress policy, stored form (network.h); NULL = default */
 	int        *retry_after;        /* out, on -EDQUOT: seconds until it may pass */
 };
 

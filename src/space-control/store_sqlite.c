@@ -155,6 +155,25 @@ static const char *const migrations[] = {
 	/* 6: archives reported lately (a pending reference until `until`,
 	 * unix seconds), for the snapshot store's collection */
 	"CREATE TABLE archive_pending (digest TEXT PRIMARY KEY, until INTEGER NOT NULL);",
+
+	/* 7: egress policies (docs/network.md): the sandbox's, and the
+	 * 'network' assignment that changes a serving execution's. The
+	 * assignments table is rebuilt for its CHECK as in version 2. */
+	"ALTER TABLE sandboxes ADD COLUMN network TEXT;"
+	"CREATE TABLE assignments_v7 ("
+	"  revision INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  worker TEXT NOT NULL REFERENCES workers(id),"
+	"  sandbox TEXT NOT NULL, generation INTEGER NOT NULL,"
+	"  action TEXT NOT NULL CHECK (action IN ('install','retire','snapshot','network')),"
+	"  spec TEXT NOT NULL, created_at INTEGER NOT NULL,"
+	"  FOREIGN KEY (sandbox, generation) REFERENCES executions(sandbox, generation));"
+	"INSERT INTO assignments_v7 SELECT * FROM assignments;"
+	"DELETE FROM sqlite_sequence WHERE name = 'assignments_v7';"
+	"INSERT INTO sqlite_sequence (name, seq) SELECT 'assignments_v7', seq FROM sqlite_sequence"
+	"  WHERE name = 'assignments';"
+	"DROP TABLE assignments;"
+	"ALTER TABLE assignments_v7 RENAME TO assignments;"
+	"CREATE INDEX assignments_worker ON assignments(worker, revision);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

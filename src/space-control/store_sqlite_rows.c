@@ -24,9 +24,9 @@ r_sandbox_insert(struct store *s, const char *owner, const char *id,
     const struct sandbox_spec *sp, int64_t now)
 {
 	return sq_run(DB(s), sq_prep(DB(s), "INSERT INTO sandboxes (id, owner, state, template,"
-	    " resources, timeouts, metadata, pinned_worker, created_at, api_key)"
-	    " VALUES (?,?,'creating',?,?,?,?,?,?,?)", "sssssssis", id, owner, sp->template_,
-	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key));
+	    " resources, timeouts, metadata, pinned_worker, created_at, api_key, network)"
+	    " VALUES (?,?,'creating',?,?,?,?,?,?,?,?)", "sssssssiss", id, owner, sp->template_,
+	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key, sp->network));
 }
 
 static int
@@ -599,6 +599,8 @@ const struct store_rows sq_rows = {
 	.sandbox_set_pin = r_sandbox_set_pin,
 	.sandbox_set_snapshot = r_sandbox_set_snapshot,
 	.sandbox_key = r_sandbox_key,
+	.sandbox_network_get = sq_sandbox_network_get,
+	.sandbox_network_set = sq_sandbox_network_set,
 	.lease_take = r_lease_take,
 	.lease_renew = r_lease_renew,
 	.lease_release = r_lease_release,

@@ -16,12 +16,14 @@
 
 #define CREATE_WAIT_S   60
 #define USAGE "[--worker W] [--template T] [--memory-mb N] [--no-wait] [--json]\n" \
+	"       [--no-internet] [--allow-out CIDR|HOST]... [--deny-out CIDR|HOST]...\n" \
 	"  Create a sandbox and wait (up to 60 s) until it runs; prints its id\n" \
 	"  (or the sandbox object with --json).\n" \
 	"  --worker W       place it on worker W\n" \
 	"  --template T     template (default: the control plane's, \"host\")\n" \
 	"  --memory-mb N    memory limit in MiB\n" \
 	"  --no-wait        return as soon as the control plane accepted it\n" \
+	"  --no-internet, --allow-out, --deny-out  its egress policy (space network -h)\n" \
 	"  --json           print the sandbox object\n" \
 	"  --api-url URL, --api-key KEY  override SPACE_API_URL, SPACE_API_KEY"
 
@@ -60,6 +62,7 @@ cmd_create(int argc, char **argv)
 		{ "memory-mb", required_argument, NULL, 'm' },
 		{ "no-wait", no_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
+		CLI_NET_LONGOPTS,
 		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
 	};
 	struct cli_api api = { NULL, NULL };
@@ -69,7 +72,7 @@ cmd_create(int argc, char **argv)
 	long mem = -1;
 	int ch, nowait = 0, json = 0, ret = 1;
 	char *end;
-	json_t *req = NULL;
+	json_t *req = NULL, *net = NULL;
 	char idbuf[SPACE_ID_MAX + 1];
 
 	space_answer_init(&a);
@@ -88,7 +91,11 @@ cmd_create(int argc, char **argv)
 			break;
 		case 'n': nowait = 1; break;
 		case 'j': json = 1; break;
-		default: return cli_usage("create", USAGE, ch == 'h');
+		default:
+			if (cli_net_opt(ch, optarg, &net) == 1)
+				break;
+			json_decref(net);
+			return cli_usage("create", USAGE, ch == 'h');
 		}
 	}
 	if (optind != argc)
@@ -105,6 +112,10 @@ cmd_create(int argc, char **argv)
 		json_object_set_new(req, "worker", json_string(worker));
 	if (tmpl)
 		json_object_set_new(req, "template", json_string(tmpl));
+	if (net) {
+		json_object_set_new(req, "network", net);
+		net = NULL;
+	}
 	if (mem > 0)
 		json_object_set_new(req, "resources", json_pack("{s:I}", "memory_mb",
 		    (json_int_t)mem));
@@ -126,6 +137,7 @@ cmd_create(int argc, char **argv)
 	else
 		ret = printf("%s\n", idbuf) < 0 || fflush(stdout) != 0;
 out:
+	json_decref(net);
 	json_decref(req);
 	space_answer_clear(&a);
 	space_client_free(c);

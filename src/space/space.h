@@ -36,6 +36,25 @@ int cmd_ps(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_signal(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
+int cmd_network(int argc, char **argv);
+
+/* egress policy options of space create and space network (cmd_network.c) */
+#define CLI_OPT_NET_OFF         0x110
+#define CLI_OPT_NET_ON          0x111
+#define CLI_OPT_NET_ALLOW       0x112
+#define CLI_OPT_NET_DENY        0x113
+#define CLI_OPT_NET_CLEAR_ALLOW 0x114
+#define CLI_OPT_NET_CLEAR_DENY  0x115
+#define CLI_NET_LONGOPTS \
+	{ "no-internet", no_argument, NULL, CLI_OPT_NET_OFF }, \
+	{ "internet", no_argument, NULL, CLI_OPT_NET_ON }, \
+	{ "allow-out", required_argument, NULL, CLI_OPT_NET_ALLOW }, \
+	{ "deny-out", required_argument, NULL, CLI_OPT_NET_DENY }, \
+	{ "clear-allow", no_argument, NULL, CLI_OPT_NET_CLEAR_ALLOW }, \
+	{ "clear-deny", no_argument, NULL, CLI_OPT_NET_CLEAR_DENY }
+/* one of those options into *net (made on first use): 1 it was one, 0
+ * not, -1 a bad value (printed) */
+int cli_net_opt(int ch, const char *arg, json_t **net);
 
 /* prints "space: <verb>: <message>" on stderr; returns 1 */
 int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

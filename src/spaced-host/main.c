@@ -10,6 +10,7 @@
  * the substrate. It never relaunches its guest: when the guest is gone,
  * operations fail with 503 and the bridge exits non-zero so sbx-manager
  * sees it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -48,7 +49,7 @@ usage(void)
 	    "usage: spaced-host --sandbox S --generation G --activation A --worker W\n"
 	    "    --resident R --substrate jail --template host --run-dir DIR\n"
 	    "    --layer-dir DIR --uid-base N [--memory-mb 512] [--pids 256]\n"
-	    "    [--cpu-percent 100] [--disk-mb 4096] [--guest PATH] [-v]\n");
+	    "    [--cpu-percent 100] [--disk-mb 4096] [--guest PATH] [--nameserver IPV4] [-v]\n");
 	exit(2);
 }
 
@@ -88,7 +89,7 @@ static void
 parse_args(struct host *h, struct opts *o, int argc, char **argv)
 {
 	enum { O_SBX = 1, O_GEN, O_ACT, O_WRK, O_RES, O_SST, O_TPL, O_RUN, O_LAYER,
-	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST };
+	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS };
 	static const struct option opts[] = {
 		{ "sandbox", required_argument, NULL, O_SBX },
 		{ "generation", required_argument, NULL, O_GEN },
@@ -105,6 +106,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		{ "cpu-percent", required_argument, NULL, O_CPU },
 		{ "disk-mb", required_argument, NULL, O_DISK },
 		{ "guest", required_argument, NULL, O_GUEST },
+		{ "nameserver", required_argument, NULL, O_NS },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct substrate_config *c = &h->cfg;
@@ -133,6 +135,15 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		case O_CPU: c->cpu_percent = (unsigned)num_arg("cpu-percent", optarg, 1, 100000); break;
 		case O_DISK: c->disk_mb = (unsigned)num_arg("disk-mb", optarg, 16, 1u << 24); break;
 		case O_GUEST: o->guest = optarg; break;
+		case O_NS: {
+			/* the jail's resolv.conf: one IPv4 address, nothing else */
+			struct in_addr a;
+
+			if (inet_pton(AF_INET, optarg, &a) != 1)
+				usage();
+			inet_ntop(AF_INET, &a, c->nameserver, sizeof(c->nameserver));
+			break;
+		}
 		case 'v': o->verbose = 1; break;
 		default: usage();
 		}

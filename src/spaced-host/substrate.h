@@ -36,6 +36,7 @@ struct substrate_config {
 	const char *guest_path;         /* the spaced-guest binary on the host */
 	uid_t uid_base;                 /* host uids uid_base .. +65535 */
 	unsigned memory_mb, pids, cpu_percent, disk_mb;
+	char nameserver[16];            /* resolv.conf's, "" = none (docs/network.md) */
 };
 
 struct substrate;

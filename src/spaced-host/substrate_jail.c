@@ -231,7 +231,6 @@ build_rootfs(const struct substrate_config *cfg)
 	char p[512], q[512];
 	int i;
 
-	(void)cfg;
 	/* nothing we mount may propagate back to the host */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_die("make / private");
@@ -253,7 +252,9 @@ build_rootfs(const struct substrate_config *cfg)
 	make_file(JAIL_ROOT "/etc/hosts",
 	    "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n", 0644);
 	make_file(JAIL_ROOT "/etc/hostname", "sandbox\n", 0644);
-	make_file(JAIL_ROOT "/etc/resolv.conf", "", 0644);
+	/* the worker's end of the sandbox's uplink, when it has one */
+	snprintf(p, sizeof(p), "nameserver %s\n", cfg->nameserver);
+	make_file(JAIL_ROOT "/etc/resolv.conf", cfg->nameserver[0] ? p : "", 0644);
 
 	/* the writable layer: the child's cwd is the layer's root (the
 	 * parent chdir'ed there before clone), so these relative binds work

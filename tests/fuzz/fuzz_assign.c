@@ -25,7 +25,8 @@ same(const struct msg_assignment *a, const struct msg_assignment *b)
 	    strcmp(a->template_name, b->template_name) == 0 && a->memory_mb == b->memory_mb &&
 	    a->pids == b->pids && a->cpu_percent == b->cpu_percent && a->disk_mb == b->disk_mb &&
 	    strcmp(a->snapshot, b->snapshot) == 0 && a->want_snapshot == b->want_snapshot &&
-	    strcmp(a->snapshot_id, b->snapshot_id) == 0 && strcmp(a->name, b->name) == 0;
+	    strcmp(a->snapshot_id, b->snapshot_id) == 0 && strcmp(a->name, b->name) == 0 &&
+	    a->has_network == b->has_network && netpolicy_equal(&a->network, &b->network);
 }
 
 static void

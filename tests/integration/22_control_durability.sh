@@ -74,7 +74,7 @@ if on_pg; then
 	is "schema is versioned (6 migrations: lifecycle, worker resources, key quotas, route holds, archive references)" "$(sql 'SELECT MAX(version) FROM schema_version')" 6
 else
 	is "store settings: WAL" "$(sql 'PRAGMA journal_mode')" wal
-	is "schema is versioned (6 migrations: lifecycle, worker resources, key quotas, route holds, archive references)" "$(sql 'PRAGMA user_version')" 6
+	is "schema is versioned (7 migrations: lifecycle, worker resources, key quotas, route holds, archive references, egress policies)" "$(sql 'PRAGMA user_version')" 7
 fi
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "daemon stops cleanly on SIGTERM" "$RC" 0

@@ -337,8 +337,12 @@ test_assignments(void)
 	msg_assignment_pack(&m.a[0], w);
 	is_int(msg_assignment_unpack(w, sizeof(w) - 1, &a, &why), -EINVAL, "unpack: short record refused");
 	memcpy(w2, w, sizeof(w));
-	w2[0] = 2;
+	w2[0] = MSG_ASSIGNMENT_WIRE_VERSION + 1;
 	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL, "unpack: other version refused");
+	memcpy(w2, w, sizeof(w));
+	w2[600] = 1;            /* a policy block without the network flag */
+	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL,
+	    "unpack: network bytes without the flag refused");
 	memcpy(w2, w, sizeof(w));
 	w2[40 + 10] = 'x';      /* after the NUL of the sandbox id */
 	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL,
@@ -396,6 +400,51 @@ test_assignments(void)
 	ok(msg_assignment_pack(&m.a[0], w) == 0 && msg_assignment_unpack(w, sizeof(w), &a, &why) == 0 &&
 	    a.invalid && strcmp(a.invalid, "invalid spec") == 0 && a.action == ASSIGN_INSTALL &&
 	    a.id.generation == 7, "an invalid one crosses the hand-off with its reason and identity");
+	msg_assignments_free(&m);
+
+	/* network policies: with an install, and as their own action */
+	is_int(ANS("{\"revision\":3,\"assignments\":["
+	    "{\"revision\":2,\"action\":\"install\",\"identity\":" IDENT ",\"spec\":{\"network\":"
+	    "{\"internet\":false,\"allow\":[\"203.0.113.0/24\",\"2001:db8::/32\"],\"deny\":[\"203.0.113.7/32\"]}}},"
+	    "{\"revision\":3,\"action\":\"network\",\"identity\":" IDENT ",\"spec\":{\"network\":{\"internet\":true}}},"
+	    "{\"revision\":4,\"action\":\"network\",\"identity\":" IDENT ",\"spec\":{}},"
+	    "{\"revision\":5,\"action\":\"network\",\"identity\":" IDENT ",\"spec\":{\"network\":"
+	    "{\"internet\":true,\"allow\":[\"10.0.0.1/8\"]}}},"
+	    "{\"revision\":6,\"action\":\"retire\",\"identity\":" IDENT ",\"spec\":{\"network\":{\"internet\":true}}}"
+	    "]}"), 0, "assignments with network policies decode");
+	ok(m.n == 5 && !m.a[0].invalid && m.a[0].has_network && !m.a[0].network.internet &&
+	    m.a[0].network.nallow == 2 && m.a[0].network.ndeny == 1 &&
+	    m.a[0].network.allow[1].family == 6 && m.a[0].network.deny[0].prefix == 32,
+	    "... install with internet off, two allowed, one denied");
+	ok(!m.a[1].invalid && m.a[1].action == ASSIGN_NETWORK && m.a[1].network.internet &&
+	    m.a[1].network.nallow == 0, "... a network action with internet on");
+	ok(m.a[2].invalid && strcmp(m.a[2].invalid, "invalid network policy") == 0,
+	    "... a network action without a policy: invalid");
+	ok(m.a[3].invalid != NULL, "... a CIDR with host bits set: invalid");
+	ok(m.a[4].invalid != NULL, "... a network member in a retire: invalid");
+	for (i = 0; i < 2; i++)
+		ok(msg_assignment_pack(&m.a[i], w) == 0 &&
+		    msg_assignment_unpack(w, sizeof(w), &a, &why) == 0 &&
+		    memcmp(&a, &m.a[i], sizeof(a)) == 0, "network pack/unpack round trip (%zu)", i);
+	ok(msg_assignment_pack(&m.a[2], w) == 0 && msg_assignment_unpack(w, sizeof(w), &a, &why) == 0 &&
+	    a.invalid && strcmp(a.invalid, "invalid network policy") == 0,
+	    "an invalid network action crosses with its reason");
+	msg_assignment_pack(&m.a[0], w);
+	memcpy(w2, w, sizeof(w));
+	w2[512 + 4 + 1] = 33;   /* first allow entry: a v4 prefix of 33 */
+	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL,
+	    "unpack: a policy entry that is not a canonical CIDR refused");
+	memcpy(w2, w, sizeof(w));
+	w2[2047] = 1;
+	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL,
+	    "unpack: a byte in the trailing padding refused");
+	ok(msg_assignments_encode(&m, &s, &n) != 0, "an answer holding invalid ones does not encode");
+	m.n = 2;
+	ok(msg_assignments_encode(&m, &s, &n) == 0 && msg_assignments_decode(s, n, &m2, &why) == 0 &&
+	    m2.n == 2 && memcmp(m.a, m2.a, 2 * sizeof(*m.a)) == 0, "network assignments encode and decode again");
+	free(s);
+	msg_assignments_free(&m2);
+	m.n = 5;
 	msg_assignments_free(&m);
 #undef ANS
 }
