@@ -9,6 +9,7 @@
 #include "control.h"
 #include "log.h"
 #include "network.h"
+#include "store_tx.h"
 #include "util.h"
 
 #define TIMEOUT_MAX      (366 * 86400)  /* seconds */
