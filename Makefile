@@ -38,6 +38,13 @@ LIBS_space         := -lsodium -ljansson -luv -lwslay -lnettle
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
 LIBS_spaced-host   := -lsodium -ljansson -lseccomp -lcap
+# spaced-guest runs inside any template's root, where the host's shared
+# libraries are not (docs/templates.md): it is linked statically. The
+# sanitizers cannot link statically; their build keeps it dynamic, so it
+# runs only on `host` (template tests are "# ci: once").
+ifneq ($(SAN),1)
+LDFLAGS_spaced-guest := -static-pie
+endif
 LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
               -luv -larchive -lzstd -lwslay -lnettle -lpthread -lm
 
@@ -97,7 +104,7 @@ $(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c)) \
              $$(if $$(wildcard docs/openapi/$(1).json),$(B)/gen/$(1)/openapi_doc.o)
 $(B)/bin/$(1): $$($(1)_OBJS) $(LIB)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(LIB) $$(or $$(LIBS_$(1)),$$(LDLIBS_ALL))
+	$$(CC) $$(LDFLAGS) $$(LDFLAGS_$(1)) -o $$@ $$($(1)_OBJS) $(LIB) $$(or $$(LIBS_$(1)),$$(LDLIBS_ALL))
 endef
 $(foreach p,$(PROGS),$(eval $(call prog_rule,$(p))))
 

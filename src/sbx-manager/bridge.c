@@ -249,7 +249,7 @@ int
 bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why)
 {
 	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
-	char line[64], ns[16];
+	char line[64], ns[16], img[1200];
 	size_t got = 0;
 	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull;
 	pid_t pid;
@@ -267,14 +267,33 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	u64str(cpu, sizeof(cpu), r->cpu_percent);
 	u64str(dmb, sizeof(dmb), r->disk_mb);
 	egress_nameserver(r, ns);
-	char *const argv[] = {
+	char *argv[] = {
 		(char *)m->cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
 		"--activation", act, "--worker", r->id.worker, "--resident", r->id.resident,
 		"--substrate", r->id.substrate, "--template", r->template_name,
 		"--run-dir", r->run_dir, "--layer-dir", r->layer_dir, "--uid-base", uidb,
 		"--memory-mb", mem, "--pids", pids, "--cpu-percent", cpu,
-		"--disk-mb", dmb, ns[0] ? "--nameserver" : NULL, ns, NULL
+		"--disk-mb", dmb, "--template-image", img, "--nameserver", ns, NULL
 	};
+	char **tail = &argv[sizeof(argv) / sizeof(argv[0]) - 5];
+	bool host = strcmp(r->template_name, "host") == 0;
+
+	/* the optional pairs: --template-image (not for host), --nameserver */
+	if (host) {
+		tail[0] = tail[2];
+		tail[1] = tail[3];
+		tail[2] = NULL;
+	}
+	if (!ns[0])
+		tail[host ? 0 : 2] = NULL;
+	/* a template other than host is its image's digest: the image is
+	 * fetched (and verified) before the bridge, which verifies it again */
+	if (host) {
+		;
+	} else if ((ret = template_ensure(m, r->template_name, img, sizeof(img), why)) < 0) {
+		return ret;
+	}
+	ret = -EIO;
 
 	if (pipe2(pfd, O_CLOEXEC) != 0)
 		goto out;

@@ -129,6 +129,13 @@ int records_meta_set(struct mgr *m, const char *key, uint64_t val);
  * -EPROTO when it said something else, -EACCES when the binary changed,
  * -ETIMEDOUT when it was not ready in time. */
 int bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why);
+
+/* template.c: the cache of template images (docs/templates.md) */
+int  template_path(const struct mgr *m, const char *digest, char *path, size_t cap);
+/* path of the verified image of digest, fetched first when missing;
+ * 0 or -errno with *why (-EBADMSG: the bytes had another digest) */
+int  template_ensure(const struct mgr *m, const char *digest, char *path, size_t cap, const char **why);
+void template_sweep(struct mgr *m);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api_common.h"
+#include "templates.h"
 #include "control.h"
 #include "log.h"
 #include "network.h"
@@ -148,6 +149,7 @@ api_sandbox_create(struct req *r)
 	struct sandbox_spec sp;
 	json_t *in, *md, *out = NULL;
 	char id[SPACE_ID_MAX + 1], *res = NULL, *tmo = NULL, *meta = NULL, *net = NULL;
+	char tdigest[TPL_DIGEST_HEX + 1];
 	const char *why = NULL;
 	bool ok;
 	int rc, quota_retry = 0;
@@ -166,10 +168,16 @@ api_sandbox_create(struct req *r)
 	/* a template no worker provides would be placed, fail to launch and
 	 * be relaunched until it failed, with the reason only in a worker's
 	 * log: it is refused here instead */
+	/* a stored template is recorded by its image's digest: the sandbox
+	 * keeps running on that image whatever the name points at later */
 	if (!template_known(r->ctl->cfg.templates, sp.template_)) {
-		reply_error(r, 400, "bad_request", "unknown template \"%s\" (this deployment has: %s)",
-		    sp.template_, r->ctl->cfg.templates);
-		goto out;
+		if (templates_resolve(r->ctl, sp.template_, tdigest) != 0) {
+			reply_error(r, 400, "bad_request", "unknown template \"%s\" (this deployment "
+			    "has: %s, and those of space template list)", sp.template_,
+			    r->ctl->cfg.templates);
+			goto out;
+		}
+		sp.template_ = tdigest;
 	}
 	sp.pinned = api_id_field(r, in, "worker", true, &ok);
 	if (!ok)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <microhttpd.h>
 #include <sodium.h>
 
@@ -58,7 +59,21 @@ static const struct route routes[] = {
 	{ "POST",   "/v1/workers/*/status",         api_worker_status,      AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/snapshots",      api_worker_snapshot,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/archives",       api_worker_archives,    AUTH_WORKER },
+	{ "POST",   "/v1/templates",                api_template_create,    AUTH_USER },
+	{ "GET",    "/v1/templates",                api_template_list,      AUTH_USER },
+	{ "PUT",    "/v1/templates/blobs/*",        api_template_blob_put,  AUTH_USER },
+	{ "GET",    "/v1/workers/*/templates/*",    api_template_blob_get,  AUTH_WORKER },
+	{ "GET",    "/v1/templates/*",              api_template_get,       AUTH_USER },
+	{ "DELETE", "/v1/templates/*",              api_template_delete,    AUTH_USER },
 };
+
+/* the one route whose body is streamed to a file (templates_sink) instead
+ * of buffered: a template image */
+static bool
+route_streams(const struct route *rt)
+{
+	return rt->handler == api_template_blob_put;
+}
 
 void
 reply_text(struct req *r, unsigned status, char *text, const char *ctype)
@@ -268,8 +283,18 @@ send_reply(struct req *r)
 	size_t len = t ? strlen(t) : 0;
 
 	r->text = NULL;
-	resp = MHD_create_response_from_buffer(len, t ? t : (char *)"",
-	    t ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (r->file_fd > 0) {
+		/* the response owns the descriptor from here */
+		free(t);
+		t = NULL;
+		resp = MHD_create_response_from_fd64(r->file_size, r->file_fd);
+		if (resp == NULL)
+			close(r->file_fd);
+		r->file_fd = 0;
+	} else {
+		resp = MHD_create_response_from_buffer(len, t ? t : (char *)"",
+		    t ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	}
 	if (resp == NULL) {
 		free(t);
 		return MHD_NO;
@@ -331,7 +356,8 @@ admit_request(struct req *r, const struct route **rt_out)
 	r->route_name = rt->pattern;
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (cl != NULL && strtoull(cl, NULL, 10) > SPACE_HTTP_BODY_MAX) {
+	/* a streamed body (a template image) is bounded by its sink */
+	if (!route_streams(rt) && cl != NULL && strtoull(cl, NULL, 10) > SPACE_HTTP_BODY_MAX) {
 		reply_error(r, 413, "too_large", "request body exceeds %u bytes",
 		    SPACE_HTTP_BODY_MAX);
 		return -1;
@@ -421,6 +447,16 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (*upload_size > 0 && route_streams(cs->rt)) {
+		if (templates_sink(&cs->r, upload, *upload_size) < 0) {
+			cs->answered = 1;
+			cs->r.close = true;
+			*upload_size = 0;
+			return send_reply(&cs->r);
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
 	if (*upload_size > 0) {
 		/* a body without Content-Length (chunked) is bounded here; the
 		 * rest is read and dropped, then answered 413 */
@@ -456,6 +492,9 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	headwatch_rearm(h->heads, conn);
 	if (cs == NULL)
 		return;
+	templates_sink_end(&cs->r);
+	if (cs->r.file_fd > 0)
+		close(cs->r.file_fd);
 	free(cs->r.body);
 	free(cs->r.text);
 	free(cs);

@@ -4,6 +4,7 @@
 #define SPACE_CONTROL_HTTP_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 #include "limits.h"
 #include "store.h"
@@ -23,6 +24,7 @@ struct req {
 	char   *body;
 	size_t  body_len;
 	bool    too_large;
+	void   *sink;           /* a streamed body's state (templates.c) */
 	char    params[REQ_PARAMS_MAX][SPACE_ID_MAX + 1];   /* '*' path segments */
 	char    principal[SPACE_ID_MAX + 1];                /* AUTH_USER */
 	char    key_id[STORE_CREDID_LEN + 1];               /* AUTH_USER: the key's id */
@@ -33,6 +35,8 @@ struct req {
 	int     retry_after;    /* seconds, 0 = no header */
 	bool    close;          /* answer with Connection: close */
 	const char *route_name;
+	int     file_fd;        /* > 0: the answer is this file (owned), not text */
+	uint64_t file_size;
 };
 
 typedef void (*handler_fn)(struct req *);
@@ -87,4 +91,15 @@ void api_worker_heartbeat(struct req *);
 void api_worker_assignments(struct req *);
 void api_worker_status(struct req *);
 void api_worker_archives(struct req *);
+/* templates.c */
+void api_template_create(struct req *);
+void api_template_list(struct req *);
+void api_template_get(struct req *);
+void api_template_delete(struct req *);
+void api_template_blob_put(struct req *);
+void api_template_blob_get(struct req *);
+/* a streamed body: each piece as it arrives (0, or -1 to stop reading),
+ * and the end of the request (answered or not) */
+int  templates_sink(struct req *r, const char *p, size_t n);
+void templates_sink_end(struct req *r);
 #endif

@@ -207,6 +207,8 @@ struct store_ops {
 	 * references, as an array of strings */
 	int (*archive_seen)(struct store *, const char *digest, int64_t until);
 	int (*archives_collectable)(struct store *, json_t *archives, int64_t now, json_t **out);
+	/* sandboxes, not killed, made from the template of that digest */
+	int (*template_refs)(struct store *, const char *digest, int64_t *n);
 };
 struct store_rows;
 struct store {

@@ -745,6 +745,7 @@ static const struct store_ops sqlite_ops = {
 	.audit = sq_audit,
 	.archive_seen = sq_archive_seen,
 	.archives_collectable = sq_archives_collectable,
+	.template_refs = sq_template_refs,
 };
 
 struct store *

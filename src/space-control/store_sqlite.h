@@ -76,6 +76,7 @@ int sq_assignments_after(struct store *, const char *worker, int64_t after,
     json_t **out, int64_t *revision);
 int sq_workers_reap(struct store *, int64_t older_than);
 int sq_worker_counts(struct store *, int64_t *live, int64_t *lost);
+int sq_template_refs(struct store *, const char *digest, int64_t *n);
 int sq_workers_list(struct store *, json_t **out);
 
 /* store_sqlite_rows.c: the row table and the lifecycle's plain entries */

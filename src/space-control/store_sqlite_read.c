@@ -326,6 +326,27 @@ sq_worker_counts(struct store *s, int64_t *live, int64_t *lost)
 	return rc;
 }
 
+/* sandboxes not killed whose template is that digest (a paused one may
+ * resume, a failed one be repaired) */
+int
+sq_template_refs(struct store *s, const char *digest, int64_t *n)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int rc = -EIO;
+
+	sq_lock(q);
+	st = sq_prep(q->db, "SELECT COUNT(*) FROM sandboxes WHERE template = ? AND state <> 'killed'",
+	    "s", digest);
+	if (st && sq_step_row(q->db, st) == 1) {
+		*n = sqlite3_column_int64(st, 0);
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	sq_unlock(q);
+	return rc;
+}
+
 static json_t *
 worker_row(struct sq *q, sqlite3_stmt *st, void *ctx)
 {

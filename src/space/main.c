@@ -11,6 +11,7 @@ static const struct verb verbs[] = {
 	{ "version", cmd_version, "print the version" },
 	{ "token",   cmd_token,   "verify or inspect a PASETO v4.public token" },
 	{ "create",  cmd_create,  "create a sandbox and wait until it runs" },
+	{ "template", cmd_template, "build, import, list, show or remove templates" },
 	{ "list",    cmd_list,    "list your sandboxes" },
 	{ "show",    cmd_show,    "show a sandbox and its current execution" },
 	{ "kill",    cmd_kill,    "kill a sandbox" },

@@ -55,6 +55,7 @@ int cmd_network(int argc, char **argv);
 /* one of those options into *net (made on first use): 1 it was one, 0
  * not, -1 a bad value (printed) */
 int cli_net_opt(int ch, const char *arg, json_t **net);
+int cmd_template(int argc, char **argv);
 
 /* prints "space: <verb>: <message>" on stderr; returns 1 */
 int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

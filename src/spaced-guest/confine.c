@@ -73,9 +73,19 @@ become_user(void)
 
 	/* supplementary groups cannot be set (setgroups is denied in this
 	 * user namespace) and the launcher cleared them on the host */
-	if (setresgid(GUEST_USER_GID, GUEST_USER_GID, GUEST_USER_GID) < 0 ||
-	    setresuid(GUEST_USER_UID, GUEST_USER_UID, GUEST_USER_UID) < 0)
+	if (setresgid(guest_tpl.gid, guest_tpl.gid, guest_tpl.gid) < 0 ||
+	    setresuid(guest_tpl.uid, guest_tpl.uid, guest_tpl.uid) < 0)
 		return -errno;
+	/* a template whose user is root (most OCI images) keeps uid 0, which
+	 * keeps capabilities: drop them all explicitly */
+	if (guest_tpl.uid == 0) {
+		cap_t none = cap_init();
+		if (none == NULL || cap_set_proc(none) < 0) {
+			cap_free(none);
+			return -EPERM;
+		}
+		cap_free(none);
+	}
 	/* leaving uid 0 clears the capability sets; make sure of it, since
 	 * everything after this point handles the sandbox's data */
 	if ((c = cap_get_proc()) == NULL)

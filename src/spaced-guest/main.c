@@ -27,6 +27,7 @@
 #include <sodium.h>
 
 #include "guest.h"
+#include "tplimage.h"
 #include "guestmac.h"
 #include "limits.h"
 #include "log.h"
@@ -290,6 +291,9 @@ main(int argc, char **argv)
 
 	r = answer_challenge(&g, secret);
 	sodium_memzero(secret, sizeof(secret));
+	/* after the secret is gone: the file is the sandbox's to change */
+	if (r == 0 && guest_template_load() < 0)
+		log_warnx("template file " TPL_META_PATH " is malformed: ignored");
 	if (r < 0)
 		fatalx("challenge failed: %s", strerror(-r));
 	procman_start(&g, sigfd);

@@ -167,8 +167,8 @@ op_serve(int fd)
 		goto out;
 	}
 	umask(022);
-	if (chdir(GUEST_HOME) < 0) {
-		send_errno(fd, errno, GUEST_HOME);
+	if (chdir(guest_tpl.workdir ? guest_tpl.workdir : GUEST_HOME) < 0) {
+		send_errno(fd, errno, guest_tpl.workdir ? guest_tpl.workdir : GUEST_HOME);
 		goto out;
 	}
 	if ((r = frame_read(fd, &f)) < 0)

@@ -71,8 +71,20 @@ env_name_ok(const char *k)
 	return true;
 }
 
-/* the environment of a command: the defaults, TERM when given, then the
- * request's "env" (which overrides a default of the same name) */
+/* the template sets key (a name from base_env) */
+static bool
+tpl_env_has(const char *key)
+{
+	size_t i, kl = strlen(key);
+
+	for (i = 0; i < guest_tpl.nenv; i++)
+		if (strncmp(guest_tpl.env[i], key, kl) == 0 && guest_tpl.env[i][kl] == '=')
+			return true;
+	return false;
+}
+
+/* the environment of a command: the defaults, the template's, TERM when
+ * given, then the request's "env" (which overrides either of the same name) */
 int
 env_build(json_t *env, const char *term, char ***out, const char **why)
 {
@@ -88,16 +100,26 @@ env_build(json_t *env, const char *term, char ***out, const char **why)
 	*out = NULL;
 	if (env != NULL && (!json_is_object(env) || json_object_size(env) > SPACE_ENV_MAX))
 		return *why = "env must be an object of at most SPACE_ENV_MAX strings", -EINVAL;
-	if ((envp = calloc(json_object_size(env) + 9, sizeof(char *))) == NULL)
+	if ((envp = calloc(json_object_size(env) + 9 + guest_tpl.nenv, sizeof(char *))) == NULL)
 		return *why = "out of memory", -ENOMEM;
 	*out = envp;
 	for (i = 0; base_env[i]; i++) {
 		size_t kl = strcspn(base_env[i], "=");
 		char key[32];
 		snprintf(key, sizeof(key), "%.*s", (int)kl, base_env[i]);
-		if (env && json_object_get(env, key))
+		if ((env && json_object_get(env, key)) || tpl_env_has(key))
 			continue;
 		if ((envp[nenv++] = strdup(base_env[i])) == NULL)
+			return *why = "out of memory", -ENOMEM;
+	}
+	/* the template's, unless the request names the same variable */
+	for (i = 0; i < guest_tpl.nenv; i++) {
+		size_t kl = strcspn(guest_tpl.env[i], "=");
+		char key[256];
+		snprintf(key, sizeof(key), "%.*s", (int)kl, guest_tpl.env[i]);
+		if ((env && json_object_get(env, key)) || (term && strcmp(key, "TERM") == 0))
+			continue;
+		if ((envp[nenv++] = strdup(guest_tpl.env[i])) == NULL)
 			return *why = "out of memory", -ENOMEM;
 	}
 	if (term != NULL && !(env && json_object_get(env, "TERM")) &&

@@ -35,6 +35,7 @@
 #include "host.h"
 #include "limits.h"
 #include "log.h"
+#include "tplimage.h"
 #include "proto.h"
 #include "util.h"
 
@@ -89,7 +90,7 @@ static void
 parse_args(struct host *h, struct opts *o, int argc, char **argv)
 {
 	enum { O_SBX = 1, O_GEN, O_ACT, O_WRK, O_RES, O_SST, O_TPL, O_RUN, O_LAYER,
-	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS };
+	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS, O_TPLIMG };
 	static const struct option opts[] = {
 		{ "sandbox", required_argument, NULL, O_SBX },
 		{ "generation", required_argument, NULL, O_GEN },
@@ -107,6 +108,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		{ "disk-mb", required_argument, NULL, O_DISK },
 		{ "guest", required_argument, NULL, O_GUEST },
 		{ "nameserver", required_argument, NULL, O_NS },
+		{ "template-image", required_argument, NULL, O_TPLIMG },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct substrate_config *c = &h->cfg;
@@ -144,6 +146,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 			inet_ntop(AF_INET, &a, c->nameserver, sizeof(c->nameserver));
 			break;
 		}
+		case O_TPLIMG: c->template_image = optarg; break;
 		case 'v': o->verbose = 1; break;
 		default: usage();
 		}
@@ -153,6 +156,10 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 	    !c->run_dir || !c->layer_dir || !c->uid_base)
 		usage();
 	if (strlen(o->substrate) > SPACE_SUBSTRATE_MAX)
+		usage();
+	/* host, or a template named by its image's digest, with that image */
+	if (strcmp(c->template_name, "host") == 0 ? c->template_image != NULL :
+	    !tpl_digest_valid(c->template_name) || c->template_image == NULL)
 		usage();
 	snprintf(id->substrate, sizeof(id->substrate), "%s", o->substrate);
 	c->sandbox = id->sandbox;

@@ -30,7 +30,8 @@ struct substrate_config {
 	const char *sandbox;
 	uint64_t generation;
 	uint32_t activation;
-	const char *template_name;      /* "host" */
+	const char *template_name;      /* "host", or a template image's digest */
+	const char *template_image;     /* that image (sbx-manager's cache); NULL for host */
 	const char *run_dir;            /* 0700, made by sbx-manager */
 	const char *layer_dir;          /* persistent writable layer */
 	const char *guest_path;         /* the spaced-guest binary on the host */

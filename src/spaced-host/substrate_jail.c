@@ -31,6 +31,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/openat2.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -40,6 +41,7 @@
 #include "limits.h"
 #include "log.h"
 #include "substrate.h"
+#include "template.h"
 
 #define JAIL_ROOT       "/tmp"          /* where the new root is assembled, inside the child's mount ns */
 #define GUEST_FD_CONTROL 3
@@ -49,6 +51,8 @@ struct substrate {
 	pid_t pid;                      /* host pid of the guest; 0 once reaped */
 	struct cgroup cg;
 	struct layer layer;
+	struct tpl_mount tpl;           /* a template other than host */
+	bool templated;
 };
 
 /* ---- child side: runs in the new namespaces, reports errors on a pipe ---- */
@@ -211,6 +215,57 @@ mask_proc(void)
 	bind_path(JAIL_ROOT "/proc/sys", JAIL_ROOT "/proc/sys", true, false);
 }
 
+/* the template's overlay, opened by the child while it still has the
+ * host's root ids (RUNDIR is 0700 root); -1 for the host template */
+static int root_fd = -1;
+
+/* a directory at rel under the new root that is no link: created when
+ * missing. The tree is the sandbox's (its upper layer, from its last run
+ * or a snapshot), so a planted symlink must not steer a mount; nothing
+ * else runs in it now (the layer is locked), so checking then using the
+ * path is not racy. */
+static void
+template_dir(const char *rel, mode_t mode)
+{
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	char p[512];
+	int fd;
+
+	snprintf(p, sizeof(p), JAIL_ROOT "/%s", rel);
+	fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+	if (fd < 0 && errno == ENOENT) {
+		make_dir(p, mode);
+		fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+	}
+	if (fd < 0)
+		child_die("template path /%s (must be a directory, not a link)", rel);
+	close(fd);
+}
+
+/* the root is the template's overlay (template.c); the sandbox's home and
+ * /tmp stay where they are for `host`: in the layer, bound */
+static void
+template_rootfs(void)
+{
+	char src[64];
+
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", root_fd);
+	if (mount(src, JAIL_ROOT, NULL, MS_BIND | MS_REC, NULL) < 0)
+		child_die("bind the template root");
+	close(root_fd);
+	/* from here on root_fd names the bound root, for template_dir */
+	if ((root_fd = open(JAIL_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		child_die("open the template root");
+	template_dir("home", 0755);
+	template_dir("home/user", 0755);
+	bind_path("home", JAIL_ROOT "/home/user", false, false);
+	template_dir("tmp", 01777);
+	bind_path("tmp", JAIL_ROOT "/tmp", false, false);
+	template_dir("dev", 0755);
+	template_dir("proc", 0555);
+}
+
 static void
 build_rootfs(const struct substrate_config *cfg)
 {
@@ -234,6 +289,10 @@ build_rootfs(const struct substrate_config *cfg)
 	/* nothing we mount may propagate back to the host */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_die("make / private");
+	if (root_fd >= 0) {
+		template_rootfs();
+		goto devices;
+	}
 	/* a fresh tmpfs is the new root: only what we put in it is visible */
 	if (mount("tmpfs", JAIL_ROOT, "tmpfs", MS_NOSUID | MS_NODEV,
 	    "mode=0755,size=1m,nr_inodes=4096") < 0)
@@ -266,6 +325,7 @@ build_rootfs(const struct substrate_config *cfg)
 	bind_path("tmp", JAIL_ROOT "/tmp", false, false);
 	make_dir(JAIL_ROOT "/root", 0700);
 
+devices:
 	/* minimal /dev: a few harmless character devices and a private devpts */
 	make_dir(JAIL_ROOT "/dev", 0755);
 	if (mount("tmpfs", JAIL_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
@@ -308,7 +368,9 @@ build_rootfs(const struct substrate_config *cfg)
 		child_die("detach old root");
 	if (chdir("/") < 0)
 		child_die("chdir /");
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+	/* a template's root is its overlay: writable, into the layer */
+	if (root_fd < 0 &&
+	    mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
 		child_die("remount / read-only");
 }
 
@@ -346,6 +408,7 @@ place_fd(int fd, int target)
 struct child_args {
 	const struct substrate_config *cfg;
 	int sync_fd, err_fd, control_fd, secret_fd, exe_fd;
+	const char *root_path;          /* the template's overlay, or NULL */
 };
 
 static noreturn void
@@ -362,6 +425,9 @@ child_main(struct child_args *a)
 	if (read(a->sync_fd, &c, 1) != 1)
 		_exit(1);
 	close(a->sync_fd);
+	if (a->root_path != NULL &&
+	    (root_fd = open(a->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		child_die("open %s", a->root_path);
 	/* we were created with the parent's (host root) ids, which are not
 	 * mapped here; become the namespace's root, i.e. host uid_base */
 	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
@@ -448,8 +514,6 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 
 	*out = NULL;
 	*control = -1;
-	if (strcmp(cfg->template_name, "host") != 0)
-		return -ENOENT;
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	s->layer.lock_fd = -1;
@@ -458,6 +522,11 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		goto fail;
 	if ((r = layer_open(&s->layer, cfg)) < 0)
 		goto fail;
+	if (strcmp(cfg->template_name, "host") != 0) {
+		s->templated = true;
+		if ((r = template_mount(&s->tpl, cfg, s->layer.rw)) < 0)
+			goto fail;
+	}
 	if ((exe = open(cfg->guest_path, O_RDONLY | O_CLOEXEC)) < 0) {
 		r = -errno;
 		log_warn("open guest %s", cfg->guest_path);
@@ -475,7 +544,8 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		r = -errno;
 		goto fail;
 	}
-	a = (struct child_args){ cfg, syncp[0], errp[1], sv[1], secp[0], exe };
+	a = (struct child_args){ cfg, syncp[0], errp[1], sv[1], secp[0], exe,
+	    s->templated ? s->tpl.root : NULL };
 	/* raw clone without a stack argument behaves like fork(); the child
 	 * only runs child_main, which ends in exec or _exit */
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
@@ -558,6 +628,8 @@ fail:
 			if (fds[i] >= 0)
 				close(fds[i]);
 	}
+	if (s->templated)
+		template_unmount(&s->tpl);
 	layer_close(&s->layer);
 	cgroup_destroy(&s->cg);
 	free(s);
@@ -596,6 +668,8 @@ jail_stop(struct substrate *s)
 		s->pid = 0;
 	}
 	cgroup_destroy(&s->cg);
+	if (s->templated)
+		template_unmount(&s->tpl);
 	layer_close(&s->layer);
 	return 0;
 }
