@@ -27,4 +27,19 @@ struct tpl_hash {
 void tpl_hash_init(struct tpl_hash *h);
 void tpl_hash_update(struct tpl_hash *h, const void *p, size_t n);
 void tpl_hash_final(struct tpl_hash *h, char hex[TPL_DIGEST_HEX + 1]);
+
+/* TPL_META_PATH: {"version":1,"uid","gid","workdir","env":{K:V},"cmd":[..],
+ * "source"}, every key but version optional, no other key */
+#define TPL_USER_DEFAULT 1000u          /* uid and gid when the file does not say */
+struct tpl_meta {
+	bool set;
+	uint32_t uid, gid;              /* 0..65534 */
+	char *workdir;                  /* absolute, or NULL */
+	char **env;                     /* "K=V", nenv of them */
+	size_t nenv;
+};
+/* strict decoder of untrusted bytes (the sandbox may rewrite the file in
+ * its upper layer): 0, or -EINVAL / -EFBIG / -ENOMEM with *m reset */
+int  tpl_meta_parse(const char *buf, size_t len, struct tpl_meta *m);
+void tpl_meta_free(struct tpl_meta *m);
 #endif

@@ -270,6 +270,7 @@ reclaim_resume(struct mgr *m)
 	pthread_mutex_lock(&m->reclaim->lock);
 	resume_locked(m);
 	pthread_mutex_unlock(&m->reclaim->lock);
+	template_sweep(m);
 }
 
 /* bytes allocated beneath a directory, not crossing into another file

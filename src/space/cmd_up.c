@@ -302,6 +302,10 @@ summary(struct up *up, const char *url)
 	printf("  echo hi | space fs write $SBX /home/user/hi.txt\n");
 	printf("  space fs read $SBX /home/user/hi.txt\n");
 	printf("  space show $SBX; space list; space kill $SBX\n");
+	printf("\nSandboxes run on the host's /usr (template \"host\", instant). A Python\n"
+	    "template, built from Debian in one command (as root, a few minutes):\n");
+	printf("  space template build py --packages python3,python3-pip\n");
+	printf("  space exec $(space create --template py) -- python3 --version\n");
 	printf("\nPress ^C to stop everything.\n\n");
 	fflush(stdout);
 }

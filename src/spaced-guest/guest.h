@@ -8,24 +8,15 @@
 #include <stdnoreturn.h>
 #include <sys/types.h>
 #include <jansson.h>
+#include "tplimage.h"
 
 #define GUEST_USER_UID  1000
 #define GUEST_USER_GID  1000
 #define GUEST_HOME      "/home/user"
 
 /* template.c: the template's defaults (TPL_META_PATH); absent for host */
-struct guest_template {
-	bool set;
-	uid_t uid;
-	gid_t gid;
-	char *workdir;                  /* NULL: GUEST_HOME */
-	char **env;                     /* "K=V", nenv of them */
-	size_t nenv;
-};
-extern struct guest_template guest_tpl;
+extern struct tpl_meta guest_tpl;
 int  guest_template_load(void);         /* 0 (also when absent) or -errno */
-int  guest_template_parse(const char *buf, size_t len, struct guest_template *t);
-void guest_template_free(struct guest_template *t);
 
 struct guest_limits {
 	unsigned nproc, nofile, fsize_mb;
