@@ -432,7 +432,9 @@ api_template_delete(struct req *r)
 	}
 	/* the image goes with its last name, unless a sandbox still needs it
 	 * (a paused one resumes from it; the next rm of a name collects it) */
+	/* a store without the count (PostgreSQL, not yet) keeps every image */
 	if (tpl_digest_valid(digest) && !digest_named(r->ctl, digest) &&
+	    r->ctl->st->ops->template_refs != NULL &&
 	    r->ctl->st->ops->template_refs(r->ctl->st, digest, &refs) == 0 && refs == 0 &&
 	    blob_path(r->ctl, digest, path, sizeof(path)) == 0 && unlink(path) == 0)
 		removed = true;
