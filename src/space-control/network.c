@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <arpa/inet.h>
 
-#include "lifecycle.h"
 #include "netpolicy.h"
 #include "network.h"
 
