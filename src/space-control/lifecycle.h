@@ -8,8 +8,6 @@
 #include "store.h"
 #include "store_tx.h"
 
-#define R(s) ((s)->rows)
-
 static inline bool
 streq(const char *a, const char *b)
 {

@@ -14,6 +14,7 @@
 
 #include "netpolicy.h"
 #include "network.h"
+#include "store_tx.h"
 
 /* letters, digits, '-' and '.', labels of 1..63, at most 253 in all */
 static bool

@@ -163,6 +163,9 @@ struct store_rows {
 	int (*key_usage)(struct store *, const char *key_id, int64_t now, struct key_quota *q,
 	    int64_t *running, int64_t *memory_mb, int64_t *recent, int64_t *oldest);
 };
+/* a store's row operations */
+#define R(s) ((s)->rows)
+
 
 /* lifecycle.c: the entries of store_ops every backend shares */
 int lc_sandbox_create(struct store *, const char *owner, const char *id,
