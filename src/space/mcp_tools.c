@@ -289,6 +289,8 @@ t_create(struct mcp_ctx *x, json_t *args)
 		json_object_set(req, "worker", v);
 	if ((v = json_object_get(args, "metadata")) != NULL)
 		json_object_set(req, "metadata", v);
+	if ((v = json_object_get(args, "network")) != NULL)
+		json_object_set(req, "network", v);
 	for (i = 0; i < sizeof(res) / sizeof(res[0]); i++)
 		if ((v = json_object_get(args, res[i])) != NULL)
 			json_object_set(resources, res[i], v);
@@ -572,6 +574,14 @@ const struct mcp_tool mcp_tools[] = {
 	  "'worker':{'type':'string','pattern':'^[A-Za-z0-9_-]{1,64}$','description':"
 	  "'place it on this worker'},"
 	  "'metadata':{'type':'object','description':'free-form labels, at most 16 KiB'},"
+	  "'network':{'type':'object','additionalProperties':false,'description':"
+	  "'egress policy (default: internet on, private ranges off; the worker, the control "
+	  "plane, other sandboxes, link-local and metadata addresses are always refused)',"
+	  "'properties':{'internet':{'type':'boolean','description':'reach the internet at all'},"
+	  "'allow':{'type':'array','maxItems':64,'items':{'type':'string','minLength':1,'maxLength':253},"
+	  "'description':'CIDRs or host names let through (host names resolved now)'},"
+	  "'deny':{'type':'array','maxItems':64,'items':{'type':'string','minLength':1,'maxLength':253},"
+	  "'description':'CIDRs or host names refused; a deny beats an allow'}}},"
 	  WAIT_ARGS "}}",
 	  SUMMARY, "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}",
 	  t_create },

@@ -95,6 +95,21 @@ ok(progress.length > 0 && progress.every((p, i) => i === 0 || p.progress > progr
 ok(JSON.parse(r.content?.[0]?.text ?? '{}').id === sbx, 'the text content is the structured result as JSON');
 const w1 = created.worker;
 
+// ---- sandbox_create with an egress policy: the platform keeps it ----
+r = await call('sandbox_create', { network: { internet: false, deny: ['203.0.113.0/24'] } });
+const netSbx = good(r, 'sandbox_create with a network policy');
+let pol = null;
+try {
+	pol = JSON.parse(execFileSync(space, ['network', netSbx.id, '--json'], { env, stdio: ['ignore', 'pipe', 'pipe'] }).toString());
+} catch (e) {
+	diag(`space network: ${e.stderr}`);
+}
+ok(pol !== null && pol.internet === false && JSON.stringify(pol.deny ?? []).includes('203.0.113.0/24'),
+	`the policy given to sandbox_create is the sandbox's (${JSON.stringify(pol)})`);
+r = await call('sandbox_create', { network: { internet: 'no' } });
+ok(r.isError === true, 'a network policy of the wrong shape is a tool error');
+await call('kill', { sandbox: netSbx.id });
+
 // ---- run_command ----
 r = await call('run_command', { sandbox: sbx, argv: ['sh', '-c', 'echo hi; echo err >&2; exit 3'] });
 let o = good(r, 'run_command argv');
