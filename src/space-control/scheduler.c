@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "templates.h"
 #include "log.h"
 #include "util.h"
 
@@ -177,11 +178,13 @@ reap_timeouts(struct ctl *c)
 /* once a second: workers silent for longer than the heartbeat timeout are
  * lost (no new placements), the keyring follows rotations, lifecycle
  * operations are driven (leases renewed, expired ones taken over) and
- * timeouts reaped */
+ * timeouts reaped; every 10 s, template images nobody references are
+ * collected */
 static void *
 tick(void *arg)
 {
 	struct ctl *c = arg;
+	unsigned ticks = 0;
 	int n;
 
 	while (!c->stopping) {
@@ -191,6 +194,8 @@ tick(void *arg)
 		(void)keyring_refresh(&c->kr, c->st);
 		ops_kick(c, NULL);
 		reap_timeouts(c);
+		if (++ticks % 10 == 0)
+			(void)templates_collect(c);
 		sleep(1);
 	}
 	return NULL;

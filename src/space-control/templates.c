@@ -12,7 +12,8 @@
  * verify them again; a sandbox records the digest, never the name, so
  * rebuilding a name does not change a sandbox made from it. An image is
  * removed with the last name pointing at it, once no sandbox that is not
- * killed was made from it. */
+ * killed was made from it; one kept for such a sandbox is collected by
+ * templates_collect() once that sandbox is killed. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -442,4 +443,47 @@ api_template_delete(struct req *r)
 	    removed ? ", and its image" : "");
 	reply_json(r, 200, json_pack("{s:s,s:s,s:b,s:I}", "deleted", r->params[0], "digest", digest,
 	    "image_removed", removed, "sandboxes", (json_int_t)refs));
+}
+
+/* The collection by reference: an image no name points at and no sandbox
+ * that is not killed was made from is removed, once it is older than
+ * --archive-grace (an upload is named right after it arrives). A store
+ * without the count (PostgreSQL, not yet) keeps every image. Returns the
+ * number removed. */
+int
+templates_collect(struct ctl *c)
+{
+	char d[PATH_MAX + 32], path[PATH_MAX + 128], digest[TPL_DIGEST_HEX + 1];
+	struct dirent *e;
+	struct stat st;
+	int64_t refs;
+	size_t n;
+	DIR *dp;
+	int removed = 0;
+
+	if (c->st->ops->template_refs == NULL || tdir(c, "blobs", d, sizeof(d)) < 0 ||
+	    (dp = opendir(d)) == NULL)
+		return 0;
+	while ((e = readdir(dp)) != NULL) {
+		n = strlen(e->d_name);
+		if (n != TPL_DIGEST_HEX + 4 || strcmp(e->d_name + TPL_DIGEST_HEX, ".img") != 0)
+			continue;
+		memcpy(digest, e->d_name, TPL_DIGEST_HEX);
+		digest[TPL_DIGEST_HEX] = '\0';
+		if (!tpl_digest_valid(digest) || blob_path(c, digest, path, sizeof(path)) < 0 ||
+		    lstat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    st.st_mtime > time(NULL) - c->cfg.archive_grace)
+			continue;
+		if (digest_named(c, digest))
+			continue;
+		refs = 1;
+		if (c->st->ops->template_refs(c->st, digest, &refs) < 0 || refs != 0)
+			continue;
+		if (unlink(path) == 0) {
+			removed++;
+			log_info("template image %s collected: no name and no sandbox needs it", digest);
+		}
+	}
+	closedir(dp);
+	return removed;
 }

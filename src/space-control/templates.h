@@ -7,4 +7,6 @@ struct ctl;
 
 /* the digest a template name stands for: 0, -ENOENT, -EIO */
 int templates_resolve(const struct ctl *c, const char *name, char digest[TPL_DIGEST_HEX + 1]);
+/* remove the images nothing references (templates.c): the number removed */
+int templates_collect(struct ctl *c);
 #endif

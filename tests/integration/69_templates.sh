@@ -17,7 +17,9 @@
 platform_init
 MGR_FLAGS="--snapshot-dir $T/snapshots"
 NP1=$(free_port); NP2=$(free_port)
-check "space-control up" start_ctl
+# --archive-grace 1: an image nobody references is collected 1 s after it
+# arrived (the default gives an upload an hour to be named)
+check "space-control up" start_ctl --archive-grace 1
 check "worker w1 up" add_worker 1 w1 "$NP1"
 check "worker w2 up" add_worker 2 w2 "$NP2"
 SPACE_API_URL=$CU SPACE_API_KEY=$K
@@ -109,6 +111,12 @@ else
 fi
 is "template rm tiny (a sandbox still uses it: the image stays)" "$("$SP" template rm tiny)" "tiny removed"
 check "... its image stays for the sandbox" test -f "$T/c/templates/blobs/$D.img"
+sleep 11
+check "... also after a collection pass" test -f "$T/c/templates/blobs/$D.img"
+for s in "$S" "$S2"; do curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$s"; done
+i=0; while [ -f "$T/c/templates/blobs/$D.img" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+check "once its sandboxes are killed, the image is collected (no name, no sandbox)" test ! -e "$T/c/templates/blobs/$D.img"
+check "... and the control plane says so" grep -q "template image $D collected" "$T/ctl.log"
 
 # ---- a Debian template, built with mmdebstrap (cached by its inputs) ----
 CACHE=${SPACE_TEMPLATE_CACHE:-/var/cache/space-test-templates}
