@@ -93,7 +93,9 @@ test_decode(void)
 	ok(id == NULL, "the error answer's id is null");
 
 	/* one line out, newline-terminated, no other newline */
-	msg = jrpc_result(json_string("x\ny"), json_pack("{s:s}", "t", "a\nb"));
+	id = json_string("x\ny");      /* borrowed by jrpc_result */
+	msg = jrpc_result(id, json_pack("{s:s}", "t", "a\nb"));
+	json_decref(id);
 	line = jrpc_line(msg, &len);
 	ok(line != NULL && line[len - 1] == '\n' && memchr(line, '\n', len - 1) == NULL,
 	    "jrpc_line: one line, its newline last");
