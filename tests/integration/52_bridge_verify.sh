@@ -168,8 +168,16 @@ int main(int argc, char **argv) {
 	int l = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)))
 		return 1;
+	/* ready only once the child serves under its uid, as spaced-host */
+	int sync[2];
+	char one;
+	if (pipe(sync))
+		return 1;
 	pid_t child = fork();
 	if (child > 0) {
+		close(sync[1]);
+		if (read(sync[0], &one, 1) != 1)
+			return 1;
 		printf("ready %d\n", (int)child);
 		fflush(stdout);
 		waitpid(child, NULL, 0);
@@ -178,6 +186,9 @@ int main(int argc, char **argv) {
 	uid_t id = (uid_t)strtoul(ub, NULL, 10) + 65535;
 	if (setgroups(0, NULL) || setresgid(id, id, id) || setresuid(id, id, id) || listen(l, 8))
 		return 1;
+	if (write(sync[1], "r", 1) != 1)
+		return 1;
+	close(sync[1]);
 	for (;;) {
 		int c = accept(l, NULL, NULL);
 		enum proto_role peer;
