@@ -64,6 +64,7 @@ struct ws_stream {
 	bool json_out;          /* subprotocol space.v1.json */
 	bool mgr_done;          /* no more from sbx-manager */
 	bool saw_exit;          /* the process's EXIT went by: an EOF is the end */
+	bool mgr_wdead;         /* sbx-manager stopped reading: input is dropped */
 	char *first;            /* the first text message */
 	uint8_t *extra;         /* bytes the client sent after its head */
 	size_t extra_len, extra_off;
@@ -215,6 +216,8 @@ msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
 			ws_close(ws, 1007, why);
 		return;
 	}
+	if (ws->mgr_wdead)
+		return;         /* nobody to give it to; the reading side decides the close */
 	if (frame_wr_pending(&ws->mwr) + FRAME_HDR_LEN + n > WS_TO_MGR_MAX ||
 	    frame_wr_add(&ws->mwr, MSG_STREAM, p, n) != 0)
 		ws_close(ws, 1008, "too much input at once");
@@ -289,6 +292,18 @@ mgr_frame(struct ws_stream *ws, const struct frame *f)
 	}
 }
 
+/* A write to sbx-manager failed: it closed its side, maybe right after
+ * the process's EXIT and END (a client's STDIN_EOF can cross them). What
+ * it sent before closing is still to be read, and that decides the close
+ * code (1000 after an EXIT, 1011 otherwise); what the client sends from
+ * now on is dropped. */
+static void
+mgr_write_failed(struct ws_stream *ws)
+{
+	ws->mgr_wdead = true;
+	ws->mwr.len = ws->mwr.off = 0;
+}
+
 static void *
 ws_thread(void *arg)
 {
@@ -319,10 +334,8 @@ ws_thread(void *arg)
 		if (r <= 0)
 			break;          /* the client never finished the close */
 		if (pf[1].revents & POLLOUT) {
-			if (frame_wr_flush(&ws->mwr, ws->mfd) < 0) {
-				ws->mgr_done = true;
-				ws_close(ws, 1011, "backend gone");
-			}
+			if (frame_wr_flush(&ws->mwr, ws->mfd) < 0)
+				mgr_write_failed(ws);
 		}
 		if ((pf[1].revents & (POLLIN | POLLHUP | POLLERR)) && (pf[1].events & POLLIN)) {
 			memset(&f, 0, sizeof(f));
@@ -346,10 +359,8 @@ ws_thread(void *arg)
 			break;
 		/* what the client sent may be ready for sbx-manager now */
 		if (frame_wr_pending(&ws->mwr) && !ws->mgr_done &&
-		    frame_wr_flush(&ws->mwr, ws->mfd) < 0) {
-			ws->mgr_done = true;
-			ws_close(ws, 1011, "backend gone");
-		}
+		    frame_wr_flush(&ws->mwr, ws->mfd) < 0)
+			mgr_write_failed(ws);
 	}
 	/* the process (if any) runs on: closing our side of sbx-manager
 	 * only ends this stream's relay */
