@@ -73,5 +73,8 @@
 #define SPACE_MCP_LINE_MAX         (16u << 20) /* one JSON-RPC message to `space mcp` (a write_file of 8 MiB in base64, and its envelope) */
 #define SPACE_MCP_CALLS_MAX        16         /* tools/call requests of one `space mcp` client running at once */
 #define SPACE_MCP_FILE_MAX         (8u << 20) /* bytes read_file returns, write_file takes */
+#define SPACE_GWHELLO_MAX          4096       /* JSON of one gateway hello or answer frame, bytes (docs/network.md) */
+#define SPACE_GWHELLO_TIMEOUT      5          /* seconds a netgtw client has to send its whole hello (slowloris) */
+#define SPACE_PORTS_MAX            32         /* declared service ports of one sandbox */
 
 #endif
