@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <wslay/wslay.h>
 
@@ -54,6 +55,8 @@
 #define WS_QUEUE_MAX    (256u << 10)    /* bytes queued towards the client */
 #define WS_TO_MGR_MAX   (SPACE_STREAM_PAYLOAD_MAX + (64u << 10))
 #define WS_CLOSE_WAIT_MS 5000           /* for the client's close after ours */
+#define WS_LINGER_MS    2000            /* draining the client after our FIN */
+#define WS_LINGER_MAX   (4u * SPACE_STREAM_PAYLOAD_MAX)
 
 struct ws_stream {
 	int sfd, mfd;
@@ -304,6 +307,48 @@ mgr_write_failed(struct ws_stream *ws)
 	ws->mwr.len = ws->mwr.off = 0;
 }
 
+/* The last frames we sent (the close with its code, a process's EXIT
+ * before it) may still be in the socket's send queue or in flight. A TCP
+ * socket closed with unread bytes in its receive queue answers with a
+ * reset at once, and a reset can overtake them: the client then sees
+ * "connection reset" instead of 1009, or a stream without its exit status.
+ * So the close is a lingering one: FIN after everything we sent, then what
+ * the client still sends (the rest of a refused message, input that
+ * crossed our close) is read and dropped until it closes its side, for a
+ * bounded time and count of bytes. */
+static void
+ws_linger(int fd)
+{
+	uint8_t buf[16384];
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	struct timespec t0, now;
+	size_t dropped = 0;
+	ssize_t n;
+	long left;
+
+	if (shutdown(fd, SHUT_WR) < 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (dropped < WS_LINGER_MAX) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = WS_LINGER_MS - ((now.tv_sec - t0.tv_sec) * 1000 +
+		    (now.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0)
+			break;
+		n = poll(&pf, 1, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
+		if (n <= 0)
+			break;
+		dropped += (size_t)n;
+	}
+}
+
 static void *
 ws_thread(void *arg)
 {
@@ -364,6 +409,7 @@ ws_thread(void *arg)
 	}
 	/* the process (if any) runs on: closing our side of sbx-manager
 	 * only ends this stream's relay */
+	ws_linger(ws->sfd);
 	MHD_upgrade_action(ws->urh, MHD_UPGRADE_ACTION_CLOSE);
 	metrics_stream_open(-1);
 	ws_free(ws);

@@ -61,20 +61,27 @@ stream_relay(struct mgr *m, int cfd, int bfd, struct lease *l, const char *sandb
 	struct frame_wr cwr = { 0 }, bwr = { 0 };
 	struct pollfd pf[2];
 	struct frame f;
-	bool end = false, bhup = false, chup = false;
+	bool end = false, bdeaf = false;
 	int r;
 
 	for (;;) {
-		pf[0] = (struct pollfd){ .fd = bhup ? -1 : bfd };
+		pf[0] = (struct pollfd){ .fd = bfd };
 		if (!frame_wr_pending(&cwr))
 			pf[0].events |= POLLIN;
 		if (frame_wr_pending(&bwr))
 			pf[0].events |= POLLOUT;
-		pf[1] = (struct pollfd){ .fd = chup ? -1 : cfd };
+		pf[1] = (struct pollfd){ .fd = cfd };
 		if (!frame_wr_pending(&bwr))
 			pf[1].events |= POLLIN;
 		if (frame_wr_pending(&cwr))
 			pf[1].events |= POLLOUT;
+		/* a hung-up side we are not reading would wake poll at once,
+		 * again and again: it is left out until its turn comes (its
+		 * bytes stay in its socket until then) */
+		if (pf[0].events == 0)
+			pf[0].fd = -1;
+		if (pf[1].events == 0)
+			pf[1].fd = -1;
 		if (pf[0].fd < 0 && pf[1].fd < 0)
 			break;
 		if (poll(pf, 2, -1) < 0) {
@@ -84,12 +91,6 @@ stream_relay(struct mgr *m, int cfd, int bfd, struct lease *l, const char *sandb
 		}
 		if (lease_cancelled(m, l))
 			goto cancelled;
-		/* a hang-up on a side we are not reading yet: stop polling it
-		 * until its turn (else poll returns at once, forever) */
-		if ((pf[0].revents & (POLLHUP | POLLERR)) && !(pf[0].events & POLLIN))
-			bhup = true;
-		if ((pf[1].revents & (POLLHUP | POLLERR)) && !(pf[1].events & POLLIN))
-			chup = true;
 		/* bridge -> client */
 		if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) && (pf[0].events & POLLIN)) {
 			memset(&f, 0, sizeof(f));
@@ -152,11 +153,18 @@ stream_relay(struct mgr *m, int cfd, int bfd, struct lease *l, const char *sandb
 					goto out;
 			}
 		}
-		if (frame_wr_pending(&bwr) && frame_wr_flush(&bwr, bfd) < 0) {
+		if (frame_wr_pending(&bwr) && !bdeaf && frame_wr_flush(&bwr, bfd) < 0) {
 			if (lease_cancelled(m, l))
 				goto cancelled;
-			break;
+			/* the bridge closed its side after the stream's end (a
+			 * process's EXIT and END, crossing the client's last
+			 * input): what it sent before closing is still to be
+			 * read, and ends the stream; the client's input from
+			 * now on is dropped */
+			bdeaf = true;
 		}
+		if (bdeaf)
+			frame_wr_free(&bwr);
 	}
 	goto out;
 cancelled:

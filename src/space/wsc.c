@@ -281,6 +281,7 @@ struct sess {
 	bool got_first, exited, failed;
 	int status;             /* from EXIT */
 	uint16_t close_code;
+	char close_reason[124];  /* printable, from the close frame */
 };
 
 static volatile sig_atomic_t winch;
@@ -374,6 +375,15 @@ c_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a, 
 	(void)ctx;
 	if (a->opcode == WSLAY_CONNECTION_CLOSE) {
 		s->close_code = a->status_code;
+		/* the reason follows the two bytes of the code (RFC 6455
+		 * section 5.5.1); wslay checked it is UTF-8: kept printable */
+		if (a->msg_length > 2) {
+			size_t n = a->msg_length - 2, k = 0;
+			for (size_t i = 0; i < n && k + 1 < sizeof(s->close_reason); i++)
+				if (a->msg[2 + i] >= 0x20 && a->msg[2 + i] < 0x7f)
+					s->close_reason[k++] = (char)a->msg[2 + i];
+			s->close_reason[k] = '\0';
+		}
 		return;
 	}
 	if (!s->got_first) {
@@ -533,7 +543,8 @@ wsc_run(struct wsc *w, const struct wsc_io *io, const char *verb)
 		return s.status;
 	if (s.close_code == 1000 && s.got_first)
 		return 0;
-	ret = cli_fail(verb, "the stream ended (close %u)", (unsigned)s.close_code);
+	ret = cli_fail(verb, "the stream ended (close %u%s%s)", (unsigned)s.close_code,
+	    s.close_reason[0] ? ": " : "", s.close_reason);
 	return ret;
 }
 

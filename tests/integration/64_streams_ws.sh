@@ -1,8 +1,4 @@
 #!/bin/sh
-# ci: once
-# (not run again under the sanitizers: there, two races of the stream path
-# showed, an oversized frame's close 1009 lost to a reset and a killed
-# command's status lost at the end of its stream; the plain build runs it)
 # WebSocket streams at node-api, driven by an independent client
 # (python3-websockets, and raw frames no library sends): everything that is
 # refused is refused before the upgrade with the HTTP status a client repairs

@@ -1,8 +1,4 @@
 #!/bin/sh
-# ci: once
-# (not run again under the sanitizers: there, two races of the stream path
-# showed, an oversized frame's close 1009 lost to a reset and a killed
-# command's status lost at the end of its stream; the plain build runs it)
 # Streams through the CLI and across a replacement: `space exec` streams
 # live and keeps its exit statuses, --background / ps / signal / attach,
 # `space fs watch`, `space shell` typed into through tmux as a person would
