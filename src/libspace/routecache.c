@@ -115,7 +115,8 @@ entry_valid(const struct route_entry *e)
 	if (!ok)
 		return false;
 	if (!printable(e->endpoint, SPACE_ENDPOINT_MAX) ||
-	    (strncmp(e->endpoint, "http://", 7) != 0 && strncmp(e->endpoint, "https://", 8) != 0))
+	    (strncmp(e->endpoint, "http://", 7) != 0 && strncmp(e->endpoint, "https://", 8) != 0 &&
+	    strncmp(e->endpoint, "tcp://", 6) != 0))     /* a worker's gateway (space-edge) */
 		return false;
 	if (!printable(e->capability, SPACE_TOKEN_MAX))
 		return false;

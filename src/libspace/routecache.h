@@ -20,7 +20,7 @@
 
 struct route_entry {
 	struct route_identity route;            /* route.sandbox is the key */
-	char     endpoint[SPACE_ENDPOINT_MAX + 1];      /* node-api base URL */
+	char     endpoint[SPACE_ENDPOINT_MAX + 1];      /* node-api base URL, or tcp://HOST:PORT of a gateway */
 	char     capability[SPACE_TOKEN_MAX + 1];       /* secret: wiped, never logged */
 	uint32_t access;                        /* ACC_* bits the capability grants */
 	int64_t  cap_exp;                       /* the capability's exp, unix seconds */

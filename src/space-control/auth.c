@@ -1,6 +1,8 @@
-/* Authentication of callers. Two kinds of bearer secret, never accepted on
- * each other's endpoints: API keys ("sk_...", users) and worker credentials
- * ("wk_...", one per worker). A secret is 32 random bytes; the store keeps
+/* Authentication of callers. Three kinds of bearer secret, never accepted
+ * on each other's endpoints: API keys ("sk_...", users), worker credentials
+ * ("wk_...", one per worker) and edge credentials ("ek_...", space-edge:
+ * POST /v1/edge/routes and nothing else). A sandbox's traffic token
+ * ("tt_...") is no bearer of any endpoint: space-edge passes it in a body. A secret is 32 random bytes; the store keeps
  * its first characters as a public lookup id and the BLAKE2b-256 of the
  * whole secret, so a copy of the database does not hold usable keys. */
 #include <errno.h>
@@ -9,9 +11,10 @@
 #include <sodium.h>
 
 #include "control.h"
+#include "store_tx.h"
 #include "util.h"
 
-#define PREFIX_LEN 3    /* "sk_", "wk_" */
+#define PREFIX_LEN 3    /* "sk_", "wk_", "ek_", "tt_" */
 
 int
 auth_secret_new(const char *prefix, char *out, size_t cap, char id[STORE_CREDID_LEN + 1],
@@ -96,6 +99,10 @@ auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 1],
 		*kind = "worker_credential_on_user_endpoint";
 		return -EACCES;
 	}
+	if (strncmp(bearer, "ek_", PREFIX_LEN) == 0) {
+		*kind = "edge_credential_on_user_endpoint";
+		return -EACCES;
+	}
 	if (!secret_shape(bearer, "sk_")) {
 		*kind = "malformed";
 		return -EACCES;
@@ -137,5 +144,49 @@ auth_worker(struct ctl *c, const char *bearer, const char *path_worker, const ch
 		*kind = "wrong_worker";
 		return -EPERM;
 	}
+	return 0;
+}
+
+int
+auth_edge(struct ctl *c, const char *bearer, char name[SPACE_ID_MAX + 1], const char **kind)
+{
+	int rc;
+
+	if (bearer == NULL) {
+		*kind = "missing";
+		return -EACCES;
+	}
+	if (strncmp(bearer, "sk_", PREFIX_LEN) == 0) {
+		*kind = "api_key_on_edge_endpoint";
+		return -EACCES;
+	}
+	if (!secret_shape(bearer, "ek_")) {
+		*kind = "malformed";
+		return -EACCES;
+	}
+	if (R(c->st)->edgecred_lookup == NULL)
+		return -ENOSYS;
+	rc = check_secret(bearer, R(c->st)->edgecred_lookup, c->st, name);
+	if (rc == -EACCES)
+		*kind = "bad_edge_credential";
+	return rc;
+}
+
+int
+auth_traffic_token(struct ctl *c, const char *sandbox, const char *token)
+{
+	uint8_t want[STORE_HASH_LEN], got[STORE_HASH_LEN];
+	int rc;
+
+	if (!secret_shape(token, "tt_"))
+		return -EACCES;
+	crypto_generichash(got, sizeof(got), (const uint8_t *)token, strlen(token), NULL, 0);
+	rc = R(c->st)->traffic_token_get(c->st, sandbox, want);
+	if (rc < 0)
+		return -EIO;
+	if (rc == 0)
+		memset(want, 0, sizeof(want));  /* same work when none is set */
+	if (!ct_equal(want, got, sizeof(got)) || rc == 0)
+		return -EACCES;
 	return 0;
 }

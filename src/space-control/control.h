@@ -117,6 +117,8 @@ struct store *control_store_open(struct config *cfg);
 int  control_cred_add(int argc, char **argv, const char *what, const struct key_quota *q);
 /* cmd_apikey.c: apikey add | list | revoke */
 int  cmd_apikey(int argc, char **argv);
+/* cmd_edgekey.c: edgekey create | revoke */
+int  cmd_edgekey(int argc, char **argv);
 
 /* keyring.c: starts the signer; verbose is passed on to it */
 int  keyring_init(struct keyring *kr, struct store *st, const char *data_dir, int verbose);
@@ -160,6 +162,12 @@ int  auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 
     char key_id[STORE_CREDID_LEN + 1], const char **kind);
 int  auth_worker(struct ctl *c, const char *bearer, const char *path_worker,
     const char **kind);
+/* an edge credential: 0 and its name; -EACCES (*kind), -EIO, -ENOSYS
+ * (the store keeps none) */
+int  auth_edge(struct ctl *c, const char *bearer, char name[SPACE_ID_MAX + 1],
+    const char **kind);
+/* the traffic token of sandbox: 0 it is the one set, -EACCES, -EIO */
+int  auth_traffic_token(struct ctl *c, const char *sandbox, const char *token);
 
 /* scheduler.c */
 int  scheduler_start(struct ctl *c);

@@ -52,6 +52,8 @@ static const struct route routes[] = {
 	{ "POST",   "/v1/sandboxes/*/network",      api_sandbox_network_set, AUTH_USER },
 	{ "PATCH",  "/v1/sandboxes/*/network",      api_sandbox_network_set, AUTH_USER },
 	{ "PUT",    "/v1/sandboxes/*/timeouts",     api_sandbox_timeouts,   AUTH_USER },
+	{ "POST",   "/v1/sandboxes/*/traffic-token", api_traffic_token,     AUTH_USER },
+	{ "POST",   "/v1/edge/routes",              api_edge_routes,        AUTH_EDGE },
 	{ "GET",    "/v1/workers",                  api_workers_list,       AUTH_USER },
 	{ "POST",   "/v1/workers/*/register",       api_worker_register,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/heartbeat",      api_worker_heartbeat,   AUTH_WORKER },
@@ -249,6 +251,9 @@ authenticate(struct req *r, const struct route *rt)
 	case AUTH_WORKER:
 		rc = auth_worker(c, tok, r->params[0], &kind);
 		break;
+	case AUTH_EDGE:
+		rc = auth_edge(c, tok, r->principal, &kind);
+		break;
 	default:
 		rc = -EINVAL;   /* a route without a known auth kind serves nobody */
 		break;
@@ -258,13 +263,18 @@ authenticate(struct req *r, const struct route *rt)
 		reply_error(r, 503, "unavailable", "credential store unavailable");
 		goto out;
 	}
+	if (rc == -ENOSYS) {
+		reply_error(r, 501, "not_implemented", "edge credentials need the SQLite store for now");
+		goto out;
+	}
 	if (rc < 0) {
 		metrics_auth_failure(kind);
 		if (rt->auth == AUTH_WORKER && rc == -EPERM)
 			reply_error(r, 403, "forbidden", "credential belongs to another worker");
 		else
 			reply_error(r, 401, "unauthenticated", rt->auth == AUTH_WORKER ?
-			    "a valid worker credential is required" : "a valid API key is required");
+			    "a valid worker credential is required" : rt->auth == AUTH_EDGE ?
+			    "a valid edge credential is required" : "a valid API key is required");
 		goto out;
 	}
 	ret = 0;

@@ -12,7 +12,7 @@
 struct ctl;
 struct http;
 
-enum auth_kind { AUTH_NONE, AUTH_USER, AUTH_WORKER };
+enum auth_kind { AUTH_NONE, AUTH_USER, AUTH_WORKER, AUTH_EDGE };
 
 #define REQ_PARAMS_MAX 2
 
@@ -26,7 +26,7 @@ struct req {
 	bool    too_large;
 	void   *sink;           /* a streamed body's state (templates.c) */
 	char    params[REQ_PARAMS_MAX][SPACE_ID_MAX + 1];   /* '*' path segments */
-	char    principal[SPACE_ID_MAX + 1];                /* AUTH_USER */
+	char    principal[SPACE_ID_MAX + 1];                /* AUTH_USER; AUTH_EDGE: the edge's name */
 	char    key_id[STORE_CREDID_LEN + 1];               /* AUTH_USER: the key's id */
 	/* the answer */
 	unsigned status;
@@ -85,6 +85,9 @@ void api_snapshot_list(struct req *);
 void api_sandbox_network_get(struct req *);
 void api_sandbox_network_set(struct req *);
 void api_sandbox_timeouts(struct req *);
+/* api_edge.c */
+void api_edge_routes(struct req *);
+void api_traffic_token(struct req *);
 void api_worker_snapshot(struct req *);
 void api_worker_register(struct req *);
 void api_worker_heartbeat(struct req *);

@@ -5,6 +5,7 @@
  *   space-control apikey add NAME [--max-sandboxes N --max-memory-mb N
  *       --creates-per-minute N] --data-dir D   (cmd_apikey.c; list, revoke)
  *   space-control worker add NAME --data-dir D
+ *   space-control edgekey create|revoke NAME --data-dir D   (cmd_edgekey.c)
  *   space-control keys rotate --data-dir D [--rotate-publish-delay S]
  *   space-control keys root --data-dir D */
 #include <errno.h>
@@ -79,6 +80,7 @@ usage(FILE *f)
 	    "       space-control apikey list --data-dir D\n"
 	    "       space-control apikey revoke ID|NAME --data-dir D\n"
 	    "       space-control worker add NAME --data-dir D\n"
+	    "       space-control edgekey create|revoke NAME --data-dir D\n"
 	    "       space-control keys rotate --data-dir D [--rotate-publish-delay S]\n"
 	    "       space-control keys root --data-dir D\n");
 }
@@ -501,6 +503,7 @@ static const struct {
 } cmds[] = {
 	{ "serve",  cmd_serve },
 	{ "apikey", cmd_apikey },
+	{ "edgekey", cmd_edgekey },
 	{ "worker", cmd_worker },
 	{ "keys",   cmd_keys },
 	{ "signer", cmd_signer },

@@ -174,6 +174,13 @@ static const char *const migrations[] = {
 	"DROP TABLE assignments;"
 	"ALTER TABLE assignments_v7 RENAME TO assignments;"
 	"CREATE INDEX assignments_worker ON assignments(worker, revision);",
+
+	/* 8: the public entry (docs/network.md): edge credentials (hashed as
+	 * API keys are) and each sandbox's traffic token (its hash only) */
+	"CREATE TABLE edge_creds (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+	"  hash BLOB NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER);"
+	"CREATE TABLE traffic_tokens (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
+	"  hash BLOB NOT NULL, created_at INTEGER NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -203,7 +203,7 @@ for k, auth in code_routes.items():
         continue
     sec = doc_routes[k].get("security", doc.get("security", []))
     names = sorted(n for req in sec for n in req)
-    want = {"AUTH_NONE": [], "AUTH_USER": ["apiKey"], "AUTH_WORKER": ["workerCredential"],
+    want = {"AUTH_NONE": [], "AUTH_USER": ["apiKey"], "AUTH_WORKER": ["workerCredential"], "AUTH_EDGE": ["edgeCredential"],
             "AUTH_CAP": ["capability"]}[auth]
     if names != want:
         wrong.append("%s %s: %s, code says %s" % (k[0], k[1], names, auth))
@@ -311,13 +311,14 @@ python3 "$T/check.py" "$NDOC" "$T/n_routes" >"$T/r2"; tap <"$T/r2"
 # ---- space-control, running ----
 K=$(space-control apikey add alice --data-dir "$T/c" 2>>"$T/ctl.log")
 WC=$(space-control worker add w1 --data-dir "$T/c" 2>>"$T/ctl.log")
+EC=$(space-control edgekey create e1 --data-dir "$T/c" 2>>"$T/ctl.log")
 space-control --data-dir "$T/c" --listen "127.0.0.1:$CP" 2>>"$T/ctl.log" &
 CTL=$!
 check "space-control answers /healthz" wait_http "$CU/healthz" 10
 is "GET /openapi.json -> 200 without credentials" \
 	"$(curl -s -o "$T/served_c.json" -w '%{http_code} %{content_type}' "$CU/openapi.json")" "200 application/json"
 check "space-control serves docs/openapi/space-control.json byte for byte" cmp -s "$T/served_c.json" "$CDOC"
-python3 "$T/check.py" "$T/served_c.json" "$T/c_routes" "$CU" "apiKey=$K" "workerCredential=$WC" >"$T/r3"; tap <"$T/r3"
+python3 "$T/check.py" "$T/served_c.json" "$T/c_routes" "$CU" "apiKey=$K" "workerCredential=$WC" "edgeCredential=$EC" >"$T/r3"; tap <"$T/r3"
 check "space-control still answers after the probes" wait_http "$CU/healthz" 2
 
 # ---- node-api, running alone (no sbx-manager: admission cannot be reached) ----

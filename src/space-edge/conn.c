@@ -1,0 +1,716 @@
+/* One client connection of space-edge, in its own thread:
+ *   1. the first request head, complete within --head-timeout of the
+ *      accept, at most REQHEAD_MAX bytes, decoded strictly (reqhead.c);
+ *   2. its Host names the sandbox and port; its credential (the owner's
+ *      API key as a bearer, or X-Space-Traffic-Token, or none) obtains a
+ *      route (route.c), which opens the worker's gateway;
+ *   3. then the connection's bytes both ways. Toward the gateway each
+ *      request head is decoded again (its Host must be the first one's,
+ *      else 421 and close: an upstream connection serves one sandbox port
+ *      and never another), the credential fields are taken out, and the
+ *      body is passed by its framing (Content-Length or chunked) so that
+ *      the next head is found. After an Upgrade request answered 101 both
+ *      directions are raw (WebSocket); an Upgrade answered otherwise ends
+ *      the connection after that answer. Answers flow back as they come. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sodium.h>
+
+#include "edge.h"
+#include "log.h"
+#include "reqhead.h"
+#include "util.h"
+
+#define CBUF_CAP        (REQHEAD_MAX + 1)
+#define UBUF_CAP        65536
+#define CRED_MAX        128     /* an API key or traffic token is 46 bytes */
+#define CHUNK_LINE_MAX  1024
+
+enum state { S_HEAD, S_BODY_CL, S_CHUNK, S_UPGRADE_WAIT, S_RAW, S_DRAIN };
+enum chunk_st { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER,
+    CH_TRAILER_LF };
+
+struct conn {
+	struct edge *e;
+	int cfd, ufd;
+	const char *peer;
+	char *cbuf;                     /* client bytes not yet passed on */
+	size_t chave;
+	char host[256];                 /* the first request's Host */
+	size_t host_len;
+	enum state state;
+	bool upgrade_pending;
+	int64_t body_left;
+	enum chunk_st ch;
+	uint64_t ch_left;
+	size_t ch_line;
+	bool ch_digits, ch_last;
+	uint64_t head_start;            /* ms; 0 when no head byte waits */
+	uint64_t last_io;
+	char sniff[12];
+	size_t nsniff;
+	bool client_eof, up_eof;
+};
+
+static uint64_t
+now_ms(void)
+{
+	return now_mono_ns() / 1000000;
+}
+
+static const char *
+reason(unsigned s)
+{
+	switch (s) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 408: return "Request Timeout";
+	case 409: return "Conflict";
+	case 421: return "Misdirected Request";
+	case 431: return "Request Header Fields Too Large";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	default:  return "Error";
+	}
+}
+
+static int
+send_full(int fd, const void *p, size_t n)
+{
+	const char *b = p;
+
+	while (n > 0) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* a whole answer of the edge itself; the connection closes after it */
+static void
+reply(struct conn *c, unsigned status, const char *ctype, const char *body, bool retry)
+{
+	char head[512];
+	int n;
+
+	n = snprintf(head, sizeof(head), "HTTP/1.1 %u %s\r\nContent-Type: %s\r\n"
+	    "Content-Length: %zu\r\nConnection: close\r\n%s%s\r\n", status, reason(status), ctype,
+	    strlen(body), retry ? "Retry-After: 1\r\n" : "",
+	    status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
+	if (n > 0 && (size_t)n < sizeof(head) && send_full(c->cfd, head, (size_t)n) == 0)
+		(void)send_full(c->cfd, body, strlen(body));
+}
+
+static void
+refuse(struct conn *c, enum edge_refusal why, unsigned status, const char *msg, bool retry)
+{
+	char body[256];
+
+	atomic_fetch_add(&c->e->st.refused[why], 1);
+	snprintf(body, sizeof(body), "%s\n", msg);
+	reply(c, status, "text/plain; charset=utf-8", body, retry);
+	if (c->e->cfg.verbose)
+		log_info("%s: %u %s", c->peer, status, msg);
+}
+
+static enum edge_refusal
+refusal_of(unsigned status)
+{
+	switch (status) {
+	case 401: return REF_UNAUTHENTICATED;
+	case 403: return REF_FORBIDDEN;
+	case 404: return REF_NOT_FOUND;
+	case 409: return REF_CONFLICT;
+	case 503: return REF_UNAVAILABLE;
+	default:  return REF_BAD_GATEWAY;
+	}
+}
+
+/* a send blocked for the idle timeout ends the connection */
+static void
+send_timeout(int fd, unsigned s)
+{
+	struct timeval tv = { .tv_sec = s };
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static void
+consume(struct conn *c, size_t n)
+{
+	memmove(c->cbuf, c->cbuf + n, c->chave - n);
+	c->chave -= n;
+}
+
+/* the value of field i, trimmed, as a NUL-terminated copy; false when
+ * longer than cap - 1 */
+static bool
+field_copy(const struct reqhead *h, size_t i, char *out, size_t cap)
+{
+	if (h->f[i].value_len >= cap)
+		return false;
+	memcpy(out, h->f[i].value, h->f[i].value_len);
+	out[h->f[i].value_len] = '\0';
+	return true;
+}
+
+/* "Bearer sk_..." : the owner's API key, which the edge consumes */
+static bool
+is_api_key_bearer(const struct reqhead *h, size_t i)
+{
+	const struct reqhead_field *f = &h->f[i];
+
+	return reqhead_is(h, i, "authorization") && f->value_len > 10 &&
+	    strncasecmp(f->value, "bearer ", 7) == 0 && strncmp(f->value + 7, "sk_", 3) == 0;
+}
+
+/* the head toward the gateway: the request line and every field but the
+ * edge's credentials */
+static int
+forward_head(struct conn *c, const char *buf, size_t len, const struct reqhead *h)
+{
+	char *out = malloc(len);
+	size_t n = 0, i;
+	int rc;
+
+	if (out == NULL)
+		return -1;
+	memcpy(out, buf, h->line_len);
+	n = h->line_len;
+	for (i = 0; i < h->nf; i++) {
+		if (is_api_key_bearer(h, i) || reqhead_is(h, i, "x-space-traffic-token"))
+			continue;
+		memcpy(out + n, buf + h->f[i].line_off, h->f[i].line_len);
+		n += h->f[i].line_len;
+	}
+	memcpy(out + n, "\r\n", 2);
+	n += 2;
+	rc = send_full(c->ufd, out, n);
+	sodium_memzero(out, len);
+	free(out);
+	return rc;
+}
+
+static void
+after_body(struct conn *c)
+{
+	c->state = c->upgrade_pending ? S_UPGRADE_WAIT : S_HEAD;
+	c->upgrade_pending = false;
+	c->nsniff = 0;
+}
+
+static void
+framing(struct conn *c, const struct reqhead *h)
+{
+	c->upgrade_pending = h->upgrade;
+	if (h->chunked) {
+		c->state = S_CHUNK;
+		c->ch = CH_SIZE;
+		c->ch_left = 0;
+		c->ch_line = 0;
+		c->ch_digits = false;
+	} else if (h->content_length > 0) {
+		c->state = S_BODY_CL;
+		c->body_left = h->content_length;
+	} else
+		after_body(c);
+}
+
+static int
+hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* How many of p[0..n) belong to the chunked body; *done when its end
+ * was among them, -1 on a malformed body */
+static ssize_t
+chunk_scan(struct conn *c, const char *p, size_t n, bool *done)
+{
+	size_t i = 0;
+
+	*done = false;
+	while (i < n) {
+		char ch = p[i];
+
+		switch (c->ch) {
+		case CH_SIZE:
+			if (hexval(ch) >= 0) {
+				if (c->ch_left >> 56)
+					return -1;
+				c->ch_left = c->ch_left * 16 + (uint64_t)hexval(ch);
+				c->ch_digits = true;
+				i++;
+				break;
+			}
+			if (!c->ch_digits)
+				return -1;
+			c->ch = ch == '\r' ? CH_SIZE_LF : CH_EXT;
+			if (ch != '\r' && ch != ';' && ch != ' ' && ch != '\t')
+				return -1;
+			i++;
+			break;
+		case CH_EXT:
+			if (++c->ch_line > CHUNK_LINE_MAX || ch == '\n')
+				return -1;
+			if (ch == '\r')
+				c->ch = CH_SIZE_LF;
+			i++;
+			break;
+		case CH_SIZE_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			c->ch_line = 0;
+			c->ch_last = c->ch_left == 0;
+			c->ch = c->ch_last ? CH_TRAILER : CH_DATA;
+			break;
+		case CH_DATA: {
+			size_t k = n - i < c->ch_left ? n - i : (size_t)c->ch_left;
+			i += k;
+			c->ch_left -= k;
+			if (c->ch_left == 0)
+				c->ch = CH_DATA_CR;
+			break;
+		}
+		case CH_DATA_CR:
+			if (ch != '\r')
+				return -1;
+			c->ch = CH_DATA_LF;
+			i++;
+			break;
+		case CH_DATA_LF:
+			if (ch != '\n')
+				return -1;
+			c->ch = CH_SIZE;
+			c->ch_digits = false;
+			i++;
+			break;
+		case CH_TRAILER:
+			/* trailer fields, then an empty line */
+			if (ch == '\r') {
+				c->ch = CH_TRAILER_LF;
+			} else if (ch == '\n' || ++c->ch_line > CHUNK_LINE_MAX * 8) {
+				return -1;
+			} else
+				c->ch_last = false;     /* a field: not the empty line */
+			i++;
+			break;
+		case CH_TRAILER_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			if (c->ch_last) {
+				*done = true;
+				return (ssize_t)i;
+			}
+			c->ch_last = true;
+			c->ch = CH_TRAILER;
+			break;
+		}
+	}
+	return (ssize_t)i;
+}
+
+/* the credential of the first request: kind and the secret (buffer of
+ * CRED_MAX); -1 when malformed */
+static int
+credential(const struct reqhead *h, enum edge_cred *kind, char *secret)
+{
+	size_t i;
+	int auth = 0, tok = 0;
+
+	*kind = CRED_NONE;
+	secret[0] = '\0';
+	for (i = 0; i < h->nf; i++) {
+		if (reqhead_is(h, i, "authorization"))
+			auth++;
+		if (reqhead_is(h, i, "x-space-traffic-token"))
+			tok++;
+	}
+	if (auth > 1 || tok > 1)
+		return -1;
+	for (i = 0; i < h->nf; i++) {
+		if (is_api_key_bearer(h, i)) {
+			struct reqhead_field f = h->f[i];
+			if (f.value_len - 7 >= CRED_MAX)
+				return -1;
+			memcpy(secret, f.value + 7, f.value_len - 7);
+			secret[f.value_len - 7] = '\0';
+			*kind = CRED_KEY;
+			return 0;
+		}
+	}
+	for (i = 0; i < h->nf; i++) {
+		if (reqhead_is(h, i, "x-space-traffic-token")) {
+			if (!field_copy(h, i, secret, CRED_MAX))
+				return -1;
+			*kind = CRED_TOKEN;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* the edge's own endpoints, on its bare domain */
+static void
+serve_self(struct conn *c, const struct reqhead *h)
+{
+	char *m;
+
+	if (h->method_len == 3 && memcmp(h->method, "GET", 3) == 0 && h->target_len == 8 &&
+	    memcmp(h->target, "/metrics", 8) == 0 && (m = edge_metrics(c->e)) != NULL) {
+		reply(c, 200, "text/plain; version=0.0.4", m, false);
+		free(m);
+	} else if (h->method_len == 3 && memcmp(h->method, "GET", 3) == 0 && h->target_len == 8 &&
+	    memcmp(h->target, "/healthz", 8) == 0)
+		reply(c, 200, "text/plain", "ok\n", false);
+	else
+		refuse(c, REF_NOT_FOUND, 404, "no such endpoint of the edge; sandbox ports are "
+		    "{port}-{sandbox}.{domain}", false);
+}
+
+/* the Host value ends with the domain: malformed (400); otherwise it
+ * names another site (421) */
+static bool
+ours(const struct conn *c, const char *v, size_t n)
+{
+	size_t dl = strlen(c->e->cfg.domain);
+
+	return n >= dl && strncasecmp(v + n - dl, c->e->cfg.domain, dl) == 0;
+}
+
+/* 1 routed, 0 answered (close) */
+static int
+first_request(struct conn *c, size_t hlen)
+{
+	struct reqhead *h = malloc(sizeof(*h));
+	struct edge_upstream *up = malloc(sizeof(*up));
+	char sbx[SPACE_ID_MAX + 1], secret[CRED_MAX];
+	const struct reqhead_field *hf;
+	enum edge_cred kind;
+	const char *why;
+	uint16_t port;
+	int rc, ret = 0;
+
+	if (h == NULL || up == NULL) {
+		refuse(c, REF_UNAVAILABLE, 503, "out of memory", true);
+		goto out;
+	}
+	atomic_fetch_add(&c->e->st.requests, 1);
+	if (reqhead_parse(c->cbuf, hlen, h, &why) < 0) {
+		refuse(c, REF_BAD_HEAD, 400, why, false);
+		goto out;
+	}
+	hf = &h->f[h->host];
+	rc = edgehost_parse(hf->value, hf->value_len, c->e->cfg.domain, &port, sbx);
+	if (rc < 0) {
+		if (ours(c, hf->value, hf->value_len))
+			refuse(c, REF_BAD_HOST, 400, "the host must be {port}-{sandbox}.{domain}", false);
+		else
+			refuse(c, REF_MISDIRECTED, 421, "this edge serves another domain", false);
+		goto out;
+	}
+	if (rc == 0) {
+		serve_self(c, h);
+		goto out;
+	}
+	if (credential(h, &kind, secret) < 0) {
+		refuse(c, REF_BAD_HEAD, 400, "malformed credential fields", false);
+		goto out;
+	}
+	memcpy(c->host, hf->value, hf->value_len);
+	c->host_len = hf->value_len;
+	edge_route(c->e, sbx, port, kind, kind == CRED_NONE ? NULL : secret, up);
+	if (up->fd < 0) {
+		refuse(c, refusal_of(up->status), up->status, up->message, up->retry);
+		goto out;
+	}
+	c->ufd = up->fd;
+	(void)fcntl(c->ufd, F_SETFL, fcntl(c->ufd, F_GETFL) & ~O_NONBLOCK);
+	send_timeout(c->ufd, c->e->cfg.idle_timeout);
+	if (c->e->cfg.verbose)
+		log_info("%s: %.*s %.*s -> %s port %u", c->peer, (int)h->method_len, h->method,
+		    (int)(h->target_len > 80 ? 80 : h->target_len), h->target, sbx, port);
+	if (forward_head(c, c->cbuf, hlen, h) < 0 ||
+	    (up->nearly && send_full(c->cfd, up->early, up->nearly) < 0))
+		goto out;
+	framing(c, h);
+	consume(c, hlen);
+	ret = 1;
+out:
+	sodium_memzero(secret, sizeof(secret));
+	free(h);
+	free(up);
+	return ret;
+}
+
+/* the client's bytes, as far as they can go: 0 go on, -1 close */
+static int
+client_bytes(struct conn *c)
+{
+	for (;;) {
+		switch (c->state) {
+		case S_HEAD: {
+			struct reqhead *h;
+			const char *why;
+			size_t end;
+			int ok;
+
+			if (c->chave == 0)
+				return 0;
+			if (c->head_start == 0)
+				c->head_start = now_ms();
+			end = reqhead_end(c->cbuf, c->chave < REQHEAD_MAX ? c->chave : REQHEAD_MAX);
+			if (end == 0) {
+				if (c->chave >= REQHEAD_MAX) {
+					refuse(c, REF_HEAD_TOO_LARGE, 431, "request head too large", false);
+					return -1;
+				}
+				return 0;
+			}
+			if ((h = malloc(sizeof(*h))) == NULL)
+				return -1;
+			atomic_fetch_add(&c->e->st.requests, 1);
+			ok = reqhead_parse(c->cbuf, end, h, &why) == 0;
+			if (!ok)
+				refuse(c, REF_BAD_HEAD, 400, why, false);
+			else if (h->f[h->host].value_len != c->host_len ||
+			    strncasecmp(h->f[h->host].value, c->host, c->host_len) != 0) {
+				/* never another sandbox on this upstream */
+				refuse(c, REF_OTHER_HOST, 421, "one connection serves one host", false);
+				ok = false;
+			} else if (forward_head(c, c->cbuf, end, h) < 0)
+				ok = false;
+			if (ok)
+				framing(c, h);
+			free(h);
+			if (!ok)
+				return -1;
+			c->head_start = 0;
+			consume(c, end);
+			break;
+		}
+		case S_BODY_CL: {
+			size_t k = (int64_t)c->chave < c->body_left ? c->chave : (size_t)c->body_left;
+			if (k == 0)
+				return 0;
+			if (send_full(c->ufd, c->cbuf, k) < 0)
+				return -1;
+			consume(c, k);
+			c->body_left -= (int64_t)k;
+			if (c->body_left == 0)
+				after_body(c);
+			break;
+		}
+		case S_CHUNK: {
+			bool done;
+			ssize_t k;
+
+			if (c->chave == 0)
+				return 0;
+			if ((k = chunk_scan(c, c->cbuf, c->chave, &done)) < 0) {
+				/* part of the body may have gone: no answer can
+				 * be put in front of the sandbox's */
+				log_warnx("%s: malformed chunked body", c->peer);
+				atomic_fetch_add(&c->e->st.refused[REF_BAD_HEAD], 1);
+				return -1;
+			}
+			if (k > 0 && send_full(c->ufd, c->cbuf, (size_t)k) < 0)
+				return -1;
+			consume(c, (size_t)k);
+			if (done)
+				after_body(c);
+			break;
+		}
+		case S_RAW:
+			if (c->chave == 0)
+				return 0;
+			if (send_full(c->ufd, c->cbuf, c->chave) < 0)
+				return -1;
+			c->chave = 0;
+			return 0;
+		case S_UPGRADE_WAIT:
+		case S_DRAIN:
+			return 0;
+		}
+	}
+}
+
+/* the gateway's bytes to the client; while an upgrade waits, its answer's
+ * status decides: 101 makes both directions raw, anything else ends the
+ * connection after that answer */
+static int
+upstream_bytes(struct conn *c, const char *p, size_t n)
+{
+	if (c->state == S_UPGRADE_WAIT) {
+		size_t k = sizeof(c->sniff) - c->nsniff < n ? sizeof(c->sniff) - c->nsniff : n;
+
+		memcpy(c->sniff + c->nsniff, p, k);
+		c->nsniff += k;
+		if (c->nsniff == sizeof(c->sniff)) {
+			if ((memcmp(c->sniff, "HTTP/1.1 101", 12) == 0 ||
+			    memcmp(c->sniff, "HTTP/1.0 101", 12) == 0)) {
+				c->state = S_RAW;
+			} else {
+				c->state = S_DRAIN;
+				(void)shutdown(c->ufd, SHUT_WR);
+			}
+		}
+	}
+	return send_full(c->cfd, p, n);
+}
+
+static void
+pump(struct conn *c, char *ubuf)
+{
+	for (;;) {
+		struct pollfd p[2];
+		uint64_t now = now_ms(), dl;
+		bool want_client = !c->client_eof && c->state != S_UPGRADE_WAIT &&
+		    c->state != S_DRAIN && c->chave < CBUF_CAP;
+		int t, r;
+
+		if (c->client_eof && c->up_eof)
+			return;
+		dl = c->last_io + c->e->cfg.idle_timeout * 1000ull;
+		if (c->state == S_HEAD && c->head_start &&
+		    c->head_start + c->e->cfg.head_timeout * 1000ull < dl)
+			dl = c->head_start + c->e->cfg.head_timeout * 1000ull;
+		if (now >= dl) {
+			if (c->state == S_HEAD && c->head_start)
+				atomic_fetch_add(&c->e->st.refused[REF_HEAD_TIMEOUT], 1);
+			return;
+		}
+		t = dl - now > 60000 ? 60000 : (int)(dl - now);
+		p[0].fd = want_client ? c->cfd : -1;
+		p[0].events = POLLIN;
+		p[1].fd = c->up_eof ? -1 : c->ufd;
+		p[1].events = POLLIN;
+		p[0].revents = p[1].revents = 0;
+		r = poll(p, 2, t);
+		if (r < 0 && errno != EINTR)
+			return;
+		if (r <= 0)
+			continue;
+		c->last_io = now_ms();
+		if (p[1].revents) {
+			ssize_t k = recv(c->ufd, ubuf, UBUF_CAP, 0);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				return;         /* the gateway is done: so is the client */
+			if (upstream_bytes(c, ubuf, (size_t)k) < 0)
+				return;
+			if (c->state == S_RAW && client_bytes(c) < 0)
+				return;
+		}
+		if (p[0].revents) {
+			ssize_t k = recv(c->cfd, c->cbuf + c->chave, CBUF_CAP - c->chave, 0);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0)
+				return;
+			if (k == 0) {
+				c->client_eof = true;
+				(void)shutdown(c->ufd, SHUT_WR);
+				continue;
+			}
+			c->chave += (size_t)k;
+			if (client_bytes(c) < 0)
+				return;
+		}
+	}
+}
+
+/* the first head: 0 and *len, or -1 (answered or gone) */
+static int
+first_head(struct conn *c, size_t *len)
+{
+	uint64_t dl = now_ms() + c->e->cfg.head_timeout * 1000ull;
+
+	for (;;) {
+		struct pollfd p = { .fd = c->cfd, .events = POLLIN };
+		uint64_t now = now_ms();
+		size_t end;
+		ssize_t k;
+
+		end = reqhead_end(c->cbuf, c->chave < REQHEAD_MAX ? c->chave : REQHEAD_MAX);
+		if (end) {
+			*len = end;
+			return 0;
+		}
+		if (c->chave >= REQHEAD_MAX) {
+			refuse(c, REF_HEAD_TOO_LARGE, 431, "request head too large", false);
+			return -1;
+		}
+		if (now >= dl || poll(&p, 1, (int)(dl - now)) == 0) {
+			if (c->chave > 0)
+				refuse(c, REF_HEAD_TIMEOUT, 408, "request head not complete in time", false);
+			return -1;
+		}
+		k = recv(c->cfd, c->cbuf + c->chave, CBUF_CAP - c->chave, 0);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (k <= 0)
+			return -1;
+		c->chave += (size_t)k;
+	}
+}
+
+void *
+edge_conn_main(void *arg)
+{
+	struct edge_conn_arg *a = arg;
+	struct conn c;
+	char *ubuf = NULL;
+	size_t hlen;
+
+	memset(&c, 0, sizeof(c));
+	c.e = a->e;
+	c.cfd = a->fd;
+	c.ufd = -1;
+	c.peer = a->peer;
+	send_timeout(c.cfd, c.e->cfg.idle_timeout);
+	if ((c.cbuf = malloc(CBUF_CAP)) == NULL || (ubuf = malloc(UBUF_CAP)) == NULL)
+		goto out;
+	if (first_head(&c, &hlen) < 0 || first_request(&c, hlen) <= 0)
+		goto out;
+	c.last_io = now_ms();
+	if (client_bytes(&c) == 0)
+		pump(&c, ubuf);
+out:
+	if (c.ufd >= 0)
+		close(c.ufd);
+	close(c.cfd);
+	if (c.cbuf) {
+		sodium_memzero(c.cbuf, CBUF_CAP);
+		free(c.cbuf);
+	}
+	free(ubuf);
+	atomic_fetch_sub(&a->e->st.conns_open, 1);
+	free(a);
+	return NULL;
+}
