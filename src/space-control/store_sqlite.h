@@ -68,16 +68,6 @@ int sq_sandbox_list(struct store *, const char *owner, json_t **out);
 /* store_sqlite_net.c */
 int sq_sandbox_network_get(struct store *, const char *owner, const char *id, char **out);
 int sq_sandbox_network_set(struct store *, const char *id, const char *json);
-/* store_sqlite_edge.c: the rows of the public entry (store_tx.h) */
-int sq_edgecred_add(struct store *, const char *name, const char *id,
-    const uint8_t hash[STORE_HASH_LEN]);
-int sq_edgecred_lookup(struct store *, const char *id, char name[SPACE_ID_MAX + 1],
-    uint8_t hash[STORE_HASH_LEN]);
-int sq_edgecred_revoke(struct store *, const char *name);
-int sq_traffic_token_set(struct store *, const char *owner, const char *id,
-    const uint8_t hash[STORE_HASH_LEN]);
-int sq_traffic_token_get(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
-int sq_sandbox_owner(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
 int sq_sandbox_current(struct store *, const char *owner, const char *id,
     struct exec_view *out);
 int sq_worker_heartbeat(struct store *, const char *worker, const char *incarnation,
@@ -101,4 +91,14 @@ int sq_timeouts_due(struct store *, int64_t now, json_t **out);
 /* store_sqlite_archives.c: references of the snapshot store */
 int sq_archive_seen(struct store *, const char *digest, int64_t until);
 int sq_archives_collectable(struct store *, json_t *archives, int64_t now, json_t **out);
+/* store_sqlite_edge.c: the rows of the public entry (store_tx.h) */
+int sq_edgecred_add(struct store *, const char *name, const char *id,
+    const uint8_t hash[STORE_HASH_LEN]);
+int sq_edgecred_lookup(struct store *, const char *id, char name[SPACE_ID_MAX + 1],
+    uint8_t hash[STORE_HASH_LEN]);
+int sq_edgecred_revoke(struct store *, const char *name);
+int sq_traffic_token_set(struct store *, const char *owner, const char *id,
+    const uint8_t hash[STORE_HASH_LEN]);
+int sq_traffic_token_get(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
+int sq_sandbox_owner(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
 #endif

@@ -601,12 +601,6 @@ const struct store_rows sq_rows = {
 	.sandbox_key = r_sandbox_key,
 	.sandbox_network_get = sq_sandbox_network_get,
 	.sandbox_network_set = sq_sandbox_network_set,
-	.edgecred_add = sq_edgecred_add,
-	.edgecred_lookup = sq_edgecred_lookup,
-	.edgecred_revoke = sq_edgecred_revoke,
-	.traffic_token_set = sq_traffic_token_set,
-	.traffic_token_get = sq_traffic_token_get,
-	.sandbox_owner = sq_sandbox_owner,
 	.lease_take = r_lease_take,
 	.lease_renew = r_lease_renew,
 	.lease_release = r_lease_release,
@@ -637,6 +631,12 @@ const struct store_rows sq_rows = {
 	.snapshot_has = r_snapshot_has,
 	.audit = r_audit,
 	.key_usage = r_key_usage,
+	.edgecred_add = sq_edgecred_add,
+	.edgecred_lookup = sq_edgecred_lookup,
+	.edgecred_revoke = sq_edgecred_revoke,
+	.traffic_token_set = sq_traffic_token_set,
+	.traffic_token_get = sq_traffic_token_get,
+	.sandbox_owner = sq_sandbox_owner,
 };
 
 /* ---- snapshot list, timeouts, activity (whole operations of their own) ---- */

@@ -89,22 +89,6 @@ struct store_rows {
 	 * NULL when none is set), 0 unknown; owner NULL: any owner */
 	int (*sandbox_network_get)(struct store *, const char *owner, const char *id, char **json);
 	int (*sandbox_network_set)(struct store *, const char *id, const char *json);
-	/* the public entry (store_sqlite_edge.c; NULL on a backend without
-	 * them: the API answers 501). Each runs as its own transaction.
-	 * edge credentials: add (-EEXIST name taken), lookup by the public id
-	 * (-ENOENT unknown or revoked), revoke by name (1 revoked, 0 none) */
-	int (*edgecred_add)(struct store *, const char *name, const char *id,
-	    const uint8_t hash[STORE_HASH_LEN]);
-	int (*edgecred_lookup)(struct store *, const char *id, char name[SPACE_ID_MAX + 1],
-	    uint8_t hash[STORE_HASH_LEN]);
-	int (*edgecred_revoke)(struct store *, const char *name);
-	/* the sandbox's traffic token (one, replaced by each set): set 1, or
-	 * 0 no such sandbox of owner; get 1 and *hash, 0 none set */
-	int (*traffic_token_set)(struct store *, const char *owner, const char *id,
-	    const uint8_t hash[STORE_HASH_LEN]);
-	int (*traffic_token_get)(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
-	/* 1 and the owner of a sandbox that is not killed, 0 none */
-	int (*sandbox_owner)(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
 	/* 1 taken (free or expired at now), 0 held by someone else */
 	int (*lease_take)(struct store *, const char *id, const char *who, int64_t expiry,
 	    int64_t now);
@@ -178,6 +162,22 @@ struct store_rows {
 	 * before now and the oldest of those; -ENOENT unknown or revoked */
 	int (*key_usage)(struct store *, const char *key_id, int64_t now, struct key_quota *q,
 	    int64_t *running, int64_t *memory_mb, int64_t *recent, int64_t *oldest);
+	/* the public entry (store_sqlite_edge.c; NULL on a backend without
+	 * them: the API answers 501). Each runs as its own transaction.
+	 * edge credentials: add (-EEXIST name taken), lookup by the public id
+	 * (-ENOENT unknown or revoked), revoke by name (1 revoked, 0 none) */
+	int (*edgecred_add)(struct store *, const char *name, const char *id,
+	    const uint8_t hash[STORE_HASH_LEN]);
+	int (*edgecred_lookup)(struct store *, const char *id, char name[SPACE_ID_MAX + 1],
+	    uint8_t hash[STORE_HASH_LEN]);
+	int (*edgecred_revoke)(struct store *, const char *name);
+	/* the sandbox's traffic token (one, replaced by each set): set 1, or
+	 * 0 no such sandbox of owner; get 1 and *hash, 0 none set */
+	int (*traffic_token_set)(struct store *, const char *owner, const char *id,
+	    const uint8_t hash[STORE_HASH_LEN]);
+	int (*traffic_token_get)(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
+	/* 1 and the owner of a sandbox that is not killed, 0 none */
+	int (*sandbox_owner)(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
 };
 /* a store's row operations */
 #define R(s) ((s)->rows)

@@ -117,7 +117,7 @@ struct call {
 	char gw_error[SPACE_ERROR_CODE_MAX + 1];        /* the gateway's last refusal */
 	char gw_message[SPACE_ERROR_MESSAGE_MAX + 1];
 	unsigned ctl_status;                            /* the control plane's refusal */
-	char ctl_message[160];
+	char ctl_message[SPACE_ERROR_MESSAGE_MAX + 1];
 	bool ctl_retry;
 };
 
@@ -192,7 +192,8 @@ resolve(void *ctx, const char *sandbox, const struct route_identity *rejected,
 	} else if (!space_answer_ok(&a)) {
 		x->ctl_status = (unsigned)a.status;
 		x->ctl_retry = a.status == 503;
-		snprintf(x->ctl_message, sizeof(x->ctl_message), "%s", a.message);
+		snprintf(x->ctl_message, sizeof(x->ctl_message), "%.*s", (int)sizeof(x->ctl_message) - 1,
+		    a.message);
 		rc = -EREMOTEIO;
 	} else if ((rc = entry_from_answer(a.body, out)) < 0) {
 		x->ctl_status = 502;
@@ -359,12 +360,13 @@ attempt(void *ctx, const struct route_entry *re)
 }
 
 static void
-fail(struct edge_upstream *up, unsigned status, bool retry, const char *fmt, const char *arg)
+fail(struct edge_upstream *up, unsigned status, bool retry, const char *what, const char *arg)
 {
 	up->fd = -1;
 	up->status = status;
 	up->retry = retry;
-	snprintf(up->message, sizeof(up->message), fmt, arg);
+	snprintf(up->message, sizeof(up->message), "%.120s%s%.60s%s", what, arg ? " (" : "",
+	    arg ? arg : "", arg ? ")" : "");
 }
 
 void
@@ -388,7 +390,7 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 	up->nearly = 0;
 	cred_key(kind, secret, ck);
 	if ((rc = route_cache_new()) == NULL) {
-		fail(up, 503, true, "%s", "out of memory");
+		fail(up, 503, true, "out of memory", NULL);
 		return;
 	}
 	route_cache_set_ttl(rc, e->cfg.cache_ttl);
@@ -449,18 +451,18 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 		unsigned s = x.ctl_status;
 		if (s != 401 && s != 403 && s != 404 && s != 409 && s != 503)
 			s = 502;
-		fail(up, s, x.ctl_retry, "%s", x.ctl_message);
+		fail(up, s, x.ctl_retry, x.ctl_message, NULL);
 		return;
 	}
 	if (x.gw_error[0]) {
 		if (strcmp(x.gw_error, "port_not_declared") == 0)
-			fail(up, 404, false, "%s", "port not declared");
+			fail(up, 404, false, "port not declared", NULL);
 		else if (strcmp(x.gw_error, "unavailable") == 0 || strcmp(x.gw_error, "refresh_route") == 0)
-			fail(up, 503, true, "sandbox unavailable (%s)", x.gw_error);
+			fail(up, 503, true, "sandbox unavailable", x.gw_error);
 		else
-			fail(up, 502, false, "gateway refused: %s", x.gw_error);
+			fail(up, 502, false, "gateway refused", x.gw_error);
 		return;
 	}
-	fail(up, r == -ECONNREFUSED || r == -ECONNRESET ? 502 : 503, true,
-	    "%s", "gateway unreachable");
+	fail(up, r == -ECONNREFUSED || r == -ECONNRESET ? 502 : 503, true, "gateway unreachable",
+	    NULL);
 }
