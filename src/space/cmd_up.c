@@ -28,10 +28,11 @@
 #define USAGE "[--data-dir DIR] [--workers N] [--port BASE] [--store STORE] [--foreground]\n" \
 	"  Start space-control on 127.0.0.1:BASE (default 7700) and N workers\n" \
 	"  (default 2) w1..wN, each an sbx-manager and a node-api on\n" \
-	"  127.0.0.1:BASE+I, all with data under DIR (default ./.space), and\n" \
+	"  127.0.0.1:BASE+I, and space-edge (the ports of sandboxes by host name)\n" \
+	"  on 127.0.0.1:BASE+80, all with data under DIR (default ./.space), and\n" \
 	"  supervise them: a crashed process is restarted, ^C or SIGTERM stops\n" \
-	"  everything. Logs go to DIR/logs/; DIR/env holds SPACE_API_URL and\n" \
-	"  SPACE_API_KEY. space up stays in the foreground (--foreground says\n" \
+	"  everything. Logs go to DIR/logs/; DIR/env holds SPACE_API_URL,\n" \
+	"  SPACE_API_KEY, SPACE_EDGE_URL and SPACE_EDGE_DOMAIN. space up stays in the foreground (--foreground says\n" \
 	"  so explicitly). Running it again on DIR continues where it stopped.\n" \
 	"  --store: space-control's store (sqlite:PATH or postgres://...; default\n" \
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE."
@@ -79,7 +80,8 @@ exists(const char *path)
 static int
 bindir_find(struct up *up)
 {
-	static const char *const need[] = { "space-control", "sbx-manager", "spaced-host", "node-api" };
+	static const char *const need[] = { "space-control", "sbx-manager", "spaced-host", "node-api",
+	    "space-edge" };
 	char exe[UP_PATH_MAX], path[UP_PATH_MAX + 32], *slash;
 	ssize_t n;
 	size_t i;
@@ -283,7 +285,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 }
 
 static void
-summary(struct up *up, const char *url)
+summary(struct up *up, const char *url, const char *edge)
 {
 	int i;
 
@@ -292,6 +294,8 @@ summary(struct up *up, const char *url)
 	for (i = 1; i <= up->workers; i++)
 		printf("  worker w%d      node-api http://127.0.0.1:%d, data %s/w%d\n", i,
 		    up->port + i, up->dir, i);
+	printf("  space-edge     %s  (a sandbox's port: http://PORT-SANDBOX.%s/,\n"
+	    "                 `space port url SANDBOX PORT`)\n", edge, edge + 7);
 	printf("  API key        SPACE_API_KEY in %s/env (mode 0600)\n", up->dir);
 	printf("  env file       %s/env\n", up->dir);
 	printf("  logs           %s/logs/\n", up->dir);
@@ -352,7 +356,7 @@ cmd_up(int argc, char **argv)
 	};
 	struct up *up = NULL;
 	const char *dir = ".space";
-	char url[64], health[96], key[KEY_MAX], root[KEY_MAX], *end;
+	char url[64], edge[64], health[96], key[KEY_MAX], root[KEY_MAX], *end;
 	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
 	char listen[32], group[64];
 	long workers = 2, port = 7700;
@@ -427,6 +431,11 @@ cmd_up(int argc, char **argv)
 			    "BASE..BASE+%d)", up->port + i, strerror(-rc), up->workers);
 			goto out;
 		}
+	if ((rc = port_free(up->port + UP_EDGE_OFFSET)) < 0) {
+		cli_fail("up", "127.0.0.1:%d: %s; choose another --port (space-edge uses BASE+%d)",
+		    up->port + UP_EDGE_OFFSET, strerror(-rc), UP_EDGE_OFFSET);
+		goto out;
+	}
 	up_say("starting space-control on %s (data %s) ...", url, ctldir);
 	{
 		char *cargv[] = { ctlbin, "--data-dir", ctldir, "--listen", listen, NULL };
@@ -475,8 +484,18 @@ cmd_up(int argc, char **argv)
 		}
 		up_say("worker w%d ready", i);
 	}
+	if (up_edge_start(up, url, edge, sizeof(edge)) < 0)
+		goto stop;
+	snprintf(path, sizeof(path), "%s/healthz", edge);
+	if ((rc = wait_for(up, healthy, path, READY_TIMEOUT_MS)) < 0) {
+		if (rc == -ETIMEDOUT)
+			cli_fail("up", "space-edge did not answer %s within %d s; see %s/logs/space-edge.log",
+			    path, READY_TIMEOUT_MS / 1000, up->dir);
+		goto stop;
+	}
+	up_say("space-edge ready on %s", edge);
 	sodium_memzero(key, sizeof(key));
-	summary(up, url);
+	summary(up, url, edge);
 	up_run(up);
 	ret = up->failed;
 	goto out;

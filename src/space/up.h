@@ -9,7 +9,7 @@
 
 #include <uv.h>
 
-#define UP_CHILDREN_MAX    (1 + 2 * UP_WORKERS_MAX)
+#define UP_CHILDREN_MAX    (2 + 2 * UP_WORKERS_MAX)
 #define UP_WORKERS_MAX     16
 #define UP_ARGS_MAX        24
 #define UP_PATH_MAX        4096
@@ -17,6 +17,7 @@
 #define UP_BACKOFF_MAX_MS  30000
 #define UP_STABLE_MS       30000   /* a child that ran this long restarts fast again */
 #define UP_KILL_AFTER_MS   10000   /* SIGTERM, then SIGKILL after this */
+#define UP_EDGE_OFFSET     80      /* space-edge listens on BASE+80 */
 
 struct up;
 
@@ -77,4 +78,8 @@ int up_env_get(const char *path, const char *key, char *out, size_t cap);
 int up_env_write(const char *path, const char *url, const char *key);
 /* a key or credential as a command printed it: one printable token */
 int up_token_ok(const char *s);
+
+/* up_edge.c: the edge credential, space-edge on BASE+UP_EDGE_OFFSET, and
+ * SPACE_EDGE_URL / SPACE_EDGE_DOMAIN in the env file; its URL in edge_url */
+int up_edge_start(struct up *up, const char *control_url, char *edge_url, size_t cap);
 #endif

@@ -45,7 +45,7 @@ else
 	exit
 fi
 kids=$(children); UP_KILL9=$kids
-is "it supervises five processes" "$(echo $kids | wc -w)" 5
+is "it supervises six processes" "$(echo $kids | wc -w)" 6
 check "the summary names the env file" grep -q "$D/env" "$T/up1.log"
 check "and the next commands" grep -q "space exec" "$T/up1.log"
 check "env file exists" test -f "$D/env"
@@ -62,6 +62,11 @@ check "and says another one runs" grep -q "another space up is running" "$T/seco
 # as a newcomer: the env file, then the verbs
 export $(cat "$D/env")
 is "SPACE_API_URL points at space-control" "$SPACE_API_URL" "http://127.0.0.1:$P"
+is "SPACE_EDGE_URL points at space-edge" "$SPACE_EDGE_URL" "http://localhost:$((P + 80))"
+is "SPACE_EDGE_DOMAIN is its domain" "$SPACE_EDGE_DOMAIN" "localhost:$((P + 80))"
+check "the summary names the edge" grep -q "space-edge *http://localhost:$((P + 80))" "$T/up1.log"
+is "space-edge answers on its domain" \
+	"$(curl -s --max-time 5 "$SPACE_EDGE_URL/healthz")" "ok"
 KEY1=$SPACE_API_KEY
 SBX=$(space create 2>"$T/err"); rc=$?
 is "space create exits 0" "$rc" 0
@@ -170,12 +175,14 @@ done
 
 # again, on the same directory: same key, same credentials, same sandbox
 cred1=$(sha256sum "$D/w1/credential" "$D/w2/credential")
+edgecred1=$(sha256sum <"$D/edge/credential")
 if start_up "$T/up2.log"; then ok "space up starts again on the same directory"; else
 	not_ok "space up starts again on the same directory"; tail -20 "$T/up2.log" | sed 's/^/# up: /'; fi
 kids=$(children); UP_KILL9=$kids
 export $(cat "$D/env")
 is "the API key is reused" "$SPACE_API_KEY" "$KEY1"
 is "the worker credentials are reused" "$(sha256sum "$D/w1/credential" "$D/w2/credential")" "$cred1"
+is "the edge credential is reused" "$(sha256sum <"$D/edge/credential")" "$edgecred1"
 st=$(space show "$SBX" --json 2>"$T/err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
 is "the sandbox is still known" "$st" "$SBX"
 rm -f "$T/hung"
