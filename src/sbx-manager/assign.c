@@ -680,6 +680,28 @@ assign_reconcile(struct mgr *m)
 	pthread_mutex_lock(&as->lock);
 	for (i = 0; i < n; i++) {
 		r = all[i];
+		if (strcmp(r.id.resident, m->cfg.incarnation) != 0) {
+			/* a record of an earlier resident (another pod on this
+			 * data directory, --resident): the control plane failed
+			 * its executions when this one registered, and nothing
+			 * of it may serve here. Its bridge is stopped if it is
+			 * still ours; a layer that was live is archived (the
+			 * files the user wrote), then reclaimed. */
+			if (r.bridge_pid > 0)
+				stop_bridge(m, &r);     /* checks the start time itself */
+			if (r.state == EXEC_SERVING || r.state == EXEC_STARTING) {
+				log_warnx("execution %s g%llu a%u belongs to resident %s, not %s: stopped",
+				    r.id.sandbox, (unsigned long long)r.id.generation,
+				    r.id.activation, r.id.resident, m->cfg.incarnation);
+				r.state = EXEC_FAILED;
+				r.epoch++;
+				if (records_put(m, &r) == 0) {
+					lease_cancel_before(m, r.id.sandbox, r.epoch);
+					fail_salvaged(m, &r, "worker re-created (new resident)");
+				}
+			}
+			continue;
+		}
 		if (r.state == EXEC_SERVING && bridge_identity_check(m, &r, &why) == 0 &&
 		    bridge_hash_check(&r, &why) == 0 &&
 		    (pfd = bridge_pidfd_open_checked(&r)) >= 0) {

@@ -28,7 +28,7 @@ usage(void)
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 4096]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
-	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [-v]\n");
+	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID] [-v]\n");
 	exit(2);
 }
 
@@ -41,13 +41,23 @@ copy_opt(char *dst, size_t cap, const char *src, const char *name)
 }
 
 /* D/incarnation: made once with the data directory; it is the `resident`
- * of every route here, so a re-created worker never matches old routes */
+ * of every route here, so a re-created worker never matches old routes.
+ * --resident names it instead (on Kubernetes the pod's UID, from the
+ * downward API): a new pod is a new resident, whatever its data
+ * directory holds; the file is then neither read nor written. */
 static void
-load_incarnation(struct mgr_config *cfg)
+load_incarnation(struct mgr_config *cfg, const char *resident)
 {
 	char path[PATH_MAX + 32], id[SPACE_ID_MAX + 1], *buf = NULL;
 	size_t len;
 
+	if (resident != NULL) {
+		if (!id_valid(resident) || strlen(resident) >= sizeof(cfg->incarnation))
+			fatalx("--resident: not an id ([A-Za-z0-9_-], 1 to %d characters)",
+			    (int)sizeof(cfg->incarnation) - 1);
+		memcpy(cfg->incarnation, resident, strlen(resident) + 1);
+		return;
+	}
 	snprintf(path, sizeof(path), "%s/incarnation", cfg->data_dir);
 	if (read_file(path, 256, &buf, &len) == 0) {
 		while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
@@ -135,11 +145,12 @@ main(int argc, char **argv)
 		{ "egress", no_argument, NULL, 1001 },
 		{ "egress-dns", required_argument, NULL, 1002 },
 		{ "egress-deny", required_argument, NULL, 1003 },
+		{ "resident", required_argument, NULL, 1100 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
 	char path[PATH_MAX + 32], self[PATH_MAX], *cred = NULL, *rootk = NULL;
-	char *host = NULL, *end;
+	char *host = NULL, *end, *resident = NULL;
 	sigset_t set;
 	struct group *gr;
 	int c, sig, verbose = 0, r, optidx = 0;
@@ -183,6 +194,7 @@ main(int argc, char **argv)
 				usage();
 			break;
 		case 'v': verbose = 1; break;
+		case 1100: resident = optarg; break;
 		case 1001: case 1002: case 1003:
 			if (egress_option(opts[optidx].name, optarg) != 0)
 				usage();
@@ -230,7 +242,7 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
 	make_dirs(cfg);
-	load_incarnation(cfg);
+	load_incarnation(cfg, resident);
 	if ((r = uid_window_claim(cfg->data_dir, &cfg->uid_window)) != 0)
 		fatalx("cannot claim a host uid window: %s", strerror(-r));
 	snprintf(path, sizeof(path), "%s/records.db", cfg->data_dir);
