@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
 #include <sys/time.h>
 #include <sodium.h>
 
@@ -402,6 +403,32 @@ ours(const struct conn *c, const char *v, size_t n)
 	return n >= dl && strncasecmp(v + n - dl, c->e->cfg.domain, dl) == 0;
 }
 
+/* an address literal ("10.0.0.5:8080", "[::1]:80"): never a sandbox's
+ * host; a probe that names the edge by its address (a load balancer's or
+ * an orchestrator's health check) reaches the edge's own endpoints */
+static bool
+ip_literal(const char *v, size_t n)
+{
+	char a[64];
+	const char *end = v + n, *colon;
+	unsigned char buf[16];
+
+	if (n == 0 || n >= sizeof(a))
+		return false;
+	if (v[0] == '[') {
+		const char *rb = memchr(v, ']', n);
+		if (rb == NULL || (rb + 1 != end && rb[1] != ':'))
+			return false;
+		memcpy(a, v + 1, (size_t)(rb - v - 1));
+		a[rb - v - 1] = '\0';
+		return inet_pton(AF_INET6, a, buf) == 1;
+	}
+	colon = memchr(v, ':', n);
+	memcpy(a, v, (size_t)((colon ? colon : end) - v));
+	a[(colon ? colon : end) - v] = '\0';
+	return inet_pton(AF_INET, a, buf) == 1;
+}
+
 /* 1 routed, 0 answered (close) */
 static int
 first_request(struct conn *c, size_t hlen)
@@ -426,6 +453,8 @@ first_request(struct conn *c, size_t hlen)
 	}
 	hf = &h->f[h->host];
 	rc = edgehost_parse(hf->value, hf->value_len, c->e->cfg.domain, &port, sbx);
+	if (rc < 0 && ip_literal(hf->value, hf->value_len))
+		rc = 0;
 	if (rc < 0) {
 		if (ours(c, hf->value, hf->value_len))
 			refuse(c, REF_BAD_HOST, 400, "the host must be {port}-{sandbox}.{domain}", false);

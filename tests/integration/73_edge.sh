@@ -68,6 +68,7 @@ print(r.split(b"\r\n")[0].decode("latin-1") if r else "closed")
 EOF
 }
 H="Host: 8080-$SBX.$DOM"
+is "the edge's /healthz by its address (a health probe)" "$(curl -s --max-time 5 "http://127.0.0.1:$EP/healthz")" ok
 is "a Host of another domain: 421" "$(raw "GET / HTTP/1.1\r\nHost: 8080-$SBX.example.com\r\n\r\n")" \
 	"HTTP/1.1 421 Misdirected Request"
 is "a malformed Host (port 0): 400" "$(raw "GET / HTTP/1.1\r\nHost: 0-$SBX.$DOM\r\n\r\n")" "HTTP/1.1 400 Bad Request"
