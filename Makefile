@@ -33,7 +33,7 @@ LDFLAGS  += -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 # LDLIBS_ALL; --as-needed keeps only what each of them really calls
 # (gcc's sanitizer link turns that default off, hence the explicit flag).
 LIBS_node-api      := -lsodium -ljansson -lmicrohttpd -lwslay -lnettle
-LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd
+LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd -lseccomp -lcap
 LIBS_space         := -lsodium -ljansson -luv -lwslay -lnettle
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap

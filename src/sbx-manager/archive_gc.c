@@ -104,25 +104,22 @@ collect_one(int sfd, const struct offered *o)
 	return 1;
 }
 
-/* the answer {"collect":[digest...]}: exact keys, each a digest we offered */
+/* the digests the answer named (the control client decoded it: exact
+ * keys, digests only): each deleted only if we offered it */
 static void
-apply_answer(struct mgr *m, int sfd, const char *body, const struct offered *o, size_t n)
+apply_answer(struct mgr *m, int sfd, char (*named)[65], size_t nn, const struct offered *o,
+    size_t n)
 {
-	json_t *ans, *arr, *d;
 	size_t i, k, done = 0;
 
-	if ((ans = json_loads(body, JSON_REJECT_DUPLICATES, NULL)) == NULL || !json_is_object(ans) ||
-	    json_object_size(ans) != 1 || (arr = json_object_get(ans, "collect")) == NULL ||
-	    !json_is_array(arr) || json_array_size(arr) > n) {
-		log_warnx("snapshot store: the control plane's answer is malformed; nothing deleted");
-		json_decref(ans);
+	if (nn > n) {
+		log_warnx("snapshot store: the answer names more than was offered; nothing deleted");
 		return;
 	}
-	json_array_foreach(arr, k, d) {
-		const char *s = json_string_value(d);
-		for (i = 0; s && i < n && strcmp(o[i].digest, s) != 0; i++)
+	for (k = 0; k < nn; k++) {
+		for (i = 0; i < n && strcmp(o[i].digest, named[k]) != 0; i++)
 			;
-		if (s == NULL || i == n)
+		if (i == n)
 			continue;       /* not offered: never deleted */
 		if (collect_one(sfd, &o[i]) == 1) {
 			metrics_inc(m, MC_ARCHIVES_COLLECTED);
@@ -131,7 +128,6 @@ apply_answer(struct mgr *m, int sfd, const char *body, const struct offered *o, 
 	}
 	if (done)
 		log_info("snapshot store: %zu archive(s) nothing references deleted", done);
-	json_decref(ans);
 }
 
 void
@@ -140,8 +136,8 @@ archive_gc_pass(struct mgr *m)
 	struct offered *o = NULL;
 	struct dirent *de;
 	json_t *req = NULL, *arr;
-	char *body = NULL, *answer = NULL;
-	size_t n = 0;
+	char *body = NULL, (*named)[65] = NULL;
+	size_t n = 0, nn = 0;
 	time_t now = time(NULL);
 	DIR *d = NULL;
 	int sfd;
@@ -183,10 +179,10 @@ archive_gc_pass(struct mgr *m)
 	}
 	if (n == 0 || (body = json_dumps(req, JSON_COMPACT)) == NULL)
 		goto out;
-	if (control_archives(m, body, &answer) == 0)
-		apply_answer(m, sfd, answer, o, n);
+	if (control_archives(m, body, &named, &nn) == 0)
+		apply_answer(m, sfd, named, nn, o, n);
 out:
-	free(answer);
+	free(named);
 	free(body);
 	json_decref(req);
 	free(o);

@@ -1,8 +1,9 @@
 /* The control-plane client: register, heartbeat, key bundles, assignment
- * long-poll and status reports (docs/protocol.md section 3). The worker
- * credential is the only secret here; it is sent as a bearer and never
- * logged. */
-#include <curl/curl.h>
+ * long-poll and status reports (docs/protocol.md section 3). What goes out
+ * is built here; every exchange with space-control runs in the
+ * unprivileged control client (ctlproc.c, ctlchild.c), which alone holds
+ * the worker credential and parses the control plane's JSON. What comes
+ * back is decoded by ctlmsg.h, and the key bundle is verified here. */
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -12,14 +13,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "ctlmsg.h"
 #include "keys.h"
 #include "log.h"
 #include "msg.h"
 #include "sbx-manager.h"
 #include "util.h"
 #include "verifier.h"
-
-#define RESP_MAX (4u << 20)
 
 /* sandboxes whose last status report did not get through: re-sent (from
  * the committed record) once the control plane answers again */
@@ -51,84 +51,27 @@ struct mgr_control {
 
 static void pending_flush(struct mgr *m);
 
-struct buf {
-	char *p;
-	size_t n;
-	bool over;
-};
-
-static size_t
-on_body(char *data, size_t sz, size_t nm, void *arg)
-{
-	struct buf *b = arg;
-	size_t n = sz * nm;
-	char *np;
-
-	if (b->n + n > RESP_MAX) {
-		b->over = true;
-		return 0;
-	}
-	if ((np = realloc(b->p, b->n + n + 1)) == NULL)
-		return 0;
-	b->p = np;
-	memcpy(b->p + b->n, data, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return n;
-}
-
-/* one request; *status the HTTP status, *body_out malloc'd (may be NULL) */
+/* one POST through the control client; *status the HTTP status (0: no
+ * answer). 0 when it answered at all, -EIO otherwise */
 static int
-http_call(struct mgr *m, const char *method, const char *path, const char *body, long timeout_s,
-    bool auth, long *status, char **body_out)
+http_post(struct mgr *m, const char *path, const char *body, long timeout_s, long *status)
 {
-	char url[2048], authz[600];
-	struct curl_slist *h = NULL;
-	struct buf b = { 0 };
-	CURL *c;
-	CURLcode rc;
-	int ret = -EIO;
+	struct ctlmsg req = { .type = CTL_POST }, ans;
+	int r;
 
 	*status = 0;
-	if (body_out)
-		*body_out = NULL;
-	if ((c = curl_easy_init()) == NULL)
-		return -ENOMEM;
-	snprintf(url, sizeof(url), "%s%s", m->cfg.control_url, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	if (auth) {
-		snprintf(authz, sizeof(authz), "Authorization: Bearer %s", m->cfg.credential);
-		h = curl_slist_append(h, authz);
-		explicit_bzero(authz, sizeof(authz));
-	}
-	if (body) {
-		h = curl_slist_append(h, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	}
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK) {
-		log_debug("control: %s %s: %s", method, path, curl_easy_strerror(rc));
-		goto out;
-	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-	if (body_out) {
-		*body_out = b.p;
-		b.p = NULL;
-	}
-	ret = 0;
-out:
-	free(b.p);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	return ret;
+	if (strlen(path) >= sizeof(req.path))
+		return -EINVAL;
+	memcpy(req.path, path, strlen(path) + 1);
+	req.text = (char *)body;
+	req.text_len = strlen(body);
+	req.timeout_s = (uint32_t)timeout_s;
+	if ((r = ctlproc_call(m, &req, (int)timeout_s + 10, &ans, NULL)) < 0)
+		return r == -EINVAL ? r : -EIO;
+	*status = ans.status;
+	r = ans.result == CTL_OK || ans.result == CTL_REFUSED ? 0 : -EIO;
+	ctlmsg_clear(&ans);
+	return r;
 }
 
 int
@@ -136,8 +79,6 @@ control_init(struct mgr *m)
 {
 	struct mgr_control *c;
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		return -EIO;
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&c->pending_lock, NULL);
@@ -181,7 +122,7 @@ control_register(struct mgr *m)
 	}
 	json_decref(req);
 	snprintf(path, sizeof(path), "/v1/workers/%s/register", m->cfg.worker_id);
-	ret = http_call(m, "POST", path, body, 10, true, &st, NULL);
+	ret = http_post(m, path, body, 10, &st);
 	free(body);
 	if (ret == 0 && st != 200 && st != 201) {
 		log_warnx("control: register answered %ld", st);
@@ -233,7 +174,7 @@ control_heartbeat_thread(void *arg)
 	while (!atomic_load(&m->stopping)) {
 		sleep(5);
 		heartbeat_body(m, body, sizeof(body));
-		if (http_call(m, "POST", path, body, 5, true, &st, NULL) != 0 || st != 200) {
+		if (http_post(m, path, body, 5, &st) != 0 || st != 200) {
 			if (was_ok)
 				log_warnx("control: heartbeat failed (status %ld)", st);
 			was_ok = false;
@@ -280,25 +221,19 @@ control_load_keys(struct mgr *m)
 int
 control_fetch_keys(struct mgr *m)
 {
-	char *body = NULL;
+	struct ctlmsg req = { .type = CTL_KEYS_GET }, ans;
 	const char *bundle;
 	struct key_bundle kb;
-	json_error_t je;
-	json_t *j = NULL;
-	long st;
 	int ret;
 
-	if ((ret = http_call(m, "GET", "/v1/keys", NULL, 10, false, &st, &body)) != 0)
+	if ((ret = ctlproc_call(m, &req, 20, &ans, NULL)) != 0)
 		return ret;
 	ret = -EINVAL;
-	if (st != 200 || body == NULL)
+	if (ans.result != CTL_OK || ans.text == NULL)
 		goto out;
-	j = json_loads(body, JSON_REJECT_DUPLICATES, &je);
-	if (j == NULL || json_unpack(j, "{s:s}", "bundle", &bundle) != 0)
-		goto out;
-	if (strlen(bundle) > SPACE_BUNDLE_TOKEN_MAX)
-		goto out;
-	if ((ret = bundle_verify(bundle, strlen(bundle), m->cfg.root_pk, &kb)) != 0) {
+	/* the child only found it in the answer: this is the check */
+	bundle = ans.text;
+	if ((ret = bundle_verify(bundle, ans.text_len, m->cfg.root_pk, &kb)) != 0) {
 		log_warnx("control: key bundle does not verify under the pinned root key");
 		goto out;
 	}
@@ -322,12 +257,11 @@ control_fetch_keys(struct mgr *m)
 		/* kept for a restart while the control plane is away; it is
 		 * verified under the pinned root again when loaded */
 		snprintf(path, sizeof(path), "%s/keys.bundle", m->cfg.data_dir);
-		if (write_file_atomic(path, bundle, strlen(bundle), 0644) != 0)
+		if (write_file_atomic(path, bundle, ans.text_len, 0644) != 0)
 			log_warnx("control: cannot keep the key bundle in %s", path);
 	}
 out:
-	json_decref(j);
-	free(body);
+	ctlmsg_clear(&ans);
 	return ret;
 }
 
@@ -346,25 +280,22 @@ control_keys_thread(void *arg)
 int
 control_assignments(struct mgr *m, uint64_t after, int wait_s, struct msg_assignments *out)
 {
-	char path[256], *body = NULL;
-	const char *why;
-	long st;
+	struct ctlmsg req = { .type = CTL_ASSIGN_GET }, ans;
 	int ret;
 
 	memset(out, 0, sizeof(*out));
-	snprintf(path, sizeof(path), "/v1/workers/%s/assignments?after=%llu&wait=%d",
-	    m->cfg.worker_id, (unsigned long long)after, wait_s);
-	ret = http_call(m, "GET", path, NULL, wait_s + 10, true, &st, &body);
-	if (ret == 0 && st != 200) {
-		log_warnx("control: assignments answered %ld", st);
-		ret = st == 401 || st == 403 ? -EPERM : -EIO;
-	}
-	if (ret == 0 && (body == NULL ||
-	    msg_assignments_decode(body, strlen(body), out, &why) != 0)) {
-		log_warnx("assignments: malformed answer (%s)", body ? why : "empty");
-		ret = -EIO;
-	}
-	free(body);
+	req.after = after;
+	req.wait_s = (uint32_t)wait_s;
+	if ((ret = ctlproc_call(m, &req, wait_s + 20, &ans, out)) != 0)
+		return -EIO;
+	if (ans.result == CTL_REFUSED) {
+		log_warnx("control: assignments answered %u", ans.status);
+		ret = ans.status == 401 || ans.status == 403 ? -EPERM : -EIO;
+	} else if (ans.result != CTL_OK)
+		ret = -EIO;     /* no answer, or a malformed one (the child said which) */
+	ctlmsg_clear(&ans);
+	if (ret != 0)
+		msg_assignments_free(out);
 	return ret;
 }
 
@@ -422,7 +353,7 @@ post_retried(struct mgr *m, const char *path, const char *body, const char *what
 	int ret = -EIO, tries, max = atomic_load(&m->registered) ? 5 : 1;
 
 	for (tries = 0; tries < max && !atomic_load(&m->stopping); tries++) {
-		ret = http_call(m, "POST", path, body, 10, true, &st, NULL);
+		ret = http_post(m, path, body, 10, &st);
 		if (ret == 0 && st == 200)
 			break;
 		if (ret == 0 && st >= 400 && st < 500) {
@@ -581,20 +512,28 @@ control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct rou
 }
 
 int
-control_archives(struct mgr *m, const char *body, char **answer)
+control_archives(struct mgr *m, const char *body, char (**digests)[65], size_t *n)
 {
-	char path[256];
-	long st;
+	struct ctlmsg req = { .type = CTL_ARCHIVES_POST }, ans;
 	int rc;
 
-	snprintf(path, sizeof(path), "/v1/workers/%s/archives", m->cfg.worker_id);
-	if ((rc = http_call(m, "POST", path, body, 10, true, &st, answer)) < 0)
+	*digests = NULL;
+	*n = 0;
+	req.text = (char *)body;
+	req.text_len = strlen(body);
+	if ((rc = ctlproc_call(m, &req, 20, &ans, NULL)) < 0)
 		return rc;
-	if (st != 200) {
-		log_warnx("control: archive collection answered %ld", st);
-		free(*answer);
-		*answer = NULL;
+	if (ans.result != CTL_OK) {
+		if (ans.result == CTL_MALFORMED)
+			log_warnx("snapshot store: the control plane's answer is malformed; nothing deleted");
+		else
+			log_warnx("control: archive collection answered %u", ans.status);
+		ctlmsg_clear(&ans);
 		return -EIO;
 	}
-	return *answer ? 0 : -EIO;
+	*digests = ans.digests;
+	*n = ans.count;
+	ans.digests = NULL;
+	ctlmsg_clear(&ans);
+	return 0;
 }

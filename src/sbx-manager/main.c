@@ -2,6 +2,7 @@
  * launches one spaced-host per execution, and is the authoritative
  * admission point between node-api and the bridges. See docs/worker.md. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <libgen.h>
@@ -75,21 +76,19 @@ load_incarnation(struct mgr_config *cfg, const char *resident)
 	memcpy(cfg->incarnation, id, strlen(id) + 1);
 }
 
-static void
-load_credential(struct mgr_config *cfg, const char *file)
+/* the credential file, opened here and handed to the control client,
+ * which alone reads it (ctlchild.c); this process never maps it */
+static int
+open_credential(const char *file)
 {
-	char *buf = NULL;
-	size_t len;
+	struct stat st;
+	int fd;
 
-	if (read_file(file, sizeof(cfg->credential) - 1, &buf, &len) != 0)
-		fatalx("cannot read the credential file %s", file);
-	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
-		buf[--len] = '\0';
-	if (len == 0 || strpbrk(buf, "\r\n \t") != NULL)
+	if ((fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0)
+		fatal("cannot open the credential file %s", file);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size > 511)
 		fatalx("the credential file %s is not one token", file);
-	memcpy(cfg->credential, buf, len + 1);
-	sodium_memzero(buf, len);
-	free(buf);
+	return fd;
 }
 
 static void
@@ -153,13 +152,17 @@ main(int argc, char **argv)
 	char *host = NULL, *end, *resident = NULL;
 	sigset_t set;
 	struct group *gr;
-	int c, sig, verbose = 0, r, optidx = 0;
+	int c, sig, verbose = 0, r, optidx = 0, cred_fd;
 	unsigned long cap = 0;
 	/* the one state of this process; it lives as long as the process */
 	static struct mgr mgr = { .api_fd = -1 };
 	struct mgr *m = &mgr;
 	struct mgr_config *cfg = &m->cfg;
 
+	/* the control-plane client, a new image of this program
+	 * (ctlchild.c); sbx-manager starts it, never a user */
+	if (argc > 1 && strcmp(argv[1], "control-client") == 0)
+		return ctlchild_main(argc, argv);
 	cfg->api_gid = (gid_t)-1;
 	cfg->disk_mb = 4096;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
@@ -216,7 +219,7 @@ main(int argc, char **argv)
 	/* the pinned root key: the only first trust in key bundles */
 	if (public_key_parse(rootk, cfg->root_pk) != 0)
 		fatalx("invalid --root-key");
-	load_credential(cfg, cred);
+	cred_fd = open_credential(cred);
 	if (cfg->api_group[0]) {
 		if ((gr = getgrnam(cfg->api_group)) == NULL)
 			fatalx("unknown group %s", cfg->api_group);
@@ -253,8 +256,10 @@ main(int argc, char **argv)
 		fatalx("out of memory");
 	if ((m->verifier = verifier_new(SPACE_VCACHE_ENTRIES)) == NULL)
 		fatalx("verifier_new");
-	if (control_init(m) != 0)
-		fatalx("curl init");
+	if (control_init(m) != 0 || ctlproc_init(m, cred_fd, verbose) != 0)
+		fatalx("control client init");
+	/* before the first request: callers wait a moment for it to be up */
+	start(m, ctlproc_thread);
 	log_info("worker %s incarnation %s, control %s", cfg->worker_id, cfg->incarnation,
 	    cfg->control_url);
 	control_load_keys(m);
@@ -291,7 +296,7 @@ main(int argc, char **argv)
 	atomic_store(&m->stopping, true);
 	log_info("stopping on signal %d; bridges keep running and are adopted on restart", sig);
 	/* the records are committed as they change: nothing to flush. The
-	 * other threads may be inside curl or a blocking read; leave. */
-	sodium_memzero(cfg->credential, sizeof(cfg->credential));
+	 * other threads may be inside a blocking read; leave. The control
+	 * client ends with us (its parent-death signal). */
 	_exit(0);
 }

@@ -4,6 +4,9 @@
  *   bridge.c   spawning spaced-host and verifying it on every connection
  *   sockdiag.c kernel socket evidence (NETLINK_SOCK_DIAG, AF_UNIX)
  *   control.c  the control-plane client (register, heartbeat, keys, status)
+ *   ctlproc.c  ... its HTTP half runs in an unprivileged child: starting it,
+ *              handing it requests, reading its answers (ctlmsg.h)
+ *   ctlchild.c the child itself (`sbx-manager control-client`)
  *   assign.c   install / retire / restart reconciliation
  *   api.c      the node-api socket: admission and relay
  *   lease.c    stream leases and their cancellation
@@ -41,7 +44,6 @@ struct mgr_config {
 	char data_dir[1024];
 	char control_url[1024];
 	char worker_id[SPACE_ID_MAX + 1];
-	char credential[512];
 	uint8_t root_pk[32];
 	char endpoint[1024];
 	unsigned capacity;
@@ -87,6 +89,7 @@ struct mgr_metrics;     /* metrics.c */
 struct mgr_assign;      /* assign.c */
 struct mgr_control;     /* control.c */
 struct mgr_reclaim;     /* reclaim.c */
+struct mgr_ctlproc;     /* ctlproc.c */
 
 /* One sbx-manager: made by main, handed to every thread and function that
  * needs it; nothing of it is a process-wide global. cfg and verifier are
@@ -106,6 +109,7 @@ struct mgr {
 	struct mgr_assign *assign;
 	struct mgr_control *control;
 	struct mgr_reclaim *reclaim;
+	struct mgr_ctlproc *ctlproc;
 };
 
 /* records.c */
@@ -184,9 +188,29 @@ int control_report_failed(struct mgr *m, const struct route_identity *id, const 
 int control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error);
 
-/* POST /v1/workers/{id}/archives with body; 0 with *answer (malloc'd)
- * when it answered 200 */
-int control_archives(struct mgr *m, const char *body, char **answer);
+/* POST /v1/workers/{id}/archives with body; 0 with the digests the
+ * answer names (*digests malloc'd, *n of them) when it answered 200 with
+ * a well-formed answer */
+int control_archives(struct mgr *m, const char *body, char (**digests)[65], size_t *n);
+
+/* ctlproc.c: the unprivileged child that speaks HTTP for us. cred_fd is
+ * the open credential file, handed to each child and never read here. */
+struct ctlmsg;
+struct ctl_call;
+int ctlproc_init(struct mgr *m, int cred_fd, int verbose);
+void *ctlproc_thread(void *m);          /* starts the child, reads it, restarts it */
+/* send req (its id is set here), with fd passed along when >= 0; then
+ * ctlproc_wait for the answer (ASSIGN_GET: *as filled). -EIO when there
+ * is no child (after waiting a little for one), -ETIMEDOUT, or when the
+ * child died or broke the protocol before answering. */
+int ctlproc_start(struct mgr *m, struct ctlmsg *req, int fd, struct msg_assignments *as,
+    struct ctl_call **out);
+int ctlproc_wait(struct mgr *m, struct ctl_call *k, int timeout_s, struct ctlmsg *ans);
+int ctlproc_call(struct mgr *m, struct ctlmsg *req, int timeout_s, struct ctlmsg *ans,
+    struct msg_assignments *as);
+pid_t ctlproc_pid(struct mgr *m);
+/* ctlchild.c: main of `sbx-manager control-client` */
+int ctlchild_main(int argc, char **argv);
 
 /* archive_gc.c: one pass of the snapshot store's collection */
 void archive_gc_pass(struct mgr *m);

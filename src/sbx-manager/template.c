@@ -1,50 +1,21 @@
 /* The worker's template cache (docs/templates.md): DATA/templates/DIGEST.img,
- * fetched from the control plane by digest with the worker credential,
- * hashed while it arrives and kept only when the bytes are the ones the
+ * fetched from the control plane by digest (by the control client, which
+ * holds the worker credential: ctlproc.c), hashed here while it arrives and kept only when the bytes are the ones the
  * digest names. spaced-host hashes the file again before it mounts it. */
-#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctlmsg.h"
 #include "log.h"
 #include "sbx-manager.h"
 #include "tplimage.h"
-
-struct fetch {
-	int fd;
-	struct tpl_hash h;
-	bool over, failed;
-};
-
-static size_t
-on_data(char *p, size_t sz, size_t nm, void *arg)
-{
-	struct fetch *f = arg;
-	size_t n = sz * nm, off = 0;
-	ssize_t w;
-
-	if (f->h.size + n > TPL_IMAGE_MAX) {
-		f->over = true;
-		return 0;
-	}
-	tpl_hash_update(&f->h, p, n);
-	while (off < n) {
-		if ((w = write(f->fd, p + off, n - off)) < 0) {
-			if (errno == EINTR)
-				continue;
-			f->failed = true;
-			return 0;
-		}
-		off += (size_t)w;
-	}
-	return n;
-}
 
 static int
 cache_dir(const struct mgr *m, char *dir, size_t cap)
@@ -69,17 +40,60 @@ template_path(const struct mgr *m, const char *digest, char *path, size_t cap)
 	return 0;
 }
 
+/* the bytes from the control client's pipe into fd, hashed as they come;
+ * they end when the child closes its end. 0, -EFBIG, -ETIMEDOUT (nothing
+ * for as long as the child's own stall limit and more) or -errno */
+static int
+take_bytes(int rfd, int fd, struct tpl_hash *h)
+{
+	char buf[65536];
+	struct pollfd p = { .fd = rfd, .events = POLLIN };
+	ssize_t n, w;
+	size_t off;
+	int r;
+
+	for (;;) {
+		if ((r = poll(&p, 1, 60 * 1000)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ETIMEDOUT;
+		if ((n = read(rfd, buf, sizeof(buf))) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return 0;
+		if (h->size + (uint64_t)n > TPL_IMAGE_MAX)
+			return -EFBIG;
+		tpl_hash_update(h, buf, (size_t)n);
+		for (off = 0; off < (size_t)n; off += (size_t)w)
+			if ((w = write(fd, buf + off, (size_t)n - off)) < 0) {
+				if (errno == EINTR) {
+					w = 0;
+					continue;
+				}
+				return -errno;
+			}
+	}
+}
+
+/* The control client fetches the image and writes it into a pipe; this
+ * process writes what comes out of the pipe into the cache and hashes it
+ * itself: the child never holds the file, so nothing it does can change
+ * the bytes after they were hashed. */
 int
 template_ensure(const struct mgr *m, const char *digest, char *path, size_t cap, const char **why)
 {
-	char tmp[1200], url[2048], authz[600], got[TPL_DIGEST_HEX + 1];
-	struct curl_slist *h = NULL;
-	struct fetch f = { .fd = -1 };
+	char tmp[1200], got[TPL_DIGEST_HEX + 1];
+	struct ctlmsg req = { .type = CTL_TEMPLATE_GET }, ans = { 0 };
+	struct ctl_call *k = NULL;
+	struct tpl_hash h;
 	struct stat st;
-	long status = 0;
-	CURLcode rc;
-	CURL *c = NULL;
-	int r;
+	int fd = -1, p[2] = { -1, -1 }, r, rb;
 
 	*why = "template fetch failed";
 	if ((r = template_path(m, digest, path, cap)) < 0) {
@@ -91,60 +105,58 @@ template_ensure(const struct mgr *m, const char *digest, char *path, size_t cap,
 		return 0;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
-	if ((f.fd = mkostemp(tmp, O_CLOEXEC)) < 0)
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0)
 		return -errno;
-	tpl_hash_init(&f.h);
-	if ((c = curl_easy_init()) == NULL) {
-		r = -ENOMEM;
+	tpl_hash_init(&h);
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		r = -errno;
 		goto out;
 	}
-	snprintf(url, sizeof(url), "%s/v1/workers/%s/templates/%s", m->cfg.control_url,
-	    m->cfg.worker_id, digest);
-	snprintf(authz, sizeof(authz), "Authorization: Bearer %s", m->cfg.credential);
-	h = curl_slist_append(h, authz);
-	explicit_bzero(authz, sizeof(authz));
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-	/* no total timeout (images are large); a stalled transfer ends */
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &f);
-	rc = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	if (rc != CURLE_OK || status != 200) {
-		log_warnx("template %s: fetch from the control plane: %s (HTTP %ld)", digest,
-		    rc != CURLE_OK ? curl_easy_strerror(rc) : "refused", status);
-		*why = status == 404 ? "template unknown to the control plane" :
-		    f.over ? "template image too large" : "template fetch failed";
-		r = status == 404 ? -ENOENT : -EIO;
+	memcpy(req.digest, digest, TPL_DIGEST_HEX + 1);
+	/* the call is const-clean: the child is reached through m, whose
+	 * ctlproc state locks itself */
+	if ((r = ctlproc_start((struct mgr *)m, &req, p[1], NULL, &k)) < 0)
+		goto out;
+	close(p[1]);
+	p[1] = -1;
+	rb = take_bytes(p[0], fd, &h);
+	close(p[0]);
+	p[0] = -1;      /* a child still writing gets EPIPE */
+	r = ctlproc_wait((struct mgr *)m, k, 90, &ans);
+	if (r < 0 || ans.result != CTL_OK || rb < 0) {
+		log_warnx("template %s: fetch from the control plane: %s (HTTP %u)", digest,
+		    r < 0 ? "no answer" : rb < 0 ? strerror(-rb) : ans.result == CTL_MALFORMED ?
+		    "too large" : "refused", (unsigned)ans.status);
+		*why = ans.status == 404 ? "template unknown to the control plane" :
+		    rb == -EFBIG || ans.result == CTL_MALFORMED ? "template image too large" :
+		    "template fetch failed";
+		r = ans.status == 404 ? -ENOENT : -EIO;
 		goto out;
 	}
-	tpl_hash_final(&f.h, got);
+	tpl_hash_final(&h, got);
 	if (strcmp(got, digest) != 0) {
 		log_warnx("template %s: the control plane sent bytes of digest %s: refused", digest, got);
 		*why = "template image digest mismatch";
 		r = -EBADMSG;
 		goto out;
 	}
-	if (fchmod(f.fd, 0400) < 0 || fsync(f.fd) < 0 || rename(tmp, path) < 0) {
+	if (fchmod(fd, 0400) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
 		r = -errno;
 		goto out;
 	}
 	tmp[0] = '\0';
-	log_info("template %s fetched (%llu bytes)", digest, (unsigned long long)f.h.size);
+	log_info("template %s fetched (%llu bytes)", digest, (unsigned long long)h.size);
 	r = 0;
 out:
-	if (f.fd >= 0)
-		close(f.fd);
+	ctlmsg_clear(&ans);
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	if (fd >= 0)
+		close(fd);
 	if (tmp[0])
 		unlink(tmp);
-	curl_slist_free_all(h);
-	if (c)
-		curl_easy_cleanup(c);
 	return r;
 }
 

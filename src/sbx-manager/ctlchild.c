@@ -1,0 +1,548 @@
+/* sbx-manager's control-plane client (docs/worker.md, "The control-plane
+ * client"): the only process of the worker that speaks HTTP to
+ * space-control and parses its JSON. sbx-manager execs it as
+ * `sbx-manager control-client URL WORKER PARENT_PID [-v]` with the socket
+ * pair on fd 3 and the credential file open on fd 4.
+ *
+ * Order matters:
+ *   1. read the credential from fd 4 and close it (still root: the file
+ *      is root's); the parent never reads it;
+ *   2. libcurl's global set-up (it may read files);
+ *   3. drop the bounding set, change to the unprivileged uid (the kernel
+ *      clears the permitted and effective sets; checked), parent-death
+ *      signal, no_new_privs, not dumpable;
+ *   4. the seccomp allow list;
+ *   5. then the first request. Each request runs on a thread of its own
+ *      (the assignments long-poll lasts up to half a minute); the answer
+ *      goes back re-encoded in ctlmsg.h's messages, never as JSON. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ctlmsg.h"
+#include "log.h"
+#include "msg.h"
+#include "sbx-manager.h"
+#include "tplimage.h"
+#include "util.h"
+
+#define SOCK_FD         3
+#define CRED_FD         4
+#define RESP_MAX        (4u << 20)      /* a JSON answer, bytes */
+#define INFLIGHT_MAX    32              /* requests served at once */
+#define EXIT_BAD_CRED   78              /* the parent stops: a config error */
+
+struct ctlc {
+	char url[1024];
+	char worker[SPACE_ID_MAX + 1];
+	char credential[512];
+	pthread_mutex_t send_lock;
+	atomic_uint inflight;
+};
+
+struct job {
+	struct ctlc *c;
+	struct ctlmsg req;
+	int fd;
+};
+
+static noreturn void
+die(const char *what)
+{
+	log_warn("control client: %s", what);
+	_exit(1);
+}
+
+static void
+read_credential(struct ctlc *c)
+{
+	ssize_t n;
+	size_t len;
+
+	n = pread(CRED_FD, c->credential, sizeof(c->credential) - 1, 0);
+	close(CRED_FD);
+	if (n <= 0)
+		_exit(EXIT_BAD_CRED);
+	len = (size_t)n;
+	c->credential[len] = '\0';
+	while (len && (c->credential[len - 1] == '\n' || c->credential[len - 1] == '\r' ||
+	    c->credential[len - 1] == ' '))
+		c->credential[--len] = '\0';
+	if (len == 0 || strlen(c->credential) != len || strpbrk(c->credential, "\r\n \t") != NULL) {
+		explicit_bzero(c->credential, sizeof(c->credential));
+		_exit(EXIT_BAD_CRED);
+	}
+}
+
+static void
+drop_privileges(pid_t parent)
+{
+	struct passwd *pw = getpwnam("nobody");
+	uid_t uid = pw ? pw->pw_uid : 65534;
+	gid_t gid = pw ? pw->pw_gid : 65534;
+	cap_t none;
+	int c;
+
+	if (uid == 0 || gid == 0)
+		die("\"nobody\" is root");
+	for (c = 0; prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			die("drop the capability bounding set");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		die("clear ambient capabilities");
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		die("change to the unprivileged uid");
+	if ((none = cap_init()) == NULL || cap_set_proc(none) < 0)
+		die("clear capabilities");
+	cap_free(none);
+	if (getuid() != uid || geteuid() != uid || getgid() != gid || setresuid(0, 0, 0) == 0)
+		die("the unprivileged uid did not stick");
+	/* sbx-manager's death (even SIGKILL) ends us */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+		die("parent death signal");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		die("no_new_privs");
+}
+
+/* What an HTTP client needs: sockets of the internet families (and
+ * AF_UNIX / AF_NETLINK, which the resolver of the C library uses), files
+ * opened read-only (resolv.conf, hosts, CA certificates), threads. No
+ * exec, no fork, no open for writing, no kill but of ourselves, no
+ * ptrace, no mount, no id change. Anything else fails with EPERM. */
+static void
+confine(void)
+{
+	static const char *const allow[] = {
+		"read", "write", "readv", "writev", "pread64", "close", "poll", "ppoll",
+		"select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
+		"connect", "recvfrom", "recvmsg", "recvmmsg", "sendto", "sendmsg", "sendmmsg",
+		"shutdown", "getsockopt", "setsockopt", "getsockname", "getpeername", "bind",
+		"socketpair", "pipe2", "eventfd2", "fcntl", "fstat", "newfstatat", "statx",
+		"lseek", "access", "faccessat", "faccessat2", "readlink", "getdents64",
+		"mmap", "munmap", "mprotect", "mremap", "madvise", "brk",
+		"futex", "set_robust_list", "get_robust_list", "rseq", "sched_yield",
+		"sched_getaffinity", "getrandom", "rt_sigaction", "rt_sigprocmask",
+		"rt_sigreturn", "sigaltstack", "restart_syscall", "clock_gettime",
+		"clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+		"getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid",
+		"uname", "sysinfo", "exit", "exit_group", "membarrier", NULL
+	};
+	scmp_filter_ctx ctx;
+	size_t i;
+	int nr, r = 0;
+
+	if ((ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM))) == NULL)
+		die("seccomp_init");
+	for (i = 0; allow[i] && r == 0; i++) {
+		nr = seccomp_syscall_resolve_name(allow[i]);
+		if (nr != __NR_SCMP_ERROR)
+			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	/* threads only; clone3 hides its flags from the filter, ENOSYS makes
+	 * the C library use clone */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	for (i = 0; r == 0 && i < 4; i++) {
+		static const int fam[] = { AF_INET, AF_INET6, AF_UNIX, AF_NETLINK };
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam[i]));
+	}
+	/* files read-only */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+		    SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC, O_RDONLY));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+		    SCMP_A1(SCMP_CMP_EQ, FIONREAD));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+		    SCMP_A1(SCMP_CMP_EQ, FIONBIO));
+	/* reading our own limits, never setting one */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
+		    SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_EQ, 0));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()));
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (r < 0)
+		die("seccomp filter");
+}
+
+struct buf {
+	char *p;
+	size_t n;
+	bool over;
+	int fd;                         /* >= 0: the bytes go there */
+	uint64_t total;
+};
+
+static size_t
+on_body(char *data, size_t sz, size_t nm, void *arg)
+{
+	struct buf *b = arg;
+	size_t n = sz * nm, off = 0;
+	ssize_t w;
+	char *np;
+
+	if (b->fd >= 0) {
+		if (b->total + n > TPL_IMAGE_MAX) {
+			b->over = true;
+			return 0;
+		}
+		while (off < n) {
+			if ((w = write(b->fd, data + off, n - off)) < 0) {
+				if (errno == EINTR)
+					continue;
+				return 0;
+			}
+			off += (size_t)w;
+		}
+		b->total += n;
+		return n;
+	}
+	if (b->n + n > RESP_MAX) {
+		b->over = true;
+		return 0;
+	}
+	if ((np = realloc(b->p, b->n + n + 1)) == NULL)
+		return 0;
+	b->p = np;
+	memcpy(b->p + b->n, data, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return n;
+}
+
+/* one request: result NO_ANSWER (no HTTP answer), REFUSED (not 2xx) or
+ * OK with *status; the body in b (b->p malloc'd, or written to b->fd) */
+static enum ctl_result
+http_call(struct ctlc *c, const char *method, const char *path, const char *body,
+    long timeout_s, bool auth, bool stream, uint16_t *status, struct buf *b)
+{
+	char url[2048], authz[600];
+	struct curl_slist *h = NULL;
+	CURL *cu;
+	CURLcode rc;
+	long st = 0;
+	enum ctl_result res = CTL_NO_ANSWER;
+
+	*status = 0;
+	if ((cu = curl_easy_init()) == NULL)
+		return CTL_NO_ANSWER;
+	snprintf(url, sizeof(url), "%s%s", c->url, path);
+	curl_easy_setopt(cu, CURLOPT_URL, url);
+	curl_easy_setopt(cu, CURLOPT_CUSTOMREQUEST, method);
+	if (stream) {
+		/* no total timeout (images are large); a stalled transfer ends */
+		curl_easy_setopt(cu, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+		curl_easy_setopt(cu, CURLOPT_LOW_SPEED_TIME, 30L);
+	} else
+		curl_easy_setopt(cu, CURLOPT_TIMEOUT, timeout_s);
+	curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT, 5L);
+	curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(cu, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(cu, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(cu, CURLOPT_WRITEDATA, b);
+	if (auth) {
+		snprintf(authz, sizeof(authz), "Authorization: Bearer %s", c->credential);
+		h = curl_slist_append(h, authz);
+		explicit_bzero(authz, sizeof(authz));
+	}
+	if (body) {
+		h = curl_slist_append(h, "Content-Type: application/json");
+		curl_easy_setopt(cu, CURLOPT_POSTFIELDS, body);
+	}
+	curl_easy_setopt(cu, CURLOPT_HTTPHEADER, h);
+	rc = curl_easy_perform(cu);
+	curl_easy_getinfo(cu, CURLINFO_RESPONSE_CODE, &st);
+	if (st > 0 && st <= 999)
+		*status = (uint16_t)st;
+	if (rc == CURLE_OK)
+		res = st >= 200 && st < 300 ? CTL_OK : CTL_REFUSED;
+	else if (*status >= 200 && *status < 300 && b->over)
+		res = CTL_MALFORMED;    /* answered, but more than we take */
+	else if (*status && (*status < 200 || *status >= 300))
+		res = CTL_REFUSED;
+	else
+		log_debug("control client: %s %s: %s", method, path, curl_easy_strerror(rc));
+	curl_slist_free_all(h);
+	curl_easy_cleanup(cu);
+	return res;
+}
+
+static void
+answer(struct ctlc *c, const struct ctlmsg *m)
+{
+	int r;
+
+	pthread_mutex_lock(&c->send_lock);
+	r = ctlmsg_send(SOCK_FD, m, -1);
+	pthread_mutex_unlock(&c->send_lock);
+	if (r < 0 && r != -EINVAL)
+		_exit(0);       /* the parent is gone */
+	if (r == -EINVAL)
+		log_warnx("control client: cannot encode an answer of type %u", m->type);
+}
+
+/* {"bundle":"..."}: the signed bundle, verified by the parent */
+static void
+do_keys(struct ctlc *c, const struct ctlmsg *q)
+{
+	struct ctlmsg a = { .type = CTL_KEYS, .id = q->id };
+	struct buf b = { .fd = -1 };
+	const char *bundle = NULL;
+	json_t *j = NULL;
+
+	a.result = http_call(c, "GET", "/v1/keys", NULL, 10, false, false, &a.status, &b);
+	if (a.result == CTL_OK) {
+		a.result = CTL_MALFORMED;
+		if (b.p && (j = json_loads(b.p, JSON_REJECT_DUPLICATES, NULL)) != NULL &&
+		    json_unpack(j, "{s:s}", "bundle", &bundle) == 0 &&
+		    strlen(bundle) <= SPACE_BUNDLE_TOKEN_MAX) {
+			a.text = (char *)bundle;
+			a.text_len = strlen(bundle);
+			a.result = CTL_OK;
+		}
+	}
+	answer(c, &a);
+	json_decref(j);
+	free(b.p);
+}
+
+static void
+do_assignments(struct ctlc *c, const struct ctlmsg *q)
+{
+	struct ctlmsg a = { .type = CTL_ASSIGNMENTS, .id = q->id };
+	struct ctlmsg one = { .type = CTL_ASSIGNMENT, .id = q->id };
+	struct msg_assignments ms = { 0 };
+	struct buf b = { .fd = -1 };
+	uint8_t rec[MSG_ASSIGNMENT_WIRE_LEN];
+	char path[256];
+	const char *why;
+	size_t i;
+	bool good = true;
+
+	snprintf(path, sizeof(path), "/v1/workers/%s/assignments?after=%llu&wait=%u",
+	    c->worker, (unsigned long long)q->after, q->wait_s);
+	a.result = http_call(c, "GET", path, NULL, (long)q->wait_s + 10, true, false, &a.status, &b);
+	if (a.result == CTL_OK) {
+		if (b.p == NULL || msg_assignments_decode(b.p, b.n, &ms, &why) != 0) {
+			log_warnx("assignments: malformed answer (%s)", b.p ? why : "empty");
+			a.result = CTL_MALFORMED;
+		} else {
+			/* every one must cross, or none: the parent moves its
+			 * revision past what it was given */
+			for (i = 0; i < ms.n && good; i++)
+				good = msg_assignment_pack(&ms.a[i], rec) == 0;
+			if (!good || ms.n > SPACE_ASSIGNMENTS_MAX) {
+				log_warnx("assignments: an assignment cannot be handed over");
+				a.result = CTL_MALFORMED;
+			} else {
+				a.revision = ms.revision;
+				a.count = (uint32_t)ms.n;
+			}
+		}
+	}
+	free(b.p);
+	/* the header and its records in one run, so that nothing else
+	 * interleaves (the parent would take it, but it reads easier) */
+	pthread_mutex_lock(&c->send_lock);
+	if (ctlmsg_send(SOCK_FD, &a, -1) < 0)
+		_exit(0);
+	for (i = 0; i < a.count; i++) {
+		one.index = (uint32_t)i;
+		one.a = ms.a[i];
+		if (ctlmsg_send(SOCK_FD, &one, -1) < 0)
+			_exit(0);
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	msg_assignments_free(&ms);
+}
+
+/* {"collect":[digest...]}: exactly that key; entries that are not
+ * digests are left out (never deleted), more than a batch is refused */
+static void
+do_archives(struct ctlc *c, const struct ctlmsg *q)
+{
+	struct ctlmsg a = { .type = CTL_COLLECT, .id = q->id };
+	struct buf b = { .fd = -1 };
+	char path[256];
+	json_t *ans = NULL, *arr, *d;
+	size_t k;
+
+	snprintf(path, sizeof(path), "/v1/workers/%s/archives", c->worker);
+	a.result = http_call(c, "POST", path, q->text, 10, true, false, &a.status, &b);
+	if (a.result == CTL_OK) {
+		a.result = CTL_MALFORMED;
+		if (b.p && (ans = json_loads(b.p, JSON_REJECT_DUPLICATES, NULL)) != NULL &&
+		    json_is_object(ans) && json_object_size(ans) == 1 &&
+		    (arr = json_object_get(ans, "collect")) != NULL && json_is_array(arr) &&
+		    json_array_size(arr) <= SPACE_ARCHIVE_BATCH_MAX &&
+		    (json_array_size(arr) == 0 ||
+		    (a.digests = calloc(json_array_size(arr), sizeof(*a.digests))) != NULL)) {
+			a.result = CTL_OK;
+			json_array_foreach(arr, k, d) {
+				const char *s = json_string_value(d);
+				size_t i;
+
+				if (s == NULL || strlen(s) != CTL_DIGEST_HEX)
+					continue;
+				for (i = 0; i < CTL_DIGEST_HEX; i++)
+					if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+						break;
+				if (i == CTL_DIGEST_HEX)
+					memcpy(a.digests[a.count++], s, CTL_DIGEST_HEX + 1);
+			}
+		}
+	}
+	answer(c, &a);
+	free(a.digests);
+	json_decref(ans);
+	free(b.p);
+}
+
+static void
+do_template(struct ctlc *c, const struct ctlmsg *q, int fd)
+{
+	struct ctlmsg a = { .type = CTL_DONE, .id = q->id };
+	struct buf b = { .fd = fd };
+	char path[256];
+
+	snprintf(path, sizeof(path), "/v1/workers/%s/templates/%s", c->worker, q->digest);
+	a.result = http_call(c, "GET", path, NULL, 0, true, true, &a.status, &b);
+	/* the end of the bytes is the pipe's end: closed before the answer */
+	close(fd);
+	if (b.over)
+		a.result = CTL_MALFORMED;
+	answer(c, &a);
+}
+
+static void *
+job_thread(void *arg)
+{
+	struct job *j = arg;
+	struct ctlc *c = j->c;
+	struct ctlmsg a = { .type = CTL_DONE, .id = j->req.id };
+	struct buf b = { .fd = -1 };
+
+	switch (j->req.type) {
+	case CTL_POST:
+		a.result = http_call(c, "POST", j->req.path, j->req.text, j->req.timeout_s, true,
+		    false, &a.status, &b);
+		free(b.p);
+		answer(c, &a);
+		break;
+	case CTL_KEYS_GET: do_keys(c, &j->req); break;
+	case CTL_ASSIGN_GET: do_assignments(c, &j->req); break;
+	case CTL_ARCHIVES_POST: do_archives(c, &j->req); break;
+	case CTL_TEMPLATE_GET: do_template(c, &j->req, j->fd); break;
+	default: break;
+	}
+	ctlmsg_clear(&j->req);
+	free(j);
+	atomic_fetch_sub(&c->inflight, 1);
+	return NULL;
+}
+
+static uint8_t
+answer_type(uint8_t req)
+{
+	switch (req) {
+	case CTL_KEYS_GET: return CTL_KEYS;
+	case CTL_ASSIGN_GET: return CTL_ASSIGNMENTS;
+	case CTL_ARCHIVES_POST: return CTL_COLLECT;
+	default: return CTL_DONE;
+	}
+}
+
+int
+ctlchild_main(int argc, char **argv)
+{
+	static struct ctlc ctl;
+	struct ctlc *c = &ctl;
+	pthread_attr_t attr;
+	pthread_t t;
+	struct ctlmsg q;
+	const char *why;
+	char *end;
+	long parent;
+	int fd, r;
+
+	/* control-client URL WORKER PARENT_PID [-v] */
+	if (argc < 5 || argc > 6)
+		return 2;
+	log_init("sbx-manager[control-client]", argc == 6 && strcmp(argv[5], "-v") == 0);
+	(void)syscall(SYS_close_range, CRED_FD + 1, ~0u, 0);
+	errno = 0;
+	parent = strtol(argv[4], &end, 10);
+	if (errno || *end || parent <= 1 || strlen(argv[2]) >= sizeof(c->url) ||
+	    strlen(argv[3]) >= sizeof(c->worker) || !id_valid(argv[3]))
+		return 2;
+	memcpy(c->url, argv[2], strlen(argv[2]) + 1);
+	memcpy(c->worker, argv[3], strlen(argv[3]) + 1);
+	pthread_mutex_init(&c->send_lock, NULL);
+	read_credential(c);
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		die("curl init");
+	drop_privileges((pid_t)parent);
+	confine();
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (;;) {
+		struct job *j;
+
+		if ((r = ctlmsg_recv(SOCK_FD, &q, &fd, &why)) == -ECONNRESET)
+			_exit(0);
+		if (r < 0) {
+			/* the parent does not send what does not decode */
+			log_warnx("control client: request refused: %s", why ? why : strerror(-r));
+			_exit(1);
+		}
+		if (!ctlmsg_is_request(q.type))
+			die("an answer where a request belongs");
+		if (atomic_load(&c->inflight) >= INFLIGHT_MAX ||
+		    (j = calloc(1, sizeof(*j))) == NULL) {
+			struct ctlmsg a = { .type = answer_type(q.type), .id = q.id, .result = CTL_BUSY };
+			if (fd >= 0)
+				close(fd);
+			ctlmsg_clear(&q);
+			answer(c, &a);
+			continue;
+		}
+		j->c = c;
+		j->req = q;
+		j->fd = fd;
+		atomic_fetch_add(&c->inflight, 1);
+		if (pthread_create(&t, &attr, job_thread, j) != 0) {
+			struct ctlmsg a = { .type = answer_type(q.type), .id = q.id, .result = CTL_BUSY };
+			atomic_fetch_sub(&c->inflight, 1);
+			if (fd >= 0)
+				close(fd);
+			ctlmsg_clear(&j->req);
+			free(j);
+			answer(c, &a);
+		}
+	}
+}
