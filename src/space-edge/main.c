@@ -3,6 +3,7 @@
  *   space-edge --listen ADDR:PORT --control URL --domain DOMAIN
  *              --edge-credential-file F [--user NAME] [--max-conns N]
  *              [--head-timeout S] [--idle-timeout S] [--verbose]
+ *              [--e2b-listen ADDR:PORT]
  *
  * http://{port}-{sandbox}.{domain}/... reaches port {port} of the
  * sandbox through its current worker's gateway. Private ports need the
@@ -30,6 +31,7 @@
 #include <sys/stat.h>
 #include <sodium.h>
 
+#include "e2b.h"
 #include "edge.h"
 #include "log.h"
 #include "util.h"
@@ -39,7 +41,8 @@ usage(FILE *f)
 {
 	fprintf(f, "usage: space-edge --listen ADDR:PORT --control URL --domain DOMAIN\n"
 	    "           --edge-credential-file F [--user NAME] [--max-conns N]\n"
-	    "           [--head-timeout S] [--idle-timeout S] [--verbose]\n");
+	    "           [--head-timeout S] [--idle-timeout S] [--verbose]\n"
+	    "           [--e2b-listen ADDR:PORT]\n");
 }
 
 static int
@@ -207,7 +210,7 @@ int
 main(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_CONTROL, O_DOMAIN, O_CRED, O_USER, O_MAXC, O_HEAD, O_IDLE, O_VERB,
-	    O_HELP };
+	    O_HELP, O_E2B };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "control", required_argument, NULL, O_CONTROL },
@@ -219,10 +222,12 @@ main(int argc, char **argv)
 		{ "idle-timeout", required_argument, NULL, O_IDLE },
 		{ "verbose", no_argument, NULL, O_VERB },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "e2b-listen", required_argument, NULL, O_E2B },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct edge e;
-	const char *cred_file = NULL;
+	const char *cred_file = NULL, *e2b_listen = NULL;
+	int e2b_fd = -1;
 	pthread_attr_t attr;
 	int o, i;
 
@@ -252,6 +257,7 @@ main(int argc, char **argv)
 				return 2;
 			break;
 		case O_VERB: e.cfg.verbose = 1; break;
+		case O_E2B: e2b_listen = optarg; break;
 		case O_HELP: usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -283,6 +289,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "space-edge: cannot listen on %s: %s\n", e.cfg.listen, strerror(errno));
 		return 1;
 	}
+	/* the E2B-compatible API (docs/e2b.md): a listener of its own */
+	if (e2b_listen && (e2b_fd = listen_on(e2b_listen)) < 0) {
+		fprintf(stderr, "space-edge: cannot listen on %s: %s\n", e2b_listen, strerror(errno));
+		return 1;
+	}
 	if (drop_root(e.cfg.user) < 0)
 		return 1;
 	(void)prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -290,6 +301,15 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (edge_routes_init(&e) < 0)
 		return 1;
+	if (e2b_fd >= 0) {
+		struct e2b_cfg ec = { .control = e.cfg.control, .cache_ttl = e.cfg.cache_ttl,
+		    .verbose = e.cfg.verbose };
+		if (e2b_start(&ec, e2b_fd) == NULL) {
+			fprintf(stderr, "space-edge: cannot serve the E2B API on %s\n", e2b_listen);
+			return 1;
+		}
+		log_info("E2B API on %s", e2b_listen);
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);

@@ -32,7 +32,8 @@
 	"  on 127.0.0.1:BASE+80, all with data under DIR (default ./.space), and\n" \
 	"  supervise them: a crashed process is restarted, ^C or SIGTERM stops\n" \
 	"  everything. Logs go to DIR/logs/; DIR/env holds SPACE_API_URL,\n" \
-	"  SPACE_API_KEY, SPACE_EDGE_URL and SPACE_EDGE_DOMAIN. space up stays in the foreground (--foreground says\n" \
+	"  SPACE_API_KEY, SPACE_EDGE_URL, SPACE_EDGE_DOMAIN and the E2B SDK's E2B_API_URL,\n" \
+	"  E2B_SANDBOX_URL, E2B_API_KEY, E2B_DOMAIN. space up stays in the foreground (--foreground says\n" \
 	"  so explicitly). Running it again on DIR continues where it stopped.\n" \
 	"  --store: space-control's store (sqlite:PATH or postgres://...; default\n" \
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE."
@@ -431,9 +432,11 @@ cmd_up(int argc, char **argv)
 			    "BASE..BASE+%d)", up->port + i, strerror(-rc), up->workers);
 			goto out;
 		}
-	if ((rc = port_free(up->port + UP_EDGE_OFFSET)) < 0) {
-		cli_fail("up", "127.0.0.1:%d: %s; choose another --port (space-edge uses BASE+%d)",
-		    up->port + UP_EDGE_OFFSET, strerror(-rc), UP_EDGE_OFFSET);
+	if ((rc = port_free(up->port + UP_EDGE_OFFSET)) < 0 ||
+	    (rc = port_free(up->port + UP_E2B_OFFSET)) < 0) {
+		cli_fail("up", "127.0.0.1:%d or :%d: %s; choose another --port (space-edge uses "
+		    "BASE+%d and BASE+%d)", up->port + UP_EDGE_OFFSET, up->port + UP_E2B_OFFSET,
+		    strerror(-rc), UP_EDGE_OFFSET, UP_E2B_OFFSET);
 		goto out;
 	}
 	up_say("starting space-control on %s (data %s) ...", url, ctldir);

@@ -18,6 +18,7 @@
 #define UP_STABLE_MS       30000   /* a child that ran this long restarts fast again */
 #define UP_KILL_AFTER_MS   10000   /* SIGTERM, then SIGKILL after this */
 #define UP_EDGE_OFFSET     80      /* space-edge listens on BASE+80 */
+#define UP_E2B_OFFSET      81      /* and serves the E2B-compatible API on BASE+81 */
 
 struct up;
 

@@ -3,7 +3,11 @@
  * http://{port}-{sandbox}.localhost:BASE+80/ (curl and browsers resolve
  * *.localhost to the loopback). Its edge credential is made once
  * (space-control edgekey create edge) and kept in DIR/edge/credential
- * (0600); the env file gains SPACE_EDGE_URL and SPACE_EDGE_DOMAIN. */
+ * (0600); the env file gains SPACE_EDGE_URL and SPACE_EDGE_DOMAIN. Its
+ * E2B-compatible API (docs/e2b.md) listens on 127.0.0.1:BASE+81; the env
+ * file gains what the unmodified E2B SDK reads: E2B_API_URL and
+ * E2B_SANDBOX_URL (that listener), E2B_API_KEY (the API key as it is) and
+ * E2B_DOMAIN (the edge's domain, for getHost()). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +53,7 @@ up_edge_start(struct up *up, const char *control_url, char *edge_url, size_t cap
 {
 	char dir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32], bin[UP_PATH_MAX + 32];
 	char ddir[UP_PATH_MAX + 32], log[UP_PATH_MAX + 64], env[UP_PATH_MAX + 16];
-	char secret[256], listen[64], domain[64];
+	char secret[256], listen[64], domain[64], e2b_listen[64], e2b_url[80], key[256];
 	int rc, port = up->port + UP_EDGE_OFFSET;
 
 	snprintf(dir, sizeof(dir), "%s/edge", up->dir);
@@ -74,10 +78,13 @@ up_edge_start(struct up *up, const char *control_url, char *edge_url, size_t cap
 	}
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	snprintf(domain, sizeof(domain), "localhost:%d", port);
+	snprintf(e2b_listen, sizeof(e2b_listen), "127.0.0.1:%d", up->port + UP_E2B_OFFSET);
+	snprintf(e2b_url, sizeof(e2b_url), "http://%s", e2b_listen);
 	snprintf(bin, sizeof(bin), "%s/space-edge", up->bindir);
 	{
 		char *argv[] = { bin, "--listen", listen, "--control", (char *)control_url,
-		    "--domain", domain, "--edge-credential-file", cred, "--user", "nobody", NULL };
+		    "--domain", domain, "--edge-credential-file", cred, "--user", "nobody",
+		    "--e2b-listen", e2b_listen, NULL };
 		if ((rc = up_child_start(up, "space-edge", argv)) < 0)
 			return cli_fail("up", "cannot start space-edge: %s", uv_strerror(rc)), rc;
 	}
@@ -86,5 +93,15 @@ up_edge_start(struct up *up, const char *control_url, char *edge_url, size_t cap
 	if ((rc = env_set(env, "SPACE_EDGE_URL", edge_url)) < 0 ||
 	    (rc = env_set(env, "SPACE_EDGE_DOMAIN", domain)) < 0)
 		return cli_fail("up", "cannot write %s: %s", env, strerror(-rc)), rc;
+	if ((rc = up_env_get(env, "SPACE_API_KEY", key, sizeof(key))) < 0 ||
+	    (rc = env_set(env, "E2B_API_URL", e2b_url)) < 0 ||
+	    (rc = env_set(env, "E2B_SANDBOX_URL", e2b_url)) < 0 ||
+	    (rc = env_set(env, "E2B_API_KEY", key)) < 0 ||
+	    (rc = env_set(env, "E2B_DOMAIN", domain)) < 0) {
+		sodium_memzero(key, sizeof(key));
+		return cli_fail("up", "cannot write the E2B variables to %s: %s", env,
+		    strerror(-rc)), rc;
+	}
+	sodium_memzero(key, sizeof(key));
 	return 0;
 }

@@ -8,24 +8,11 @@
 #include <stdint.h>
 #include <jansson.h>
 
-struct space_answer;
+#include "wsclient.h"
 
 /* the exit status of a stream whose execution was replaced (close 4409):
  * EX_TEMPFAIL, the operation may be tried again */
 #define WSC_EXIT_REPLACED 75
-
-struct wsc {
-	int fd;                 /* -1 until opened */
-	uint8_t *pre;           /* bytes read after the handshake's head */
-	size_t pre_len, pre_off;
-	json_t *result;         /* {"result"} of the first message, once read */
-};
-
-/* For space_data_op.open_ws: opens url (http:// only) with the bearer;
- * fills a (status 101 and the serving headers when it opened; the status
- * and the decoded error body otherwise). ctx is a struct wsc. */
-int wsc_open(void *ctx, const char *url, const char *bearer, struct space_answer *a);
-void wsc_close(struct wsc *w);
 
 struct wsc_io {
 	bool forward_stdin;     /* send stdin (STDIN, then STDIN_EOF at its end) */

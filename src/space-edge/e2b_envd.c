@@ -1,0 +1,1322 @@
+/* The E2B sandbox API (envd's protocol, docs/e2b.md "Sandbox API"):
+ * Connect RPC with the JSON codec (unary: application/json; server
+ * streaming: application/connect+json envelopes), /files and /health.
+ * Each call becomes one node-api operation through space_sbx_op() with
+ * the caller's key (sent by the SDK as X-Access-Token, the envdAccessToken
+ * this API handed out), so the route cache rules hold: one rebuilt attempt
+ * on refresh_route, never a second send of a start, write, rename or
+ * remove after a transport failure. Process and watch streams are
+ * node-api WebSockets (wslay) turned into Connect envelopes. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <sodium.h>
+#include <wslay/wslay.h>
+
+#include "e2b.h"
+#include "limits.h"
+#include "log.h"
+#include "msg_stream.h"
+#include "util.h"
+#include "wsclient.h"
+
+#define KEEPALIVE_MS    30000   /* a keepalive event when a stream is quiet so long */
+#define WS_QUEUE_MAX    (1u << 20)
+#define LIST_MAX        10000   /* entries of one ListDir, all depths */
+
+/* one sandbox API call */
+struct envd {
+	struct e2b_req *r;
+	char sbx[SPACE_ID_MAX + 1];
+	const char *key;
+};
+
+static const char *
+jstr(const json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k));
+}
+
+/* ---- Connect errors ---- */
+
+static unsigned
+code_http(const char *code)
+{
+	static const struct { const char *c; unsigned s; } t[] = {
+		{ "invalid_argument", 400 }, { "failed_precondition", 400 }, { "out_of_range", 400 },
+		{ "unauthenticated", 401 }, { "permission_denied", 403 }, { "not_found", 404 },
+		{ "already_exists", 409 }, { "aborted", 409 }, { "resource_exhausted", 429 },
+		{ "canceled", 499 }, { "unimplemented", 501 }, { "unavailable", 503 },
+		{ "deadline_exceeded", 504 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(t[i].c, code))
+			return t[i].s;
+	return 500;
+}
+
+/* the Connect code of a failed node-api or control-plane answer */
+static const char *
+code_of(const struct space_answer *a)
+{
+	switch (a->status) {
+	case 0: return "unavailable";
+	case 400: return "invalid_argument";
+	case 401: return "unauthenticated";
+	case 403: return "permission_denied";
+	case 404: return "not_found";
+	case 409: return !strcmp(a->error, "exists") ? "already_exists" : "failed_precondition";
+	case 413: case 429: case 507: return "resource_exhausted";
+	case 503: return "unavailable";
+	case 504: return "deadline_exceeded";
+	default: return "internal";
+	}
+}
+
+static enum MHD_Result
+rpc_error(struct MHD_Connection *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result
+rpc_error(struct MHD_Connection *c, const char *code, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return e2b_send_json(c, code_http(code), json_pack("{s:s,s:s}", "code", code,
+	    "message", msg));
+}
+
+static enum MHD_Result
+rpc_fail(struct MHD_Connection *c, const struct space_answer *a)
+{
+	return rpc_error(c, code_of(a), "%s", e2b_msg_of(a));
+}
+
+/* ---- paths and data operations ---- */
+
+/* an absolute path inside the sandbox: relative ones are under the home */
+static int
+abs_path(const char *p, char *out, size_t cap)
+{
+	int n;
+
+	if (p == NULL || !*p)
+		n = snprintf(out, cap, "%s", E2B_HOME);
+	else if (p[0] == '/')
+		n = snprintf(out, cap, "%s", p);
+	else
+		n = snprintf(out, cap, "%s/%s", E2B_HOME, p);
+	return n < 0 || (size_t)n >= cap || (size_t)n > SPACE_PATH_MAX ? -1 : 0;
+}
+
+static int
+dop(struct envd *x, const char *access, const char *method, const char *path, json_t *body,
+    int in_fd, int out_fd, struct space_answer *a)
+{
+	struct space_data_op op;
+	struct e2b_cl *cl;
+	int r;
+
+	space_answer_init(a);
+	if ((cl = e2b_client(x->key)) == NULL) {
+		a->status = 503;
+		snprintf(a->message, sizeof(a->message), "too many clients at once");
+		return -EBUSY;
+	}
+	memset(&op, 0, sizeof(op));
+	op.access = access;
+	op.method = method;
+	op.path = path;
+	op.body = body;
+	op.in_fd = in_fd;
+	op.out_fd = out_fd;
+	op.timeout = 120;
+	r = space_sbx_op(e2b_cl_client(cl), x->sbx, &op, a);
+	e2b_client_release(cl);
+	return r;
+}
+
+/* "PREFIX?path=ESC" */
+static char *
+path_query(const char *prefix, const char *path)
+{
+	char *esc = space_url_escape(path), *q = NULL;
+
+	if (esc && asprintf(&q, "%s?path=%s", prefix, esc) < 0)
+		q = NULL;
+	free(esc);
+	return q;
+}
+
+/* ---- filesystem entries ---- */
+
+static void
+perm_string(const char *type, unsigned mode, char out[11])
+{
+	static const char rwx[] = "rwxrwxrwx";
+	int i;
+
+	out[0] = !strcmp(type, "dir") ? 'd' : !strcmp(type, "symlink") ? 'l' : '-';
+	for (i = 0; i < 9; i++)
+		out[1 + i] = (mode & (0400u >> i)) ? rwx[i] : '-';
+	out[10] = '\0';
+}
+
+/* space's stat object -> EntryInfo */
+static json_t *
+entry_info(const json_t *st, const char *path)
+{
+	const char *type = jstr(st, "type") ? jstr(st, "type") : "other", *slash;
+	unsigned mode = (unsigned)json_integer_value(json_object_get(st, "mode")) & 07777;
+	char perm[11];
+	json_t *o;
+
+	perm_string(type, mode, perm);
+	slash = strrchr(path, '/');
+	o = json_pack("{s:s,s:s,s:s,s:I,s:I,s:s,s:s,s:s}",
+	    "name", jstr(st, "name") ? jstr(st, "name") : (slash ? slash + 1 : path),
+	    "type", !strcmp(type, "file") ? "FILE_TYPE_FILE" : !strcmp(type, "dir") ?
+	    "FILE_TYPE_DIRECTORY" : !strcmp(type, "symlink") ? "FILE_TYPE_SYMLINK" :
+	    "FILE_TYPE_UNSPECIFIED",
+	    "path", path, "size", json_integer_value(json_object_get(st, "size")),
+	    "mode", (json_int_t)mode, "permissions", perm, "owner", "user", "group", "user");
+	if (o && jstr(st, "mtime"))
+		json_object_set_new(o, "modifiedTime", json_string(jstr(st, "mtime")));
+	return o;
+}
+
+static int
+stat_path(struct envd *x, const char *path, struct space_answer *a)
+{
+	char *q = path_query("fs/stat", path);
+	int r;
+
+	if (q == NULL) {
+		space_answer_init(a);
+		return -ENOMEM;
+	}
+	r = dop(x, "fs:r", "GET", q, NULL, -1, -1, a);
+	free(q);
+	return r < 0 || !space_answer_ok(a) ? -1 : 0;
+}
+
+/* ---- unary calls ---- */
+
+/* the message of a unary call: a JSON object with only keys */
+static json_t *
+unary_in(struct envd *x, const char *const *keys, enum MHD_Result *ret)
+{
+	const char *ct = MHD_lookup_connection_value(x->r->conn, MHD_HEADER_KIND, "Content-Type");
+	const char *why = NULL;
+	json_t *in;
+
+	if (ct == NULL || strncasecmp(ct, "application/json", 16) != 0) {
+		*ret = e2b_send_json(x->r->conn, 415, json_pack("{s:s,s:s}", "code",
+		    "invalid_argument", "message", "a unary call is application/json"));
+		return NULL;
+	}
+	if ((in = e2b_parse(x->r->body, x->r->body_len, &why)) == NULL) {
+		*ret = rpc_error(x->r->conn, "invalid_argument", "%s", why);
+		return NULL;
+	}
+	if (!e2b_only_keys(in, keys, &why)) {
+		*ret = rpc_error(x->r->conn, "invalid_argument", "unknown field \"%s\"", why);
+		json_decref(in);
+		return NULL;
+	}
+	return in;
+}
+
+static enum MHD_Result
+fs_stat(struct envd *x)
+{
+	static const char *const keys[] = { "path", NULL };
+	char path[SPACE_PATH_MAX + 1];
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *in;
+
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	if (abs_path(jstr(in, "path"), path, sizeof(path)) < 0)
+		ret = rpc_error(x->r->conn, "invalid_argument", "path too long");
+	else if (stat_path(x, path, &a) < 0)
+		ret = rpc_fail(x->r->conn, &a);
+	else
+		ret = e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "entry",
+		    entry_info(a.body, path)));
+	space_answer_clear(&a);
+	json_decref(in);
+	return ret;
+}
+
+static int
+list_into(struct envd *x, const char *dir, unsigned depth, json_t *out, struct space_answer *a)
+{
+	char *q = path_query("fs/list", dir);
+	json_t *ents, *e, *body;
+	size_t i;
+	int r;
+
+	if (q == NULL)
+		return -1;
+	r = dop(x, "fs:r", "GET", q, NULL, -1, -1, a);
+	free(q);
+	if (r < 0 || !space_answer_ok(a))
+		return -1;
+	body = json_incref(a->body);
+	space_answer_clear(a);
+	ents = json_object_get(body, "entries");
+	json_array_foreach(ents, i, e) {
+		char p[SPACE_PATH_MAX + 1];
+		const char *name = jstr(e, "name");
+		int n;
+
+		if (name == NULL || json_array_size(out) >= LIST_MAX)
+			continue;
+		n = snprintf(p, sizeof(p), "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+		    name);
+		if (n < 0 || (size_t)n >= sizeof(p))
+			continue;
+		json_array_append_new(out, entry_info(e, p));
+		if (depth > 1 && jstr(e, "type") && !strcmp(jstr(e, "type"), "dir") &&
+		    list_into(x, p, depth - 1, out, a) < 0) {
+			json_decref(body);
+			return -1;
+		}
+	}
+	json_decref(body);
+	return 0;
+}
+
+static enum MHD_Result
+fs_list(struct envd *x)
+{
+	static const char *const keys[] = { "path", "depth", NULL };
+	char path[SPACE_PATH_MAX + 1];
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *in, *out, *d;
+	json_int_t depth = 1;
+
+	space_answer_init(&a);
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	d = json_object_get(in, "depth");
+	if (d && !(json_is_integer(d) && json_integer_value(d) >= 0 && json_integer_value(d) <= 16)) {
+		json_decref(in);
+		return rpc_error(x->r->conn, "invalid_argument", "depth must be 1..16");
+	}
+	if (d && json_integer_value(d) > 0)
+		depth = json_integer_value(d);
+	out = json_array();
+	if (abs_path(jstr(in, "path"), path, sizeof(path)) < 0)
+		ret = rpc_error(x->r->conn, "invalid_argument", "path too long");
+	else if (list_into(x, path, (unsigned)depth, out, &a) < 0)
+		ret = rpc_fail(x->r->conn, &a);
+	else {
+		ret = e2b_send_json(x->r->conn, 200, json_pack("{s:O}", "entries", out));
+	}
+	json_decref(out);
+	space_answer_clear(&a);
+	json_decref(in);
+	return ret;
+}
+
+/* after a change: the entry at path, as the answer's "entry" */
+static enum MHD_Result
+entry_answer(struct envd *x, const char *path)
+{
+	struct space_answer a;
+	enum MHD_Result ret;
+
+	if (stat_path(x, path, &a) < 0)
+		ret = rpc_fail(x->r->conn, &a);
+	else
+		ret = e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "entry",
+		    entry_info(a.body, path)));
+	space_answer_clear(&a);
+	return ret;
+}
+
+static enum MHD_Result
+fs_mkdir(struct envd *x)
+{
+	static const char *const keys[] = { "path", NULL };
+	char path[SPACE_PATH_MAX + 1];
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *in, *b;
+
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	if (abs_path(jstr(in, "path"), path, sizeof(path)) < 0) {
+		json_decref(in);
+		return rpc_error(x->r->conn, "invalid_argument", "path too long");
+	}
+	json_decref(in);
+	/* envd's MakeDir: parents made, an existing one is already_exists */
+	if (stat_path(x, path, &a) == 0) {
+		space_answer_clear(&a);
+		return rpc_error(x->r->conn, "already_exists", "%s already exists", path);
+	}
+	if (a.status != 404) {
+		ret = rpc_fail(x->r->conn, &a);
+		space_answer_clear(&a);
+		return ret;
+	}
+	space_answer_clear(&a);
+	b = json_pack("{s:s,s:b}", "path", path, "parents", 1);
+	if (dop(x, "fs:w", "POST", "fs/mkdir", b, -1, -1, &a) < 0 || !space_answer_ok(&a))
+		ret = rpc_fail(x->r->conn, &a);
+	else
+		ret = entry_answer(x, path);
+	json_decref(b);
+	space_answer_clear(&a);
+	return ret;
+}
+
+static enum MHD_Result
+fs_move(struct envd *x)
+{
+	static const char *const keys[] = { "source", "destination", NULL };
+	char from[SPACE_PATH_MAX + 1], to[SPACE_PATH_MAX + 1];
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *in, *b;
+
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	if (!jstr(in, "source") || !jstr(in, "destination") ||
+	    abs_path(jstr(in, "source"), from, sizeof(from)) < 0 ||
+	    abs_path(jstr(in, "destination"), to, sizeof(to)) < 0) {
+		json_decref(in);
+		return rpc_error(x->r->conn, "invalid_argument", "source and destination are paths");
+	}
+	json_decref(in);
+	b = json_pack("{s:s,s:s}", "from", from, "to", to);
+	if (dop(x, "fs:w", "POST", "fs/rename", b, -1, -1, &a) < 0 || !space_answer_ok(&a))
+		ret = rpc_fail(x->r->conn, &a);
+	else
+		ret = entry_answer(x, to);
+	json_decref(b);
+	space_answer_clear(&a);
+	return ret;
+}
+
+static enum MHD_Result
+fs_remove(struct envd *x)
+{
+	static const char *const keys[] = { "path", NULL };
+	char path[SPACE_PATH_MAX + 1];
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *in, *b;
+
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	if (!jstr(in, "path") || abs_path(jstr(in, "path"), path, sizeof(path)) < 0) {
+		json_decref(in);
+		return rpc_error(x->r->conn, "invalid_argument", "path is required");
+	}
+	json_decref(in);
+	b = json_pack("{s:s,s:b}", "path", path, "recursive", 1);
+	if (dop(x, "fs:w", "POST", "fs/remove", b, -1, -1, &a) < 0 || !space_answer_ok(&a))
+		ret = rpc_fail(x->r->conn, &a);
+	else
+		ret = e2b_send(x->r->conn, 200, "application/json", "{}", 2);
+	json_decref(b);
+	space_answer_clear(&a);
+	return ret;
+}
+
+/* ProcessSelector -> pid; only pids (space's processes have no tags) */
+static long
+selector_pid(const json_t *in)
+{
+	const json_t *p = json_object_get(in, "process"), *pid;
+	static const char *const keys[] = { "pid", "tag", NULL };
+
+	if (!e2b_only_keys(p, keys, NULL))
+		return -1;
+	pid = json_object_get(p, "pid");
+	if (!json_is_integer(pid) || json_integer_value(pid) < 1 ||
+	    json_integer_value(pid) > 2147483647)
+		return -1;
+	return (long)json_integer_value(pid);
+}
+
+static enum MHD_Result
+proc_list(struct envd *x)
+{
+	static const char *const keys[] = { NULL };
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *in, *out, *p;
+	size_t i;
+
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	json_decref(in);
+	if (dop(x, "exec", "GET", "processes", NULL, -1, -1, &a) < 0 || !space_answer_ok(&a)) {
+		ret = rpc_fail(x->r->conn, &a);
+		space_answer_clear(&a);
+		return ret;
+	}
+	out = json_array();
+	json_array_foreach(json_object_get(a.body, "processes"), i, p) {
+		const json_t *argv = json_object_get(p, "argv"), *v;
+		json_t *args = json_array(), *cfg;
+		size_t j;
+
+		if (!jstr(p, "state") || strcmp(jstr(p, "state"), "running") != 0 ||
+		    !json_is_array(argv) || json_array_size(argv) == 0) {
+			json_decref(args);
+			continue;
+		}
+		json_array_foreach(argv, j, v)
+			if (j > 0 && json_is_string(v))
+				json_array_append(args, (json_t *)v);
+		cfg = json_pack("{s:O,s:o,s:{}}", "cmd", json_array_get(argv, 0), "args", args,
+		    "envs");
+		json_array_append_new(out, json_pack("{s:o,s:O}", "config", cfg, "pid",
+		    json_object_get(p, "pid")));
+	}
+	space_answer_clear(&a);
+	return e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "processes", out));
+}
+
+/* SendInput, CloseStdin, SendSignal, Update: one POST on processes/{pid} */
+static enum MHD_Result
+proc_call(struct envd *x, const char *what)
+{
+	static const char *const k_input[] = { "process", "input", NULL };
+	static const char *const k_sel[] = { "process", NULL };
+	static const char *const k_sig[] = { "process", "signal", NULL };
+	static const char *const k_upd[] = { "process", "pty", NULL };
+	char path[64];
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *in, *b = NULL, *v;
+	long pid;
+
+	in = unary_in(x, !strcmp(what, "SendInput") ? k_input : !strcmp(what, "SendSignal") ?
+	    k_sig : !strcmp(what, "Update") ? k_upd : k_sel, &ret);
+	if (in == NULL)
+		return ret;
+	if ((pid = selector_pid(in)) < 0) {
+		json_decref(in);
+		return rpc_error(x->r->conn, json_object_get(json_object_get(in, "process"), "tag") ?
+		    "not_found" : "invalid_argument", "a process is selected by its pid");
+	}
+	if (!strcmp(what, "SendInput")) {
+		const json_t *inp = json_object_get(in, "input");
+		v = json_object_get(inp, "stdin") ? json_object_get(inp, "stdin") :
+		    json_object_get(inp, "pty");
+		if (!json_is_string(v) || json_object_size(inp) != 1) {
+			json_decref(in);
+			return rpc_error(x->r->conn, "invalid_argument", "input is stdin or pty bytes");
+		}
+		b = json_pack("{s:O}", "data_b64", v);
+		snprintf(path, sizeof(path), "processes/%ld/stdin", pid);
+	} else if (!strcmp(what, "CloseStdin")) {
+		b = json_pack("{s:b}", "eof", 1);
+		snprintf(path, sizeof(path), "processes/%ld/stdin", pid);
+	} else if (!strcmp(what, "SendSignal")) {
+		int sig = 0;
+		v = json_object_get(in, "signal");
+		if (json_is_string(v))
+			sig = !strcmp(json_string_value(v), "SIGNAL_SIGKILL") ? 9 :
+			    !strcmp(json_string_value(v), "SIGNAL_SIGTERM") ? 15 : 0;
+		else if (json_is_integer(v) && (json_integer_value(v) == 9 || json_integer_value(v) == 15))
+			sig = (int)json_integer_value(v);
+		if (sig == 0) {
+			json_decref(in);
+			return rpc_error(x->r->conn, "invalid_argument", "signal is SIGKILL or SIGTERM");
+		}
+		b = json_pack("{s:i}", "signal", sig);
+		snprintf(path, sizeof(path), "processes/%ld/signal", pid);
+	} else {
+		const json_t *sz = json_object_get(json_object_get(in, "pty"), "size");
+		json_int_t rows = json_integer_value(json_object_get(sz, "rows"));
+		json_int_t cols = json_integer_value(json_object_get(sz, "cols"));
+		if (rows < 1 || rows > 4096 || cols < 1 || cols > 4096) {
+			json_decref(in);
+			return rpc_error(x->r->conn, "invalid_argument", "pty.size rows and cols are 1..4096");
+		}
+		b = json_pack("{s:I,s:I}", "rows", rows, "cols", cols);
+		snprintf(path, sizeof(path), "processes/%ld/resize", pid);
+	}
+	json_decref(in);
+	if (dop(x, "exec", "POST", path, b, -1, -1, &a) < 0 || !space_answer_ok(&a))
+		ret = rpc_fail(x->r->conn, &a);
+	else
+		ret = e2b_send(x->r->conn, 200, "application/json", "{}", 2);
+	json_decref(b);
+	space_answer_clear(&a);
+	return ret;
+}
+
+/* ---- server streams: node-api WebSocket -> Connect envelopes ---- */
+
+struct qmsg {
+	struct qmsg *next;
+	bool text;
+	size_t len;
+	uint8_t data[];
+};
+
+struct wstream {
+	struct wsc w;
+	wslay_event_context_ptr ctx;
+	struct qmsg *head, *tail;
+	size_t queued;
+	bool closed, watch, started, ended;
+	uint16_t close_code;
+	char watch_root[SPACE_PATH_MAX + 1];
+	/* output not yet given to MHD */
+	uint8_t *out;
+	size_t out_len, out_off;
+	char early_err[600];            /* the open failed: its end-stream error JSON */
+};
+
+static ssize_t
+ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
+{
+	struct wstream *s = user;
+	ssize_t n;
+
+	(void)flags;
+	if (s->queued > WS_QUEUE_MAX) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	if (s->w.pre_off < s->w.pre_len) {
+		n = (ssize_t)(s->w.pre_len - s->w.pre_off < len ? s->w.pre_len - s->w.pre_off : len);
+		memcpy(buf, s->w.pre + s->w.pre_off, (size_t)n);
+		s->w.pre_off += (size_t)n;
+		return n;
+	}
+	n = recv(s->w.fd, buf, len, MSG_DONTWAIT);
+	if (n > 0)
+		return n;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+	return -1;
+}
+
+static ssize_t
+ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags, void *user)
+{
+	struct wstream *s = user;
+	ssize_t n;
+
+	(void)flags;
+	n = send(s->w.fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n >= 0)
+		return n;
+	wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ?
+	    WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
+	return -1;
+}
+
+static int
+ws_mask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
+{
+	(void)ctx; (void)user;
+	randombytes_buf(buf, len);
+	return 0;
+}
+
+static void
+ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg, void *user)
+{
+	struct wstream *s = user;
+	struct qmsg *m;
+
+	(void)ctx;
+	if (arg->opcode == WSLAY_CONNECTION_CLOSE) {
+		s->closed = true;
+		s->close_code = arg->status_code;
+		return;
+	}
+	if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
+		return;
+	if ((m = malloc(sizeof(*m) + arg->msg_length + 1)) == NULL) {
+		s->closed = true;
+		return;
+	}
+	m->next = NULL;
+	m->text = arg->opcode == WSLAY_TEXT_FRAME;
+	m->len = arg->msg_length;
+	memcpy(m->data, arg->msg, arg->msg_length);
+	m->data[m->len] = '\0';
+	if (s->tail)
+		s->tail->next = m;
+	else
+		s->head = m;
+	s->tail = m;
+	s->queued += m->len;
+}
+
+/* waits for the next message: 0 one is queued, 1 quiet for KEEPALIVE_MS,
+ * -1 the stream is closed */
+static int
+ws_next(struct wstream *s)
+{
+	while (s->head == NULL) {
+		if (s->closed)
+			return -1;
+		if (s->w.pre_off >= s->w.pre_len) {
+			struct pollfd pfd = { .fd = s->w.fd, .events = POLLIN };
+			int n = poll(&pfd, 1, KEEPALIVE_MS);
+			if (n == 0)
+				return 1;
+			if (n < 0 && errno != EINTR)
+				s->closed = true;
+		}
+		if (wslay_event_recv(s->ctx) != 0 || !wslay_event_want_read(s->ctx))
+			s->closed = true;
+		(void)wslay_event_send(s->ctx);
+	}
+	return 0;
+}
+
+/* appends one envelope (flags, big-endian length, JSON) to s->out */
+static int
+envelope(struct wstream *s, uint8_t flags, json_t *o)
+{
+	char *j = json_dumps(o, JSON_COMPACT);
+	size_t n;
+	uint8_t *nb;
+
+	json_decref(o);
+	if (j == NULL)
+		return -1;
+	n = strlen(j);
+	if ((nb = realloc(s->out, s->out_len + 5 + n)) == NULL) {
+		free(j);
+		return -1;
+	}
+	s->out = nb;
+	nb += s->out_len;
+	nb[0] = flags;
+	nb[1] = (uint8_t)(n >> 24);
+	nb[2] = (uint8_t)(n >> 16);
+	nb[3] = (uint8_t)(n >> 8);
+	nb[4] = (uint8_t)n;
+	memcpy(nb + 5, j, n);
+	s->out_len += 5 + n;
+	free(j);
+	return 0;
+}
+
+static void
+end_stream(struct wstream *s, const char *code, const char *msg)
+{
+	if (s->ended)
+		return;
+	s->ended = true;
+	if (code)
+		envelope(s, 2, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+	else
+		envelope(s, 2, json_object());
+}
+
+static json_t *
+b64_of(const uint8_t *d, size_t n)
+{
+	size_t cap = sodium_base64_encoded_len(n, sodium_base64_VARIANT_ORIGINAL);
+	char *b = malloc(cap);
+	json_t *j;
+
+	if (b == NULL)
+		return NULL;
+	sodium_bin2base64(b, cap, d, n, sodium_base64_VARIANT_ORIGINAL);
+	j = json_string(b);
+	free(b);
+	return j;
+}
+
+static const char *
+event_type(enum stream_event t)
+{
+	switch (t) {
+	case STREAM_EV_CREATE: return "EVENT_TYPE_CREATE";
+	case STREAM_EV_WRITE: return "EVENT_TYPE_WRITE";
+	case STREAM_EV_REMOVE: return "EVENT_TYPE_REMOVE";
+	case STREAM_EV_RENAME: return "EVENT_TYPE_RENAME";
+	case STREAM_EV_CHMOD: return "EVENT_TYPE_CHMOD";
+	default: return NULL;
+	}
+}
+
+/* a watch event's path relative to the watched directory */
+static const char *
+rel(const struct wstream *s, const char *p)
+{
+	size_t n = strlen(s->watch_root);
+
+	if (strncmp(p, s->watch_root, n) == 0 && p[n] == '/')
+		return p + n + 1;
+	return p;
+}
+
+/* turns the next message (or a quiet spell) into envelopes */
+static void
+produce(struct wstream *s)
+{
+	struct qmsg *m;
+	int r;
+
+	if (s->ended)
+		return;
+	if ((r = ws_next(s)) == 1) {
+		envelope(s, 0, s->watch ? json_pack("{s:{}}", "keepalive") :
+		    json_pack("{s:{s:{}}}", "event", "keepalive"));
+		return;
+	}
+	if (r < 0) {
+		if (s->close_code == 4409)
+			end_stream(s, "unavailable", "the sandbox's execution was replaced (moved, "
+			    "paused or killed); connect again");
+		else if (s->close_code == 1000 || s->close_code == 4410)
+			end_stream(s, NULL, NULL);
+		else
+			end_stream(s, "unavailable", "the stream ended unexpectedly");
+		return;
+	}
+	m = s->head;
+	s->head = m->next;
+	if (s->head == NULL)
+		s->tail = NULL;
+	s->queued -= m->len;
+	if (m->text) {
+		/* the first message: {"result":{...}} */
+		json_t *o = json_loadb((const char *)m->data, m->len, JSON_REJECT_DUPLICATES, NULL);
+		json_t *res = json_object_get(o, "result");
+		if (!s->started && json_is_object(res)) {
+			s->started = true;
+			if (s->watch)
+				envelope(s, 0, json_pack("{s:{}}", "start"));
+			else if (json_is_integer(json_object_get(res, "pid")))
+				envelope(s, 0, json_pack("{s:{s:{s:O}}}", "event", "start", "pid",
+				    json_object_get(res, "pid")));
+			else
+				end_stream(s, "internal", "no pid in the start answer");
+		}
+		json_decref(o);
+	} else {
+		struct msg_stream ms;
+		const char *why = NULL;
+
+		if (msg_stream_decode(m->data, m->len, STREAM_OUT, &ms, &why) < 0)
+			end_stream(s, "internal", "a malformed stream message from the sandbox");
+		else if (ms.kind == STREAM_STDOUT || ms.kind == STREAM_STDERR || ms.kind == STREAM_PTY)
+			envelope(s, 0, json_pack("{s:{s:{s:o}}}", "event", "data",
+			    ms.kind == STREAM_STDOUT ? "stdout" : ms.kind == STREAM_STDERR ? "stderr" :
+			    "pty", b64_of(ms.data, ms.len)));
+		else if (ms.kind == STREAM_EXIT) {
+			char st[64];
+			json_t *end;
+			if (ms.exit.signal)
+				snprintf(st, sizeof(st), "signal: %u", ms.exit.signal);
+			else
+				snprintf(st, sizeof(st), "exit status %u", ms.exit.exit_code);
+			end = json_pack("{s:i,s:b,s:s}", "exitCode", ms.exit.signal ? -1 :
+			    (int)ms.exit.exit_code, "exited", ms.exit.signal == 0, "status", st);
+			if (ms.exit.timed_out)
+				json_object_set_new(end, "error", json_string("timed out"));
+			else if (ms.exit.oom_killed)
+				json_object_set_new(end, "error", json_string("killed: out of memory"));
+			else if (ms.exit.signal)
+				json_object_set_new(end, "error", json_string(st));
+			envelope(s, 0, json_pack("{s:{s:o}}", "event", "end", end));
+		} else if (ms.kind == STREAM_EVENT && s->watch) {
+			const char *t = event_type(ms.event.type);
+			if (t)
+				envelope(s, 0, json_pack("{s:{s:s,s:s}}", "filesystem", "name",
+				    rel(s, ms.event.path), "type", t));
+			if (ms.event.type == STREAM_EV_RENAME && ms.event.to[0])
+				envelope(s, 0, json_pack("{s:{s:s,s:s}}", "filesystem", "name",
+				    rel(s, ms.event.to), "type", "EVENT_TYPE_CREATE"));
+		}
+	}
+	free(m);
+}
+
+static ssize_t
+stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct wstream *s = cls;
+	size_t n;
+
+	(void)pos;
+	while (s->out_off >= s->out_len) {
+		s->out_off = s->out_len = 0;
+		if (s->ended)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		produce(s);
+	}
+	n = s->out_len - s->out_off < max ? s->out_len - s->out_off : max;
+	memcpy(buf, s->out + s->out_off, n);
+	s->out_off += n;
+	return (ssize_t)n;
+}
+
+static void
+stream_free(void *cls)
+{
+	struct wstream *s = cls;
+	struct qmsg *m;
+
+	if (s->ctx)
+		wslay_event_context_free(s->ctx);
+	wsc_close(&s->w);
+	while ((m = s->head) != NULL) {
+		s->head = m->next;
+		free(m);
+	}
+	free(s->out);
+	free(s);
+}
+
+static enum MHD_Result
+stream_answer(struct MHD_Connection *c, struct wstream *s)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32u << 10, stream_read, s,
+	    stream_free);
+	if (resp == NULL) {
+		stream_free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/connect+json");
+	ret = MHD_queue_response(c, 200, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* the one message of a server-streaming call, from its envelope */
+static json_t *
+stream_in(struct envd *x, const char *const *keys, const char **why)
+{
+	const char *ct = MHD_lookup_connection_value(x->r->conn, MHD_HEADER_KIND, "Content-Type");
+	const uint8_t *b = (const uint8_t *)x->r->body;
+	size_t len;
+	json_t *in;
+
+	if (ct == NULL || strncasecmp(ct, "application/connect+json", 24) != 0) {
+		*why = "a streaming call is application/connect+json";
+		return NULL;
+	}
+	if (x->r->body_len < 5 || b[0] != 0) {
+		*why = "malformed envelope (compressed or truncated)";
+		return NULL;
+	}
+	len = ((size_t)b[1] << 24) | ((size_t)b[2] << 16) | ((size_t)b[3] << 8) | b[4];
+	if (len != x->r->body_len - 5) {
+		*why = "the envelope's length does not match the body";
+		return NULL;
+	}
+	if ((in = e2b_parse(x->r->body + 5, len, why)) == NULL)
+		return NULL;
+	if (!e2b_only_keys(in, keys, why)) {
+		*why = "unknown field";
+		json_decref(in);
+		return NULL;
+	}
+	return in;
+}
+
+/* opens a node-api stream at path; the answer is the Connect stream */
+static enum MHD_Result
+open_stream(struct envd *x, const char *access, bool start, const char *path, bool watch,
+    const char *root)
+{
+	static const struct wslay_event_callbacks cb = { ws_recv, ws_send, ws_mask, NULL, NULL,
+	    NULL, ws_msg };
+	struct wstream *s = calloc(1, sizeof(*s));
+	struct space_data_op op;
+	struct space_answer a;
+	struct e2b_cl *cl;
+	int r;
+
+	if (s == NULL)
+		return MHD_NO;
+	s->w.fd = -1;
+	s->watch = watch;
+	if (root)
+		snprintf(s->watch_root, sizeof(s->watch_root), "%s", root);
+	space_answer_init(&a);
+	if ((cl = e2b_client(x->key)) == NULL) {
+		end_stream(s, "unavailable", "too many clients at once");
+		return stream_answer(x->r->conn, s);
+	}
+	memset(&op, 0, sizeof(op));
+	op.access = access;
+	op.method = start ? "POST" : "GET";     /* a start is never sent twice */
+	op.path = path;
+	op.in_fd = op.out_fd = -1;
+	op.open_ws = wsc_open;
+	op.ws_ctx = &s->w;
+	r = space_sbx_op(e2b_cl_client(cl), x->sbx, &op, &a);
+	e2b_client_release(cl);
+	if (r < 0 || a.status != 101) {
+		end_stream(s, code_of(&a), e2b_msg_of(&a));
+		space_answer_clear(&a);
+		return stream_answer(x->r->conn, s);
+	}
+	space_answer_clear(&a);
+	if (wslay_event_context_client_init(&s->ctx, &cb, s) != 0) {
+		s->ctx = NULL;
+		end_stream(s, "internal", "out of memory");
+	}
+	return stream_answer(x->r->conn, s);
+}
+
+static enum MHD_Result
+proc_start(struct envd *x)
+{
+	static const char *const keys[] = { "process", "pty", "tag", "stdin", NULL };
+	static const char *const pkeys[] = { "cmd", "args", "envs", "cwd", NULL };
+	const char *why = NULL, *k;
+	char cwd[SPACE_PATH_MAX + 1], *args_s = NULL, *esc = NULL, *path = NULL;
+	json_t *in, *p, *argv, *v, *args, *env;
+	bool pty = false;
+	enum MHD_Result ret;
+	size_t i;
+
+	if ((in = stream_in(x, keys, &why)) == NULL)
+		return rpc_error(x->r->conn, "invalid_argument", "%s", why);
+	p = json_object_get(in, "process");
+	if (!e2b_only_keys(p, pkeys, &why) || !jstr(p, "cmd") || !*jstr(p, "cmd")) {
+		json_decref(in);
+		return rpc_error(x->r->conn, "invalid_argument", "process.cmd is required");
+	}
+	argv = json_array();
+	json_array_append_new(argv, json_string(jstr(p, "cmd")));
+	json_array_foreach(json_object_get(p, "args"), i, v) {
+		if (!json_is_string(v)) {
+			json_decref(argv);
+			json_decref(in);
+			return rpc_error(x->r->conn, "invalid_argument", "process.args are strings");
+		}
+		json_array_append(argv, v);
+	}
+	args = json_pack("{s:o}", "argv", argv);
+	env = json_object_get(p, "envs");
+	if (json_is_object(env) && json_object_size(env) > 0) {
+		json_object_foreach(env, k, v)
+			if (!json_is_string(v)) {
+				json_decref(args);
+				json_decref(in);
+				return rpc_error(x->r->conn, "invalid_argument", "envs are strings");
+			}
+		json_object_set(args, "env", env);
+	}
+	if (jstr(p, "cwd") && *jstr(p, "cwd")) {
+		if (abs_path(jstr(p, "cwd"), cwd, sizeof(cwd)) < 0) {
+			json_decref(args);
+			json_decref(in);
+			return rpc_error(x->r->conn, "invalid_argument", "cwd too long");
+		}
+		json_object_set_new(args, "cwd", json_string(cwd));
+	}
+	if (json_is_true(json_object_get(in, "stdin")))
+		json_object_set_new(args, "stdin", json_true());
+	v = json_object_get(json_object_get(in, "pty"), "size");
+	if (v) {
+		json_int_t rows = json_integer_value(json_object_get(v, "rows"));
+		json_int_t cols = json_integer_value(json_object_get(v, "cols"));
+		if (rows < 1 || rows > 4096 || cols < 1 || cols > 4096) {
+			json_decref(args);
+			json_decref(in);
+			return rpc_error(x->r->conn, "invalid_argument", "pty.size rows and cols are 1..4096");
+		}
+		json_object_set_new(args, "pty", json_pack("{s:I,s:I}", "rows", rows, "cols", cols));
+		pty = true;
+	}
+	json_decref(in);
+	args_s = json_dumps(args, JSON_COMPACT);
+	json_decref(args);
+	if (args_s == NULL || (esc = space_url_escape(args_s)) == NULL ||
+	    asprintf(&path, "processes/stream?args=%s", esc) < 0)
+		path = NULL;
+	free(args_s);
+	free(esc);
+	if (path == NULL)
+		return rpc_error(x->r->conn, "internal", "out of memory");
+	ret = open_stream(x, pty ? "exec,pty" : "exec", true, path, false, NULL);
+	free(path);
+	return ret;
+}
+
+static enum MHD_Result
+proc_connect(struct envd *x)
+{
+	static const char *const keys[] = { "process", NULL };
+	const char *why = NULL;
+	char path[64];
+	json_t *in;
+	long pid;
+
+	if ((in = stream_in(x, keys, &why)) == NULL)
+		return rpc_error(x->r->conn, "invalid_argument", "%s", why);
+	pid = selector_pid(in);
+	json_decref(in);
+	if (pid < 0)
+		return rpc_error(x->r->conn, "invalid_argument", "a process is selected by its pid");
+	snprintf(path, sizeof(path), "processes/%ld/stream", pid);
+	return open_stream(x, "exec", false, path, false, NULL);
+}
+
+static enum MHD_Result
+fs_watch(struct envd *x)
+{
+	static const char *const keys[] = { "path", "recursive", "includeEntry",
+	    "allowNetworkMounts", NULL };
+	const char *why = NULL;
+	char root[SPACE_PATH_MAX + 1], *q = NULL, *esc;
+	enum MHD_Result ret;
+	json_t *in;
+	bool rec;
+
+	if ((in = stream_in(x, keys, &why)) == NULL)
+		return rpc_error(x->r->conn, "invalid_argument", "%s", why);
+	rec = json_is_true(json_object_get(in, "recursive"));
+	if (abs_path(jstr(in, "path"), root, sizeof(root)) < 0) {
+		json_decref(in);
+		return rpc_error(x->r->conn, "invalid_argument", "path too long");
+	}
+	json_decref(in);
+	if ((esc = space_url_escape(root)) == NULL ||
+	    asprintf(&q, "watch?path=%s%s", esc, rec ? "&recursive=true" : "") < 0)
+		q = NULL;
+	free(esc);
+	if (q == NULL)
+		return rpc_error(x->r->conn, "internal", "out of memory");
+	ret = open_stream(x, "watch", false, q, true, root);
+	free(q);
+	return ret;
+}
+
+/* ---- /files ---- */
+
+static enum MHD_Result
+files_get(struct envd *x)
+{
+	const char *p = MHD_lookup_connection_value(x->r->conn, MHD_GET_ARGUMENT_KIND, "path");
+	char path[SPACE_PATH_MAX + 1], *q;
+	struct MHD_Response *resp;
+	struct space_answer a;
+	enum MHD_Result ret;
+	struct stat sb;
+	int fd;
+
+	if (p == NULL || abs_path(p, path, sizeof(path)) < 0)
+		return e2b_api_error(x->r->conn, 400, "path is required");
+	if (stat_path(x, path, &a) < 0) {
+		ret = e2b_api_error(x->r->conn, e2b_status_of(&a), "%s", e2b_msg_of(&a));
+		space_answer_clear(&a);
+		return ret;
+	}
+	if (json_integer_value(json_object_get(a.body, "size")) > (json_int_t)E2B_UPLOAD_MAX) {
+		space_answer_clear(&a);
+		return e2b_api_error(x->r->conn, 400, "a download is at most %u MiB here",
+		    E2B_UPLOAD_MAX >> 20);
+	}
+	space_answer_clear(&a);
+	if ((q = path_query("files", path)) == NULL ||
+	    (fd = memfd_create("e2b-download", MFD_CLOEXEC)) < 0) {
+		free(q);
+		return e2b_api_error(x->r->conn, 500, "out of memory");
+	}
+	if (dop(x, "fs:r", "GET", q, NULL, -1, fd, &a) < 0 || !space_answer_ok(&a)) {
+		ret = e2b_api_error(x->r->conn, e2b_status_of(&a), "%s", e2b_msg_of(&a));
+		close(fd);
+	} else if (fstat(fd, &sb) < 0 || (size_t)sb.st_size > E2B_UPLOAD_MAX) {
+		ret = e2b_api_error(x->r->conn, 500, "the download could not be kept");
+		close(fd);
+	} else if ((resp = MHD_create_response_from_fd((uint64_t)sb.st_size, fd)) == NULL) {
+		close(fd);
+		ret = MHD_NO;
+	} else {
+		MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+		ret = MHD_queue_response(x->r->conn, 200, resp);
+		MHD_destroy_response(resp);
+	}
+	free(q);
+	space_answer_clear(&a);
+	return ret;
+}
+
+/* writes one upload to path; makes its parent on a first not_found */
+static int
+write_one(struct envd *x, const char *path, int fd, struct space_answer *a)
+{
+	char *q = path_query("files", path), parent[SPACE_PATH_MAX + 1], *slash;
+	json_t *b;
+	int r, tries;
+
+	if (q == NULL)
+		return -1;
+	for (tries = 0; tries < 2; tries++) {
+		if (lseek(fd, 0, SEEK_SET) < 0)
+			break;
+		r = dop(x, "fs:w", "PUT", q, NULL, fd, -1, a);
+		if (r == 0 && space_answer_ok(a)) {
+			free(q);
+			return 0;
+		}
+		/* a parent that is missing (envd makes it): refused before any
+		 * byte was written, so the write is sent once more */
+		if (tries > 0 || a->status != 404)
+			break;
+		snprintf(parent, sizeof(parent), "%s", path);
+		if ((slash = strrchr(parent, '/')) == NULL || slash == parent)
+			break;
+		*slash = '\0';
+		space_answer_clear(a);
+		b = json_pack("{s:s,s:b}", "path", parent, "parents", 1);
+		r = dop(x, "fs:w", "POST", "fs/mkdir", b, -1, -1, a);
+		json_decref(b);
+		if (r < 0 || !space_answer_ok(a))
+			break;
+		space_answer_clear(a);
+	}
+	free(q);
+	return -1;
+}
+
+static enum MHD_Result
+files_post(struct envd *x)
+{
+	const char *qp = MHD_lookup_connection_value(x->r->conn, MHD_GET_ARGUMENT_KIND, "path");
+	struct e2b_req *r = x->r;
+	struct space_answer a;
+	enum MHD_Result ret;
+	json_t *out;
+	unsigned i;
+
+	if (r->upload_err[0])
+		return e2b_api_error(r->conn, 400, "%s", r->upload_err);
+	if (r->nfiles == 0)
+		return e2b_api_error(r->conn, 400, "no file in the upload");
+	out = json_array();
+	for (i = 0; i < r->nfiles; i++) {
+		char path[SPACE_PATH_MAX + 1];
+		const char *p = (r->nfiles == 1 && qp) ? qp : r->names[i];
+		const char *slash;
+
+		if (p == NULL || !*p || abs_path(p, path, sizeof(path)) < 0) {
+			json_decref(out);
+			return e2b_api_error(r->conn, 400, "each file needs a path");
+		}
+		if (write_one(x, path, r->files[i], &a) < 0) {
+			json_decref(out);
+			ret = e2b_api_error(r->conn, e2b_status_of(&a), "%s: %s", path, e2b_msg_of(&a));
+			space_answer_clear(&a);
+			return ret;
+		}
+		space_answer_clear(&a);
+		slash = strrchr(path, '/');
+		json_array_append_new(out, json_pack("{s:s,s:s,s:s}", "name", slash ? slash + 1 : path,
+		    "type", "file", "path", path));
+	}
+	return e2b_send_json(r->conn, 200, out);
+}
+
+/* ---- dispatch ---- */
+
+bool
+e2b_envd_route(struct MHD_Connection *c, const char *url)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Id") != NULL ||
+	    !strcmp(url, "/health") || !strcmp(url, "/files") ||
+	    !strncmp(url, "/process.Process/", 17) || !strncmp(url, "/filesystem.Filesystem/", 23);
+}
+
+enum MHD_Result
+e2b_envd(struct e2b_req *r)
+{
+	struct MHD_Connection *c = r->conn;
+	const char *sbx = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Id");
+	const char *port = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Port");
+	const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
+	const char *u = r->url, *m;
+	struct envd x = { .r = r };
+	bool rpc = u[0] == '/' && strchr(u + 1, '/') != NULL;
+
+	if (!strcmp(u, "/health"))
+		return e2b_send(c, 204, NULL, NULL, 0);
+	if (key == NULL)
+		key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-KEY");
+	if (sbx == NULL || !id_valid(sbx))
+		return rpc ? rpc_error(c, "invalid_argument", "E2b-Sandbox-Id names the sandbox") :
+		    e2b_api_error(c, 400, "E2b-Sandbox-Id names the sandbox");
+	if (port && strcmp(port, "49983") != 0)
+		return rpc ? rpc_error(c, "invalid_argument", "this endpoint serves port 49983; "
+		    "other ports are reached through their host name") :
+		    e2b_api_error(c, 400, "this endpoint serves port 49983");
+	if (!e2b_key_ok(key))
+		return rpc ? rpc_error(c, "unauthenticated", "an access token is needed (X-Access-Token)") :
+		    e2b_api_error(c, 401, "an access token is needed (X-Access-Token)");
+	snprintf(x.sbx, sizeof(x.sbx), "%s", sbx);
+	x.key = key;
+	if (!strcmp(u, "/files")) {
+		if (!strcmp(r->method, "GET"))
+			return files_get(&x);
+		if (!strcmp(r->method, "POST"))
+			return files_post(&x);
+		return e2b_api_error(c, 405, "method not allowed");
+	}
+	if (strcmp(r->method, "POST") != 0)
+		return rpc_error(c, "unimplemented", "Connect calls are POST");
+	if (!strncmp(u, "/process.Process/", 17)) {
+		m = u + 17;
+		if (!strcmp(m, "Start"))
+			return proc_start(&x);
+		if (!strcmp(m, "Connect"))
+			return proc_connect(&x);
+		if (!strcmp(m, "List"))
+			return proc_list(&x);
+		if (!strcmp(m, "SendInput") || !strcmp(m, "CloseStdin") || !strcmp(m, "SendSignal") ||
+		    !strcmp(m, "Update"))
+			return proc_call(&x, m);
+	} else if (!strncmp(u, "/filesystem.Filesystem/", 23)) {
+		m = u + 23;
+		if (!strcmp(m, "Stat"))
+			return fs_stat(&x);
+		if (!strcmp(m, "ListDir"))
+			return fs_list(&x);
+		if (!strcmp(m, "MakeDir"))
+			return fs_mkdir(&x);
+		if (!strcmp(m, "Move"))
+			return fs_move(&x);
+		if (!strcmp(m, "Remove"))
+			return fs_remove(&x);
+		if (!strcmp(m, "WatchDir"))
+			return fs_watch(&x);
+	}
+	return rpc_error(c, "unimplemented", "%s is not served here", u);
+}

@@ -1,0 +1,78 @@
+#!/bin/sh
+# The E2B-compatible API of space-edge (docs/e2b.md) driven by the official
+# `e2b` SDK (tests/js, pinned in package-lock.json, installed by npm ci),
+# configured only by what `space up` wrote into its env file: create, run
+# (stdout, stderr, exit codes, CommandExitError), env and cwd, streaming
+# output, background commands (list, stdin, kill), files (text, 5 MiB
+# binary, list, exists, rename, remove, makeDir), getInfo, list with
+# filters and pages, pause and connect with files kept, kill, another key
+# kept out; then raw requests: bad input at each endpoint gets the status
+# and body the SDK maps to its error classes, and the listener survives.
+# ci: once
+. "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_up.sh"
+
+JS="$SPACE_TOP/tests/js"
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	echo "1..0 # SKIP node and npm are needed for the E2B SDK"
+	exit 0
+fi
+sdk_version() { node -p "require('$JS/node_modules/e2b/package.json').version" 2>/dev/null; }
+want=$(node -p "require('$JS/package-lock.json').packages['node_modules/e2b'].version")
+(
+	flock 9
+	[ "$(sdk_version)" = "$want" ] || (cd "$JS" && npm ci --no-audit --no-fund --loglevel=error >&2)
+) 9>"$JS/.install.lock"
+is "the E2B SDK is installed at its pinned version" "$(sdk_version)" "$want"
+
+up_init
+up_start || exit
+ok_if() { if [ "$1" = 0 ]; then ok "$2"; else not_ok "$2"; fi; }
+grep -q '^E2B_API_URL=http://127.0.0.1:' "$D/env" && grep -q '^E2B_SANDBOX_URL=' "$D/env" &&
+    grep -q "^E2B_API_KEY=$SPACE_API_KEY\$" "$D/env" && grep -q '^E2B_DOMAIN=localhost:' "$D/env"
+ok_if $? "space up wrote E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY and E2B_DOMAIN"
+
+OKEY=$(space-control apikey add e2bother --data-dir "$D/control" 2>"$T/err") ||
+	diag "apikey add: $(cat "$T/err")"
+
+tap_lines() {
+	while IFS= read -r l; do
+		case "$l" in
+		"ok - "*) ok "${l#ok - }" ;;
+		"not ok - "*) not_ok "${l#not ok - }" ;;
+		*) echo "$l" ;;
+		esac
+	done
+}
+(cd "$JS" && OTHER_KEY="$OKEY" timeout 150 node e2b_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
+tap_lines <"$T/e2e.out"
+is "the SDK client finished" "$(cat "$T/e2e.rc")" "rc=0"
+[ -s "$T/e2e.err" ] && sed 's/^/# e2e: /' "$T/e2e.err" | tail -20
+
+# raw requests from the attacker's side
+U=$E2B_API_URL
+code() { curl -s -o "$T/body" -w '%{http_code}' "$@"; }
+is "no API key: 401" "$(code "$U/v2/sandboxes")" 401
+is "a malformed API key: 401" "$(code -H 'X-API-KEY: a b' "$U/v2/sandboxes")" 401
+is "a wrong API key: 401" "$(code -H 'X-API-KEY: sk_wrong' "$U/v2/sandboxes")" 401
+grep -q '"code":401' "$T/body"; ok_if $? "the error body is {code, message}"
+is "create with bad JSON: 400" "$(code -H "X-API-KEY: $SPACE_API_KEY" -d '{"templateID":' "$U/v2/sandboxes")" 400
+is "create with an unknown field: 400" "$(code -H "X-API-KEY: $SPACE_API_KEY" -d '{"templateID":"base","bogus":1}' "$U/v2/sandboxes")" 400
+is "create with a duplicate key: 400" "$(code -H "X-API-KEY: $SPACE_API_KEY" -d '{"templateID":"base","templateID":"base"}' "$U/v2/sandboxes")" 400
+is "create with a wrong type: 400" "$(code -H "X-API-KEY: $SPACE_API_KEY" -d '{"templateID":"base","timeout":"x"}' "$U/v2/sandboxes")" 400
+head -c 2000000 /dev/zero | tr '\0' 'a' >"$T/huge"
+is "a body over 1 MiB: 413" "$(code -H "X-API-KEY: $SPACE_API_KEY" --data-binary @"$T/huge" "$U/v2/sandboxes")" 413
+is "an unknown sandbox: 404" "$(code -H "X-API-KEY: $SPACE_API_KEY" "$U/sandboxes/nosuch")" 404
+is "a malformed sandbox id: 404" "$(code -H "X-API-KEY: $SPACE_API_KEY" "$U/sandboxes/a.b")" 404
+is "envd call without a token: 401" "$(code -H 'E2b-Sandbox-Id: abc' -H 'Content-Type: application/json' -d '{}' "$U/process.Process/List")" 401
+is "envd call with a bad sandbox id: 400" "$(code -H 'E2b-Sandbox-Id: a/b' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/json' -d '{}' "$U/process.Process/List")" 400
+is "envd call on another port: 400" "$(code -H 'E2b-Sandbox-Id: abc' -H 'E2b-Sandbox-Port: 8080' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/json' -d '{}' "$U/process.Process/List")" 400
+is "envd call on an unknown sandbox: 404 not_found" "$(code -H 'E2b-Sandbox-Id: nosuch' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/json' -d '{}' "$U/process.Process/List")" 404
+grep -q '"code":"not_found"' "$T/body"; ok_if $? "a Connect error body {code, message}"
+is "a stream with a broken envelope: 400" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/connect+json' --data-binary 'xx' "$U/process.Process/Start")" 400
+is "an unknown RPC: 501" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/json' -d '{}' "$U/process.Process/Nope")" 501
+is "an upload that is not multipart: 400" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: text/plain' -d 'x' "$U/files?path=/tmp/x")" 400
+printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n\001\002garbage\r\n\r\n' | timeout 5 nc -q1 127.0.0.1 "${U##*:}" >/dev/null 2>&1
+is "still serving after garbage" "$(code "$U/health")" 204
+
+done_testing

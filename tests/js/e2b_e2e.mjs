@@ -1,0 +1,172 @@
+// The official E2B SDK (tests/js, pinned in package-lock.json) against
+// space-edge's E2B-compatible API, configured only by the environment that
+// `space up` writes (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY, E2B_DOMAIN).
+// Prints one "ok - ..." / "not ok - ..." line per check (75_e2b.sh numbers
+// them). OTHER_KEY: a second API key of another principal.
+import { Sandbox, CommandExitError, SandboxNotFoundError, NotFoundError,
+	AuthenticationError, InvalidArgumentError, FileNotFoundError } from 'e2b'
+
+const say = (good, what, why) => {
+	console.log(`${good ? 'ok' : 'not ok'} - ${what}`)
+	if (!good && why !== undefined) console.log(`# ${String(why).split('\n').join('\n# ')}`)
+}
+const check = async (what, fn) => {
+	try { say(!!(await fn()), what) } catch (e) { say(false, what, e && e.stack ? e.stack : e) }
+}
+const throwsClass = async (what, cls, fn) => {
+	try { await fn(); say(false, what, 'no error') } catch (e) {
+		say(e instanceof cls, what, `${e && e.name}: ${e && e.message}`)
+	}
+}
+
+const sbx = await Sandbox.create({ metadata: { suite: 'e2b', run: process.pid.toString() } })
+say(typeof sbx.sandboxId === 'string' && sbx.sandboxId.length > 0, 'Sandbox.create gives a sandbox')
+
+await check('commands.run: stdout and exit code 0', async () => {
+	const r = await sbx.commands.run('echo hello; echo err >&2')
+	return r.exitCode === 0 && r.stdout === 'hello\n' && r.stderr === 'err\n'
+})
+await throwsClass('a non-zero exit raises CommandExitError', CommandExitError, () =>
+	sbx.commands.run('echo out; exit 3'))
+await check('CommandExitError carries the exit code and output', async () => {
+	try { await sbx.commands.run('echo bad >&2; exit 7'); return false } catch (e) {
+		return e instanceof CommandExitError && e.exitCode === 7 && e.stderr === 'bad\n'
+	}
+})
+await check('env and cwd of a command', async () => {
+	const r = await sbx.commands.run('echo "$GREETING" && pwd', { envs: { GREETING: 'hi there' }, cwd: '/tmp' })
+	return r.stdout === 'hi there\n/tmp\n'
+})
+await check('output arrives while the command runs', async () => {
+	let first = null
+	const t0 = Date.now()
+	const r = await sbx.commands.run('echo one; sleep 1; echo two', {
+		onStdout: (d) => { if (first === null) first = Date.now() - t0 }
+	})
+	// the first line came before the command ended
+	return r.stdout === 'one\ntwo\n' && first !== null && first < (Date.now() - t0)
+})
+await check('background command: list, stdin, kill', async () => {
+	const h = await sbx.commands.run('cat > /tmp/bg.out; sleep 600', { background: true, stdin: true })
+	const listed = (await sbx.commands.list()).some((p) => p.pid === h.pid)
+	await sbx.commands.sendStdin(h.pid, 'typed\n')
+	await sbx.commands.closeStdin(h.pid)
+	let seen = ''
+	for (let i = 0; i < 50 && seen !== 'typed\n'; i++) {
+		seen = await sbx.files.read('/tmp/bg.out').catch(() => '')
+		if (seen !== 'typed\n') await new Promise((r) => setTimeout(r, 100))
+	}
+	const killed = await sbx.commands.kill(h.pid)
+	const gone = !(await sbx.commands.list()).some((p) => p.pid === h.pid)
+	if (!(listed && seen === 'typed\n' && killed && gone))
+		console.log(`# listed=${listed} seen=${JSON.stringify(seen)} killed=${killed} gone=${gone}`)
+	return listed && seen === 'typed\n' && killed && gone
+})
+
+// files
+await check('files.write and files.read (text)', async () => {
+	await sbx.files.write('/home/user/a.txt', 'some text\n')
+	return (await sbx.files.read('/home/user/a.txt')) === 'some text\n'
+})
+await check('files binary round trip of 5 MiB', async () => {
+	const big = new Uint8Array(5 * 1024 * 1024)
+	for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 11)) & 0xff
+	await sbx.files.write('/home/user/big.bin', big.buffer)
+	const back = await sbx.files.read('/home/user/big.bin', { format: 'bytes' })
+	if (back.length !== big.length) return false
+	for (let i = 0; i < big.length; i++) if (back[i] !== big[i]) return false
+	return true
+})
+await check('files.write makes the parent directories', async () => {
+	await sbx.files.write('/home/user/deep/er/f.txt', 'x')
+	return (await sbx.files.read('/home/user/deep/er/f.txt')) === 'x'
+})
+await check('files.makeDir, then false for an existing one', async () =>
+	(await sbx.files.makeDir('/home/user/newdir')) === true &&
+	(await sbx.files.makeDir('/home/user/newdir')) === false)
+await check('files.list', async () => {
+	const l = await sbx.files.list('/home/user')
+	const names = l.map((e) => e.name)
+	const a = l.find((e) => e.name === 'a.txt')
+	return names.includes('a.txt') && names.includes('newdir') && a.type === 'file' &&
+		a.size === 10 && a.path === '/home/user/a.txt' &&
+		l.find((e) => e.name === 'newdir').type === 'dir'
+})
+await check('files.exists', async () =>
+	(await sbx.files.exists('/home/user/a.txt')) && !(await sbx.files.exists('/home/user/nope')))
+await check('files.rename', async () => {
+	const e = await sbx.files.rename('/home/user/a.txt', '/home/user/b.txt')
+	return e.path === '/home/user/b.txt' && !(await sbx.files.exists('/home/user/a.txt')) &&
+		(await sbx.files.read('/home/user/b.txt')) === 'some text\n'
+})
+await check('files.remove', async () => {
+	await sbx.files.remove('/home/user/b.txt')
+	return !(await sbx.files.exists('/home/user/b.txt'))
+})
+await throwsClass('reading a missing file raises FileNotFoundError', FileNotFoundError, () =>
+	sbx.files.read('/home/user/missing.txt'))
+await check('files.getInfo', async () => {
+	const i = await sbx.files.getInfo('/home/user/newdir')
+	return i.type === 'dir' && i.name === 'newdir'
+})
+
+// control API
+await check('Sandbox.getInfo', async () => {
+	const i = await sbx.getInfo()
+	return i.sandboxId === sbx.sandboxId && i.state === 'running' && i.metadata.suite === 'e2b'
+})
+await check('Sandbox.list with a metadata filter', async () => {
+	const p = Sandbox.list({ query: { metadata: { suite: 'e2b', run: process.pid.toString() } } })
+	const items = await p.nextItems()
+	return items.length === 1 && items[0].sandboxId === sbx.sandboxId
+})
+await check('Sandbox.list pages with a limit', async () => {
+	const other = await Sandbox.create({ metadata: { suite: 'e2b', run: process.pid.toString() } })
+	const p = Sandbox.list({ limit: 1, query: { metadata: { run: process.pid.toString() } } })
+	const a = await p.nextItems()
+	const more = p.hasNext
+	const b = more ? await p.nextItems() : []
+	await other.kill()
+	return a.length === 1 && more && b.length === 1 && a[0].sandboxId !== b[0].sandboxId
+})
+await check('setTimeout', async () => { await sbx.setTimeout(120000); return true })
+
+if (process.env.OTHER_KEY) {
+	await throwsClass('another key cannot see the sandbox (getInfo)', SandboxNotFoundError, () =>
+		Sandbox.getInfo(sbx.sandboxId, { apiKey: process.env.OTHER_KEY }))
+	await check('another key cannot kill it', async () =>
+		(await Sandbox.kill(sbx.sandboxId, { apiKey: process.env.OTHER_KEY })) === false)
+	await check('another key lists none of it', async () => {
+		const items = await Sandbox.list({ apiKey: process.env.OTHER_KEY }).nextItems()
+		return !items.some((s) => s.sandboxId === sbx.sandboxId)
+	})
+	await check('another key cannot run in it', async () => {
+		const s2 = await Sandbox.connect(sbx.sandboxId, { apiKey: process.env.OTHER_KEY }).catch((e) => e)
+		return s2 instanceof SandboxNotFoundError
+	})
+}
+await throwsClass('a bad API key raises AuthenticationError', AuthenticationError, () =>
+	Sandbox.list({ apiKey: 'sk_not_a_key' }).nextItems())
+await throwsClass('an unknown template raises an error', Error, () =>
+	Sandbox.create('no-such-template'))
+await throwsClass('keepMemory on pause is refused (InvalidArgumentError)', Error, () =>
+	Sandbox.pause(sbx.sandboxId, { keepMemory: true }))
+
+// pause, then connect with files kept
+await check('pause, then connect: files kept', async () => {
+	await sbx.files.write('/home/user/kept.txt', 'kept')
+	const paused = await sbx.pause()
+	const info = await Sandbox.getInfo(sbx.sandboxId)
+	const again = await Sandbox.connect(sbx.sandboxId)
+	const txt = await again.files.read('/home/user/kept.txt')
+	const r = await again.commands.run('cat /home/user/kept.txt')
+	return paused === true && info.state === 'paused' && txt === 'kept' && r.stdout === 'kept'
+})
+
+await check('kill, then the sandbox is gone', async () => {
+	const killed = await sbx.kill()
+	const again = await Sandbox.kill(sbx.sandboxId)
+	let nf = false
+	try { await Sandbox.getInfo(sbx.sandboxId) } catch (e) { nf = e instanceof SandboxNotFoundError }
+	return killed === true && again === false && nf
+})
