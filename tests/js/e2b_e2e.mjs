@@ -4,7 +4,7 @@
 // Prints one "ok - ..." / "not ok - ..." line per check (75_e2b.sh numbers
 // them). OTHER_KEY: a second API key of another principal.
 import { Sandbox, CommandExitError, SandboxNotFoundError, NotFoundError,
-	AuthenticationError, InvalidArgumentError, FileNotFoundError } from 'e2b'
+	AuthenticationError, SandboxError, FileNotFoundError } from 'e2b'
 
 const say = (good, what, why) => {
 	console.log(`${good ? 'ok' : 'not ok'} - ${what}`)
@@ -147,10 +147,72 @@ if (process.env.OTHER_KEY) {
 }
 await throwsClass('a bad API key raises AuthenticationError', AuthenticationError, () =>
 	Sandbox.list({ apiKey: 'sk_not_a_key' }).nextItems())
-await throwsClass('an unknown template raises an error', Error, () =>
-	Sandbox.create('no-such-template'))
-await throwsClass('keepMemory on pause is refused (InvalidArgumentError)', Error, () =>
-	Sandbox.pause(sbx.sandboxId, { keepMemory: true }))
+await check('an unknown template is refused with a 4xx SandboxError', async () => {
+	try { await Sandbox.create('no-such-template'); return false } catch (e) {
+		return e instanceof SandboxError && e.statusCode >= 400 && e.statusCode < 500
+	}
+})
+await check('pause with keepMemory is refused (400), the sandbox runs on', async () => {
+	try { await Sandbox.pause(sbx.sandboxId, { keepMemory: true }); return false } catch (e) {
+		return e instanceof SandboxError && e.statusCode === 400 &&
+			(await sbx.getInfo()).state === 'running'
+	}
+})
+await check('Sandbox.connect to a running sandbox', async () => {
+	const s2 = await Sandbox.connect(sbx.sandboxId)
+	return (await s2.commands.run('echo again')).stdout === 'again\n'
+})
+await check('getHost names the edge host of a port', async () =>
+	sbx.getHost(8080) === `8080-${sbx.sandboxId}.${process.env.E2B_DOMAIN}`)
+
+// PTY and watches
+const enc = (t) => new TextEncoder().encode(t)
+const until = async (f) => { for (let i = 0; i < 100 && !f(); i++) await new Promise((r) => setTimeout(r, 100)); return f() }
+await check('pty: create, input, resize, kill', async () => {
+	let out = ''
+	const dec = new TextDecoder()
+	const h = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d, { stream: true }) } })
+	await sbx.pty.sendInput(h.pid, enc('echo pty-$((6*7))\n'))
+	const echoed = await until(() => out.includes('pty-42'))
+	await sbx.pty.resize(h.pid, { cols: 100, rows: 30 })
+	await sbx.pty.sendInput(h.pid, enc('stty size\n'))
+	const sized = await until(() => out.includes('30 100'))
+	const killed = await h.kill()
+	if (!(echoed && sized && killed)) console.log(`# pty echoed=${echoed} sized=${sized} killed=${killed} out=${JSON.stringify(out.slice(-300))}`)
+	return echoed && sized && killed
+})
+await check('files.watchDir sees a write', async () => {
+	await sbx.files.makeDir('/home/user/w')
+	const events = []
+	const w = await sbx.files.watchDir('/home/user/w', (e) => events.push(e))
+	await sbx.files.write('/home/user/w/f.txt', 'x')
+	const seen = await until(() => events.some((e) => e.name === 'f.txt'))
+	await w.stop()
+	if (!seen) console.log(`# events ${JSON.stringify(events)}`)
+	return seen
+})
+
+// a move through space's own API while the SDK holds the sandbox
+await check('a move: the next SDK call is answered by the new execution, files kept', async () => {
+	const api = process.env.SPACE_API_URL
+	const h = { Authorization: `Bearer ${process.env.SPACE_API_KEY}`, 'Content-Type': 'application/json' }
+	const get = async () => (await fetch(`${api}/v1/sandboxes/${sbx.sandboxId}`, { headers: h })).json()
+	await sbx.files.write('/home/user/moved.txt', 'before move')
+	const s0 = await get()
+	const to = s0.execution.worker === 'w1' ? 'w2' : 'w1'
+	const r = await fetch(`${api}/v1/sandboxes/${sbx.sandboxId}/move`, { method: 'POST', headers: h, body: JSON.stringify({ to }) })
+	if (r.status !== 202) { console.log(`# move: ${r.status} ${await r.text()}`); return false }
+	let s1
+	for (let i = 0; i < 240; i++) {
+		s1 = await get()
+		if (s1.state === 'running' && s1.execution && s1.execution.state === 'serving') break
+		await new Promise((res) => setTimeout(res, 250))
+	}
+	const out = await sbx.commands.run('cat /home/user/moved.txt')
+	if (out.stdout !== 'before move') console.log(`# after the move: ${JSON.stringify(out.stdout)}`)
+	return out.stdout === 'before move' && s1.execution.worker === to &&
+		s1.execution.generation > s0.execution.generation
+})
 
 // pause, then connect with files kept
 await check('pause, then connect: files kept', async () => {
