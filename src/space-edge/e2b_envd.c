@@ -22,6 +22,7 @@
 #include <sodium.h>
 #include <wslay/wslay.h>
 
+#include "connectrpc.h"
 #include "e2b.h"
 #include "limits.h"
 #include "log.h"
@@ -699,32 +700,28 @@ ws_next(struct wstream *s)
 	return 0;
 }
 
-/* appends one envelope (flags, big-endian length, JSON) to s->out */
+/* appends one envelope (connectrpc.h) of o's JSON to s->out */
 static int
 envelope(struct wstream *s, uint8_t flags, json_t *o)
 {
 	char *j = json_dumps(o, JSON_COMPACT);
+	uint8_t *env = NULL, *nb;
 	size_t n;
-	uint8_t *nb;
 
 	json_decref(o);
-	if (j == NULL)
-		return -1;
-	n = strlen(j);
-	if ((nb = realloc(s->out, s->out_len + 5 + n)) == NULL) {
+	if (j == NULL || connect_env_encode(flags, j, strlen(j), &env, &n) < 0) {
 		free(j);
 		return -1;
 	}
-	s->out = nb;
-	nb += s->out_len;
-	nb[0] = flags;
-	nb[1] = (uint8_t)(n >> 24);
-	nb[2] = (uint8_t)(n >> 16);
-	nb[3] = (uint8_t)(n >> 8);
-	nb[4] = (uint8_t)n;
-	memcpy(nb + 5, j, n);
-	s->out_len += 5 + n;
 	free(j);
+	if ((nb = realloc(s->out, s->out_len + n)) == NULL) {
+		free(env);
+		return -1;
+	}
+	s->out = nb;
+	memcpy(nb + s->out_len, env, n);
+	s->out_len += n;
+	free(env);
 	return 0;
 }
 
@@ -921,31 +918,16 @@ static json_t *
 stream_in(struct envd *x, const char *const *keys, const char **why)
 {
 	const char *ct = MHD_lookup_connection_value(x->r->conn, MHD_HEADER_KIND, "Content-Type");
-	const uint8_t *b = (const uint8_t *)x->r->body;
-	size_t len;
-	json_t *in;
+	const uint8_t *b = (const uint8_t *)x->r->body, *msg = NULL;
+	size_t len = 0;
 
 	if (ct == NULL || strncasecmp(ct, "application/connect+json", 24) != 0) {
 		*why = "a streaming call is application/connect+json";
 		return NULL;
 	}
-	if (x->r->body_len < 5 || b[0] != 0) {
-		*why = "malformed envelope (compressed or truncated)";
+	if (connect_env_decode(b, x->r->body_len, &msg, &len, why) < 0)
 		return NULL;
-	}
-	len = ((size_t)b[1] << 24) | ((size_t)b[2] << 16) | ((size_t)b[3] << 8) | b[4];
-	if (len != x->r->body_len - 5) {
-		*why = "the envelope's length does not match the body";
-		return NULL;
-	}
-	if ((in = e2b_parse(x->r->body + 5, len, why)) == NULL)
-		return NULL;
-	if (!e2b_only_keys(in, keys, why)) {
-		*why = "unknown field";
-		json_decref(in);
-		return NULL;
-	}
-	return in;
+	return connect_json_object(msg, len, keys, why);
 }
 
 /* opens a node-api stream at path; the answer is the Connect stream */

@@ -16,6 +16,7 @@
 
 #include <sodium.h>
 
+#include "connectrpc.h"
 #include "e2b.h"
 #include "limits.h"
 #include "log.h"
@@ -206,24 +207,7 @@ e2b_only_keys(const json_t *o, const char *const *keys, const char **bad)
 json_t *
 e2b_parse(const char *buf, size_t len, const char **why)
 {
-	json_error_t err;
-	json_t *o;
-
-	if (len == 0) {
-		*why = "empty body";
-		return NULL;
-	}
-	o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
-	if (o == NULL) {
-		*why = "malformed JSON";
-		return NULL;
-	}
-	if (!json_is_object(o)) {
-		json_decref(o);
-		*why = "the body must be a JSON object";
-		return NULL;
-	}
-	return o;
+	return connect_json_object(buf, len, NULL, why);
 }
 
 bool
