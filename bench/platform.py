@@ -39,8 +39,17 @@ import tempfile
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# this file's directory goes last: its name must not hide the standard
+# library's `platform` (uuid, imported by websockets, uses it)
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path = [d for d in sys.path if os.path.abspath(d or ".") != _here] + [_here]
 sys.path.insert(0, os.path.join(TOP, "tests", "tools"))
 import spc  # noqa: E402  (the frame client the bridge tests use)
+import stream_bench  # noqa: E402  (bench/stream_bench.py)
+import template_bench  # noqa: E402  (bench/template_bench.py)
+import create_bench  # noqa: E402  (bench/create_bench.py)
+
+P = sys.modules[__name__]   # the helpers below, for stream_bench
 
 BWRAP_ARGS = ["--unshare-all", "--die-with-parent", "--new-session",
               "--ro-bind", "/usr", "/usr",
@@ -77,7 +86,8 @@ def fmt_us(xs):
 class Platform:
     """`space up` with one worker in a private directory; stop() undoes all."""
 
-    def __init__(self, binsrc):
+    def __init__(self, binsrc, capacity=16):
+        self.capacity = capacity
         self.t = tempfile.mkdtemp(prefix="space-bench.")
         os.chmod(self.t, 0o711)     # node-api (nobody) reaches DIR/w1/run
         self.bin = os.path.join(self.t, "bin")
@@ -115,7 +125,7 @@ class Platform:
             self.uplog = open(os.path.join(self.t, "up.log"), "w+")
             self.up = subprocess.Popen(
                 [os.path.join(self.bin, "space"), "up", "--data-dir", self.data,
-                 "--workers", "1", "--port", str(base)],
+                 "--workers", "1", "--capacity", str(self.capacity), "--port", str(base)],
                 stdout=self.uplog, stderr=subprocess.STDOUT, env=self.env)
             end = time.time() + 90
             while time.time() < end:
@@ -327,12 +337,12 @@ class Http:
 class Route:
     """A capability for SBX, fetched again before it gets old (valid 120 s)."""
 
-    def __init__(self, plat, sbx):
-        self.plat, self.sbx, self.t = plat, sbx, 0
+    def __init__(self, plat, sbx, access="exec,fs:r"):
+        self.plat, self.sbx, self.t, self.access = plat, sbx, 0, access
 
     def get(self):
         if time.time() - self.t > 60:
-            r = json.loads(self.plat.space("route", self.sbx, "--access", "exec,fs:r", "--json"))
+            r = json.loads(self.plat.space("route", self.sbx, "--access", self.access, "--json"))
             self.cap = r["capability"]
             self.endpoint = r["endpoint"]
             self.route = r["route"]
@@ -475,7 +485,20 @@ def bench_roundtrips(plat, sbx, iters):
                 raise RuntimeError("host read")
         finally:
             os.close(fd)
+    def br_hello():
+        # the bare frame round trip an operation starts with: connect,
+        # HELLO, the bridge's HELLO (its peer checks), no guest
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(30)
+        try:
+            c.connect(sock)
+            spc.send_frame(c, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1}))
+            if spc.recv_frame(c)[0] != "HELLO":
+                raise RuntimeError("bridge HELLO")
+        finally:
+            c.close()
     fns = {"http_exec": http_exec, "bridge_exec": br_exec, "host_true": host_true,
+           "bridge_hello": br_hello,
            "http_read": http_read, "bridge_read": br_read, "host_read": host_read,
            "healthz": http_health}
     interleave(max(5, iters // 10), fns)          # warm-up, discarded
@@ -509,6 +532,7 @@ def bench_roundtrips(plat, sbx, iters):
         ("read 4 KiB: HTTP GET files (full path)", "http_read"),
         ("read 4 KiB: fs.read straight to the bridge socket", "bridge_read"),
         ("read 4 KiB on the host: open + read + close (layer file)", "host_read"),
+        ("bare frame round trip to the bridge: connect + HELLO, no guest", "bridge_hello"),
         ("HTTP GET /healthz on node-api (client + HTTP only)", "healthz"),
         ("CLI `space exec SBX -- true` (process, route, exec)", "cli_exec"),
         ("CLI `space fs read SBX f4k`", "cli_read"),
@@ -541,6 +565,13 @@ def bench_roundtrips(plat, sbx, iters):
                      m["bridge_read"], pct(res["bridge_read"], 99), m["host_read"], pct(res["host_read"], 99)),
                  "%.2fx / %.0fx" % (m["http_read"] / m["bridge_read"], m["http_read"] / m["host_read"])))
     ROWS.append(("client + HTTP share: GET /healthz, median", "%.0f us" % m["healthz"], "-", "-"))
+    ROWS.append(("4 KiB read at the bridge (issue 17: within 3x of a bare frame round trip)",
+                 "%.0f us" % m["bridge_read"], "connect + HELLO %.0f us" % m["bridge_hello"],
+                 "%.1fx" % (m["bridge_read"] / m["bridge_hello"])))
+    ROWS.append(("HTTP read vs bridge read + bare HTTP (issue 17: within 1.2x)",
+                 "%.0f us" % m["http_read"], "%.0f + %.0f = %.0f us" % (
+                     m["bridge_read"], m["healthz"], m["bridge_read"] + m["healthz"]),
+                 "%.2fx" % (m["http_read"] / (m["bridge_read"] + m["healthz"]))))
     ROWS.append(("CLI `space exec SBX -- true`, median", "%.1f ms" % (m["cli_exec"] / 1000),
                  "`space version` %.1f ms; host spawn `true` %.2f ms" % (
                      m["cli_version"] / 1000, m["spawn_true"] / 1000),
@@ -591,12 +622,12 @@ def bridge_alone(plat, i):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def api_create_exec(plat, ctl):
+def api_create_exec(plat, ctl, body="{}"):
     """create + first exec over the HTTP APIs, state polled every 5 ms (the
     CLI polls every 200 ms). Returns (to running, to exec done) in us."""
     auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
     t0 = now_us()
-    st, data, _ = ctl.req("POST", "/v1/sandboxes", "{}", auth)
+    st, data, _ = ctl.req("POST", "/v1/sandboxes", body, auth)
     if st != 201:
         raise RuntimeError("POST /v1/sandboxes: %d %s" % (st, data[:200]))
     sbx = json.loads(data)["id"]
@@ -881,11 +912,28 @@ def main():
     ap.add_argument("--idle", type=int, default=10)
     ap.add_argument("--big-mib", type=int, default=512)
     ap.add_argument("--big-runs", type=int, default=5)
+    ap.add_argument("--stream-iters", type=int, default=300, help="rounds of the stream latency")
+    ap.add_argument("--stream-mib", type=int, default=256, help="MiB of stdout for the stream throughput")
+    ap.add_argument("--stream-runs", type=int, default=3)
+    ap.add_argument("--streams", type=int, default=1000, help="idle streams to open")
+    ap.add_argument("--concurrent", type=int, default=100, help="sandboxes created at once")
+    ap.add_argument("--template-runs", type=int, default=10, help="create runs per template")
+    ap.add_argument("--template-uncached", action="store_true",
+                    help="also build the test template from nothing (minutes; fetches packages)")
+    ap.add_argument("--no-templates", action="store_true", help="leave the template measures out")
+    ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
+                    "create,concurrent,memory,templates,streams,idlestreams (default all)")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     ap.add_argument("--summary-md", help="also write the final table there, as Markdown")
     a = ap.parse_args()
     if a.quick:
         a.iters, a.create_runs, a.idle, a.big_mib, a.big_runs = 20, 3, 3, 64, 1
+        a.stream_iters, a.stream_mib, a.stream_runs, a.streams = 20, 32, 1, 100
+        a.template_runs = 3
+        a.concurrent = 10
+    parts = set(a.only.split(",")) if a.only else None
+    def want(part):
+        return parts is None or part in parts
     if os.geteuid() != 0:
         log("bench: platform: needs root (namespaces, cgroups); skipped")
         return 1
@@ -896,22 +944,46 @@ def main():
     if missing:
         log("bench: platform: %s: missing %s (build first: make all)" % (a.bin, ", ".join(missing)))
         return 1
-    plat = Platform(a.bin)
+    # room for the concurrent creates beside the sandbox kept for the rest
+    plat = Platform(a.bin, max(16, a.concurrent + 2))
     def on_signal(sig, _frm):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)
     rc = 0
     t0 = time.time()
+    load0 = os.getloadavg()
     try:
         plat.start()
         log("platform: space up, one worker, ports %d-%d, data in %s" % (plat.port, plat.port + 1, plat.data))
         sbx = plat.space("create").strip()
         plat.space("exec", sbx, "--", "true")
-        rt = bench_roundtrips(plat, sbx, a.iters)
-        bench_bigfile(plat, sbx, rt, a.big_mib, a.big_runs,
-                      os.path.join(os.path.dirname(os.path.abspath(a.bin)), "bench", "bench_framecat"))
-        bench_create(plat, a.create_runs)
-        bench_memory(plat, a.idle)
+        rt = Route(plat, sbx)
+        if want("roundtrips"):
+            rt = bench_roundtrips(plat, sbx, a.iters)
+        if want("bigfile"):
+            bench_bigfile(plat, sbx, rt, a.big_mib, a.big_runs,
+                          os.path.join(os.path.dirname(os.path.abspath(a.bin)), "bench", "bench_framecat"))
+        if want("create"):
+            bench_create(plat, a.create_runs)
+        if want("concurrent"):
+            create_bench.bench_concurrent(P, plat, a.concurrent)
+        if want("memory"):
+            bench_memory(plat, a.idle)
+        if want("templates") and not a.no_templates:
+            template_bench.bench_build(P, plat, 3 if not a.quick else 1, a.template_uncached)
+            template_bench.bench_create(P, plat, a.template_runs)
+            template_bench.bench_memory(P, plat, a.idle)
+        if (want("streams") or want("idlestreams")) and stream_bench.websockets is None:
+            log("bench: streams: no python3-websockets (Debian's, for /usr/bin/python3): skipped")
+        elif want("streams") or want("idlestreams"):
+            if want("streams"):
+                srt = Route(plat, sbx, "exec,fs:r,pty")
+                stream_bench.bench_latency(P, plat, sbx, srt, a.stream_iters)
+                stream_bench.bench_throughput(P, plat, sbx, srt, a.stream_mib, a.stream_runs)
+            if want("idlestreams"):
+                per = 63
+                stream_bench.bench_idle_streams(P, plat, a.streams, per,
+                                                max(1, -(-a.streams // per)))
     except (RuntimeError, AssertionError, OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
         log("bench: platform: %s: %s" % (type(e).__name__, e))
         try:
@@ -926,12 +998,17 @@ def main():
     finally:
         plat.stop()
     log("")
-    log("== summary (%s, %d CPUs, %.0f s)" % (os.uname().release, os.cpu_count(), time.time() - t0))
+    load1 = os.getloadavg()
+    log("== summary (%s, %d CPUs, %.0f s; load average %.1f %.1f %.1f at the start, %.1f %.1f %.1f at the end)" % (
+        os.uname().release, os.cpu_count(), time.time() - t0, load0[0], load0[1], load0[2],
+        load1[0], load1[1], load1[2]))
     w = [max(len(r[i]) for r in ROWS + [("measure", "space", "baseline (same run)", "ratio")]) for i in range(4)]
     for r in [("measure", "space", "baseline (same run)", "ratio")] + ROWS:
         log("%-*s  %-*s  %-*s  %s" % (w[0], r[0], w[1], r[1], w[2], r[2], r[3]))
     if a.summary_md:
         with open(a.summary_md, "w") as f:
+            f.write("Load average %.1f at the start, %.1f at the end (1 min), %d CPUs.\n\n" % (
+                load0[0], load1[0], os.cpu_count()))
             f.write("| measure | space | baseline (same run) | ratio |\n|---|---|---|---|\n")
             for r in ROWS:
                 f.write("| %s |\n" % " | ".join(r))

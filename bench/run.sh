@@ -18,6 +18,10 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 
+# Debian's python3 (python3-websockets, for the streams) when there is one
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+
 run_all() {
 	rc=0
 	found=0
@@ -32,9 +36,9 @@ run_all() {
 		cat "$tmp/one" >>"$tmp/admit"
 	done
 	[ "$found" = 1 ] || { echo "bench: no benchmark in $B/bench"; rc=1; }
-	python3 "$top/bench/startup.py" --bin "$B/bin" --md "$B/bench/startup.md" || rc=1
+	"$PY" "$top/bench/startup.py" --bin "$B/bin" --md "$B/bench/startup.md" || rc=1
 	# shellcheck disable=SC2086 # BENCH_ARGS is a list of words
-	python3 "$top/bench/platform.py" --bin "$B/bin" --admit "$tmp/admit" \
+	"$PY" "$top/bench/platform.py" --bin "$B/bin" --admit "$tmp/admit" \
 	    --summary-md "$B/bench/summary.md" ${BENCH_ARGS:-} || rc=1
 	echo "$rc" >"$tmp/rc"
 }

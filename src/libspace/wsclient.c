@@ -5,6 +5,8 @@
  * Sec-WebSocket-Accept checked); everything after it is wslay's. */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +74,7 @@ static int
 tcp_connect(const char *host, const char *port)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
-	int fd = -1;
+	int fd = -1, one = 1;
 
 	if (getaddrinfo(host, port, &hints, &res) != 0)
 		return -EHOSTUNREACH;
@@ -80,8 +82,12 @@ tcp_connect(const char *host, const char *port)
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
 		if (fd < 0)
 			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+			/* a stream is interactive: a keystroke goes at once,
+			 * not after the peer's delayed ACK of the last one */
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			break;
+		}
 		close(fd);
 		fd = -1;
 	}

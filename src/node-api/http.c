@@ -789,8 +789,11 @@ http_start(int listen_fd)
 {
 	if (headwatch_start(ncfg.head_timeout, ncfg.heads_per_ip, SPACE_HTTP_CONN_MAX, &heads) < 0)
 		return NULL;
+	/* poll(), not select(): an open stream holds two descriptors here,
+	 * and select() refuses every connection past FD_SETSIZE (1024), so
+	 * streams stopped at about 510 */
 	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-	    MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE, 0, NULL, NULL, handler, NULL,
+	    MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE, 0, NULL, NULL, handler, NULL,
 	    MHD_OPTION_LISTEN_SOCKET, listen_fd,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)SPACE_HTTP_CONN_MAX,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, ncfg.conns_per_ip,

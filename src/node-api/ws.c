@@ -34,6 +34,8 @@
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -153,9 +155,11 @@ send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
 	struct ws_stream *ws = user;
 	ssize_t n;
 
-	(void)flags;
 	for (;;) {
-		n = send(ws->sfd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		/* a frame's header is sent with MSG_MORE, so that it leaves in
+		 * one segment with its payload */
+		n = send(ws->sfd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL |
+		    ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
 		if (n < 0 && errno == EINTR)
 			continue;
 		break;
@@ -428,10 +432,15 @@ ws_start(struct ws_stream *ws, int sock, struct MHD_UpgradeResponseHandle *urh,
 	struct wslay_event_msg first;
 	pthread_attr_t attr;
 	pthread_t t;
-	int ret;
+	int ret, one;
 
 	ws->sfd = sock;
 	ws->urh = urh;
+	/* a stream is interactive: without this, a small message written
+	 * after another not yet acknowledged waits for the peer's delayed
+	 * ACK (40 ms on Linux) */
+	one = 1;
+	(void)setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (extra_len) {
 		if ((ws->extra = malloc(extra_len)) == NULL)
 			goto fail;

@@ -423,7 +423,7 @@ api_accept_thread(void *arg)
 			close(fd);
 			continue;
 		}
-		if (atomic_fetch_add(&m->nconns, 1) >= MGR_CONN_MAX) {
+		if (atomic_fetch_add(&m->nconns, 1) >= m->cfg.api_conns) {
 			atomic_fetch_sub(&m->nconns, 1);
 			metrics_inc(m, MC_CONN_LIMIT);
 			close(fd);

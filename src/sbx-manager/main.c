@@ -27,7 +27,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
-	    "       [--api-group GROUP] [--spaced-host PATH] [--disk-mb 4096]\n"
+	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
 	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID] [-v]\n");
 	exit(2);
@@ -137,6 +137,7 @@ main(int argc, char **argv)
 		{ "endpoint", required_argument, NULL, 'e' },
 		{ "capacity", required_argument, NULL, 'n' },
 		{ "api-group", required_argument, NULL, 'g' },
+		{ "api-conns", required_argument, NULL, 'a' },
 		{ "spaced-host", required_argument, NULL, 's' },
 		{ "disk-mb", required_argument, NULL, 'D' },
 		{ "snapshot-dir", required_argument, NULL, 'S' },
@@ -153,7 +154,7 @@ main(int argc, char **argv)
 	sigset_t set;
 	struct group *gr;
 	int c, sig, verbose = 0, r, optidx = 0, cred_fd;
-	unsigned long cap = 0;
+	unsigned long cap = 0, cap2;
 	/* the one state of this process; it lives as long as the process */
 	static struct mgr mgr = { .api_fd = -1 };
 	struct mgr *m = &mgr;
@@ -165,6 +166,7 @@ main(int argc, char **argv)
 		return ctlchild_main(argc, argv);
 	cfg->api_gid = (gid_t)-1;
 	cfg->disk_mb = 4096;
+	cfg->api_conns = MGR_CONN_DEFAULT;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
 	while ((c = getopt_long(argc, argv, "v", opts, &optidx)) != -1) {
 		switch (c) {
@@ -179,6 +181,13 @@ main(int argc, char **argv)
 			cap = strtoul(optarg, &end, 10);
 			if (errno || *end || cap == 0 || cap > MGR_SLOTS_MAX)
 				usage();
+			break;
+		case 'a':
+			errno = 0;
+			cap2 = strtoul(optarg, &end, 10);
+			if (errno || *end || cap2 < 1 || cap2 > MGR_CONN_LIMIT)
+				usage();
+			cfg->api_conns = (unsigned)cap2;
 			break;
 		case 'g': copy_opt(cfg->api_group, sizeof(cfg->api_group), optarg, "api-group"); break;
 		case 's': host = optarg; break;

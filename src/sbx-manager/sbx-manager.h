@@ -34,7 +34,8 @@
 #define MGR_WINDOWS_MAX      255        /* workers per host (uidrange.c) */
 #define MGR_READY_TIMEOUT_MS 20000
 #define MGR_STOP_GRACE_MS    5000
-#define MGR_CONN_MAX         256        /* concurrent node-api connections */
+#define MGR_CONN_DEFAULT     1024       /* concurrent node-api connections (--api-conns) */
+#define MGR_CONN_LIMIT       65536      /* the most --api-conns takes */
 #define MGR_IO_TIMEOUT_S     30         /* a frame stalled half-way */
 #define MGR_HASH_HEX         64         /* BLAKE2b-256 in hex */
 #define MGR_SNAPSHOT_GC_GRACE 3600      /* seconds before an archive is offered for collection */
@@ -47,6 +48,7 @@ struct mgr_config {
 	uint8_t root_pk[32];
 	char endpoint[1024];
 	unsigned capacity;
+	unsigned api_conns;              /* concurrent node-api connections (streams included) */
 	char api_group[64];
 	gid_t api_gid;                  /* (gid_t)-1: root only */
 	char spaced_host[PATH_MAX];

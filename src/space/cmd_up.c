@@ -25,7 +25,7 @@
 #include "up.h"
 #include "util.h"
 
-#define USAGE "[--data-dir DIR] [--workers N] [--port BASE] [--store STORE] [--foreground]\n" \
+#define USAGE "[--data-dir DIR] [--workers N] [--capacity N] [--port BASE] [--store STORE] [--foreground]\n" \
 	"  Start space-control on 127.0.0.1:BASE (default 7700) and N workers\n" \
 	"  (default 2) w1..wN, each an sbx-manager and a node-api on\n" \
 	"  127.0.0.1:BASE+I, and space-edge (the ports of sandboxes by host name)\n" \
@@ -36,9 +36,12 @@
 	"  E2B_SANDBOX_URL, E2B_API_KEY, E2B_DOMAIN. space up stays in the foreground (--foreground says\n" \
 	"  so explicitly). Running it again on DIR continues where it stopped.\n" \
 	"  --store: space-control's store (sqlite:PATH or postgres://...; default\n" \
-	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE."
+	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE.\n" \
+	"  --capacity: sandboxes each worker takes (default 16, at most 256)."
 
 #define READY_TIMEOUT_MS 30000
+#define UP_CAPACITY      16             /* sandboxes per worker (--capacity) */
+#define UP_CAPACITY_MAX  256            /* sbx-manager's MGR_SLOTS_MAX */
 #define UP_API_USER      "nobody"       /* node-api's default --user */
 #define KEY_MAX          1024
 
@@ -247,7 +250,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
-	char listen[64], wid[16], name[48], snaps[UP_PATH_MAX + 16];
+	char listen[64], wid[16], name[48], snaps[UP_PATH_MAX + 16], capacity[16];
 	int rc;
 
 	/* one snapshot store every worker reaches: pause archives the layer
@@ -256,6 +259,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	if (mkdir(snaps, 0700) != 0 && errno != EEXIST)
 		return cli_fail("up", "cannot make %s: %s", snaps, strerror(errno)), -errno;
 	snprintf(wid, sizeof(wid), "w%d", i);
+	snprintf(capacity, sizeof(capacity), "%d", up->capacity);
 	snprintf(wdir, sizeof(wdir), "%s/%s", up->dir, wid);
 	snprintf(cred, sizeof(cred), "%s/credential", wdir);
 	snprintf(ctl, sizeof(ctl), "http://127.0.0.1:%d", up->port);
@@ -268,7 +272,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	{
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
-		    "--capacity", "16", "--api-group", (char *)group, "--snapshot-dir", snaps,
+		    "--capacity", capacity, "--api-group", (char *)group, "--snapshot-dir", snaps,
 		    NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
@@ -349,6 +353,7 @@ cmd_up(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "data-dir", required_argument, NULL, 'd' },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "capacity", required_argument, NULL, 'c' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "store", required_argument, NULL, 's' },
@@ -360,7 +365,7 @@ cmd_up(int argc, char **argv)
 	char url[64], edge[64], health[96], key[KEY_MAX], root[KEY_MAX], *end;
 	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
 	char listen[32], group[64];
-	long workers = 2, port = 7700;
+	long workers = 2, port = 7700, capacity = UP_CAPACITY;
 	int ch, i, lockfd = -1, rc, ret = 1;
 
 	optind = 0;
@@ -383,6 +388,14 @@ cmd_up(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'c':
+			errno = 0;
+			capacity = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || capacity < 1 || capacity > UP_CAPACITY_MAX) {
+				fprintf(stderr, "space: up: --capacity is 1..%d\n", UP_CAPACITY_MAX);
+				return 2;
+			}
+			break;
 		case 'p':
 			errno = 0;
 			port = strtol(optarg, &end, 10);
@@ -401,6 +414,7 @@ cmd_up(int argc, char **argv)
 	if ((up = calloc(1, sizeof(*up))) == NULL)
 		return cli_fail("up", "out of memory");
 	up->workers = (int)workers;
+	up->capacity = (int)capacity;
 	up->port = (int)port;
 	if (bindir_find(up) != 0 || api_group(group, sizeof(group)) != 0 ||
 	    prepare_dirs(up, dir) != 0) {

@@ -48,6 +48,7 @@ struct up {
 	char             bindir[UP_PATH_MAX];   /* where our binaries are */
 	int              port;
 	int              workers;
+	int              capacity;      /* sandboxes per worker */
 };
 
 /* up_proc.c */

@@ -71,9 +71,9 @@ c_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags, 
 	struct sess *s = user;
 	ssize_t n;
 
-	(void)flags;
-	do
-		n = send(s->w->fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	do      /* a frame's header with MSG_MORE: one segment with its payload */
+		n = send(s->w->fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL |
+		    ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
 	while (n < 0 && errno == EINTR);
 	if (n < 0) {
 		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ?

@@ -1,0 +1,112 @@
+"""Many creates at once (issue 17, target 2), measured by bench/platform.py
+on its platform beside the same number of `bwrap ... true` started at once
+in the same run.
+
+N threads each POST /v1/sandboxes on a connection of their own, all
+released together; one poller lists the sandboxes every 10 ms and notes
+when each is first `running`. Per sandbox: from its POST to running seen
+(p50, p99, max); in all: from the release to the last running, and creates
+per second (N over that). The sandboxes are then killed and their removal
+waited for. The baseline: N `bwrap --unshare-all ... true` started at once
+(posix_spawn from N threads), each timed to its exit.
+"""
+import json
+import shutil
+import subprocess
+import threading
+import time
+
+
+def bench_concurrent(P, plat, n):
+    auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
+    hp = "127.0.0.1:%d" % plat.port
+    go = threading.Event()
+    t_post, ids, errs = {}, {}, []
+
+    def one(i):
+        h = P.Http(hp)
+        go.wait()
+        t_post[i] = P.now_us()
+        try:
+            st, data, _ = h.req("POST", "/v1/sandboxes", "{}", auth)
+            if st != 201:
+                errs.append("POST: %d %s" % (st, data[:200]))
+            else:
+                ids[i] = json.loads(data)["id"]
+        except OSError as e:
+            errs.append("POST: %s" % e)
+        if h.c:
+            h.c.close()
+    th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in th:
+        t.start()
+    time.sleep(0.3)
+    ctl = P.Http(hp)
+    t0 = P.now_us()
+    go.set()
+    running, failed = {}, {}
+    end = time.time() + 180
+    while time.time() < end:
+        st, data, _ = ctl.req("GET", "/v1/sandboxes", None, auth)
+        now = P.now_us()
+        if st == 200:
+            for s in json.loads(data).get("sandboxes", []):
+                if s["state"] == "running" and s["id"] not in running:
+                    running[s["id"]] = now
+                elif s["state"] in ("failed", "killed") and s["id"] in ids.values():
+                    failed[s["id"]] = s["state"]
+        if all(not t.is_alive() for t in th) and len(running) + len(failed) >= len(ids):
+            break
+        time.sleep(0.01)
+    for t in th:
+        t.join()
+    lat = [running[s] - t_post[i] for i, s in ids.items() if s in running]
+    wall = (max(running[s] for s in ids.values() if s in running) - t0) if lat else float("nan")
+    # kill them all, wait until the worker has let them go
+    for s in ids.values():
+        ctl.req("DELETE", "/v1/sandboxes/" + s, None, auth)
+    end = time.time() + 120
+    while time.time() < end and any(s in P.cmdline(b) for b in plat.bridges() for s in ids.values()):
+        time.sleep(0.5)
+
+    bw = shutil.which("bwrap")
+    blat, bwall = [], float("nan")
+    if bw:
+        go2 = threading.Event()
+        def bone():
+            go2.wait()
+            a = P.now_us()
+            subprocess.run([bw] + P.BWRAP_ARGS + ["true"], stdin=subprocess.DEVNULL)
+            blat.append(P.now_us() - a)
+        bt = [threading.Thread(target=bone) for _ in range(n)]
+        for t in bt:
+            t.start()
+        time.sleep(0.3)
+        b0 = P.now_us()
+        go2.set()
+        for t in bt:
+            t.join()
+        bwall = P.now_us() - b0
+
+    P.log("")
+    P.log("== %d concurrent creates (API, until running; milliseconds)" % n)
+    if errs or failed or len(lat) < n:
+        P.log("of %d: %d running, %d failed (%s), errors: %s" % (
+            n, len(lat), len(failed), ",".join(sorted(set(failed.values()))), "; ".join(errs[:3]) or "-"))
+    P.log("%-62s %9s %9s %9s" % ("what", "median", "p99", "max"))
+    if lat:
+        P.log("%-62s %9.0f %9.0f %9.0f" % ("space: POST to running, per sandbox", P.pct(lat, 50) / 1000,
+                                           P.pct(lat, 99) / 1000, max(lat) / 1000))
+    if blat:
+        P.log("%-62s %9.0f %9.0f %9.0f" % ("bwrap --unshare-all ... true, per process", P.pct(blat, 50) / 1000,
+                                           P.pct(blat, 99) / 1000, max(blat) / 1000))
+    P.log("all running after %.2f s: %.1f creates per second; %d bwrap done after %.2f s: %.0f per second" % (
+        wall / 1e6, len(lat) / (wall / 1e6) if lat else 0, len(blat), bwall / 1e6,
+        len(blat) / (bwall / 1e6) if blat else 0))
+    if lat:
+        P.ROWS.append(("%d concurrent creates: p99 to running (issue 17: under 1 s)" % n,
+                       "%.0f ms (median %.0f); %.1f creates/s" % (P.pct(lat, 99) / 1000, P.pct(lat, 50) / 1000,
+                                                              len(lat) / (wall / 1e6)),
+                       ("bwrap p99 %.0f ms; %.0f/s" % (P.pct(blat, 99) / 1000, len(blat) / (bwall / 1e6)))
+                       if blat else "no bwrap",
+                       ("%.0fx" % (P.pct(lat, 99) / P.pct(blat, 99))) if blat else "-"))
