@@ -5,7 +5,9 @@
 #   BUILD_DIR/bench/startup.md), then the platform benchmark
 #   (bench/platform.py: space up on private copies of
 #   BUILD_DIR/bin, each figure beside a baseline measured in the same run),
-#   which ends with the summary table. BENCH_ARGS are passed to platform.py
+#   which ends with the summary table, and the E2B SDK beside the native
+#   API (bench/e2b.sh, as Markdown in BUILD_DIR/bench/e2b.md). BENCH_ARGS
+#   are passed to platform.py
 #   (e.g. BENCH_ARGS=--quick for a smoke run). The whole output is kept in
 #   BUILD_DIR/bench/last-run.txt, the table as Markdown in
 #   BUILD_DIR/bench/summary.md.
@@ -40,6 +42,8 @@ run_all() {
 	# shellcheck disable=SC2086 # BENCH_ARGS is a list of words
 	"$PY" "$top/bench/platform.py" --bin "$B/bin" --admit "$tmp/admit" \
 	    --summary-md "$B/bench/summary.md" ${BENCH_ARGS:-} || rc=1
+	# the E2B SDK through space-edge beside the native API (docs/e2b.md)
+	sh "$top/bench/e2b.sh" "$B" || rc=1
 	echo "$rc" >"$tmp/rc"
 }
 

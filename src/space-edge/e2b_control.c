@@ -149,8 +149,8 @@ wait_state(const char *key, const char *id, const char *want, struct space_answe
 			return -1;
 		}
 		usleep(ms * 1000);
-		if ((ms *= 2) > 200)
-			ms = 200;
+		if ((ms *= 2) > 50)
+			ms = 50;
 	}
 }
 
