@@ -100,9 +100,30 @@ $(B)/gen/%/openapi_doc.c: docs/openapi/%.json scripts/embed.sh
 $(B)/gen/%.o: $(B)/gen/%.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# The web console (docs/console.md): web/console/ and xterm.js at the
+# version web/console/package-lock.json pins, fetched by npm into
+# $(B)/web/ when missing, become one generated source of space-edge.
+CONSOLE_VENDOR := $(B)/web/node_modules/@xterm/xterm/lib/xterm.js
+CONSOLE_FILES  := /=web/console/index.html /app.js=web/console/app.js \
+                  /style.css=web/console/style.css /xterm.js=$(CONSOLE_VENDOR) \
+                  /xterm.css=$(B)/web/node_modules/@xterm/xterm/css/xterm.css \
+                  /addon-fit.js=$(B)/web/node_modules/@xterm/addon-fit/lib/addon-fit.js
+$(CONSOLE_VENDOR): web/console/package.json web/console/package-lock.json
+	@mkdir -p $(B)/web
+	cp web/console/package.json web/console/package-lock.json $(B)/web/
+	cd $(B)/web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+$(B)/gen/space-edge/console_files.c: web/console/index.html web/console/app.js \
+    web/console/style.css $(CONSOLE_VENDOR) scripts/embed_web.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed_web.sh console_files $(CONSOLE_FILES) >$@.tmp && mv $@.tmp $@
+$(B)/gen/space-edge/console_files.o: CFLAGS += -Isrc/space-edge
+GEN_OBJS_space-edge := $(B)/gen/space-edge/console_files.o
+
 define prog_rule
 $(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c)) \
-             $$(if $$(wildcard docs/openapi/$(1).json),$(B)/gen/$(1)/openapi_doc.o)
+             $$(if $$(wildcard docs/openapi/$(1).json),$(B)/gen/$(1)/openapi_doc.o) \
+             $$(GEN_OBJS_$(1))
 $(B)/bin/$(1): $$($(1)_OBJS) $(LIB)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(LDFLAGS) $$(LDFLAGS_$(1)) -o $$@ $$($(1)_OBJS) $(LIB) $$(or $$(LIBS_$(1)),$$(LDLIBS_ALL))

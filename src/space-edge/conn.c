@@ -25,6 +25,7 @@
 #include <sys/time.h>
 #include <sodium.h>
 
+#include "console.h"
 #include "edge.h"
 #include "log.h"
 #include "reqhead.h"
@@ -59,6 +60,7 @@ struct conn {
 	char sniff[12];
 	size_t nsniff;
 	bool client_eof, up_eof;
+	bool one_request;               /* the console's: one request, then close */
 };
 
 static uint64_t
@@ -463,7 +465,17 @@ first_request(struct conn *c, size_t hlen)
 		goto out;
 	}
 	if (rc == 0) {
-		serve_self(c, h);
+		int fd = edge_console(c->e, c->cfd, c->peer, c->cbuf, hlen, h);
+		if (fd == -2)
+			serve_self(c, h);
+		if (fd < 0)
+			goto out;
+		c->ufd = fd;
+		c->one_request = true;
+		send_timeout(c->ufd, c->e->cfg.idle_timeout);
+		framing(c, h);
+		consume(c, hlen);
+		ret = 1;
 		goto out;
 	}
 	if (credential(h, &kind, secret) < 0) {
@@ -510,6 +522,8 @@ client_bytes(struct conn *c)
 
 			if (c->chave == 0)
 				return 0;
+			if (c->one_request)
+				return -1;
 			if (c->head_start == 0)
 				c->head_start = now_ms();
 			end = reqhead_end(c->cbuf, c->chave < REQHEAD_MAX ? c->chave : REQHEAD_MAX);

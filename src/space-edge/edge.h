@@ -82,6 +82,8 @@ void edge_routes_free(struct edge *e);
  * with the recovery rules of DESIGN section 8 */
 void edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred kind,
     const char *secret, struct edge_upstream *up);
+/* tcp://HOST:PORT, connected within the timeout; -1 when it fails */
+int  gw_connect(const char *endpoint, unsigned timeout_s);
 
 /* conn.c */
 void *edge_conn_main(void *arg);        /* arg: struct edge_conn_arg * */

@@ -206,7 +206,7 @@ resolve(void *ctx, const char *sandbox, const struct route_identity *rejected,
 }
 
 /* tcp://HOST:PORT, connected within the timeout; -1 when it fails */
-static int
+int
 gw_connect(const char *endpoint, unsigned timeout_s)
 {
 	char host[256], *colon;
