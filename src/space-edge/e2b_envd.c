@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -930,29 +931,22 @@ stream_in(struct envd *x, const char *const *keys, const char **why)
 	return connect_json_object(msg, len, keys, why);
 }
 
-/* opens a node-api stream at path; the answer is the Connect stream */
-static enum MHD_Result
-open_stream(struct envd *x, const char *access, bool start, const char *path, bool watch,
-    const char *root)
+/* opens a node-api WebSocket at path into s: 0, or -1 with a filled */
+static int
+ws_connect(struct envd *x, const char *access, bool start, const char *path,
+    struct wstream *s, struct space_answer *a)
 {
 	static const struct wslay_event_callbacks cb = { ws_recv, ws_send, ws_mask, NULL, NULL,
 	    NULL, ws_msg };
-	struct wstream *s = calloc(1, sizeof(*s));
 	struct space_data_op op;
-	struct space_answer a;
 	struct e2b_cl *cl;
 	int r;
 
-	if (s == NULL)
-		return MHD_NO;
-	s->w.fd = -1;
-	s->watch = watch;
-	if (root)
-		snprintf(s->watch_root, sizeof(s->watch_root), "%s", root);
-	space_answer_init(&a);
+	space_answer_init(a);
 	if ((cl = e2b_client(x->key)) == NULL) {
-		end_stream(s, "unavailable", "too many clients at once");
-		return stream_answer(x->r->conn, s);
+		a->status = 503;
+		snprintf(a->message, sizeof(a->message), "too many clients at once");
+		return -1;
 	}
 	memset(&op, 0, sizeof(op));
 	op.access = access;
@@ -961,18 +955,39 @@ open_stream(struct envd *x, const char *access, bool start, const char *path, bo
 	op.in_fd = op.out_fd = -1;
 	op.open_ws = wsc_open;
 	op.ws_ctx = &s->w;
-	r = space_sbx_op(e2b_cl_client(cl), x->sbx, &op, &a);
+	r = space_sbx_op(e2b_cl_client(cl), x->sbx, &op, a);
 	e2b_client_release(cl);
-	if (r < 0 || a.status != 101) {
-		end_stream(s, code_of(&a), e2b_msg_of(&a));
-		space_answer_clear(&a);
-		return stream_answer(x->r->conn, s);
+	if (r < 0 || a->status != 101) {
+		if (a->status == 101)
+			a->status = 0;
+		return -1;
 	}
-	space_answer_clear(&a);
 	if (wslay_event_context_client_init(&s->ctx, &cb, s) != 0) {
 		s->ctx = NULL;
-		end_stream(s, "internal", "out of memory");
+		a->status = 500;
+		snprintf(a->message, sizeof(a->message), "out of memory");
+		return -1;
 	}
+	return 0;
+}
+
+/* opens a node-api stream at path; the answer is the Connect stream */
+static enum MHD_Result
+open_stream(struct envd *x, const char *access, bool start, const char *path, bool watch,
+    const char *root)
+{
+	struct wstream *s = calloc(1, sizeof(*s));
+	struct space_answer a;
+
+	if (s == NULL)
+		return MHD_NO;
+	s->w.fd = -1;
+	s->watch = watch;
+	if (root)
+		snprintf(s->watch_root, sizeof(s->watch_root), "%s", root);
+	if (ws_connect(x, access, start, path, s, &a) < 0)
+		end_stream(s, code_of(&a), e2b_msg_of(&a));
+	space_answer_clear(&a);
 	return stream_answer(x->r->conn, s);
 }
 
@@ -1100,6 +1115,243 @@ fs_watch(struct envd *x)
 	ret = open_stream(x, "watch", false, q, true, root);
 	free(q);
 	return ret;
+}
+
+/* ---- the polling watcher: CreateWatcher, GetWatcherEvents, RemoveWatcher ----
+ * A watcher is a node-api watch stream that space-edge reads in a thread
+ * of its own into a bounded queue; the caller collects the queue. It is
+ * bound to the key and sandbox that made it (another key's id is
+ * not_found) and ends with RemoveWatcher, its stream, or space-edge. */
+
+#define WATCHERS_MAX            64
+#define WATCHERS_PER_KEY        8
+#define WATCHER_EVENTS_MAX      1024
+
+struct watcher {
+	char id[33];
+	uint8_t key[32];
+	char sbx[SPACE_ID_MAX + 1];
+	struct wstream *s;
+	json_t *events;                 /* array, at most WATCHER_EVENTS_MAX */
+	bool overflow, ended, removed, used;
+	uint16_t close_code;
+};
+
+static struct watcher watchers[WATCHERS_MAX];
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+key_hash(const char *key, uint8_t out[32])
+{
+	crypto_generichash(out, 32, (const uint8_t *)key, strlen(key), NULL, 0);
+}
+
+static void
+watcher_push(struct watcher *w, json_t *ev)
+{
+	if (json_array_size(w->events) >= WATCHER_EVENTS_MAX) {
+		w->overflow = true;
+		json_decref(ev);
+		return;
+	}
+	json_array_append_new(w->events, ev);
+}
+
+static void *
+watcher_main(void *arg)
+{
+	struct watcher *w = arg;
+	struct wstream *s = w->s;
+	struct qmsg *m;
+	int r;
+
+	for (;;) {
+		if ((r = ws_next(s)) == 1)
+			continue;
+		if (r < 0)
+			break;
+		m = s->head;
+		s->head = m->next;
+		if (s->head == NULL)
+			s->tail = NULL;
+		s->queued -= m->len;
+		if (!m->text) {
+			struct msg_stream ms;
+			const char *why = NULL, *t;
+			if (msg_stream_decode(m->data, m->len, STREAM_OUT, &ms, &why) == 0 &&
+			    ms.kind == STREAM_EVENT) {
+				pthread_mutex_lock(&watch_mu);
+				if ((t = event_type(ms.event.type)) != NULL)
+					watcher_push(w, json_pack("{s:s,s:s}", "name",
+					    rel(s, ms.event.path), "type", t));
+				else if (ms.event.type == STREAM_EV_OVERFLOW)
+					w->overflow = true;
+				if (ms.event.type == STREAM_EV_RENAME && ms.event.to[0])
+					watcher_push(w, json_pack("{s:s,s:s}", "name", rel(s, ms.event.to),
+					    "type", "EVENT_TYPE_CREATE"));
+				pthread_mutex_unlock(&watch_mu);
+			}
+		}
+		free(m);
+	}
+	pthread_mutex_lock(&watch_mu);
+	w->ended = true;
+	w->close_code = s->close_code;
+	if (w->removed) {
+		json_decref(w->events);
+		memset(w, 0, sizeof(*w));
+	}
+	pthread_mutex_unlock(&watch_mu);
+	stream_free(s);
+	return NULL;
+}
+
+static struct watcher *
+watcher_find(struct envd *x, const char *id)
+{
+	uint8_t h[32];
+	size_t i;
+
+	key_hash(x->key, h);
+	for (i = 0; i < WATCHERS_MAX; i++)
+		if (watchers[i].used && !watchers[i].removed && !strcmp(watchers[i].id, id) &&
+		    sodium_memcmp(watchers[i].key, h, 32) == 0 && !strcmp(watchers[i].sbx, x->sbx))
+			return &watchers[i];
+	return NULL;
+}
+
+static enum MHD_Result
+watcher_create(struct envd *x)
+{
+	static const char *const keys[] = { "path", "recursive", "includeEntry",
+	    "allowNetworkMounts", NULL };
+	char root[SPACE_PATH_MAX + 1], *q = NULL, *esc;
+	struct watcher *w = NULL;
+	struct wstream *s;
+	struct space_answer a;
+	enum MHD_Result ret;
+	unsigned mine = 0;
+	uint8_t h[32], rnd[16];
+	pthread_attr_t attr;
+	pthread_t t;
+	json_t *in;
+	bool rec;
+	size_t i;
+
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	rec = json_is_true(json_object_get(in, "recursive"));
+	if (abs_path(jstr(in, "path"), root, sizeof(root)) < 0) {
+		json_decref(in);
+		return rpc_error(x->r->conn, "invalid_argument", "path too long");
+	}
+	json_decref(in);
+	key_hash(x->key, h);
+	pthread_mutex_lock(&watch_mu);
+	for (i = 0; i < WATCHERS_MAX; i++) {
+		if (watchers[i].used && sodium_memcmp(watchers[i].key, h, 32) == 0)
+			mine++;
+		if (!watchers[i].used && w == NULL)
+			w = &watchers[i];
+	}
+	if (w == NULL || mine >= WATCHERS_PER_KEY) {
+		pthread_mutex_unlock(&watch_mu);
+		return rpc_error(x->r->conn, "resource_exhausted", "too many watchers (at most %d "
+		    "per key); remove one first", WATCHERS_PER_KEY);
+	}
+	w->used = true;         /* reserved */
+	pthread_mutex_unlock(&watch_mu);
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		pthread_mutex_lock(&watch_mu);
+		w->used = false;
+		pthread_mutex_unlock(&watch_mu);
+		return MHD_NO;
+	}
+	s->w.fd = -1;
+	s->watch = true;
+	snprintf(s->watch_root, sizeof(s->watch_root), "%s", root);
+	if ((esc = space_url_escape(root)) == NULL ||
+	    asprintf(&q, "watch?path=%s%s", esc, rec ? "&recursive=true" : "") < 0)
+		q = NULL;
+	free(esc);
+	if (q == NULL || ws_connect(x, "watch", false, q, s, &a) < 0) {
+		ret = q ? rpc_fail(x->r->conn, &a) : rpc_error(x->r->conn, "internal", "out of memory");
+		if (q)
+			space_answer_clear(&a);
+		free(q);
+		stream_free(s);
+		pthread_mutex_lock(&watch_mu);
+		w->used = false;
+		pthread_mutex_unlock(&watch_mu);
+		return ret;
+	}
+	space_answer_clear(&a);
+	free(q);
+	randombytes_buf(rnd, sizeof(rnd));
+	pthread_mutex_lock(&watch_mu);
+	hex_encode(rnd, sizeof(rnd), w->id, sizeof(w->id));
+	memcpy(w->key, h, 32);
+	snprintf(w->sbx, sizeof(w->sbx), "%s", x->sbx);
+	w->s = s;
+	w->events = json_array();
+	w->overflow = w->ended = w->removed = false;
+	pthread_mutex_unlock(&watch_mu);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	if (pthread_create(&t, &attr, watcher_main, w) != 0) {
+		pthread_mutex_lock(&watch_mu);
+		json_decref(w->events);
+		memset(w, 0, sizeof(*w));
+		pthread_mutex_unlock(&watch_mu);
+		stream_free(s);
+		return rpc_error(x->r->conn, "resource_exhausted", "cannot watch now");
+	}
+	return e2b_send_json(x->r->conn, 200, json_pack("{s:s}", "watcherId", w->id));
+}
+
+static enum MHD_Result
+watcher_call(struct envd *x, bool remove)
+{
+	static const char *const keys[] = { "watcherId", NULL };
+	struct watcher *w;
+	enum MHD_Result ret;
+	json_t *in, *ev;
+	const char *id;
+
+	if ((in = unary_in(x, keys, &ret)) == NULL)
+		return ret;
+	id = jstr(in, "watcherId");
+	pthread_mutex_lock(&watch_mu);
+	if (id == NULL || (w = watcher_find(x, id)) == NULL) {
+		pthread_mutex_unlock(&watch_mu);
+		json_decref(in);
+		return rpc_error(x->r->conn, "not_found", "no such watcher");
+	}
+	json_decref(in);
+	if (remove) {
+		w->removed = true;
+		if (w->ended) {
+			json_decref(w->events);
+			memset(w, 0, sizeof(*w));
+		} else
+			shutdown(w->s->w.fd, SHUT_RDWR);       /* its thread ends and frees it */
+		pthread_mutex_unlock(&watch_mu);
+		return e2b_send(x->r->conn, 200, "application/json", "{}", 2);
+	}
+	if (json_array_size(w->events) == 0 && w->ended) {
+		uint16_t cc = w->close_code;
+		json_decref(w->events);         /* told once, then forgotten */
+		memset(w, 0, sizeof(*w));
+		pthread_mutex_unlock(&watch_mu);
+		return rpc_error(x->r->conn, "unavailable", cc == 4409 ?
+		    "the sandbox's execution was replaced; create the watcher again" :
+		    "the watch ended");
+	}
+	ev = w->events;
+	w->events = json_array();
+	pthread_mutex_unlock(&watch_mu);
+	return e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "events", ev));
 }
 
 /* ---- /files ---- */
@@ -1299,6 +1551,12 @@ e2b_envd(struct e2b_req *r)
 			return fs_remove(&x);
 		if (!strcmp(m, "WatchDir"))
 			return fs_watch(&x);
+		if (!strcmp(m, "CreateWatcher"))
+			return watcher_create(&x);
+		if (!strcmp(m, "GetWatcherEvents"))
+			return watcher_call(&x, false);
+		if (!strcmp(m, "RemoveWatcher"))
+			return watcher_call(&x, true);
 	}
 	return rpc_error(c, "unimplemented", "%s is not served here", u);
 }

@@ -6,7 +6,8 @@
 # output, background commands (list, stdin, kill), files (text, 5 MiB
 # binary, list, exists, rename, remove, makeDir), getInfo, list with
 # filters and pages, pause and connect with files kept, kill, another key
-# kept out; then raw requests: bad input at each endpoint gets the status
+# kept out; the polling watcher over raw Connect calls (another key kept
+# out); then raw requests: bad input at each endpoint gets the status
 # and body the SDK maps to its error classes, and the listener survives.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
@@ -72,6 +73,31 @@ grep -q '"code":"not_found"' "$T/body"; ok_if $? "a Connect error body {code, me
 is "a stream with a broken envelope: 400" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/connect+json' --data-binary 'xx' "$U/process.Process/Start")" 400
 is "an unknown RPC: 501" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/json' -d '{}' "$U/process.Process/Nope")" 501
 is "an upload that is not multipart: 400" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: text/plain' -d 'x' "$U/files?path=/tmp/x")" 400
+# the polling watcher (CreateWatcher, GetWatcherEvents, RemoveWatcher)
+rpc() { # KEY SBX METHOD JSON
+	curl -s -o "$T/body" -w '%{http_code}' -H "E2b-Sandbox-Id: $2" -H "X-Access-Token: $1" \
+	    -H 'Content-Type: application/json' -d "$4" "$U/filesystem.Filesystem/$3"
+}
+WS=$(space create 2>"$T/err") || diag "$(cat "$T/err")"
+is "MakeDir for the watcher" "$(rpc "$SPACE_API_KEY" "$WS" MakeDir '{"path":"/home/user/pw"}')" 200
+is "CreateWatcher" "$(rpc "$SPACE_API_KEY" "$WS" CreateWatcher '{"path":"/home/user/pw"}')" 200
+WID=$(jget watcherId "$T/body")
+echo hello >"$T/up.txt"
+is "an upload into the watched directory" "$(code -H "E2b-Sandbox-Id: $WS" -H "X-Access-Token: $SPACE_API_KEY" -F "file=@$T/up.txt;filename=/home/user/pw/a.txt" "$U/files")" 200
+got=""
+for i in $(seq 1 50); do
+	rpc "$SPACE_API_KEY" "$WS" GetWatcherEvents "{\"watcherId\":\"$WID\"}" >/dev/null
+	cat "$T/body" >>"$T/events"
+	grep -q '"name":"a.txt"' "$T/events" && { got=1; break; }
+	sleep 0.1
+done
+is "GetWatcherEvents gives the write" "$got" 1
+is "another key cannot read the watcher" "$(rpc "$OKEY" "$WS" GetWatcherEvents "{\"watcherId\":\"$WID\"}")" 404
+is "nor remove it" "$(rpc "$OKEY" "$WS" RemoveWatcher "{\"watcherId\":\"$WID\"}")" 404
+is "RemoveWatcher" "$(rpc "$SPACE_API_KEY" "$WS" RemoveWatcher "{\"watcherId\":\"$WID\"}")" 200
+is "a removed watcher is not_found" "$(rpc "$SPACE_API_KEY" "$WS" GetWatcherEvents "{\"watcherId\":\"$WID\"}")" 404
+space kill "$WS" >/dev/null 2>&1
+
 printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n\001\002garbage\r\n\r\n' | timeout 5 nc -q1 127.0.0.1 "${U##*:}" >/dev/null 2>&1
 is "still serving after garbage" "$(code "$U/health")" 204
 
