@@ -98,6 +98,35 @@ is "RemoveWatcher" "$(rpc "$SPACE_API_KEY" "$WS" RemoveWatcher "{\"watcherId\":\
 is "a removed watcher is not_found" "$(rpc "$SPACE_API_KEY" "$WS" GetWatcherEvents "{\"watcherId\":\"$WID\"}")" 404
 space kill "$WS" >/dev/null 2>&1
 
+# random bytes and random JSON at every endpoint: answers, never a crash
+python3 - "${U##*:}" "$SPACE_API_KEY" >"$T/garbage" 2>&1 <<'PY'
+import http.client, os, random, sys
+port, key = int(sys.argv[1]), sys.argv[2]
+paths = ["/v2/sandboxes", "/sandboxes", "/sandboxes/x/timeout", "/sandboxes/x/pause",
+         "/v2/sandboxes/x/connect", "/files?path=/tmp/x", "/process.Process/Start",
+         "/process.Process/SendInput", "/process.Process/List", "/filesystem.Filesystem/ListDir",
+         "/filesystem.Filesystem/WatchDir", "/filesystem.Filesystem/GetWatcherEvents"]
+bodies = [b"", b"{", b"[]", b"null", b'{"a":1}', b'{"path":1}', b'{"process":{"pid":-1}}',
+          b"\x00\x00\x00\x00\x02{}", b"\x01\x00\x00\x00\x02{}", b"\xff" * 64]
+cts = ["application/json", "application/connect+json", "multipart/form-data; boundary=x",
+       "application/octet-stream", "text/plain"]
+random.seed(75)
+answered = 0
+for i in range(300):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    b = random.choice(bodies) if random.random() < 0.7 else os.urandom(random.randrange(1, 300))
+    h = {"Content-Type": random.choice(cts), "E2b-Sandbox-Id": random.choice(["x", "nosuch", "a" * 70]),
+         "X-Access-Token": key, "X-API-KEY": random.choice([key, "bad key", ""])}
+    try:
+        c.request(random.choice(["POST", "GET", "PUT", "DELETE"]), random.choice(paths), b, h)
+        r = c.getresponse(); r.read()
+        if 200 <= r.status < 600: answered += 1
+    except Exception as e:
+        print("exception", type(e).__name__)
+    c.close()
+print("answered", answered)
+PY
+is "300 garbled requests each answered" "$(tail -n 1 "$T/garbage")" "answered 300"
 printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n\001\002garbage\r\n\r\n' | timeout 5 nc -q1 127.0.0.1 "${U##*:}" >/dev/null 2>&1
 is "still serving after garbage" "$(code "$U/health")" 204
 

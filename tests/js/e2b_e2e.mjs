@@ -62,6 +62,21 @@ await check('background command: list, stdin, kill', async () => {
 		console.log(`# listed=${listed} seen=${JSON.stringify(seen)} killed=${killed} gone=${gone}`)
 	return listed && seen === 'typed\n' && killed && gone
 })
+await check('commands.connect to a running background command', async () => {
+	const h = await sbx.commands.run('sleep 0.5; for i in 1 2 3; do echo line$i; sleep 0.2; done',
+		{ background: true })
+	await h.disconnect()
+	let seen = ''
+	const again = await sbx.commands.connect(h.pid, { onStdout: (d) => { seen += d } })
+	const r = await again.wait()
+	if (!(r.exitCode === 0 && seen.includes('line3'))) console.log(`# connect: ${JSON.stringify(seen)} ${r.exitCode}`)
+	return r.exitCode === 0 && seen.includes('line3')
+})
+await check('a killed command ends with a non-zero exit (CommandExitError)', async () => {
+	const h = await sbx.commands.run('sleep 600', { background: true })
+	await sbx.commands.kill(h.pid)
+	try { await h.wait(); return false } catch (e) { return e instanceof CommandExitError }
+})
 
 // files
 await check('files.write and files.read (text)', async () => {
