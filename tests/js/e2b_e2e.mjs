@@ -230,14 +230,23 @@ await check('a move: the next SDK call is answered by the new execution, files k
 })
 
 // pause, then connect with files kept
-await check('pause, then connect: files kept', async () => {
+await check('pause, list by state, connect: files kept; a second pause returns false', async () => {
 	await sbx.files.write('/home/user/kept.txt', 'kept')
 	const paused = await sbx.pause()
 	const info = await Sandbox.getInfo(sbx.sandboxId)
+	const md = { run: process.pid.toString() }
+	const pausedList = await Sandbox.list({ query: { state: ['paused'], metadata: md } }).nextItems()
+	const runningList = await Sandbox.list({ query: { state: ['running'], metadata: md } }).nextItems()
+	const listed = pausedList.some((x) => x.sandboxId === sbx.sandboxId) &&
+		!runningList.some((x) => x.sandboxId === sbx.sandboxId)
+	if (!listed) console.log('# the state filter of list did not tell paused from running')
 	const again = await Sandbox.connect(sbx.sandboxId)
 	const txt = await again.files.read('/home/user/kept.txt')
 	const r = await again.commands.run('cat /home/user/kept.txt')
-	return paused === true && info.state === 'paused' && txt === 'kept' && r.stdout === 'kept'
+	return paused === true && info.state === 'paused' && listed && txt === 'kept' &&
+		r.stdout === 'kept' && (await sbx.pause().catch(() => null)) === true &&
+		(await Sandbox.pause(sbx.sandboxId)) === false &&
+		(await Sandbox.connect(sbx.sandboxId)).sandboxId === sbx.sandboxId
 })
 
 await check('kill, then the sandbox is gone', async () => {
