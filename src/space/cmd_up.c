@@ -301,6 +301,7 @@ summary(struct up *up, const char *url, const char *edge)
 		    up->port + i, up->dir, i);
 	printf("  space-edge     %s  (a sandbox's port: http://PORT-SANDBOX.%s/,\n"
 	    "                 `space port url SANDBOX PORT`)\n", edge, edge + 7);
+	printf("  web console    %s/  (sign in with the API key)\n", edge);
 	printf("  API key        SPACE_API_KEY in %s/env (mode 0600)\n", up->dir);
 	printf("  env file       %s/env\n", up->dir);
 	printf("  logs           %s/logs/\n", up->dir);
