@@ -4,7 +4,7 @@
 // read the answer from the page, move the sandbox and see the timeline grow
 // and the terminal say its execution was replaced, kill it; a wrong key
 // shows an error and nothing else. Prints "ok - ..." / "not ok - ..." and
-// "# ..." lines; tests/integration/77_console.sh numbers them.
+// "# ..." lines; tests/integration/78_console.sh numbers them.
 // Environment: CONSOLE_URL (space-edge's bare domain), SPACE_API_URL,
 // SPACE_API_KEY, SPACE_ROUTE_CACHE, SPACE (the CLI), CHROMIUM, SHOTS (a
 // directory for the screenshots).

@@ -7,7 +7,7 @@
 # move that grows the timeline and ends the terminal's session with its
 # reason, a kill; a wrong key shows an error and nothing else. The
 # screenshots of each page are kept beside the test logs
-# ($B/test-logs/77_console/). Then the console's edge from the attacker's
+# ($B/test-logs/78_console/). Then the console's edge from the attacker's
 # side with curl: what it forwards and what it does not.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
@@ -27,7 +27,7 @@ want=$(node -p "require('$JS/package-lock.json').packages['node_modules/puppetee
 ) 9>"$JS/.install.lock"
 is "puppeteer-core is installed at its pinned version" "$(pkg_version)" "$want"
 
-SHOTS="$(dirname "$SPACE_BIN")/test-logs/77_console"
+SHOTS="$(dirname "$SPACE_BIN")/test-logs/78_console"
 rm -rf "$SHOTS"
 mkdir -p "$SHOTS"
 
