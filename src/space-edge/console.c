@@ -34,12 +34,12 @@
 
 #include "client.h"
 #include "console.h"
+#include "consolereq.h"
 #include "edge.h"
 #include "log.h"
 #include "reqhead.h"
 
-#define KEY_PROTO       "space-key."
-#define KEY_MAX         128
+#define KEY_MAX         CONSOLE_KEY_MAX
 #define RESOLVE_TRIES   3
 
 /* one policy for every page: nothing inline, nothing from elsewhere */
@@ -218,41 +218,18 @@ out_free(struct outbuf *o)
 	o->n = o->cap = 0;
 }
 
-/* the Sec-WebSocket-Protocol value without the key entry (which is copied
- * into key when key != NULL): into o */
+/* the Sec-WebSocket-Protocol value without the key entry, into o;
+ * the key (when there is one) into key */
 static int
-protocols_rewrite(const char *v, size_t n, struct outbuf *o, char *key, bool *found)
+protocols_rewrite(const char *v, size_t n, struct outbuf *o, char key[KEY_MAX], int *nkeys)
 {
-	size_t i = 0;
-	bool first = true;
+	char *rest = malloc(2 * n + 1);
+	int rc = -1;
 
-	while (i < n) {
-		size_t s, e;
-
-		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < n && v[i] != ',' && v[i] != ' ' && v[i] != '\t')
-			i++;
-		e = i;
-		if (e == s)
-			continue;
-		if (e - s > strlen(KEY_PROTO) && memcmp(v + s, KEY_PROTO, strlen(KEY_PROTO)) == 0) {
-			size_t kl = e - s - strlen(KEY_PROTO);
-			if (*found || kl >= KEY_MAX)
-				return -1;
-			if (key) {
-				memcpy(key, v + s + strlen(KEY_PROTO), kl);
-				key[kl] = '\0';
-			}
-			*found = true;
-			continue;
-		}
-		if ((!first && out_add(o, ", ", 2) < 0) || out_add(o, v + s, e - s) < 0)
-			return -1;
-		first = false;
-	}
-	return 0;
+	if (rest && console_protocols(v, n, key, nkeys, rest, 2 * n + 1) == 0)
+		rc = out_add(o, rest, strlen(rest));
+	free(rest);
+	return rc;
 }
 
 /* the head toward the upstream: the request line with target (or the
@@ -266,8 +243,8 @@ send_head(int ufd, const char *buf, const struct reqhead *h, const char *target,
 	struct outbuf o = { 0 };
 	char line[64];
 	size_t i;
-	int rc = -1;
-	bool dummy = false;
+	int rc = -1, nkeys;
+	char key[KEY_MAX];
 
 	if (out_add(&o, h->method, h->method_len) < 0 || out_add(&o, " ", 1) < 0 ||
 	    out_add(&o, target, tlen) < 0)
@@ -281,7 +258,7 @@ send_head(int ufd, const char *buf, const struct reqhead *h, const char *target,
 			continue;
 		if (reqhead_is(h, i, "sec-websocket-protocol")) {
 			struct outbuf v = { 0 };
-			int r = protocols_rewrite(f->value, f->value_len, &v, NULL, &dummy);
+			int r = protocols_rewrite(f->value, f->value_len, &v, key, &nkeys);
 			if (r == 0 && v.n > 0)
 				r = out_add(&o, "Sec-WebSocket-Protocol: ", 24) < 0 ||
 				    out_add(&o, v.p, v.n) < 0 || out_add(&o, "\r\n", 2) < 0 ? -1 : 0;
@@ -303,6 +280,7 @@ send_head(int ufd, const char *buf, const struct reqhead *h, const char *target,
 		goto out;
 	rc = send_all(ufd, o.p, o.n);
 out:
+	sodium_memzero(key, sizeof(key));
 	out_free(&o);
 	return rc;
 }
@@ -342,13 +320,13 @@ to_control(struct edge *e, int cfd, const char *buf, const struct reqhead *h)
 }
 
 /* the caller's API key: the bearer, or on a WebSocket handshake the key
- * subprotocol; 0 with key filled, -1 answered */
+ * subprotocol (one of the two, once); 0 with key filled, -1 answered */
 static int
 caller_key(int cfd, const struct reqhead *h, char key[KEY_MAX])
 {
+	char pkey[KEY_MAX];
 	size_t i;
-	int nauth = 0;
-	bool found = false;
+	int nauth = 0, nproto = 0, nkeys = 0;
 
 	key[0] = '\0';
 	for (i = 0; i < h->nf; i++) {
@@ -359,20 +337,21 @@ caller_key(int cfd, const struct reqhead *h, char key[KEY_MAX])
 				goto bad;
 			memcpy(key, f->value + 7, f->value_len - 7);
 			key[f->value_len - 7] = '\0';
-			found = true;
-		}
-	}
-	for (i = 0; i < h->nf; i++) {
-		if (reqhead_is(h, i, "sec-websocket-protocol")) {
-			/* a key here as well as a bearer is refused */
+		} else if (reqhead_is(h, i, "sec-websocket-protocol")) {
 			struct outbuf v = { 0 };
-			int r = protocols_rewrite(h->f[i].value, h->f[i].value_len, &v, key, &found);
+			int r = protocols_rewrite(h->f[i].value, h->f[i].value_len, &v, pkey, &nkeys);
 			out_free(&v);
-			if (r < 0)
+			if (r < 0 || ++nproto > 1)
 				goto bad;
 		}
 	}
-	if (!found || strncmp(key, "sk_", 3) != 0) {
+	if (nkeys > 0) {
+		if (nauth > 0)
+			goto bad;               /* a key both ways */
+		memcpy(key, pkey, KEY_MAX);
+	}
+	sodium_memzero(pkey, sizeof(pkey));
+	if ((nauth == 0 && nkeys == 0) || strncmp(key, "sk_", 3) != 0) {
 		sodium_memzero(key, KEY_MAX);
 		answer_error(cfd, 401, "unauthenticated", "an API key is needed (Authorization: "
 		    "Bearer sk_..., or the subprotocol space-key.sk_... on a WebSocket)", false);
@@ -380,6 +359,7 @@ caller_key(int cfd, const struct reqhead *h, char key[KEY_MAX])
 	}
 	return 0;
 bad:
+	sodium_memzero(pkey, sizeof(pkey));
 	sodium_memzero(key, KEY_MAX);
 	answer_error(cfd, 401, "unauthenticated", "malformed credential", false);
 	return -1;
@@ -390,7 +370,7 @@ static int
 to_node(struct edge *e, int cfd, const char *peer, const char *buf, const struct reqhead *h)
 {
 	const char *t = h->target + 5;          /* "/v1/sandboxes/{id}/..." */
-	size_t tl = h->target_len - 5, i;
+	size_t tl = h->target_len - 5;
 	char sbx[SPACE_ID_MAX + 1], key[KEY_MAX], path[SPACE_ID_MAX + 32];
 	struct space_client *c = NULL;
 	struct space_answer a;
@@ -398,21 +378,7 @@ to_node(struct edge *e, int cfd, const char *peer, const char *buf, const struct
 	const char *ep, *cap;
 	int fd = -1, tries;
 
-	if (!path_prefix(h, "/node/v1/sandboxes/")) {
-		answer_error(cfd, 404, "not_found", "no such endpoint of the console", false);
-		return -1;
-	}
-	for (i = 0; 14 + i < tl && t[14 + i] != '/' && t[14 + i] != '?'; i++) {
-		char ch = t[14 + i];
-		if (i >= SPACE_ID_MAX || !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_')) {
-			answer_error(cfd, 404, "not_found", "no such sandbox", false);
-			return -1;
-		}
-		sbx[i] = ch;
-	}
-	sbx[i] = '\0';
-	if (i == 0 || 14 + i >= tl || t[14 + i] != '/') {
+	if (console_node_target(h->target, h->target_len, sbx) < 0) {
 		answer_error(cfd, 404, "not_found", "no such endpoint of the console", false);
 		return -1;
 	}

@@ -9,6 +9,7 @@
 // SPACE_API_KEY, SPACE_ROUTE_CACHE, SPACE (the CLI), CHROMIUM, SHOTS (a
 // directory for the screenshots).
 import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
 
 let failed = 0;
@@ -23,8 +24,10 @@ const url = process.env.CONSOLE_URL;
 const key = process.env.SPACE_API_KEY;
 const shots = process.env.SHOTS;
 const space = (...args) => execFileSync(process.env.SPACE || 'space', args, {
-	env: process.env, encoding: 'utf8', input: args[0] === 'fs' ? 'written-by-the-api\n' : undefined,
+	env: process.env, encoding: 'utf8', input: args[0] === 'fs' && args[1] === 'write' ? 'written-by-the-api\n' : undefined,
+	stdio: ['pipe', 'pipe', 'pipe'],
 }).trim();
+const fails = (...args) => { try { space(...args); return false; } catch (_) { return true; } };
 
 const browser = await puppeteer.launch({
 	executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -39,7 +42,8 @@ async function newPage() {
 	page.on('console', (m) => { if (/Content Security Policy|Refused to/.test(m.text())) violations.push(m.text()); });
 	page.on('pageerror', (e) => errors.push(String(e)));
 	// every confirmation accepted; a prompt takes its default
-	page.on('dialog', (d) => d.accept(d.type() === 'prompt' ? d.defaultValue() : undefined));
+	page.on('dialog', (d) => d.accept(d.type() !== 'prompt' ? undefined
+		: d.message().startsWith('New directory') ? 'made-in-browser' : d.defaultValue()));
 	return page;
 }
 const shot = (page, name) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true }).catch((e) => diag(`screenshot ${name}: ${e}`));
@@ -102,6 +106,20 @@ try {
 	await page.click('#files a[data-file="/tmp/from-api.txt"]');
 	ok(await waitFor(page, 'file shown', () => document.getElementById('file-text').textContent === 'written-by-the-api\n'),
 		'and its text is shown');
+	await page.click('#files-mkdir');
+	ok(await waitFor(page, 'mkdir', () => !!document.querySelector('#files a[data-dir="/tmp/made-in-browser"]')),
+		'a directory made in the browser is listed');
+	ok(!fails('fs', 'stat', sbx, '/tmp/made-in-browser'), '... and the API finds it');
+	const up = `${process.env.HOME}/uploaded.txt`;
+	writeFileSync(up, 'uploaded-from-the-browser\n');
+	await (await page.$('#files-upload')).uploadFile(up);
+	ok(await waitFor(page, 'upload', () => !!document.querySelector('#files a[data-file="/tmp/uploaded.txt"]')),
+		'a file uploaded in the browser is listed');
+	ok(space('fs', 'read', sbx, '/tmp/uploaded.txt') === 'uploaded-from-the-browser', '... and the API reads its bytes');
+	await page.$eval('#files a[data-file="/tmp/uploaded.txt"]', (a) => a.closest('tr').querySelector('button:last-child').click());
+	ok(await waitFor(page, 'remove', () => !document.querySelector('#files a[data-file="/tmp/uploaded.txt"]')),
+		'removing it in the browser takes it off the list');
+	ok(fails('fs', 'stat', sbx, '/tmp/uploaded.txt'), '... and out of the sandbox');
 	await shot(page, '04-files');
 
 	// ---- the terminal
@@ -152,6 +170,16 @@ try {
 	await page.click('#term-reconnect');
 	ok(await waitFor(page, 'reconnected', () => /connected: pid/.test(document.getElementById('term-status').textContent)),
 		'a new session opens on the new execution');
+
+	// ---- a signal from the processes list ends the new shell
+	await page.click('button[data-tab=processes]');
+	const shellPid = await page.evaluate(() => Number(document.getElementById('term-status').textContent.replace(/.*pid /, '')));
+	ok(await waitFor(page, 'new shell listed', (pid) => !!document.querySelector(`#processes tr[data-pid="${pid}"] select`), shellPid),
+		`the new shell (pid ${shellPid}) is listed`);
+	await page.select(`#processes tr[data-pid="${shellPid}"] select`, '9');
+	await page.click(`#processes tr[data-pid="${shellPid}"] button`);
+	ok(await waitFor(page, 'killed shell', () => /exited \(signal 9\)/.test(document.getElementById('term-status').textContent)),
+		'KILL sent from the processes list ends it: the terminal says so');
 
 	// ---- kill from the list
 	await page.goto(url + '/#/', { waitUntil: 'load' });

@@ -266,27 +266,37 @@ function closeTerminal() {
   $('term-reconnect').classList.add('hidden');
 }
 
-function openTerminal() {
+// a new shell, or (pid) an attachment to a running process: its replay,
+// then its output live, and the keys as its input (a resize only to a pty)
+function openTerminal(pid, pty = true) {
   closeTerminal();
   term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14 });
   fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
   term.open($('term'));
   fit.fit();
+  const base = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/node/v1/sandboxes/` +
+    `${encodeURIComponent(current)}/processes/`;
   const args = { argv: ['/bin/sh', '-i'], pty: { rows: term.rows, cols: term.cols, term: 'xterm-256color' } };
-  const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/node/v1/sandboxes/` +
-    `${encodeURIComponent(current)}/processes/stream?args=${encodeURIComponent(JSON.stringify(args))}`;
+  const url = Number.isInteger(pid) ? `${base}${pid}/stream`
+    : `${base}stream?args=${encodeURIComponent(JSON.stringify(args))}`;
   const sock = new WebSocket(url, ['space.v1.json', 'space-key.' + key()]);
+  let exited = '';
   ws = sock;
   $('term-status').textContent = 'connecting...';
   sock.onmessage = (ev) => {
     const m = JSON.parse(ev.data);
-    if (m.result) { $('term-status').textContent = `connected: pid ${m.result.pid}`; return; }
+    if (m.result) {
+      $('term-status').textContent = `${Number.isInteger(pid) ? 'attached' : 'connected'}: pid ${m.result.pid}`;
+      if (Number.isInteger(pid) && pty) sock.send(JSON.stringify({ type: 'resize', rows: term.rows, cols: term.cols }));
+      return;
+    }
     if (m.type === 'pty' || m.type === 'stdout' || m.type === 'stderr') {
       if (m.data !== undefined) term.write(m.data);
       else term.write(Uint8Array.from(atob(m.data_b64), (c) => c.charCodeAt(0)));
     } else if (m.type === 'exit') {
-      $('term-status').textContent = `the shell exited (${m.signal ? 'signal ' + m.signal : 'code ' + m.exit_code})`;
+      exited = `The process exited (${m.signal ? 'signal ' + m.signal : 'code ' + m.exit_code}).`;
+      $('term-status').textContent = exited;
     }
   };
   sock.onclose = (ev) => {
@@ -297,8 +307,11 @@ function openTerminal() {
       st.textContent = 'The session ended because its execution was replaced (the sandbox moved, ' +
         'paused or was killed).';
       st.dataset.closed = '4409';
+    } else if (ev.code === 4410) {
+      st.textContent = 'Another client attached to this process.';
+      st.dataset.closed = '4410';
     } else if (ev.code === 1000) {
-      st.textContent = 'The session ended.';
+      st.textContent = exited || 'The session ended.';
       st.dataset.closed = '1000';
     } else {
       st.textContent = `The session closed (${ev.code}${ev.reason ? ' ' + ev.reason : ''}).`;
@@ -308,7 +321,7 @@ function openTerminal() {
   };
   term.onData((d) => { if (ws === sock && sock.readyState === 1) sock.send(JSON.stringify({ type: 'stdin', data: d })); });
   term.onResize(({ rows, cols }) => {
-    if (ws === sock && sock.readyState === 1) sock.send(JSON.stringify({ type: 'resize', rows, cols }));
+    if (pty && ws === sock && sock.readyState === 1) sock.send(JSON.stringify({ type: 'resize', rows, cols }));
   });
   term.focus();
 }
@@ -332,7 +345,8 @@ async function listProcesses() {
       return el('tr', { 'data-pid': p.pid }, el('td', {}, p.pid), el('td', {}, (p.argv || []).join(' ')),
         el('td', {}, p.pty ? 'yes' : ''), el('td', {}, p.state), el('td', {}, fmtTime(p.started)),
         el('td', {}, p.exit_code == null ? '' : p.exit_code),
-        el('td', {}, p.state === 'exited' ? '' : el('span', {}, sel, btn)));
+        el('td', {}, p.state === 'exited' ? '' : el('span', {}, sel, btn,
+          el('button', { 'data-attach': p.pid, onclick: () => { tab('terminal'); openTerminal(p.pid, !!p.pty); } }, 'Attach'))));
     }));
   } catch (e) { showError(`processes: ${e.message}`); }
 }
@@ -382,8 +396,8 @@ document.addEventListener('DOMContentLoaded', () => {
     catch (e) { showError(`upload ${p}: ${e.message}`); }
     ev.target.value = '';
   });
-  $('term-open').addEventListener('click', openTerminal);
-  $('term-reconnect').addEventListener('click', openTerminal);
+  $('term-open').addEventListener('click', () => openTerminal());
+  $('term-reconnect').addEventListener('click', () => openTerminal());
   $('proc-refresh').addEventListener('click', listProcesses);
   window.addEventListener('resize', () => { if (fit) fit.fit(); });
   window.addEventListener('hashchange', route);
