@@ -9,7 +9,8 @@
  * sandbox through its current worker's gateway. Private ports need the
  * owner's API key (Authorization: Bearer) or the sandbox's traffic token
  * (X-Space-Traffic-Token); public ports need nothing. GET /metrics and
- * /healthz on the bare domain are the edge's own.
+ * /healthz on the bare domain are the edge's own, and the web console
+ * (console.c, docs/console.md).
  *
  * It holds no signing key; its one secret is the edge credential, which
  * can only ask space-control for routes. Started as root it binds, reads
