@@ -45,12 +45,12 @@ tap_lines() {
 	done
 }
 (cd "$JS" && CONSOLE_URL="$E" SPACE="$T/bin/space" CHROMIUM="$CHROMIUM" SHOTS="$SHOTS" HOME="$T" \
-	timeout 100 node console_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
+	timeout 110 node console_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
 tap_lines <"$T/e2e.out"
 is "the browser run finished" "$(cat "$T/e2e.rc")" "rc=0"
 [ -s "$T/e2e.err" ] && sed 's/^/# e2e: /' "$T/e2e.err" | tail -20
 n=$(ls "$SHOTS"/*.png 2>/dev/null | wc -l)
-check "screenshots kept in $SHOTS ($n)" [ "$n" -ge 8 ]
+check "screenshots kept in $SHOTS ($n)" [ "$n" -ge 10 ]
 
 # ---- the console's edge from the attacker's side
 SBX=$(space create 2>"$T/err") || diag "$(cat "$T/err")"

@@ -120,6 +120,12 @@ try {
 	ok(await waitFor(page, 'remove', () => !document.querySelector('#files a[data-file="/tmp/uploaded.txt"]')),
 		'removing it in the browser takes it off the list');
 	ok(fails('fs', 'stat', sbx, '/tmp/uploaded.txt'), '... and out of the sandbox');
+	// names are text, never markup
+	space('fs', 'write', sbx, '/tmp/<img src=x id=injected>');
+	await page.click('#files-form button[type=submit]');
+	ok(await waitFor(page, 'odd name', () => [...document.querySelectorAll('#files a')].some((a) => a.textContent === '<img src=x id=injected>')),
+		'a file named like markup is listed as its name');
+	ok(!(await page.$('#injected')), '... and no element was made of it');
 	await shot(page, '04-files');
 
 	// ---- the terminal
@@ -181,6 +187,21 @@ try {
 	ok(await waitFor(page, 'killed shell', () => /exited \(signal 9\)/.test(document.getElementById('term-status').textContent)),
 		'KILL sent from the processes list ends it: the terminal says so');
 
+	// ---- snapshot, pause, resume from the page
+	await page.click('button[data-tab=overview]');
+	await page.click('#sbx-actions button[data-act=snapshot]');
+	ok(await waitFor(page, 'snapshot', () => [...document.querySelectorAll('#snapshots tbody tr')]
+		.some((r) => r.children[2].textContent === 'ready'), undefined, 30000),
+		'a snapshot taken from the page is listed, ready');
+	await page.click('#sbx-actions button[data-act=pause]');
+	ok(await waitFor(page, 'paused', () => document.getElementById('sbx-state').textContent === 'paused', undefined, 60000),
+		'paused from the page');
+	await page.click('#sbx-actions button[data-act=resume]');
+	ok(await waitFor(page, 'resumed', () => document.getElementById('sbx-state').textContent === 'running' &&
+		document.querySelectorAll('#timeline tbody tr').length === 3, undefined, 60000),
+		'resumed from the page: running, generation 3 in the timeline');
+	await shot(page, '08-resumed');
+
 	// ---- kill from the list
 	await page.goto(url + '/#/', { waitUntil: 'load' });
 	ok(await waitFor(page, 'list again', (id) => !!document.querySelector(`#sandboxes tr[data-id="${id}"]`), sbx),
@@ -191,7 +212,7 @@ try {
 		return !r || r.textContent === 'killed' || r.textContent === 'stopping';
 	}, sbx, 30000), 'killing it from the page');
 	ok(JSON.parse(space('show', sbx, '--json')).state !== 'running', 'the API agrees it is no longer running');
-	await shot(page, '08-killed');
+	await shot(page, '09-killed');
 	// an operation the API refuses: its message, as it came
 	await page.click(`#sandboxes tr[data-id="${sbx}"] button[data-act=pause]`).catch(() => {});
 	ok(await waitFor(page, 'refusal', () => /^pause: 4\d\d /.test(document.getElementById('error').textContent)),
@@ -212,7 +233,7 @@ try {
 		stored: sessionStorage.length,
 	}));
 	ok(!shown.list && !shown.sbx && shown.rows === 0 && shown.stored === 0, 'and nothing else (no list, no key kept)');
-	await shot(bad, '09-wrong-key');
+	await shot(bad, '10-wrong-key');
 
 	ok(errors.length === 0, 'no script error on any page');
 	if (errors.length) diag(errors.join('\n'));
