@@ -275,3 +275,111 @@ edgehost_parse(const char *host, size_t len, const char *domain, uint16_t *port,
 	*port = (uint16_t)v;
 	return 1;
 }
+
+void
+chunkscan_init(struct chunkscan *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->st = CH_SIZE;
+}
+
+static int
+hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+ssize_t
+chunkscan(struct chunkscan *c, const char *p, size_t n, bool *done)
+{
+	size_t i = 0;
+
+	*done = false;
+	while (i < n) {
+		char ch = p[i];
+
+		switch (c->st) {
+		case CH_SIZE:
+			if (hexval(ch) >= 0) {
+				if (c->left >> 56)
+					return -1;
+				c->left = c->left * 16 + (uint64_t)hexval(ch);
+				c->digits = true;
+				i++;
+				break;
+			}
+			if (!c->digits)
+				return -1;
+			c->st = ch == '\r' ? CH_SIZE_LF : CH_EXT;
+			if (ch != '\r' && ch != ';' && ch != ' ' && ch != '\t')
+				return -1;
+			i++;
+			break;
+		case CH_EXT:
+			if (++c->line > CHUNKSCAN_LINE_MAX || ch == '\n')
+				return -1;
+			if (ch == '\r')
+				c->st = CH_SIZE_LF;
+			i++;
+			break;
+		case CH_SIZE_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			c->line = 0;
+			c->last = c->left == 0;
+			c->st = c->last ? CH_TRAILER : CH_DATA;
+			break;
+		case CH_DATA: {
+			size_t k = n - i < c->left ? n - i : (size_t)c->left;
+			i += k;
+			c->left -= k;
+			if (c->left == 0)
+				c->st = CH_DATA_CR;
+			break;
+		}
+		case CH_DATA_CR:
+			if (ch != '\r')
+				return -1;
+			c->st = CH_DATA_LF;
+			i++;
+			break;
+		case CH_DATA_LF:
+			if (ch != '\n')
+				return -1;
+			c->st = CH_SIZE;
+			c->digits = false;
+			i++;
+			break;
+		case CH_TRAILER:
+			/* trailer fields, then an empty line */
+			if (ch == '\r') {
+				c->st = CH_TRAILER_LF;
+			} else if (ch == '\n' || ++c->line > CHUNKSCAN_LINE_MAX * 8) {
+				return -1;
+			} else
+				c->last = false;     /* a field: not the empty line */
+			i++;
+			break;
+		case CH_TRAILER_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			if (c->last) {
+				*done = true;
+				return (ssize_t)i;
+			}
+			c->last = true;
+			c->st = CH_TRAILER;
+			break;
+		}
+	}
+	return (ssize_t)i;
+}
+

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "limits.h"
 
@@ -52,6 +53,27 @@ size_t reqhead_end(const char *buf, size_t len);
 
 /* true when field i is named name (ASCII case-insensitive) */
 bool reqhead_is(const struct reqhead *h, size_t i, const char *name);
+
+/* A chunked request body (RFC 9112 section 7.1) as it passes through:
+ * chunkscan() says how many of the bytes given belong to the body, so the
+ * next request head is found after it. Strict: hex sizes (at most 2^56),
+ * extensions and trailer lines bounded (CHUNKSCAN_LINE_MAX), CRLF only. */
+#define CHUNKSCAN_LINE_MAX      1024
+
+enum chunkscan_st { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER,
+    CH_TRAILER_LF };
+
+struct chunkscan {
+	enum chunkscan_st st;
+	uint64_t left;                  /* bytes of the current chunk still to come */
+	size_t line;                    /* length of the extension or trailer line */
+	bool digits, last;
+};
+
+void chunkscan_init(struct chunkscan *c);
+/* How many of p[0..n) belong to the body (all of them until its end);
+ * *done when its end was among them; -1 on a malformed body */
+ssize_t chunkscan(struct chunkscan *c, const char *p, size_t n, bool *done);
 
 /* A Host value of the public entry: "{port}-{sandbox}.{domain}" with
  * port 1..65535 in decimal without leading zeros, sandbox an id

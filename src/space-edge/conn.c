@@ -34,11 +34,8 @@
 #define CBUF_CAP        (REQHEAD_MAX + 1)
 #define UBUF_CAP        65536
 #define CRED_MAX        128     /* an API key or traffic token is 46 bytes */
-#define CHUNK_LINE_MAX  1024
 
 enum state { S_HEAD, S_BODY_CL, S_CHUNK, S_UPGRADE_WAIT, S_RAW, S_DRAIN };
-enum chunk_st { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER,
-    CH_TRAILER_LF };
 
 struct conn {
 	struct edge *e;
@@ -51,10 +48,7 @@ struct conn {
 	enum state state;
 	bool upgrade_pending;
 	int64_t body_left;
-	enum chunk_st ch;
-	uint64_t ch_left;
-	size_t ch_line;
-	bool ch_digits, ch_last;
+	struct chunkscan ch;
 	uint64_t head_start;            /* ms; 0 when no head byte waits */
 	uint64_t last_io;
 	char sniff[12];
@@ -224,117 +218,12 @@ framing(struct conn *c, const struct reqhead *h)
 	c->upgrade_pending = h->upgrade;
 	if (h->chunked) {
 		c->state = S_CHUNK;
-		c->ch = CH_SIZE;
-		c->ch_left = 0;
-		c->ch_line = 0;
-		c->ch_digits = false;
+		chunkscan_init(&c->ch);
 	} else if (h->content_length > 0) {
 		c->state = S_BODY_CL;
 		c->body_left = h->content_length;
 	} else
 		after_body(c);
-}
-
-static int
-hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-/* How many of p[0..n) belong to the chunked body; *done when its end
- * was among them, -1 on a malformed body */
-static ssize_t
-chunk_scan(struct conn *c, const char *p, size_t n, bool *done)
-{
-	size_t i = 0;
-
-	*done = false;
-	while (i < n) {
-		char ch = p[i];
-
-		switch (c->ch) {
-		case CH_SIZE:
-			if (hexval(ch) >= 0) {
-				if (c->ch_left >> 56)
-					return -1;
-				c->ch_left = c->ch_left * 16 + (uint64_t)hexval(ch);
-				c->ch_digits = true;
-				i++;
-				break;
-			}
-			if (!c->ch_digits)
-				return -1;
-			c->ch = ch == '\r' ? CH_SIZE_LF : CH_EXT;
-			if (ch != '\r' && ch != ';' && ch != ' ' && ch != '\t')
-				return -1;
-			i++;
-			break;
-		case CH_EXT:
-			if (++c->ch_line > CHUNK_LINE_MAX || ch == '\n')
-				return -1;
-			if (ch == '\r')
-				c->ch = CH_SIZE_LF;
-			i++;
-			break;
-		case CH_SIZE_LF:
-			if (ch != '\n')
-				return -1;
-			i++;
-			c->ch_line = 0;
-			c->ch_last = c->ch_left == 0;
-			c->ch = c->ch_last ? CH_TRAILER : CH_DATA;
-			break;
-		case CH_DATA: {
-			size_t k = n - i < c->ch_left ? n - i : (size_t)c->ch_left;
-			i += k;
-			c->ch_left -= k;
-			if (c->ch_left == 0)
-				c->ch = CH_DATA_CR;
-			break;
-		}
-		case CH_DATA_CR:
-			if (ch != '\r')
-				return -1;
-			c->ch = CH_DATA_LF;
-			i++;
-			break;
-		case CH_DATA_LF:
-			if (ch != '\n')
-				return -1;
-			c->ch = CH_SIZE;
-			c->ch_digits = false;
-			i++;
-			break;
-		case CH_TRAILER:
-			/* trailer fields, then an empty line */
-			if (ch == '\r') {
-				c->ch = CH_TRAILER_LF;
-			} else if (ch == '\n' || ++c->ch_line > CHUNK_LINE_MAX * 8) {
-				return -1;
-			} else
-				c->ch_last = false;     /* a field: not the empty line */
-			i++;
-			break;
-		case CH_TRAILER_LF:
-			if (ch != '\n')
-				return -1;
-			i++;
-			if (c->ch_last) {
-				*done = true;
-				return (ssize_t)i;
-			}
-			c->ch_last = true;
-			c->ch = CH_TRAILER;
-			break;
-		}
-	}
-	return (ssize_t)i;
 }
 
 /* the credential of the first request: kind and the secret (buffer of
@@ -574,7 +463,7 @@ client_bytes(struct conn *c)
 
 			if (c->chave == 0)
 				return 0;
-			if ((k = chunk_scan(c, c->cbuf, c->chave, &done)) < 0) {
+			if ((k = chunkscan(&c->ch, c->cbuf, c->chave, &done)) < 0) {
 				/* part of the body may have gone: no answer can
 				 * be put in front of the sandbox's */
 				log_warnx("%s: malformed chunked body", c->peer);

@@ -112,10 +112,52 @@ test_host(void)
 #undef H
 }
 
+static ssize_t
+scan(const char *s, bool *done)
+{
+	struct chunkscan c;
+
+	chunkscan_init(&c);
+	return chunkscan(&c, s, strlen(s), done);
+}
+
+static void
+test_chunked(void)
+{
+	struct chunkscan c;
+	const char *body = "4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\nX-T: 1\r\n\r\nGET / HTTP/1.1\r\n";
+	bool done;
+	size_t i;
+	ssize_t r;
+
+	is_int(scan(body, &done), (long long)(strlen(body) - 16), "a chunked body ends where it ends");
+	ok(done, "... and says so");
+	is_int(scan("0\r\n\r\n", &done), 5, "the empty body");
+	is_int(scan("a\r\n0123", &done), 7, "a body not finished: all of it is the body's");
+	ok(!done, "... not done");
+	chunkscan_init(&c);
+	for (i = 0, r = 0; i < strlen(body) && !done; i++)
+		r += chunkscan(&c, body + i, 1, &done);
+	is_int(r, (long long)(strlen(body) - 16), "byte by byte, the same end");
+	is_int(scan("x\r\n", &done), -1, "a size that is not hex");
+	is_int(scan("\r\n", &done), -1, "no size");
+	is_int(scan("4\nWiki", &done), -1, "a bare LF");
+	is_int(scan("4\r\nWikiX\r\n", &done), -1, "data longer than its size");
+	is_int(scan("fffffffffffffffff\r\n", &done), -1, "a size over 2^56");
+	{
+		char big[CHUNKSCAN_LINE_MAX + 16];
+		memset(big, 'e', sizeof(big));
+		memcpy(big, "1;", 2);
+		big[sizeof(big) - 1] = '\0';
+		is_int(scan(big, &done), -1, "an extension too long");
+	}
+}
+
 int
 main(void)
 {
 	test_head();
 	test_host();
+	test_chunked();
 	return done_testing();
 }
