@@ -10,7 +10,8 @@
 #   pg_cleanup: stop it and remove PGT (ctl_cleanup calls it)
 #   pg_sql QUERY: psql, unaligned, tuples only; booleans printed 1/0 as
 #     sqlite3 prints them, and the functions the tests' queries share with
-#     SQLite (group_concat, json_extract, strftime('%s','now')) from a
+#     SQLite (group_concat with or without a separator, json_extract,
+#     strftime('%s','now')) from a
 #     schema only this helper puts on its search path, never the daemon's
 PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 PGT=
@@ -51,6 +52,9 @@ CREATE FUNCTION testsql.gc_i(text, bigint) RETURNS text LANGUAGE sql IMMUTABLE
   AS 'SELECT testsql.gc_t($1, $2::text)';
 CREATE AGGREGATE testsql.group_concat(text) (sfunc = testsql.gc_t, stype = text);
 CREATE AGGREGATE testsql.group_concat(bigint) (sfunc = testsql.gc_i, stype = text);
+CREATE FUNCTION testsql.gc_sep(text, text, text) RETURNS text LANGUAGE sql IMMUTABLE
+  AS 'SELECT CASE WHEN $1 IS NULL THEN $2 WHEN $2 IS NULL THEN $1 ELSE $1 || $3 || $2 END';
+CREATE AGGREGATE testsql.group_concat(text, text) (sfunc = testsql.gc_sep, stype = text);
 CREATE FUNCTION testsql.json_extract(text, text) RETURNS text LANGUAGE sql IMMUTABLE
   AS 'SELECT $1::jsonb #>> string_to_array(substr($2, 3), ''.'')';
 CREATE FUNCTION testsql.strftime(text, text) RETURNS bigint LANGUAGE sql STABLE

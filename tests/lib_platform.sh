@@ -51,6 +51,13 @@
 # platform_init: the directory, private binaries, space-control's port, the
 # API key and root key, and the exit trap
 platform_init() {
+	# SPACE_TEST_STORE=pg: space-control and its subcommands use a
+	# PostgreSQL of the test's own (tests/lib_pg.sh), csql runs on it
+	if [ "${SPACE_TEST_STORE:-}" = pg ]; then
+		. "$SPACE_TOP/tests/lib_pg.sh"
+		pg_start || { not_ok "PostgreSQL of the test started"; exit 1; }
+		export SPACE_CONTROL_STORE="$PG_URL"
+	fi
 	T=$(mktemp -d)
 	chmod 711 "$T"
 	BIN=$T/bin
@@ -97,6 +104,7 @@ platform_cleanup() {
 	while [ -n "$(bridges)" ] && [ $_pl_i -lt 50 ]; do sleep 0.1; _pl_i=$((_pl_i + 1)); done
 	_pl_b=$(bridges); [ -n "$_pl_b" ] && kill -9 $_pl_b 2>/dev/null && sleep 0.5
 	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
+	[ "${SPACE_TEST_STORE:-}" = pg ] && { cp "$PGT/server.log" "$T/pg_server.log" 2>/dev/null; pg_cleanup; }
 	if [ "$_tap_fail" != 0 ] || [ "$_pl_rc" != 0 ]; then
 		_pl_l=$(dirname "$SPACE_BIN")/test-logs/$PLATFORM_TEST-daemons
 		rm -rf "$_pl_l"; mkdir -p "$_pl_l"; cp "$T"/*.log "$_pl_l/" 2>/dev/null
@@ -223,8 +231,12 @@ hdr() {
 	tr -d '\r' <"$T/hdr" | awk -v h="$1" 'tolower($0) ~ "^"tolower(h)":" { sub(/^[^:]*: */, ""); print }'
 }
 
-# csql SQL: a query on space-control's database
-csql() { sqlite3 -cmd '.timeout 5000' "$T/c/control.db" "$1"; }
+# csql SQL: a query on space-control's database (SQLite's file, or the
+# test's PostgreSQL: pg_sql prints booleans and shares functions as sqlite3)
+csql() {
+	if [ "${SPACE_TEST_STORE:-}" = pg ]; then pg_sql "$1"
+	else sqlite3 -cmd '.timeout 5000' "$T/c/control.db" "$1"; fi
+}
 
 # wsql ID SQL: a query on worker ID's records
 wsql() { sqlite3 -cmd '.timeout 5000' "$T/$1/records.db" "$2"; }

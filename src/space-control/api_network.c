@@ -51,13 +51,38 @@ out:
 	return rc;
 }
 
-static bool
-policies_stored(struct req *r)
+struct net_get {
+	const char *owner, *id;
+	char *stored;
+	int found;
+};
+
+/* the row operation in a transaction of its own: every backend runs its
+ * statements under its lock and on a live connection */
+static int
+net_get_tx(struct store *s, void *arg)
 {
-	if (R(r->ctl->st)->sandbox_network_get != NULL && R(r->ctl->st)->sandbox_network_set != NULL)
-		return true;
-	reply_error(r, 501, "not_implemented", "egress policies need the SQLite store for now");
-	return false;
+	struct net_get *x = arg;
+
+	free(x->stored);        /* a retried transaction starts again */
+	x->stored = NULL;
+	x->found = R(s)->sandbox_network_get(s, x->owner, x->id, &x->stored);
+	return x->found < 0 ? x->found : 0;
+}
+
+/* 1 and *out (NULL: none set), 0 unknown, or <0 */
+static int
+net_get(struct store *s, const char *owner, const char *id, char **out)
+{
+	struct net_get x = { owner, id, NULL, 0 };
+	int rc;
+
+	if ((rc = R(s)->tx(s, net_get_tx, &x)) < 0) {
+		free(x.stored);
+		return rc;
+	}
+	*out = x.stored;
+	return x.found;
 }
 
 void
@@ -67,9 +92,7 @@ api_sandbox_network_get(struct req *r)
 	int rc;
 	json_t *o;
 
-	if (!policies_stored(r))
-		return;
-	rc = R(r->ctl->st)->sandbox_network_get(r->ctl->st, r->principal, r->params[0], &stored);
+	rc = net_get(r->ctl->st, r->principal, r->params[0], &stored);
 
 	if (rc == 0)
 		rc = -ENOENT;
@@ -103,12 +126,12 @@ api_sandbox_network_set(struct req *r)
 
 	static const char *const keys[] = { "internet", "allow", "deny", NULL };
 
-	if (!policies_stored(r) || (in = req_json(r, false)) == NULL)
+	if ((in = req_json(r, false)) == NULL)
 		return;
 	/* the shape first: an unknown member is 400 whatever the sandbox */
 	if (!json_keys_only(r, in, keys))
 		goto out;
-	rc = R(r->ctl->st)->sandbox_network_get(r->ctl->st, r->principal, r->params[0], &base);
+	rc = net_get(r->ctl->st, r->principal, r->params[0], &base);
 	if (rc <= 0) {
 		reply_store_error(r, rc == 0 ? -ENOENT : rc, "sandbox");
 		goto out;

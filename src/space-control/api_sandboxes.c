@@ -199,12 +199,6 @@ api_sandbox_create(struct req *r)
 	if (json_object_get(in, "network") != NULL) {
 		char nwhy[256];
 
-		if (c->st->rows->sandbox_network_set == NULL) {
-			reply_error(r, 501, "not_implemented",
-			    "egress policies need the SQLite store for now");
-			goto out;
-		}
-
 		/* host names are resolved now (docs/network.md) */
 		if ((net = net_policy_stored(json_object_get(in, "network"), NULL, nwhy,
 		    sizeof(nwhy))) == NULL) {

@@ -240,11 +240,13 @@ api_worker_assignments(struct req *r)
 		json_decref(arr);
 		arr = NULL;
 		/* a commit by this daemon wakes the wait at once; one by another
-		 * daemon on the same store (a lease holder elsewhere) is seen at
-		 * the next look, so the wait is cut into short slices */
+		 * daemon on the same store too while the store pushes them
+		 * (PostgreSQL's LISTEN); otherwise (SQLite, or a listener that
+		 * lost its connection) it is seen at the next look, so the wait
+		 * is cut into short slices */
 		now = now_mono_ns();
-		assign_wait(c, seq, deadline - now > ASSIGN_RECHECK_NS ? now + ASSIGN_RECHECK_NS :
-		    deadline);
+		assign_wait(c, seq, assign_pushed(c) || deadline - now <= ASSIGN_RECHECK_NS ?
+		    deadline : now + ASSIGN_RECHECK_NS);
 	}
 	reply_json(r, 200, json_pack("{s:I,s:o}", "revision", (json_int_t)rev, "assignments", arr));
 }

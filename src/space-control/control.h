@@ -176,6 +176,10 @@ void assign_notify(struct ctl *c);
 /* advance the lifecycle operations of sandbox (NULL = all) after a worker
  * report; wakes long-polls when a step made assignments */
 void ops_kick(struct ctl *c, const char *sandbox);
+/* the store's wake-ups from other daemons (PostgreSQL's LISTEN), started
+ * once; assign_pushed: true while they are certain to come */
+int  assign_listen(struct ctl *c);
+bool assign_pushed(struct ctl *c);
 /* waits until an assignment newer than seq may exist or deadline passes */
 uint64_t assign_seq(struct ctl *c);
 void assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns);
@@ -185,6 +189,8 @@ void metrics_request(const char *route, unsigned status);
 void metrics_capability(enum cap_purpose pur);
 void metrics_auth_failure(const char *kind);
 void metrics_store_latency(double seconds);
+/* n notifications of committed assignments received from the store */
+void metrics_store_notifications(unsigned n);
 /* kind: pause, resume, move, snapshot, other; result: started, ok, failed,
  * abandoned, conflict, refused (static strings) */
 void metrics_lifecycle(const char *kind, const char *result);

@@ -359,6 +359,10 @@ cmd_serve(int argc, char **argv)
 	store_op_observe = metrics_lifecycle;
 	if ((rc = scheduler_start(c)) < 0)
 		goto out;
+	if ((rc = assign_listen(c)) < 0) {
+		log_warnx("store: cannot start its listener: %s", strerror(-rc));
+		goto out;
+	}
 	if ((rc = http_start(c, c->cfg.listen, c->cfg.tls_cert, c->cfg.tls_key, &c->http)) < 0) {
 		log_warnx("cannot listen on %s: %s", c->cfg.listen, strerror(-rc));
 		goto out;

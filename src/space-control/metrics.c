@@ -29,6 +29,7 @@ static const double store_le[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
     0.25, 0.5, 1, 2.5 };
 #define NLE (sizeof(store_le) / sizeof(store_le[0]))
 static unsigned long long store_buckets[NLE];
+static unsigned long long store_notifications;
 
 void
 metrics_request(const char *route, unsigned status)
@@ -111,6 +112,14 @@ metrics_store_latency(double seconds)
 	pthread_mutex_unlock(&mu);
 }
 
+void
+metrics_store_notifications(unsigned n)
+{
+	pthread_mutex_lock(&mu);
+	store_notifications += n;
+	pthread_mutex_unlock(&mu);
+}
+
 char *
 metrics_render(struct ctl *c)
 {
@@ -152,6 +161,10 @@ metrics_render(struct ctl *c)
 	    "space_control_store_latency_seconds_sum %.6f\n"
 	    "space_control_store_latency_seconds_count %llu\n",
 	    store_count, store_sum, store_count);
+	fprintf(f, "# HELP space_control_store_notifications_total Notifications of committed"
+	    " assignments received from the store (PostgreSQL LISTEN; any replica's commits).\n"
+	    "# TYPE space_control_store_notifications_total counter\n"
+	    "space_control_store_notifications_total %llu\n", store_notifications);
 	pthread_mutex_unlock(&mu);
 	api_archives_metrics(f);
 	fprintf(f, "# HELP space_control_workers Workers by state.\n"

@@ -185,9 +185,6 @@ net_spec_with_policy(struct store *s, const char *sandbox, const char *spec, cha
 	int rc;
 
 	*out = NULL;
-	/* a backend without policies (PostgreSQL, for now): the default */
-	if (R(s)->sandbox_network_get == NULL)
-		return 0;
 	rc = R(s)->sandbox_network_get(s, NULL, sandbox, &stored);
 	if (rc < 0)
 		return rc;

@@ -91,6 +91,32 @@ assign_notify(struct ctl *c)
 	pthread_mutex_unlock(&c->assign_mu);
 }
 
+/* the store's wake-up (store.h, listen): another daemon on the store, or
+ * this one, committed n assignments; n 0: the listener (re)connected */
+static void
+store_woken(void *arg, unsigned n)
+{
+	struct ctl *c = arg;
+
+	if (n > 0)
+		metrics_store_notifications(n);
+	assign_notify(c);
+}
+
+int
+assign_listen(struct ctl *c)
+{
+	if (c->st->ops->listen == NULL)
+		return 0;
+	return c->st->ops->listen(c->st, store_woken, c);
+}
+
+bool
+assign_pushed(struct ctl *c)
+{
+	return c->st->ops->listening != NULL && c->st->ops->listening(c->st);
+}
+
 uint64_t
 assign_seq(struct ctl *c)
 {

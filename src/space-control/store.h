@@ -201,7 +201,7 @@ struct store_ops {
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
 
-	/* the snapshot store's collection (store_sqlite_archives.c): a digest
+	/* the snapshot store's collection (store_archives.c): a digest
 	 * a worker reported is referenced until `until` (unix seconds);
 	 * of archives [{"digest","age"}] (validated), the digests nothing
 	 * references, as an array of strings */
@@ -209,6 +209,15 @@ struct store_ops {
 	int (*archives_collectable)(struct store *, json_t *archives, int64_t now, json_t **out);
 	/* sandboxes, not killed, made from the template of that digest */
 	int (*template_refs)(struct store *, const char *digest, int64_t *n);
+
+	/* wake-ups across daemons (PostgreSQL: LISTEN/NOTIFY; NULL on a
+	 * backend without them): wake(arg, n) runs on a thread of the store
+	 * when n > 0 assignments were committed by any daemon on the store,
+	 * and with n 0 when the listener (re)connected (what was committed
+	 * meanwhile is unknown). listening: true while those wake-ups are
+	 * certain to come, so a long-poll need not look at the store itself. */
+	int  (*listen)(struct store *, void (*wake)(void *arg, unsigned n), void *arg);
+	bool (*listening)(struct store *);
 };
 struct store_rows;
 struct store {

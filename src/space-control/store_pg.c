@@ -153,6 +153,13 @@ static const char *const migrations[] = {
 	/* 6: archives reported lately (a pending reference until `until`,
 	 * unix seconds), for the snapshot store's collection */
 	"CREATE TABLE archive_pending (digest TEXT PRIMARY KEY, until BIGINT NOT NULL);",
+
+	/* 7: egress policies (docs/network.md): the sandbox's, and the
+	 * 'network' assignment that changes a serving execution's */
+	"ALTER TABLE sandboxes ADD COLUMN network TEXT;"
+	"ALTER TABLE assignments DROP CONSTRAINT assignments_action;"
+	"ALTER TABLE assignments ADD CONSTRAINT assignments_action"
+	"  CHECK (action IN ('install','retire','snapshot','network'));",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -176,7 +183,7 @@ pg_unlock(struct pgs *q)
 }
 
 /* the URL's own settings win over these defaults */
-static PGconn *
+PGconn *
 pg_dial(const char *conninfo)
 {
 	const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
@@ -831,6 +838,7 @@ p_close(struct store *s)
 
 	if (q == NULL)
 		return;
+	pg_listen_stop(q);
 	if (q->conn != NULL)
 		PQfinish(q->conn);
 	free(q->conninfo);
@@ -871,8 +879,11 @@ static const struct store_ops pg_ops = {
 	.sandbox_touch = pg_sandbox_touch,
 	.route_hold = pg_route_hold,
 	.timeouts_due = pg_timeouts_due,
-	.archive_seen = pg_archive_seen,
-	.archives_collectable = pg_archives_collectable,
+	.archive_seen = st_archive_seen,
+	.archives_collectable = st_archives_collectable,
+	.template_refs = pg_template_refs,
+	.listen = pg_listen,
+	.listening = pg_listening,
 	.audit = p_audit,
 };
 

@@ -23,8 +23,12 @@ struct pgs {
 	struct timespec t0;
 	char    sqlstate[6];    /* of the last failed statement, "" none */
 	int64_t changes;        /* rows the last statement changed */
-	void  (*notify)(void *);        /* LISTEN: an assignment was committed */
-	void   *notify_arg;
+	/* store_pg_listen.c: the LISTEN connection's thread */
+	void  (*wake)(void *, unsigned);
+	void   *wake_arg;
+	pthread_t lthread;
+	bool    lstarted;
+	int     lstop, listening;       /* atomics */
 };
 
 static inline struct pgs *
@@ -36,6 +40,9 @@ PGS(struct store *s)
 /* the connection mutex; unlock reports the time held to store_observe */
 void pg_lock(struct pgs *q);
 void pg_unlock(struct pgs *q);
+/* a new connection of conninfo (the URL's own settings win over the
+ * defaults: connect timeout, application name); caller checks PQstatus */
+PGconn *pg_dial(const char *conninfo);
 /* a live connection (reconnecting when there is none or it broke): 0, -EIO */
 int  pg_connect(struct pgs *q);
 /* run sql with parameters: fmt letters s (text, NULL allowed), i (int64),
@@ -81,6 +88,11 @@ json_t *pg_json(PGresult *r, int i, int c);
 /* the sandbox object (history included); caller holds the lock */
 int  pg_sandbox_load(struct pgs *q, const char *owner, const char *id, json_t **out);
 
+/* store_pg_listen.c: wake-ups from other replicas' commits */
+int  pg_listen(struct store *, void (*wake)(void *, unsigned), void *arg);
+bool pg_listening(struct store *);
+void pg_listen_stop(struct pgs *q);
+
 /* store_pg_read.c */
 int pg_sandbox_get(struct store *, const char *owner, const char *id, json_t **out);
 int pg_sandbox_list(struct store *, const char *owner, json_t **out);
@@ -93,10 +105,16 @@ int pg_assignments_after(struct store *, const char *worker, int64_t after,
 int pg_workers_reap(struct store *, int64_t older_than);
 int pg_worker_counts(struct store *, int64_t *live, int64_t *lost);
 int pg_workers_list(struct store *, json_t **out);
+int pg_template_refs(struct store *, const char *digest, int64_t *n);
 
-/* store_pg_archives.c: the snapshot store's references */
-int pg_archive_seen(struct store *, const char *digest, int64_t until);
-int pg_archives_collectable(struct store *, json_t *archives, int64_t now, json_t **out);
+/* store_pg_archives.c: the snapshot store's references (row operations) */
+int pg_archive_pending_add(struct store *, const char *digest, int64_t until);
+int pg_archive_pending_prune(struct store *, int64_t now);
+int pg_ops_oldest_open(struct store *, int64_t *created);
+int pg_archive_referenced(struct store *, const char *digest);
+/* store_pg_net.c: the egress policy column (row operations) */
+int pg_sandbox_network_get(struct store *, const char *owner, const char *id, char **out);
+int pg_sandbox_network_set(struct store *, const char *id, const char *json);
 
 /* store_pg_rows.c */
 extern const struct store_rows pg_rows;

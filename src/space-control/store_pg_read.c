@@ -348,3 +348,24 @@ pg_workers_list(struct store *s, json_t **out)
 	pg_unlock(q);
 	return rc;
 }
+
+/* sandboxes not killed whose template is that digest (a paused one may
+ * resume, a failed one be repaired) */
+int
+pg_template_refs(struct store *s, const char *digest, int64_t *n)
+{
+	struct pgs *q = PGS(s);
+	PGresult *res;
+	int rc;
+
+	pg_lock(q);
+	res = pg_read(q, &rc, "SELECT COUNT(*) FROM sandboxes WHERE template = $1"
+	    " AND state <> 'killed'", "s", digest);
+	if (res != NULL) {
+		*n = pg_i(res, 0, 0);
+		rc = 0;
+		PQclear(res);
+	}
+	pg_unlock(q);
+	return rc;
+}

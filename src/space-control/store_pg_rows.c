@@ -25,9 +25,10 @@ r_sandbox_insert(struct store *s, const char *owner, const char *id,
     const struct sandbox_spec *sp, int64_t now)
 {
 	return pg_run(Q(s), "INSERT INTO sandboxes (id, owner, state, template,"
-	    " resources, timeouts, metadata, pinned_worker, created_at, api_key)"
-	    " VALUES ($1,$2,'creating',$3,$4,$5,$6,$7,$8,$9)", "sssssssis", id, owner,
-	    sp->template_, sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key);
+	    " resources, timeouts, metadata, pinned_worker, created_at, api_key, network)"
+	    " VALUES ($1,$2,'creating',$3,$4,$5,$6,$7,$8,$9,$10)", "sssssssiss", id, owner,
+	    sp->template_, sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key,
+	    sp->network);
 }
 
 static int
@@ -632,6 +633,12 @@ const struct store_rows pg_rows = {
 	.audit = r_audit,
 	.key_usage = r_key_usage,
 	.sandbox_key = r_sandbox_key,
+	.sandbox_network_get = pg_sandbox_network_get,
+	.sandbox_network_set = pg_sandbox_network_set,
+	.archive_pending_add = pg_archive_pending_add,
+	.archive_pending_prune = pg_archive_pending_prune,
+	.ops_oldest_open = pg_ops_oldest_open,
+	.archive_referenced = pg_archive_referenced,
 };
 
 /* ---- snapshot list, timeouts, activity (whole operations of their own) ---- */

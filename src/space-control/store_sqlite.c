@@ -750,8 +750,8 @@ static const struct store_ops sqlite_ops = {
 	.route_hold = sq_route_hold,
 	.timeouts_due = sq_timeouts_due,
 	.audit = sq_audit,
-	.archive_seen = sq_archive_seen,
-	.archives_collectable = sq_archives_collectable,
+	.archive_seen = st_archive_seen,
+	.archives_collectable = st_archives_collectable,
 	.template_refs = sq_template_refs,
 };
 

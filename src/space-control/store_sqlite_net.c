@@ -1,4 +1,5 @@
-/* The sandbox's egress policy column (schema 6), for network.c. */
+/* The sandbox's egress policy column (schema 7), for network.c; run inside
+ * the caller's transaction. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -178,6 +178,15 @@ struct store_rows {
 	int (*traffic_token_get)(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
 	/* 1 and the owner of a sandbox that is not killed, 0 none */
 	int (*sandbox_owner)(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
+
+	/* the snapshot store's references (store_archives.c): a reported
+	 * digest stays referenced until `until` (the later one kept); the
+	 * expired ones pruned at now; the creation time of the oldest
+	 * unfinished operation (0 none); 1 when anything references digest */
+	int (*archive_pending_add)(struct store *, const char *digest, int64_t until);
+	int (*archive_pending_prune)(struct store *, int64_t now);
+	int (*ops_oldest_open)(struct store *, int64_t *created);
+	int (*archive_referenced)(struct store *, const char *digest);
 };
 /* a store's row operations */
 #define R(s) ((s)->rows)
@@ -199,4 +208,8 @@ int lc_ops_drive(struct store *, const char *lease_owner, int64_t lease_ttl,
 int lc_snapshot_report(struct store *, const char *worker, const char *snapshot_id,
     const char *sandbox, int64_t generation, const char *digest, int64_t size,
     const char *error, const char **why);
+
+/* store_archives.c: the snapshot store's collection, on the row operations */
+int st_archive_seen(struct store *, const char *digest, int64_t until);
+int st_archives_collectable(struct store *, json_t *archives, int64_t now, json_t **out);
 #endif

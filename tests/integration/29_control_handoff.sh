@@ -18,8 +18,16 @@
 #     202 per sandbox and round, the rest 409; generations stay unique and
 #     increasing and never two executions of a sandbox are active at once.
 # Workers are simulated with curl and a small python driver.
+# SPACE_TEST_STORE=pg: the daemons share a PostgreSQL of the test's own
+# (tests/lib_pg.sh) instead of the data directory's SQLite file.
 . "$SPACE_TOP/tests/lib.sh"
 
+if on_pg; then
+	. "$SPACE_TOP/tests/lib_pg.sh"
+	pg_start || { not_ok "PostgreSQL of the test started"; exit 1; }
+	export SPACE_CONTROL_STORE="$PG_URL"
+	DB=$PG_URL
+fi
 T=$(mktemp -d)
 D=$T/data
 PA=$(free_port)
@@ -38,8 +46,10 @@ cleanup() {
 		L=$(dirname "$SPACE_BIN")/test-logs/29-daemons
 		rm -rf "$L"; mkdir -p "$L"; cp "$T"/*.log "$L/" 2>/dev/null
 		cp "$D/control.db" "$L/" 2>/dev/null
+		on_pg && cp "$PGT/server.log" "$L/pg_server.log" 2>/dev/null
 		echo "# daemons' logs kept in $L"
 	fi
+	on_pg && pg_cleanup
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -282,9 +292,19 @@ is "C stops cleanly" "$RC" 0
 cat >"$T/drive.py" <<'EOF'
 # the workers w1 and w2: follow their streams through A or B at random and
 # report to A or B at random, until no operation is open; checks on the way
-import json, os, random, sqlite3, sys, time, urllib.request, urllib.error
+# (the store: a SQLite file, or a PostgreSQL URL read through psql)
+import json, os, random, sqlite3, subprocess, sys, time, urllib.request, urllib.error
 T, urls, creds, deadline = sys.argv[1], sys.argv[2:4], {"w1": sys.argv[4], "w2": sys.argv[5]}, time.time() + float(sys.argv[6])
-db = sqlite3.connect(sys.argv[7], timeout=5)
+def query(sql):
+    if sys.argv[7].startswith("postgres"):
+        out = subprocess.run(["psql", "-X", "-q", "-At", "-d", sys.argv[7], "-c", sql],
+            check=True, capture_output=True, text=True).stdout
+        return [tuple(l.split("|")) for l in out.splitlines()]
+    db = sqlite3.connect(sys.argv[7], timeout=5)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
 last = json.load(open(T + "/digests.json")) if os.path.exists(T + "/digests.json") else {}
 bad, reports = [], 0
 def call(url, w, method, path, body=None):
@@ -321,12 +341,11 @@ while time.time() < deadline:
             n += 1
         with open("%s/cur_%s" % (T, w), "w") as f:
             f.write("%d\n" % a["revision"])
-    two = db.execute("SELECT sandbox FROM executions WHERE state IN ('pending','starting','serving')"
-        " GROUP BY sandbox HAVING COUNT(*) > 1").fetchall()
+    two = query("SELECT sandbox FROM executions WHERE state IN ('pending','starting','serving')"
+        " GROUP BY sandbox HAVING COUNT(*) > 1")
     if two:
         bad.append("two active executions: %s" % two)
-    db.commit()
-    open_ops = db.execute("SELECT COUNT(*) FROM operations WHERE step <> 'done'").fetchone()[0]
+    open_ops = int(query("SELECT COUNT(*) FROM operations WHERE step <> 'done'")[0][0])
     idle = idle + 1 if n == 0 and open_ops == 0 else 0
     if idle >= 3:
         break
@@ -341,7 +360,7 @@ for i in 1 2 3 4; do
 	req "$u" POST /v1/sandboxes "$K" "{\"worker\":\"$w\"}" >/dev/null
 	SBX="$SBX $(jget id)"
 done
-R=$(python3 "$T/drive.py" "$T" "$UA" "$UB" "$W1" "$W2" 20 "$D/control.db")
+R=$(python3 "$T/drive.py" "$T" "$UA" "$UB" "$W1" "$W2" 20 "${DB:-$D/control.db}")
 is "four sandboxes created through A and B, all running" \
 	"$(for s in $SBX; do state "$UB" "$s"; done | grep -c '^running$')" 4
 export UA UB K
@@ -370,7 +389,7 @@ for round in 1 2 3 4; do
 	is "round $round: 16 concurrent calls over A and B, exactly one 202 and three 409 per sandbox" "$okc" 4
 	diag "round $round winners: $(grep ' 202$' "$T/codes_$round" | cut -d' ' -f2,3 | sort | uniq -c | tr -s ' \n' ' ')"
 	is "... one open operation per sandbox" "$(sql "SELECT COUNT(*), COUNT(DISTINCT sandbox) FROM operations WHERE step <> 'done'")" "4|4"
-	R=$(python3 "$T/drive.py" "$T" "$UA" "$UB" "$W1" "$W2" 30 "$D/control.db")
+	R=$(python3 "$T/drive.py" "$T" "$UA" "$UB" "$W1" "$W2" 30 "${DB:-$D/control.db}")
 	is "... the workers (fetching and reporting through A or B at random) drive all to the end, no anomaly" \
 		"$(echo "$R" | jget finished /dev/stdin) $(echo "$R" | jget bad /dev/stdin)" "True []"
 done
