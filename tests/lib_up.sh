@@ -16,7 +16,14 @@
 # reach DIR/wI/run/sbx-manager.sock) and a private copy of the binaries: a
 # rebuild of the tree while a test runs must not replace the bridge binary
 # under a running execution (sbx-manager rightly refuses that)
+# SPACE_TEST_STORE=pg: space up's control plane uses a PostgreSQL of the
+# test's own (tests/lib_pg.sh, through SPACE_CONTROL_STORE)
 up_init() {
+	if [ "${SPACE_TEST_STORE:-}" = pg ]; then
+		. "$SPACE_TOP/tests/lib_pg.sh"
+		pg_start || { not_ok "PostgreSQL of the test started"; exit 1; }
+		export SPACE_CONTROL_STORE="$PG_URL"
+	fi
 	T=$(mktemp -d)
 	chmod 711 "$T"
 	D="$T/data"
@@ -74,6 +81,7 @@ up_cleanup() {
 	for _up_p in $UP_KILL9 $(bridges); do kill -9 "$_up_p" 2>/dev/null; done
 	sleep 0.2
 	grep " $T/" /proc/mounts | cut -d' ' -f2 | sort -r | while read -r m; do umount -l "$m"; done
+	[ "${SPACE_TEST_STORE:-}" = pg ] && pg_cleanup
 	rm -rf "$T"
 }
 

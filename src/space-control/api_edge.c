@@ -8,8 +8,9 @@
  *        service capability for a port the owner made public, or for a
  *        private port with the sandbox's traffic token
  * The edge credential can ask for nothing else (http.c's AUTH_EDGE), and
- * an API key cannot call /v1/edge/routes. Both need the SQLite store for
- * now: on PostgreSQL they answer 501. */
+ * an API key cannot call /v1/edge/routes. Both backends hold their rows
+ * (store_sqlite_edge.c, store_pg_edge.c); a backend without them answers
+ * 501. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@ edge_stored(struct req *r)
 
 	if (w->traffic_token_set && w->traffic_token_get && w->sandbox_owner && w->edgecred_lookup)
 		return true;
-	reply_error(r, 501, "not_implemented", "the public entry needs the SQLite store for now");
+	reply_error(r, 501, "not_implemented", "this store does not hold the public entry");
 	return false;
 }
 

@@ -160,6 +160,13 @@ static const char *const migrations[] = {
 	"ALTER TABLE assignments DROP CONSTRAINT assignments_action;"
 	"ALTER TABLE assignments ADD CONSTRAINT assignments_action"
 	"  CHECK (action IN ('install','retire','snapshot','network'));",
+
+	/* 8: the public entry (docs/network.md): edge credentials (hashed as
+	 * API keys are) and each sandbox's traffic token (its hash only) */
+	"CREATE TABLE edge_creds (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+	"  hash BYTEA NOT NULL, created_at BIGINT NOT NULL, revoked_at BIGINT);"
+	"CREATE TABLE traffic_tokens (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
+	"  hash BYTEA NOT NULL, created_at BIGINT NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -112,6 +112,16 @@ int pg_archive_pending_add(struct store *, const char *digest, int64_t until);
 int pg_archive_pending_prune(struct store *, int64_t now);
 int pg_ops_oldest_open(struct store *, int64_t *created);
 int pg_archive_referenced(struct store *, const char *digest);
+/* store_pg_edge.c: the rows of the public entry (store_tx.h) */
+int pg_edgecred_add(struct store *, const char *name, const char *id,
+    const uint8_t hash[STORE_HASH_LEN]);
+int pg_edgecred_lookup(struct store *, const char *id, char name[SPACE_ID_MAX + 1],
+    uint8_t hash[STORE_HASH_LEN]);
+int pg_edgecred_revoke(struct store *, const char *name);
+int pg_traffic_token_set(struct store *, const char *owner, const char *id,
+    const uint8_t hash[STORE_HASH_LEN]);
+int pg_traffic_token_get(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
+int pg_sandbox_owner(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
 /* store_pg_net.c: the egress policy column (row operations) */
 int pg_sandbox_network_get(struct store *, const char *owner, const char *id, char **out);
 int pg_sandbox_network_set(struct store *, const char *id, const char *json);

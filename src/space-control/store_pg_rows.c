@@ -639,6 +639,12 @@ const struct store_rows pg_rows = {
 	.archive_pending_prune = pg_archive_pending_prune,
 	.ops_oldest_open = pg_ops_oldest_open,
 	.archive_referenced = pg_archive_referenced,
+	.edgecred_add = pg_edgecred_add,
+	.edgecred_lookup = pg_edgecred_lookup,
+	.edgecred_revoke = pg_edgecred_revoke,
+	.traffic_token_set = pg_traffic_token_set,
+	.traffic_token_get = pg_traffic_token_get,
+	.sandbox_owner = pg_sandbox_owner,
 };
 
 /* ---- snapshot list, timeouts, activity (whole operations of their own) ---- */

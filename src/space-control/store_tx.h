@@ -162,8 +162,9 @@ struct store_rows {
 	 * before now and the oldest of those; -ENOENT unknown or revoked */
 	int (*key_usage)(struct store *, const char *key_id, int64_t now, struct key_quota *q,
 	    int64_t *running, int64_t *memory_mb, int64_t *recent, int64_t *oldest);
-	/* the public entry (store_sqlite_edge.c; NULL on a backend without
-	 * them: the API answers 501). Each runs as its own transaction.
+	/* the public entry (store_sqlite_edge.c, store_pg_edge.c; NULL on a
+	 * backend without them: the API answers 501). Each runs as its own
+	 * transaction.
 	 * edge credentials: add (-EEXIST name taken), lookup by the public id
 	 * (-ENOENT unknown or revoked), revoke by name (1 revoked, 0 none) */
 	int (*edgecred_add)(struct store *, const char *name, const char *id,
