@@ -69,6 +69,11 @@ is "the owner's key: 200" \
 	"$(code -H "Authorization: Bearer $SPACE_API_KEY" "$E/node/v1/sandboxes/$SBX/fs/list?path=/")" 200
 is "a key both as bearer and as subprotocol: 401" \
 	"$(code -H "Authorization: Bearer $SPACE_API_KEY" -H "Sec-WebSocket-Protocol: space.v1.json, space-key.$SPACE_API_KEY" "$E/node/v1/sandboxes/$SBX/fs/list?path=/")" 401
+OSBX=$(SPACE_API_KEY=$OKEY space create 2>"$T/err") || diag "$(cat "$T/err")"
+c=$(code --path-as-is -H "Authorization: Bearer $SPACE_API_KEY" "$E/node/v1/sandboxes/$SBX/../$OSBX/fs/list?path=/")
+check "a path that climbs from the owner's sandbox into another tenant's is not served ($c)" [ "$c" != 200 ]
+c=$(code --path-as-is -H "Authorization: Bearer $SPACE_API_KEY" "$E/v1/sandboxes/../workers")
+check "nor one that climbs out of the forwarded control API ($c)" [ "$c" != 200 ]
 is "a malformed sandbox id: 404" "$(code -H "Authorization: Bearer $SPACE_API_KEY" "$E/node/v1/sandboxes/a.b/fs/list")" 404
 is "worker endpoints are not forwarded (404)" \
 	"$(code -X POST -H "Authorization: Bearer $SPACE_API_KEY" -d '{}' "$E/v1/workers/w1/heartbeat")" 404
@@ -77,5 +82,6 @@ is "nor the edge's own route endpoint (404)" \
 is "the console's files are read only (405)" "$(code -X POST -d x "$E/app.js")" 405
 is "the edge still answers" "$(code "$E/healthz")" 200
 space kill "$SBX" >/dev/null 2>&1
+SPACE_API_KEY=$OKEY space kill "$OSBX" >/dev/null 2>&1
 
 done_testing
