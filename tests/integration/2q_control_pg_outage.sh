@@ -67,6 +67,16 @@ is "every stored sandbox has its execution and install" \
 	"$(sql "SELECT COUNT(*) FROM sandboxes s WHERE NOT EXISTS (SELECT 1 FROM assignments a WHERE a.sandbox = s.id AND a.action = 'install')")" 0
 check "the outage and the reconnection are logged" sh -c \
 	"grep -q 'store: postgresql' '$T/log' && grep -q 'connected again' '$T/log'"
+# the LISTEN connection (long-polls' wake-ups): lost with the server,
+# dialled again by itself, and notified again of a commit
+i=0; while [ "$(grep -c 'listening for other replicas' "$T/log")" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "the listening connection was lost and dialled again by itself" sh -c \
+	"grep -q 'listening connection was lost' '$T/log' && [ \$(grep -c 'listening for other replicas' '$T/log') -ge 2 ]"
+nf() { curl -s "$U/metrics" | awk '$1 == "space_control_store_notifications_total" { print $2 }'; }
+n1=$(nf)
+post /v1/sandboxes "$K" '{"metadata":{}}' >/dev/null
+i=0; while [ "$(nf)" -le "${n1:-0}" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "... and receives the notification of a create committed after ($n1 -> $(nf))" test "$(nf)" -gt "${n1:-0}"
 ctl_stop
 
 # at start: a newer schema, a bad connection string
