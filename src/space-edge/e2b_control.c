@@ -168,6 +168,7 @@ create(struct e2b_req *r, const char *key)
 	    "allow_internet_access", "autoPause", "autoPauseMemory", "autoResume", "mcp",
 	    "network", "iam", "volumeMounts", "secure", "alias", NULL };
 	const char *why = NULL, *tpl, *k, *id;
+	char tplbuf[72];
 	json_t *in, *req, *v, *md;
 	json_int_t timeout = 300;
 	struct space_answer a;
@@ -181,11 +182,12 @@ create(struct e2b_req *r, const char *key)
 		json_decref(in);
 		return ret;
 	}
-	tpl = jstr(in, "templateID");
+	snprintf(tplbuf, sizeof(tplbuf), "%s", jstr(in, "templateID") ? jstr(in, "templateID") : "");
+	tpl = tplbuf;           /* kept past json_decref(in) */
 	v = json_object_get(in, "timeout");
 	md = json_object_get(in, "metadata");
 #define BAD(...) do { ret = e2b_api_error(r->conn, 400, __VA_ARGS__); json_decref(in); return ret; } while (0)
-	if (tpl == NULL || !*tpl || strlen(tpl) > 64)
+	if (!*tpl || strlen(jstr(in, "templateID")) > 64)
 		BAD("templateID must be a template name");
 	if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    json_integer_value(v) > 86400))

@@ -521,9 +521,10 @@ proc_call(struct envd *x, const char *what)
 	if (in == NULL)
 		return ret;
 	if ((pid = selector_pid(in)) < 0) {
+		bool tag = json_object_get(json_object_get(in, "process"), "tag") != NULL;
 		json_decref(in);
-		return rpc_error(x->r->conn, json_object_get(json_object_get(in, "process"), "tag") ?
-		    "not_found" : "invalid_argument", "a process is selected by its pid");
+		return rpc_error(x->r->conn, tag ? "not_found" : "invalid_argument",
+		    "a process is selected by its pid");
 	}
 	if (!strcmp(what, "SendInput")) {
 		const json_t *inp = json_object_get(in, "input");
