@@ -4,7 +4,16 @@
  * Order is the whole point here: a change is committed to records.db
  * BEFORE it is reported, and a retirement is committed BEFORE the bridge is
  * signalled, so from the commit on every request for the old execution is
- * answered REFRESH_ROUTE, whatever happens to the process afterwards. */
+ * answered REFRESH_ROUTE, whatever happens to the process afterwards.
+ *
+ * The work of one sandbox (its assignments, and the relaunch when its
+ * bridge exits) runs in order, one job at a time, in the sandbox's lane;
+ * the lanes of different sandboxes run at once on a pool of threads. So a
+ * spawn that takes 20 s, a stop, a restore from a slow snapshot store or an
+ * archive holds up that sandbox only. `lock` guards only tables (the live
+ * bridges, the relaunch windows, the lanes); no long operation runs under
+ * it. A lane moves IDLE -> QUEUED -> RUNNING -> QUEUED | IDLE (lane_move,
+ * the table below); a lane that is RUNNING takes new jobs and stays so. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -31,8 +40,48 @@
 #define RELAUNCH_MAX 3
 #define RELAUNCH_WINDOW_S 60
 
+/* threads that run lanes; jobs waiting in all lanes before the assignment
+ * thread waits for them to drain */
+#define LANE_WORKERS 8
+#define JOBS_MAX 4096
+
+enum lane_state { LANE_IDLE = 0, LANE_QUEUED, LANE_RUNNING, LANE__COUNT };
+/* the transitions a lane may make; anything else is a broken invariant */
+static const bool lane_next[LANE__COUNT][LANE__COUNT] = {
+	[LANE_IDLE]    = { [LANE_QUEUED] = true },                      /* a job came */
+	[LANE_QUEUED]  = { [LANE_RUNNING] = true },                     /* a worker took it */
+	[LANE_RUNNING] = { [LANE_QUEUED] = true, [LANE_IDLE] = true },  /* its job ended */
+};
+static const char *const lane_names[LANE__COUNT] = { "idle", "queued", "running" };
+
+enum job_kind { JOB_ASSIGNMENT, JOB_EXITED };
+struct job {
+	struct job *next;
+	enum job_kind kind;
+	uint64_t rev;                   /* ASSIGNMENT: its revision */
+	pid_t pid;                      /* EXITED: the bridge that exited */
+	struct msg_assignment a;
+};
+
+struct lane {
+	char sandbox[SPACE_ID_MAX + 1]; /* "" when the lane is free */
+	enum lane_state state;
+	uint64_t running_rev;           /* the running job's revision, 0 none */
+	struct job *head, *tail;
+};
+
 struct mgr_assign {
 	pthread_mutex_t lock;
+	pthread_cond_t work;            /* a lane became QUEUED, or a job ended */
+	struct lane lanes[LIVE_MAX];
+	size_t njobs;                   /* queued, not running */
+	uint64_t dispatched;            /* the revision the long-poll is at */
+	uint64_t persisted;             /* assign_rev in records.db */
+	bool pool_started;
+	/* installs choose a free uid slot and commit it as one step */
+	pthread_mutex_t slot_lock;
+	/* the egress tool runs stay one at a time, as before the lanes */
+	pthread_mutex_t egress_lock;
 	/* pidfds of the bridges this process launched or adopted */
 	struct {
 		char sandbox[SPACE_ID_MAX + 1];
@@ -62,6 +111,9 @@ assign_init(struct mgr *m)
 	if (as == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&as->lock, NULL);
+	pthread_cond_init(&as->work, NULL);
+	pthread_mutex_init(&as->slot_lock, NULL);
+	pthread_mutex_init(&as->egress_lock, NULL);
 	as->monitor_wake = -1;
 	m->assign = as;
 	return 0;
@@ -109,21 +161,25 @@ static void
 stop_bridge(struct mgr *m, const struct record *rec)
 {
 	struct mgr_assign *as = m->assign;
-	int i = live_find(m, rec->id.sandbox), pfd;
+	int i, pfd = -1;
 
+	pthread_mutex_lock(&as->egress_lock);
 	egress_detach(rec);
+	pthread_mutex_unlock(&as->egress_lock);
+	pthread_mutex_lock(&as->lock);
+	i = live_find(m, rec->id.sandbox);
 	if (i >= 0 && as->live[i].pid == rec->bridge_pid) {
 		pfd = as->live[i].pidfd;
 		as->live[i].pidfd = 0;
-	} else {
-		if (i >= 0) {
-			close(as->live[i].pidfd);
-			as->live[i].pidfd = 0;
-		}
-		/* never signal a bare pid: it may belong to someone else now */
-		if ((pfd = bridge_pidfd_open_checked(rec)) < 0)
-			return;
+	} else if (i >= 0) {
+		close(as->live[i].pidfd);
+		as->live[i].pidfd = 0;
 	}
+	pthread_mutex_unlock(&as->lock);
+	/* never signal a bare pid: it may belong to someone else now */
+	if (pfd < 0 && (pfd = bridge_pidfd_open_checked(rec)) < 0)
+		return;
+	/* up to the grace period: outside the lock */
 	bridge_stop(pfd);
 	waitid(P_PIDFD, (id_t)pfd, NULL, WEXITED | WNOHANG);
 	close(pfd);
@@ -187,9 +243,9 @@ wait_layer_free(const struct record *r)
 
 /* may the execution of r be relaunched once more? Counts it if so. A
  * guest that crashes again right after each start must end failed, not
- * keep the worker busy relaunching it. */
+ * keep the worker busy relaunching it. lock held. */
 static bool
-relaunch_allowed(struct mgr *m, const struct record *r)
+relaunch_allowed_locked(struct mgr *m, const struct record *r)
 {
 	struct mgr_assign *as = m->assign;
 	uint64_t now = now_mono_ns(), window = (uint64_t)RELAUNCH_WINDOW_S * 1000000000ULL;
@@ -219,6 +275,17 @@ relaunch_allowed(struct mgr *m, const struct record *r)
 	as->burst[i].since = now;
 	as->burst[i].n = 1;
 	return true;
+}
+
+static bool
+relaunch_allowed(struct mgr *m, const struct record *r)
+{
+	bool ok;
+
+	pthread_mutex_lock(&m->assign->lock);
+	ok = relaunch_allowed_locked(m, r);
+	pthread_mutex_unlock(&m->assign->lock);
+	return ok;
 }
 
 /* start (or restart) the bridge for r, whose identity is already set;
@@ -266,9 +333,13 @@ launch(struct mgr *m, struct record *r)
 		close(pidfd);
 		goto failed;
 	}
+	pthread_mutex_lock(&m->assign->lock);
 	live_set(m, r->id.sandbox, r->bridge_pid, pidfd);
+	pthread_mutex_unlock(&m->assign->lock);
 	/* no uplink is no network: the sandbox serves, its egress fails closed */
+	pthread_mutex_lock(&m->assign->egress_lock);
 	(void)egress_attach(r);
+	pthread_mutex_unlock(&m->assign->egress_lock);
 	log_info("serving %s g%llu a%u (bridge pid %d)", r->id.sandbox,
 	    (unsigned long long)r->id.generation, r->id.activation, (int)r->bridge_pid);
 	control_report(m, &r->id, "serving", NULL);
@@ -358,7 +429,11 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 			}
 		}
 	}
+	/* the slot is chosen and committed in one step: another sandbox's
+	 * install runs at the same time in its own lane */
+	pthread_mutex_lock(&m->assign->slot_lock);
 	if (records_free_slot(m, id->sandbox, &r.slot) != 0) {
+		pthread_mutex_unlock(&m->assign->slot_lock);
 		control_report(m, id, "failed", "no uid range left");
 		return;
 	}
@@ -370,9 +445,11 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 	 * REFRESH_ROUTE and its streams are cancelled */
 	r.state = EXEC_STARTING;
 	if (records_put(m, &r) != 0) {
+		pthread_mutex_unlock(&m->assign->slot_lock);
 		log_warnx("install %s: cannot commit", id->sandbox);
 		return;
 	}
+	pthread_mutex_unlock(&m->assign->slot_lock);
 	/* the policy every attach of this execution reads */
 	if (a->has_network ? egress_policy_save(id->sandbox, &a->network) != 0 :
 	    (egress_policy_forget(id->sandbox), false))
@@ -534,23 +611,10 @@ do_snapshot(struct mgr *m, const struct route_identity *id, const char *sid)
 	control_report_snapshot(m, sid, id, digest, size, NULL);
 }
 
-static int
+/* one valid assignment, in its sandbox's lane */
+static void
 apply(struct mgr *m, const struct msg_assignment *a)
 {
-	struct mgr_assign *as = m->assign;
-	if (a->invalid != NULL) {
-		/* an install we cannot do is the control plane's to know; the
-		 * rest is skipped (it would come back the same) */
-		if (a->action == ASSIGN_INSTALL && a->id.sandbox[0] != '\0') {
-			metrics_inc(m, MC_INSTALLS);
-			pthread_mutex_lock(&as->lock);
-			control_report(m, &a->id, "failed", a->invalid);
-			pthread_mutex_unlock(&as->lock);
-		} else
-			log_warnx("assignments: malformed assignment skipped (%s)", a->invalid);
-		return -EINVAL;
-	}
-	pthread_mutex_lock(&as->lock);
 	switch (a->action) {
 	case ASSIGN_INSTALL:
 		do_install(m, a);
@@ -562,26 +626,244 @@ apply(struct mgr *m, const struct msg_assignment *a)
 		do_snapshot(m, &a->id, a->snapshot_id);
 		break;
 	case ASSIGN_NETWORK:
+		pthread_mutex_lock(&m->assign->egress_lock);
 		egress_assignment(a);
+		pthread_mutex_unlock(&m->assign->egress_lock);
 		break;
 	default:
 		log_warnx("assignments: unknown action skipped");
 		break;
 	}
+}
+
+static void bridge_exited(struct mgr *m, const char *sandbox, pid_t pid);
+
+/* lock held */
+static void
+lane_move(struct lane *l, enum lane_state to)
+{
+	if (!lane_next[l->state][to])
+		fatalx("assign: lane of %s: %s -> %s is not a transition", l->sandbox,
+		    lane_names[l->state], lane_names[to]);
+	l->state = to;
+}
+
+/* the lane of sandbox, made when there is none; NULL when every lane is
+ * busy (LIVE_MAX sandboxes with work at once). lock held. */
+static struct lane *
+lane_get(struct mgr_assign *as, const char *sandbox)
+{
+	struct lane *free_l = NULL;
+	size_t i;
+
+	for (i = 0; i < LIVE_MAX; i++) {
+		if (as->lanes[i].sandbox[0] == '\0') {
+			if (free_l == NULL)
+				free_l = &as->lanes[i];
+		} else if (strcmp(as->lanes[i].sandbox, sandbox) == 0)
+			return &as->lanes[i];
+	}
+	if (free_l)
+		snprintf(free_l->sandbox, sizeof(free_l->sandbox), "%s", sandbox);
+	return free_l;
+}
+
+/* queue j (consumed) in the lane of sandbox; -EBUSY when no lane is free */
+static int
+lane_push(struct mgr *m, const char *sandbox, struct job *j)
+{
+	struct mgr_assign *as = m->assign;
+	struct lane *l;
+
+	pthread_mutex_lock(&as->lock);
+	if ((l = lane_get(as, sandbox)) == NULL) {
+		pthread_mutex_unlock(&as->lock);
+		free(j);
+		return -EBUSY;
+	}
+	if (l->tail)
+		l->tail->next = j;
+	else
+		l->head = j;
+	l->tail = j;
+	as->njobs++;
+	if (l->state == LANE_IDLE)
+		lane_move(l, LANE_QUEUED);
+	pthread_cond_broadcast(&as->work);
 	pthread_mutex_unlock(&as->lock);
 	return 0;
+}
+
+/* the revision up to which every assignment has been applied: the one
+ * before the lowest still queued or running, else the one dispatched.
+ * lock held. */
+static uint64_t
+applied_upto(struct mgr_assign *as)
+{
+	uint64_t low = 0;
+	struct job *j;
+	size_t i;
+
+	for (i = 0; i < LIVE_MAX; i++) {
+		struct lane *l = &as->lanes[i];
+
+		if (l->sandbox[0] == '\0')
+			continue;
+		if (l->running_rev && (low == 0 || l->running_rev < low))
+			low = l->running_rev;
+		for (j = l->head; j; j = j->next)
+			if (j->kind == JOB_ASSIGNMENT && j->rev && (low == 0 || j->rev < low))
+				low = j->rev;
+	}
+	return low == 0 || low - 1 > as->dispatched ? as->dispatched : low - 1;
+}
+
+/* persisted as far as applied: a crash re-applies from there, and every
+ * step is idempotent */
+static void
+progress(struct mgr *m)
+{
+	struct mgr_assign *as = m->assign;
+	uint64_t upto;
+
+	pthread_mutex_lock(&as->lock);
+	upto = applied_upto(as);
+	if (upto == as->persisted) {
+		pthread_mutex_unlock(&as->lock);
+		return;
+	}
+	as->persisted = upto;
+	/* under the lock, so two writers never store out of order */
+	records_meta_set(m, "assign_rev", upto);
+	pthread_mutex_unlock(&as->lock);
+}
+
+static void *
+lane_worker(void *arg)
+{
+	struct mgr *m = arg;
+	struct mgr_assign *as = m->assign;
+	struct lane *l;
+	struct job *j;
+	size_t i, start = 0;
+
+	pthread_mutex_lock(&as->lock);
+	for (;;) {
+		l = NULL;
+		/* from where the last search ended: every queued lane gets its turn */
+		for (i = 0; i < LIVE_MAX && l == NULL; i++)
+			if (as->lanes[(start + i) % LIVE_MAX].state == LANE_QUEUED)
+				l = &as->lanes[(start + i) % LIVE_MAX];
+		if (l == NULL) {
+			pthread_cond_wait(&as->work, &as->lock);
+			continue;
+		}
+		start = (size_t)(l - as->lanes) + 1;
+		lane_move(l, LANE_RUNNING);
+		j = l->head;
+		if ((l->head = j->next) == NULL)
+			l->tail = NULL;
+		as->njobs--;
+		l->running_rev = j->kind == JOB_ASSIGNMENT ? j->rev : 0;
+		pthread_mutex_unlock(&as->lock);
+
+		if (j->kind == JOB_ASSIGNMENT)
+			apply(m, &j->a);
+		else
+			bridge_exited(m, l->sandbox, j->pid);
+		free(j);
+
+		pthread_mutex_lock(&as->lock);
+		l->running_rev = 0;
+		if (l->head)
+			lane_move(l, LANE_QUEUED);
+		else {
+			lane_move(l, LANE_IDLE);
+			l->sandbox[0] = '\0';
+		}
+		pthread_cond_broadcast(&as->work);
+		pthread_mutex_unlock(&as->lock);
+		progress(m);
+		pthread_mutex_lock(&as->lock);
+	}
+	return NULL;
+}
+
+static void
+pool_start(struct mgr *m)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int i;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (i = 0; i < LANE_WORKERS; i++)
+		if (pthread_create(&t, &attr, lane_worker, m) != 0)
+			fatalx("assign: cannot start the lane workers");
+	pthread_attr_destroy(&attr);
+	m->assign->pool_started = true;
+}
+
+/* hand one assignment to its sandbox's lane; an invalid one is answered
+ * here (it would come back the same) */
+static void
+dispatch(struct mgr *m, const struct msg_assignment *a)
+{
+	struct mgr_assign *as = m->assign;
+	struct job *j;
+
+	if (a->invalid != NULL) {
+		/* an install we cannot do is the control plane's to know; the
+		 * rest is skipped */
+		if (a->action == ASSIGN_INSTALL && a->id.sandbox[0] != '\0') {
+			metrics_inc(m, MC_INSTALLS);
+			control_report(m, &a->id, "failed", a->invalid);
+		} else
+			log_warnx("assignments: malformed assignment skipped (%s)", a->invalid);
+		return;
+	}
+	/* a bounded backlog: the long-poll waits while the lanes drain */
+	pthread_mutex_lock(&as->lock);
+	while (as->njobs >= JOBS_MAX && !atomic_load(&m->stopping))
+		pthread_cond_wait(&as->work, &as->lock);
+	pthread_mutex_unlock(&as->lock);
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		log_warnx("assignments: out of memory; %s skipped", a->id.sandbox);
+		return;
+	}
+	j->kind = JOB_ASSIGNMENT;
+	j->rev = a->revision;
+	j->a = *a;
+	while (lane_push(m, a->id.sandbox, j) == -EBUSY) {
+		/* every lane holds another sandbox's work: wait for one */
+		pthread_mutex_lock(&as->lock);
+		pthread_cond_wait(&as->work, &as->lock);
+		pthread_mutex_unlock(&as->lock);
+		if ((j = calloc(1, sizeof(*j))) == NULL)
+			return;
+		j->kind = JOB_ASSIGNMENT;
+		j->rev = a->revision;
+		j->a = *a;
+	}
 }
 
 void *
 assign_thread(void *arg)
 {
 	struct mgr *m = arg;
+	struct mgr_assign *as = m->assign;
 	struct msg_assignments ms;
 	uint64_t rev = 0;
 	size_t i;
 
 	if (records_meta_get(m, "assign_rev", &rev) != 0)
 		rev = 0;
+	pthread_mutex_lock(&as->lock);
+	as->dispatched = as->persisted = rev;
+	if (!as->pool_started)
+		pool_start(m);
+	pthread_mutex_unlock(&as->lock);
 	while (!atomic_load(&m->stopping)) {
 		/* a malformed answer is refused whole and asked again */
 		if (control_assignments(m, rev, 25, &ms) != 0) {
@@ -589,21 +871,20 @@ assign_thread(void *arg)
 			continue;
 		}
 		for (i = 0; i < ms.n; i++) {
-			apply(m, &ms.a[i]);
-			/* persisted per assignment: a crash re-applies at most
-			 * the one in progress, and apply is idempotent */
-			if (ms.a[i].revision > rev) {
+			dispatch(m, &ms.a[i]);
+			if (ms.a[i].revision > rev)
 				rev = ms.a[i].revision;
-				records_meta_set(m, "assign_rev", rev);
-			}
 		}
 		if (ms.revision != rev) {
 			if (ms.revision < rev)
 				log_warnx("assignments: revision went back from %llu to %llu",
 				    (unsigned long long)rev, (unsigned long long)ms.revision);
 			rev = ms.revision;
-			records_meta_set(m, "assign_rev", rev);
 		}
+		pthread_mutex_lock(&as->lock);
+		as->dispatched = rev;
+		pthread_mutex_unlock(&as->lock);
+		progress(m);
 		msg_assignments_free(&ms);
 	}
 	return NULL;
@@ -613,7 +894,8 @@ assign_thread(void *arg)
  * while we run: a new activation of the same execution, not a new one.
  * The epoch moves too, so leases of the old activation are cancelled, and
  * the record's new activation makes the comparator answer capabilities for
- * the old one with activation_mismatch. assign_lock held. */
+ * the old one with activation_mismatch. In the sandbox's lane (or at
+ * start, before the lanes run). */
 static void
 relaunch(struct mgr *m, struct record *r)
 {
@@ -677,7 +959,7 @@ assign_reconcile(struct mgr *m)
 
 	if (records_all(m, &all, &n) != 0)
 		return -ENOMEM;
-	pthread_mutex_lock(&as->lock);
+	/* before any other thread: each step takes the tables' lock itself */
 	for (i = 0; i < n; i++) {
 		r = all[i];
 		if (strcmp(r.id.resident, m->cfg.incarnation) != 0) {
@@ -705,7 +987,9 @@ assign_reconcile(struct mgr *m)
 		if (r.state == EXEC_SERVING && bridge_identity_check(m, &r, &why) == 0 &&
 		    bridge_hash_check(&r, &why) == 0 &&
 		    (pfd = bridge_pidfd_open_checked(&r)) >= 0) {
+			pthread_mutex_lock(&as->lock);
 			live_set(m, r.id.sandbox, r.bridge_pid, pfd);
+			pthread_mutex_unlock(&as->lock);
 			(void)egress_attach(&r);        /* egress_init removed the old one */
 			log_info("adopted bridge of %s g%llu a%u (pid %d)", r.id.sandbox,
 			    (unsigned long long)r.id.generation, r.id.activation, (int)r.bridge_pid);
@@ -739,9 +1023,35 @@ assign_reconcile(struct mgr *m)
 				control_report(m, &r.id, "failed", "failed before sbx-manager restarted");
 		}
 	}
-	pthread_mutex_unlock(&as->lock);
 	free(all);
 	return 0;
+}
+
+/* the bridge pid of sandbox exited on its own: relaunched if the record
+ * still names it serving (a retirement queued before this moved it on),
+ * within the relaunch budget; else the execution failed. In the lane. */
+static void
+bridge_exited(struct mgr *m, const char *sandbox, pid_t pid)
+{
+	struct record r;
+
+	if (records_get(m, sandbox, &r) != 0 || r.state != EXEC_SERVING || r.bridge_pid != pid)
+		return;
+	if (relaunch_allowed(m, &r)) {
+		log_warnx("bridge of %s g%llu a%u exited: relaunching", r.id.sandbox,
+		    (unsigned long long)r.id.generation, r.id.activation);
+		relaunch(m, &r);
+		return;
+	}
+	log_warnx("bridge of %s g%llu a%u exited, relaunched %d times in %d s: failed",
+	    r.id.sandbox, (unsigned long long)r.id.generation, r.id.activation,
+	    RELAUNCH_MAX, RELAUNCH_WINDOW_S);
+	r.state = EXEC_FAILED;
+	r.epoch++;
+	if (records_put(m, &r) == 0) {
+		lease_cancel_before(m, r.id.sandbox, r.epoch);
+		fail_salvaged(m, &r, "bridge exited too often");
+	}
 }
 
 /* a bridge that exits on its own (or whose guest died, which ends the
@@ -754,7 +1064,6 @@ assign_monitor_thread(void *arg)
 	struct pollfd pf[LIVE_MAX + 1];
 	char sbx[LIVE_MAX][SPACE_ID_MAX + 1];
 	pid_t pids[LIVE_MAX];
-	struct record r;
 	struct mgr *m = arg;
 	struct mgr_assign *as = m->assign;
 	eventfd_t ev;
@@ -783,40 +1092,30 @@ assign_monitor_thread(void *arg)
 		/* the wake-up is last: pf[0..n) stay the bridges' */
 		pf[n] = (struct pollfd){ .fd = wake, .events = POLLIN };
 		if (poll(pf, (nfds_t)n + 1, 1000) > 0) {
-			pthread_mutex_lock(&as->lock);
 			for (k = 0; k < n; k++) {
+				struct job *j;
+
 				if (!(pf[k].revents & POLLIN))
 					continue;
 				waitid(P_PIDFD, (id_t)pf[k].fd, NULL, WEXITED | WNOHANG);
+				pthread_mutex_lock(&as->lock);
 				i = live_find(m, sbx[k]);
-				if (i < 0 || as->live[i].pid != pids[k])
+				if (i < 0 || as->live[i].pid != pids[k]) {
+					pthread_mutex_unlock(&as->lock);
 					continue;       /* stopped on purpose */
+				}
 				close(as->live[i].pidfd);
 				as->live[i].pidfd = 0;
-				if (records_get(m, sbx[k], &r) != 0 || r.state != EXEC_SERVING ||
-				    r.bridge_pid != pids[k])
+				pthread_mutex_unlock(&as->lock);
+				/* decided in the sandbox's lane, after whatever was
+				 * queued there before (a retirement wins) */
+				if ((j = calloc(1, sizeof(*j))) == NULL)
 					continue;
-				/* still serving under assign_lock: a retirement commits
-				 * under the same lock, so one in progress or done has
-				 * already moved the record on and wins */
-				if (relaunch_allowed(m, &r)) {
-					log_warnx("bridge of %s g%llu a%u exited: relaunching",
-					    r.id.sandbox, (unsigned long long)r.id.generation,
-					    r.id.activation);
-					relaunch(m, &r);
-					continue;
-				}
-				log_warnx("bridge of %s g%llu a%u exited, relaunched %d times in %d s: failed",
-				    r.id.sandbox, (unsigned long long)r.id.generation, r.id.activation,
-				    RELAUNCH_MAX, RELAUNCH_WINDOW_S);
-				r.state = EXEC_FAILED;
-				r.epoch++;
-				if (records_put(m, &r) == 0) {
-					lease_cancel_before(m, r.id.sandbox, r.epoch);
-					fail_salvaged(m, &r, "bridge exited too often");
-				}
+				j->kind = JOB_EXITED;
+				j->pid = pids[k];
+				if (lane_push(m, sbx[k], j) != 0)
+					log_warnx("bridge of %s exited; no lane free to relaunch it", sbx[k]);
 			}
-			pthread_mutex_unlock(&as->lock);
 		}
 		for (k = 0; k < n; k++)
 			close(pf[k].fd);
