@@ -62,7 +62,7 @@ uint_opt(const char *name, const char *v, unsigned lo, unsigned hi, unsigned *ou
 	return 0;
 }
 
-/* the credential file: ours or root's, not readable by others, one line */
+/* the credential file: a regular file others cannot read, one line */
 static int
 read_cred(const char *path, char **out)
 {
@@ -77,9 +77,11 @@ read_cred(const char *path, char **out)
 			fclose(f);
 		return -1;
 	}
-	if (!S_ISREG(sb.st_mode) || (sb.st_mode & 077) != 0) {
-		fprintf(stderr, "space-edge: %s: must be a regular file not open to group or others\n",
-		    path);
+	/* readable by a group is allowed: an orchestrator hands secrets to a
+	 * non-root process through its group (Kubernetes: fsGroup, 0440) */
+	if (!S_ISREG(sb.st_mode) || (sb.st_mode & 027) != 0) {
+		fprintf(stderr, "space-edge: %s: must be a regular file that others cannot read "
+		    "and its group cannot write\n", path);
 		fclose(f);
 		return -1;
 	}
