@@ -406,8 +406,9 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 		atomic_fetch_add(&e->st.cache_hits, 1);
 
 	r = route_call(rc, sandbox, &ops, &x, &res);
-	if (res.repaired) {
-		/* the attempt after a repair is the rebuilt one */
+	if (res.repaired && r != -EIO && r != -EREMOTEIO && r != -EPROTO && r != -ENOMEM) {
+		/* the attempt after a repair is the rebuilt one (none was made
+		 * when the resolution that followed the refusal failed) */
 		atomic_fetch_add(&e->st.rebuilt, 1);
 		if (r == -ESTALE)
 			atomic_fetch_add(&e->st.refresh_failed, 1);
