@@ -182,8 +182,19 @@ try {
 	const shellPid = await page.evaluate(() => Number(document.getElementById('term-status').textContent.replace(/.*pid /, '')));
 	ok(await waitFor(page, 'new shell listed', (pid) => !!document.querySelector(`#processes tr[data-pid="${pid}"] select`), shellPid),
 		`the new shell (pid ${shellPid}) is listed`);
+	// attach to it from the list: the terminal takes it over
+	await page.click(`#processes tr[data-pid="${shellPid}"] button[data-attach]`);
+	ok(await waitFor(page, 'attached', (pid) => document.getElementById('term-status').textContent === `attached: pid ${pid}`, shellPid),
+		'attaching to the shell from the processes list');
+	await page.click('#term');
+	await page.keyboard.type('echo attached-$((2*21))\n');
+	ok(await waitFor(page, 'attached output', () => document.querySelector('#term .xterm-rows').textContent.includes('attached-42')),
+		'... and a command typed there runs in it');
+	const renders = await page.$eval('#processes', (t) => t.dataset.renders);
+	await page.click('button[data-tab=processes]');
+	await waitFor(page, 'processes again', (n) => document.getElementById('processes').dataset.renders !== n, renders);
 	await page.select(`#processes tr[data-pid="${shellPid}"] select`, '9');
-	await page.click(`#processes tr[data-pid="${shellPid}"] button`);
+	await page.click(`#processes tr[data-pid="${shellPid}"] button:not([data-attach])`);
 	ok(await waitFor(page, 'killed shell', () => /exited \(signal 9\)/.test(document.getElementById('term-status').textContent)),
 		'KILL sent from the processes list ends it: the terminal says so');
 

@@ -86,7 +86,8 @@ async function act(what, fn) {
   refresh();
 }
 
-async function pickWorker(s) {
+async function pickWorker(id) {
+  const s = await api('GET', '/sandboxes/' + id);
   const w = await api('GET', '/workers');
   const cur = s.execution && s.execution.worker;
   const names = (w.workers || []).map((x) => x.id);
@@ -94,14 +95,16 @@ async function pickWorker(s) {
   return prompt(`Move ${s.id} to which worker? (${names.join(', ')})`, other);
 }
 
-function actions(s) {
-  const id = s.id, box = el('span');
+// the buttons of one sandbox; made once per row or page (a refresh does
+// not replace them under the pointer)
+function actions(id) {
+  const box = el('span');
   const b = (label, fn) => box.append(el('button', { 'data-act': label.toLowerCase(), onclick: fn }, label));
   b('Pause', () => confirm(`Pause ${id}?`) && act('pause', () => api('POST', `/sandboxes/${id}/pause`, {})));
   b('Resume', () => confirm(`Resume ${id}?`) && act('resume', () => api('POST', `/sandboxes/${id}/resume`, {})));
   b('Move', async () => {
     let to;
-    try { to = await pickWorker(s); } catch (e) { showError(`move: ${e.message}`); return; }
+    try { to = await pickWorker(id); } catch (e) { showError(`move: ${e.message}`); return; }
     if (to && confirm(`Move ${id} to ${to}?`)) act('move', () => api('POST', `/sandboxes/${id}/move`, { to }));
   });
   b('Snapshot', () => {
@@ -119,14 +122,17 @@ function actions(s) {
 async function renderList() {
   const r = await api('GET', '/sandboxes');
   const tb = $('sandboxes').querySelector('tbody');
+  const old = new Map([...tb.children].map((row) => [row.dataset.id, row]));
   const rows = (r.sandboxes || []).map((s) => {
     const x = s.execution || {};
-    return el('tr', { 'data-id': s.id },
-      el('td', {}, el('a', { href: '#/sandbox/' + s.id }, s.id)),
-      el('td', { class: 'st' }, s.state), el('td', {}, s.template),
-      el('td', {}, x.generation), el('td', {}, x.worker),
-      el('td', {}, fmtTime(s.created_at)), el('td', {}, fmtTimeouts(s.timeouts)),
-      el('td', {}, actions(s)));
+    let row = old.get(s.id);
+    if (!row) {
+      row = el('tr', { 'data-id': s.id }, el('td', {}, el('a', { href: '#/sandbox/' + s.id }, s.id)),
+        el('td', { class: 'st' }), el('td'), el('td'), el('td'), el('td'), el('td'), el('td', {}, actions(s.id)));
+    }
+    [s.state, s.template, x.generation, x.worker, fmtTime(s.created_at), fmtTimeouts(s.timeouts)]
+      .forEach((v, i) => { row.children[i + 1].textContent = v == null ? '' : String(v); });
+    return row;
   });
   tb.replaceChildren(...rows);
   $('list-empty').classList.toggle('hidden', rows.length > 0);
@@ -136,7 +142,10 @@ async function renderSandbox(id) {
   const s = await api('GET', '/sandboxes/' + id);
   $('sbx-id').textContent = s.id;
   $('sbx-state').textContent = s.state;
-  $('sbx-actions').replaceChildren(actions(s));
+  if ($('sbx-actions').dataset.id !== s.id) {
+    $('sbx-actions').replaceChildren(actions(s.id));
+    $('sbx-actions').dataset.id = s.id;
+  }
   const hist = s.history || [];
   $('timeline').querySelector('tbody').replaceChildren(...hist.map((h) => el('tr', {},
     el('td', {}, h.generation), el('td', {}, h.worker), el('td', {}, h.substrate),
@@ -348,6 +357,7 @@ async function listProcesses() {
         el('td', {}, p.state === 'exited' ? '' : el('span', {}, sel, btn,
           el('button', { 'data-attach': p.pid, onclick: () => { tab('terminal'); openTerminal(p.pid, !!p.pty); } }, 'Attach'))));
     }));
+    $('processes').dataset.renders = String(Number($('processes').dataset.renders || 0) + 1);
   } catch (e) { showError(`processes: ${e.message}`); }
 }
 
