@@ -58,6 +58,33 @@ async function waitFor(page, what, fn, arg, timeout = 20000) {
 	}
 }
 
+// a lifecycle button of the sandbox page, until done; an operation still
+// ending (the snapshot's) is a 409 the page shows: click again, at most 5
+// times
+async function lifecycle(page, act, done) {
+	for (let i = 0; i < 5; i++) {
+		await page.$eval('#error', (e) => { e.textContent = ''; });
+		await page.click(`#sbx-actions button[data-act=${act}]`);
+		const w1 = page.waitForFunction(done, { timeout: 60000, polling: 200 });
+		const w2 = page.waitForFunction(() => document.getElementById('error').textContent !== '',
+			{ timeout: 60000, polling: 200 });
+		w1.catch(() => {});
+		w2.catch(() => {});
+		try {
+			await Promise.race([w1, w2]);
+		} catch (e) {
+			diag(`${act}: ${e.message.split('\n')[0]}; state ${await page.$eval('#sbx-state', (x) => x.textContent)}`);
+			return false;
+		}
+		if (await page.evaluate(done)) return true;
+		const err = await page.$eval('#error', (e) => e.textContent);
+		diag(`${act}: ${err}`);
+		if (!/ 409 /.test(' ' + err.replace(/^[a-z]+: /, ''))) return false;
+		await new Promise((r) => setTimeout(r, 1000));
+	}
+	return false;
+}
+
 try {
 	// ---- the page itself, and its policy
 	const page = await newPage();
@@ -204,12 +231,10 @@ try {
 	ok(await waitFor(page, 'snapshot', () => [...document.querySelectorAll('#snapshots tbody tr')]
 		.some((r) => r.children[2].textContent === 'ready'), undefined, 30000),
 		'a snapshot taken from the page is listed, ready');
-	await page.click('#sbx-actions button[data-act=pause]');
-	ok(await waitFor(page, 'paused', () => document.getElementById('sbx-state').textContent === 'paused', undefined, 60000),
+	ok(await lifecycle(page, 'pause', () => document.getElementById('sbx-state').textContent === 'paused'),
 		'paused from the page');
-	await page.click('#sbx-actions button[data-act=resume]');
-	ok(await waitFor(page, 'resumed', () => document.getElementById('sbx-state').textContent === 'running' &&
-		document.querySelectorAll('#timeline tbody tr').length === 3, undefined, 60000),
+	ok(await lifecycle(page, 'resume', () => document.getElementById('sbx-state').textContent === 'running' &&
+		document.querySelectorAll('#timeline tbody tr').length === 3),
 		'resumed from the page: running, generation 3 in the timeline');
 	await shot(page, '08-resumed');
 
