@@ -252,6 +252,7 @@ fs_stat(struct envd *x)
 	enum MHD_Result ret;
 	json_t *in;
 
+	space_answer_init(&a);
 	if ((in = unary_in(x, keys, &ret)) == NULL)
 		return ret;
 	if (abs_path(jstr(in, "path"), path, sizeof(path)) < 0)
@@ -1413,6 +1414,7 @@ write_one(struct envd *x, const char *path, int fd, struct space_answer *a)
 	json_t *b;
 	int r, tries;
 
+	space_answer_init(a);
 	if (q == NULL)
 		return -1;
 	for (tries = 0; tries < 2; tries++) {
