@@ -23,7 +23,7 @@ main(int argc, char **argv)
 	struct sockaddr_un sa;
 	struct frame f = { 0 };
 	enum proto_role peer;
-	json_t *req = NULL;
+	json_t *req = NULL, *claims;
 	char *txt = NULL;
 	uint64_t total = 0;
 	int fd = -1, r, ret = 1;
@@ -48,8 +48,13 @@ main(int argc, char **argv)
 		fprintf(stderr, "bench_framecat: HELLO refused\n");
 		goto out;
 	}
-	req = json_pack("{s:s,s:s,s:s,s:{s:s}}", "op", "fs.read", "sandbox", argv[2],
-	    "claims", argv[3], "args", "path", argv[4]);
+	/* the claims travel as the object itself, not as its text */
+	if ((claims = json_loads(argv[3], 0, NULL)) == NULL) {
+		fprintf(stderr, "bench_framecat: the claims are not JSON\n");
+		goto out;
+	}
+	req = json_pack("{s:s,s:s,s:o,s:{s:s}}", "op", "fs.read", "sandbox", argv[2],
+	    "claims", claims, "args", "path", argv[4]);
 	txt = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	if (!txt || frame_write_json(fd, MSG_REQUEST, txt) != 0) {
 		fprintf(stderr, "bench_framecat: cannot send the request\n");

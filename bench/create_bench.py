@@ -55,7 +55,8 @@ def bench_concurrent(P, plat, n):
                     running[s["id"]] = now
                 elif s["state"] in ("failed", "killed") and s["id"] in ids.values():
                     failed[s["id"]] = s["state"]
-        if all(not t.is_alive() for t in th) and len(running) + len(failed) >= len(ids):
+        mine = set(ids.values())
+        if all(not t.is_alive() for t in th) and len(mine & set(running)) + len(failed) >= len(ids):
             break
         time.sleep(0.01)
     for t in th:

@@ -164,9 +164,15 @@ class Platform:
     def children(self):
         return pids_where(lambda p: ppid(p) == self.up.pid) if self.up else []
 
-    def bridges(self):
+    def bridges(self, top=False):
+        """the bridges' processes; top: only those whose parent is not one
+        (a bridge's own children, e.g. its serving child or a template's
+        root monitor, are in its tree)"""
         tag = "--run-dir " + self.data + "/w"
-        return pids_where(lambda p: "spaced-host" in cmdline(p) and tag in cmdline(p))
+        ps = pids_where(lambda p: "spaced-host" in cmdline(p) and tag in cmdline(p))
+        if top:
+            ps = [p for p in ps if ppid(p) not in ps]
+        return ps
 
     def stop(self):
         if self.up and self.up.poll() is None:
@@ -376,6 +382,8 @@ def bridge_read_null(sock, sbx, claims, path):
     try:
         spc.send_frame(s, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1}))
         spc.recv_frame(s)
+        if isinstance(claims, str):
+            claims = json.loads(claims)     # the object, not its text
         spc.send_frame(s, "REQUEST", json.dumps({"op": "fs.read", "sandbox": sbx,
                                                  "claims": claims, "args": {"path": path}}))
         name, body = spc.recv_frame(s)
@@ -763,7 +771,7 @@ def bench_memory(plat, n):
         plat.space("exec", s, "--", "true")
     time.sleep(2)
     per, cg = [], []
-    for b in plat.bridges():
+    for b in plat.bridges(top=True):
         if any(s in cmdline(b) for s in sbxs):
             per.append(mem_tree(b))
             cg.append(cgroup_mem_kb(b))

@@ -426,7 +426,7 @@ def bench_idle_streams(P, plat, target, per_sbx, nsbx):
     routes = [P.Route(plat, s) for s in sbxs]
     for s in sbxs:
         plat.space("exec", s, "--", "true")
-    bridges = [b for b in plat.bridges() if any(s in P.cmdline(b) for s in sbxs)]
+    bridges = [b for b in plat.bridges(top=True) if any(s in P.cmdline(b) for s in sbxs)]
     loop = asyncio.new_event_loop()
     opened, why = [], None
     args = {"argv": ["cat"]}
@@ -503,6 +503,6 @@ def bench_idle_streams(P, plat, target, per_sbx, nsbx):
                                                      "" if top >= target else " (of %d: %s)" % (target, why)),
                        "%.0f KiB at 1 stream" % per(1, plat_hops, 1),
                        "%.2fx" % (per(top, plat_hops, 1) / max(per(1, plat_hops, 1), 1e-9))))
-        P.ROWS.append(("... threads per idle stream (node-api, sbx-manager, bridge x2); spaced-guest's growth",
+        P.ROWS.append(("... threads per idle stream (node-api, sbx-manager, bridge); spaced-guest's growth",
                        "%.2f; %.0f KiB per stream" % (per(top, plat_hops, 2), per(top, hops[3:4], 1)),
                        "-", "-"))

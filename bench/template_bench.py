@@ -134,7 +134,7 @@ def idle(P, plat, n, template):
             plat.space("exec", s, "--", "true")
         time.sleep(2)
         per, cg = [], []
-        for b in plat.bridges():
+        for b in plat.bridges(top=True):
             if any(s in P.cmdline(b) for s in sbxs):
                 per.append(P.mem_tree(b))
                 cg.append(P.cgroup_mem_kb(b))
