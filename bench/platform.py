@@ -921,7 +921,7 @@ def main():
     ap.add_argument("--big-mib", type=int, default=512)
     ap.add_argument("--big-runs", type=int, default=5)
     ap.add_argument("--stream-iters", type=int, default=300, help="rounds of the stream latency")
-    ap.add_argument("--stream-mib", type=int, default=256, help="MiB of stdout for the stream throughput")
+    ap.add_argument("--stream-mib", type=int, default=128, help="MiB of stdout for the stream throughput")
     ap.add_argument("--stream-runs", type=int, default=3)
     ap.add_argument("--streams", type=int, default=1000, help="idle streams to open")
     ap.add_argument("--concurrent", type=int, default=100, help="sandboxes created at once")
