@@ -219,7 +219,11 @@ create_tx(struct store *s, void *arg)
 		return rc;
 	if ((rc = R(s)->audit(s, x->owner, "sandbox.create", x->id, NULL)) < 0)
 		return rc;
-	/* loaded inside the transaction, so the answer is what gets committed */
+	/* loaded inside the transaction, so the answer is what gets committed;
+	 * a transaction run again (PostgreSQL's serialization retries) drops
+	 * the answer of its earlier run */
+	json_decref(*x->out);
+	*x->out = NULL;
 	return R(s)->sandbox_load(s, x->owner, x->id, x->out);
 }
 
@@ -308,6 +312,8 @@ kill_tx(struct store *s, void *arg)
 	}
 	if ((rc = R(s)->audit(s, x->owner, "sandbox.kill", x->id, NULL)) < 0)
 		return rc;
+	json_decref(*x->out);           /* an earlier run's answer (a retry) */
+	*x->out = NULL;
 	return R(s)->sandbox_load(s, x->owner, x->id, x->out);
 }
 

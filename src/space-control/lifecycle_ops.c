@@ -249,6 +249,8 @@ start_tx(struct store *s, void *arg)
 	snprintf(action, sizeof(action), "sandbox.%s", rq->kind);
 	if ((rc = R(s)->audit(s, x->owner, action, x->sandbox, detail)) < 0)
 		goto out;
+	json_decref(*x->out);           /* an earlier run's answer (a retry) */
+	*x->out = NULL;
 	if (streq(rq->kind, "snapshot")) {
 		*x->out = json_pack("{s:{s:s,s:s?,s:s,s:n}}", "snapshot", "id", rq->snapshot_id,
 		    "name", rq->name, "state", "pending", "digest");
