@@ -38,13 +38,19 @@ await check('env and cwd of a command', async () => {
 	return r.stdout === 'hi there\n/tmp\n'
 })
 await check('output arrives while the command runs', async () => {
-	let first = null
-	const t0 = Date.now()
-	const r = await sbx.commands.run('echo one; sleep 1; echo two', {
-		onStdout: (d) => { if (first === null) first = Date.now() - t0 }
-	})
-	// the first line came before the command ended
-	return r.stdout === 'one\ntwo\n' && first !== null && first < (Date.now() - t0)
+	// the command prints "one", then waits for a file that is written only
+	// once "one" has reached this client: without streaming it never ends
+	let released = null
+	const r = await sbx.commands.run(
+		'echo one; i=0; while [ ! -e /tmp/go ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; ' +
+		'[ -e /tmp/go ] && echo two', {
+			onStdout: (d) => {
+				if (released === null && d.includes('one'))
+					released = sbx.files.write('/tmp/go', 'go')
+			}
+		})
+	if (released) await released
+	return r.stdout === 'one\ntwo\n'
 })
 await check('background command: list, stdin, kill', async () => {
 	const h = await sbx.commands.run('cat > /tmp/bg.out; sleep 600', { background: true, stdin: true })
