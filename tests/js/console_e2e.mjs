@@ -9,7 +9,7 @@
 // SPACE_API_KEY, SPACE_ROUTE_CACHE, SPACE (the CLI), CHROMIUM, SHOTS (a
 // directory for the screenshots).
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
 
 let failed = 0;
@@ -133,6 +133,18 @@ try {
 	await page.click('#files a[data-file="/tmp/from-api.txt"]');
 	ok(await waitFor(page, 'file shown', () => document.getElementById('file-text').textContent === 'written-by-the-api\n'),
 		'and its text is shown');
+	// download: the browser saves the bytes
+	const dl = `${process.env.HOME}/downloads`;
+	mkdirSync(dl, { recursive: true });
+	const cdp = await page.createCDPSession();
+	await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dl });
+	await page.$eval('#files a[data-file="/tmp/from-api.txt"]', (a) => a.closest('tr').querySelector('button').click());
+	let got = null;
+	for (let i = 0; i < 50 && got === null; i++) {
+		await new Promise((r) => setTimeout(r, 200));
+		if (existsSync(`${dl}/from-api.txt`)) got = readFileSync(`${dl}/from-api.txt`, 'utf8');
+	}
+	ok(got === 'written-by-the-api\n', 'downloading it saves its bytes');
 	await page.click('#files-mkdir');
 	ok(await waitFor(page, 'mkdir', () => !!document.querySelector('#files a[data-dir="/tmp/made-in-browser"]')),
 		'a directory made in the browser is listed');
