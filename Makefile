@@ -109,6 +109,8 @@ CONSOLE_FILES  := /=web/console/index.html /app.js=web/console/app.js \
                   /xterm.css=$(B)/web/node_modules/@xterm/xterm/css/xterm.css \
                   /addon-fit.js=$(B)/web/node_modules/@xterm/addon-fit/lib/addon-fit.js
 $(CONSOLE_VENDOR): web/console/package.json web/console/package-lock.json
+	@command -v npm >/dev/null || { echo "make: npm is needed to fetch the web console's" \
+	    "xterm.js (docs/console.md): install Debian's npm package" >&2; exit 1; }
 	@mkdir -p $(B)/web
 	cp web/console/package.json web/console/package-lock.json $(B)/web/
 	cd $(B)/web && npm ci --no-audit --no-fund --loglevel=error
