@@ -223,7 +223,7 @@ async function listFiles(dir) {
       const p = joinPath(dir, f.name);
       const name = f.type === 'dir'
         ? el('a', { href: '#', 'data-dir': p, onclick: (ev) => { ev.preventDefault(); listFiles(p); } }, f.name + '/')
-        : el('a', { href: '#', 'data-file': p, onclick: (ev) => { ev.preventDefault(); viewFile(p); } }, f.name);
+        : el('a', { href: '#', 'data-file': p, onclick: (ev) => { ev.preventDefault(); viewFile(p, f.size); } }, f.name);
       const acts = el('span');
       if (f.type === 'file') acts.append(el('button', { onclick: () => downloadFile(p, f.name) }, 'Download'));
       acts.append(el('button', { onclick: () => removePath(p, f.type === 'dir') }, 'Remove'));
@@ -235,16 +235,22 @@ async function listFiles(dir) {
   } catch (e) { showError(`list ${dir}: ${e.message}`); }
 }
 
-async function viewFile(p) {
+const VIEW_MAX = 1 << 20;
+
+async function viewFile(p, size) {
+  $('file-name').textContent = p;
+  $('file-view').classList.remove('hidden');
+  if (size > VIEW_MAX) {
+    $('file-text').textContent = `(${size} bytes: too large to show here, download it)`;
+    return;
+  }
   try {
     const r = await node('GET', current, 'files?path=' + encodeURIComponent(p), undefined, true);
     const buf = await r.arrayBuffer();
     let text;
-    try { text = new TextDecoder('utf-8', { fatal: true }).decode(buf.slice(0, 1 << 20)); }
+    try { text = new TextDecoder('utf-8', { fatal: true }).decode(buf.slice(0, VIEW_MAX)); }
     catch (_) { text = `(${buf.byteLength} bytes, not UTF-8 text: download it)`; }
-    $('file-name').textContent = p;
     $('file-text').textContent = text;
-    $('file-view').classList.remove('hidden');
   } catch (e) { showError(`read ${p}: ${e.message}`); }
 }
 
