@@ -991,7 +991,9 @@ def main():
             if want("idlestreams"):
                 per = 63
                 stream_bench.bench_idle_streams(P, plat, a.streams, per,
-                                                max(1, -(-a.streams // per)))
+                                                max(1, -(-a.streams // per)),
+                                                probe=(sbx, Route(plat, sbx, "exec,fs:r,pty")),
+                                                probe_iters=max(20, a.stream_iters // 2))
     except (RuntimeError, AssertionError, OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
         log("bench: platform: %s: %s" % (type(e).__name__, e))
         try:

@@ -419,9 +419,12 @@ def idle_sandboxes(P, plat, n):
     raise RuntimeError("sandboxes not running after 120 s")
 
 
-def bench_idle_streams(P, plat, target, per_sbx, nsbx):
+def bench_idle_streams(P, plat, target, per_sbx, nsbx, probe=None, probe_iters=200):
     """target idle streams over nsbx sandboxes, per_sbx at most on each
-    (the bridge serves SPACE_STREAMS_PER_SBX operations at once)."""
+    (the bridge serves SPACE_STREAMS_PER_SBX operations at once).
+    probe: (sandbox, Route) of another sandbox on the worker, whose pipe
+    echo through the WebSocket is timed with no idle stream and with all
+    of them open."""
     sbxs = idle_sandboxes(P, plat, nsbx)
     routes = [P.Route(plat, s) for s in sbxs]
     for s in sbxs:
@@ -443,8 +446,21 @@ def bench_idle_streams(P, plat, target, per_sbx, nsbx):
         return await asyncio.gather(*[one(k) for k in range(k0, k1)], return_exceptions=True)
 
     samples = {}
+    lat = {}
+    echo = None
     t_open = None
+
+    def time_echo(k):
+        if echo is None:
+            return
+        for _ in range(10):
+            echo.sample()
+        lat[k] = [echo.sample() for _ in range(probe_iters)]
     try:
+        if probe:       # open before the baseline: it is in every sample
+            cap = probe[1].get()
+            echo = WsEcho(loop, ws_url(probe[1].endpoint, probe[0], {"argv": ["cat"]}), cap, STDOUT)
+            time_echo(0)
         time.sleep(1)
         samples[0] = hop_mem(P, plat, bridges)
         for goal in (1, target):
@@ -461,9 +477,17 @@ def bench_idle_streams(P, plat, target, per_sbx, nsbx):
                 t_open = time.time() - t0
             time.sleep(2)
             samples[len(opened)] = hop_mem(P, plat, bridges)
+            if goal > 1:
+                time_echo(len(opened))
             if why:
                 break
     finally:
+        if echo is not None:
+            try:
+                echo.close()
+            except Exception:   # noqa: BLE001 (cleanup)
+                pass
+
         async def close_all():
             await asyncio.gather(*[w.close() for w in opened], return_exceptions=True)
         loop.run_until_complete(close_all())
@@ -490,6 +514,15 @@ def bench_idle_streams(P, plat, target, per_sbx, nsbx):
         tot = sum(samples[k].get(h, (0,) * 4)[i] - samples[0].get(h, (0,) * 4)[i] for h in hs)
         return tot / float(k)
     plat_hops = hops[:3]
+    if len(lat) == 2:
+        a, b = lat[0], lat[max(lat)]
+        P.log("a byte through pipes on another sandbox's stream (WebSocket, %d rounds), us: median %.0f p99 %.0f"
+              " with no idle stream; median %.0f p99 %.0f with %d open" % (
+                  probe_iters, P.pct(a, 50), P.pct(a, 99), P.pct(b, 50), P.pct(b, 99), max(lat)))
+        P.ROWS.append(("a byte through pipes (WebSocket) beside %d idle streams, median (p99)" % max(lat),
+                       "%.0f us (%.0f)" % (P.pct(b, 50), P.pct(b, 99)),
+                       "no idle stream %.0f us (%.0f)" % (P.pct(a, 50), P.pct(a, 99)),
+                       "%.2fx" % (P.pct(b, 50) / P.pct(a, 50))))
     if top > 1 and 1 in samples:
         P.log("per stream, RSS (KiB): node-api + sbx-manager + bridges: at 1 %.0f, at %d %.0f;"
               " with the guests' side %.0f, at %d %.0f; threads per stream at %d: %.2f"
