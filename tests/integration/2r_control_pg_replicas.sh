@@ -1,16 +1,16 @@
 #!/bin/sh
-# Two space-control replicas A and B on one PostgreSQL (a fresh cluster of
-# the test's own, tests/lib_pg.sh), sharing nothing else but the signing
-# keys' directory (docs/control-plane.md, "Several replicas"):
+# Three space-control replicas A, B and C on one PostgreSQL (a fresh
+# cluster of the test's own, tests/lib_pg.sh), sharing nothing else but
+# the signing keys' directory (docs/control-plane.md, "Several replicas"):
 #  1. a worker long-polling A gets an install that B committed, woken by
 #     the store's notification (LISTEN/NOTIFY), not by A reading the table;
-#  2. creates and capability issuance alternate between A and B: every
-#     create placed once, every route answered by both with the same
-#     generation, signed by keys both publish;
-#  3. the same move sent to A and B at once: exactly one 202;
-#  4. A killed (-9) during a burst of creates sent to both: B keeps
-#     serving (creates, routes, a worker's long-poll), every create A or B
-#     acknowledged is stored, and no generation is issued twice;
+#  2. creates and capability issuance alternate between A, B and C: every
+#     create placed once, every route answered by all three with the same
+#     generation, signed by keys all three publish;
+#  3. the same move sent to A, B and C at once: exactly one 202;
+#  4. A killed (-9) during a burst of creates sent to all three: B and C
+#     keep serving (creates, routes, a worker's long-poll), every
+#     acknowledged create is stored, and no generation is issued twice;
 #  5. A started again: it serves the same state as B.
 # Workers are simulated with curl and a python loop.
 # ci: once
@@ -23,11 +23,11 @@ fi
 
 T=$(mktemp -d)
 D=$T/data
-PIDA= PIDB= BURST=
+PIDA= PIDB= PIDC= BURST=
 cleanup() {
 	rc=$?
-	for p in $BURST $PIDA $PIDB; do kill "$p" 2>/dev/null; done
-	for p in $BURST $PIDA $PIDB; do wait "$p" 2>/dev/null; done
+	for p in $BURST $PIDA $PIDB $PIDC; do kill "$p" 2>/dev/null; done
+	for p in $BURST $PIDA $PIDB $PIDC; do wait "$p" 2>/dev/null; done
 	if [ "$_tap_fail" != 0 ] || [ "$rc" != 0 ]; then
 		L=$(dirname "$SPACE_BIN")/test-logs/2r-daemons
 		rm -rf "$L"; mkdir -p "$L"; cp "$T"/*.log "$L/" 2>/dev/null
@@ -46,6 +46,9 @@ on_pg() { true; }       # sql (tests/lib.sh) reads the cluster
 PA=$(free_port)
 PB=$(free_port)
 while [ "$PB" = "$PA" ]; do PB=$(free_port); done
+PC=$(free_port)
+while [ "$PC" = "$PA" ] || [ "$PC" = "$PB" ]; do PC=$(free_port); done
+UC=http://127.0.0.1:$PC
 UA=http://127.0.0.1:$PA
 UB=http://127.0.0.1:$PB
 
@@ -69,8 +72,9 @@ W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/cli.log")
 W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/cli.log")
 check "replica A started" start A "$PA"
 check "replica B started on the same database" start B "$PB"
-check "both listen for the other's assignments" \
-	sh -c "grep -q 'listening for other replicas' '$T/A.log' && grep -q 'listening for other replicas' '$T/B.log'"
+check "replica C started on the same database" start C "$PC"
+check "all three listen for the others' assignments" sh -c \
+	"for n in A B C; do grep -q 'listening for other replicas' '$T/'\$n.log || exit 1; done"
 is "w1 registers (through A)" "$(req "$UA" POST /v1/workers/w1/register "$W1" '{"incarnation":"i1","endpoint":"http://127.0.0.1:9001","capacity":200}')" 200
 is "w2 registers (through B)" "$(req "$UB" POST /v1/workers/w2/register "$W2" '{"incarnation":"i2","endpoint":"http://127.0.0.1:9002","capacity":200}')" 200
 fetch "$UA" w1 "$W1" 0
@@ -91,15 +95,15 @@ is "w1's long-poll at A returns B's install" \
 N1=$(notifications "$UA")
 check "... A received the store's notification of it ($N0 -> $N1)" test "${N1:-0}" -gt "${N0:-0}"
 
-# ---- 2. creates and capabilities alternating between A and B ----
+# ---- 2. creates and capabilities alternating between A, B and C ----
 bad=0 ids=
 for i in $(seq 1 20); do
-	[ $((i % 2)) = 0 ] && u=$UA || u=$UB
+	case $((i % 3)) in 0) u=$UA ;; 1) u=$UB ;; *) u=$UC ;; esac
 	[ $((i % 4)) -lt 2 ] && w=w1 || w=w2
 	[ "$(req "$u" POST /v1/sandboxes "$K" "{\"worker\":\"$w\"}")" = 201 ] || bad=$((bad + 1))
 	ids="$ids $(jget id)"
 done
-is "20 creates alternating A/B: all 201" "$bad" 0
+is "20 creates alternating A/B/C: all 201" "$bad" 0
 # the workers: every install reported serving, through A or B alternately
 cat >"$T/serve.py" <<'EOF'
 import json, sys, urllib.request
@@ -132,10 +136,13 @@ bad=0
 for s in $ids; do
 	ga=$(req "$UA" POST "/v1/sandboxes/$s/routes" "$K" '{"access":["exec"]}'); ra=$(jget route.generation); ca=$(jget capability)
 	gb=$(req "$UB" POST "/v1/sandboxes/$s/routes" "$K" '{"access":["exec"]}'); rb=$(jget route.generation); cb=$(jget capability)
-	[ "$ga $gb $ra $rb" = "200 200 1 1" ] && [ -n "$ca" ] && [ -n "$cb" ] || { bad=$((bad + 1)); diag "$s: $ga $gb gen $ra $rb"; }
+	gc=$(req "$UC" POST "/v1/sandboxes/$s/routes" "$K" '{"access":["exec"]}'); rc=$(jget route.generation); cc=$(jget capability)
+	[ "$ga $gb $gc $ra $rb $rc" = "200 200 200 1 1 1" ] && [ -n "$ca" ] && [ -n "$cb" ] && [ -n "$cc" ] ||
+		{ bad=$((bad + 1)); diag "$s: $ga $gb $gc gen $ra $rb $rc"; }
 done
-is "capabilities from A and B for every sandbox: 200, generation 1 from both" "$bad" 0
-is "both replicas publish the same keys" "$(curl -s "$UA/v1/keys" | md5sum)" "$(curl -s "$UB/v1/keys" | md5sum)"
+is "capabilities from A, B and C for every sandbox: 200, generation 1 from each" "$bad" 0
+KA=$(curl -s "$UA/v1/keys" | md5sum)
+is "the three replicas publish the same keys" "$KA $KA" "$(curl -s "$UB/v1/keys" | md5sum) $(curl -s "$UC/v1/keys" | md5sum)"
 
 # ---- 3. the same move through A and B at once ----
 M=$(echo $ids | cut -d' ' -f1)
@@ -143,13 +150,16 @@ M=$(echo $ids | cut -d' ' -f1)
 MA=$!
 (T=$T/mb; mkdir "$T"; echo "$(req "$UB" POST "/v1/sandboxes/$M/move" "$K" '{"to":"w2"}')" >"$T/code") &
 MB=$!
-wait "$MA" "$MB"
-is "a move sent to A and B at once: one 202, one 409" "$(cat "$T/ma/code" "$T/mb/code" | sort | tr '\n' ' ')" "202 409 "
+(T=$T/mc; mkdir "$T"; echo "$(req "$UC" POST "/v1/sandboxes/$M/move" "$K" '{"to":"w2"}')" >"$T/code") &
+MC=$!
+wait "$MA" "$MB" "$MC"
+is "a move sent to A, B and C at once: one 202, two 409" \
+	"$(cat "$T/ma/code" "$T/mb/code" "$T/mc/code" | sort | tr '\n' ' ')" "202 409 409 "
 
 # ---- 4. A killed -9 during a burst of creates to both ----
 cat >"$T/burst.sh" <<EOF
 for i in \$(seq 1 40); do
-	for u in $UA $UB; do
+	for u in $UA $UB $UC; do
 		out=\$(curl -s -m 10 -w ' %{http_code}' -X POST -H "Authorization: Bearer $K" \
 			--data-binary '{"worker":"w2"}' "\$u/v1/sandboxes")
 		echo "\$u \$out"
@@ -164,19 +174,22 @@ kill -9 "$PIDA"; wait "$PIDA" 2>/dev/null; PIDA=
 wait "$BURST"; BURST=
 ACKA=$(grep "^$UA " "$T/burst" | grep -c ' 201$')
 ACKB=$(grep "^$UB " "$T/burst" | grep -c ' 201$')
-diag "burst: A acknowledged $ACKA creates before its kill, B $ACKB"
-is "B answered every create of the burst with 201" "$ACKB" 40
+ACKC=$(grep "^$UC " "$T/burst" | grep -c ' 201$')
+diag "burst: A acknowledged $ACKA creates before its kill, B $ACKB, C $ACKC"
+is "B and C answered every create of the burst with 201" "$ACKB $ACKC" "40 40"
 missing=0
 for s in $(grep ' 201$' "$T/burst" | grep -o '"id": *"sbx_[^"]*"' | sed 's/.*"\(sbx_[^"]*\)"/\1/'); do
 	[ "$(sql "SELECT COUNT(*) FROM sandboxes WHERE id='$s'")" = 1 ] || missing=$((missing + 1))
 done
-is "every acknowledged create (A's and B's) is stored" "$missing/$(grep ' 201$' "$T/burst" | grep -c '"sbx_')" "0/$((ACKA + ACKB))"
+is "every acknowledged create (A's and B's) is stored" "$missing/$(grep ' 201$' "$T/burst" | grep -c '"sbx_')" "0/$((ACKA + ACKB + ACKC))"
 is "after the kill, a create through B -> 201" "$(req "$UB" POST /v1/sandboxes "$K" '{"worker":"w1"}')" 201
 S9=$(jget id)
 fetch "$UB" w1 "$W1" 10
 check "... and w1, long-polling B, gets its install" grep -q "\"sandbox\": *\"$S9\"" "$T/a_w1"
 is "a route through B for a sandbox A created -> 200" \
-	"$(req "$UB" POST "/v1/sandboxes/$(echo $ids | cut -d' ' -f2)/routes" "$K" '{"access":["exec"]}')" 200
+	"$(req "$UB" POST "/v1/sandboxes/$(echo $ids | cut -d' ' -f3)/routes" "$K" '{"access":["exec"]}')" 200
+is "... and through C" \
+	"$(req "$UC" POST "/v1/sandboxes/$(echo $ids | cut -d' ' -f3)/routes" "$K" '{"access":["exec"]}')" 200
 is "no generation issued twice, none skipped (every sandbox: 1..max)" \
 	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, COUNT(*) c, COUNT(DISTINCT generation) d, MAX(generation) m FROM executions GROUP BY sandbox) x WHERE c <> d OR c <> m")" 0
 is "never two active executions of one sandbox" \
