@@ -442,9 +442,12 @@ edge_console(struct edge *e, int cfd, const char *peer, const char *buf, size_t 
 	int rc;
 
 	(void)hlen;
-	if (path_prefix(h, "/node/"))
+	if (path_prefix(h, "/node/")) {
+		atomic_fetch_add(&e->st.console[2], 1);
 		return to_node(e, cfd, peer, buf, h);
+	}
 	if (path_prefix(h, "/v1/")) {
+		atomic_fetch_add(&e->st.console[1], 1);
 		if (!control_path(h)) {
 			answer_error(cfd, 404, "not_found", "not an endpoint the console forwards",
 			    false);
@@ -453,6 +456,6 @@ edge_console(struct edge *e, int cfd, const char *peer, const char *buf, size_t 
 		return to_control(e, cfd, buf, h);
 	}
 	if ((rc = serve_static(cfd, h)) != -2)
-		return rc;
-	return -2;
+		atomic_fetch_add(&e->st.console[0], 1);
+	return rc;
 }

@@ -41,6 +41,7 @@ struct edge_stats {
 	atomic_ullong conns_total, conns_open, requests, routed;
 	atomic_ullong resolves, cache_hits, rebuilt, refresh_failed, renewed;
 	atomic_ullong refused[REF_N];
+	atomic_ullong console[3];       /* the web console's: static, control, node */
 };
 
 /* one cached route: (sandbox, port, credential) -> where and with what */

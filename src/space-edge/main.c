@@ -185,6 +185,12 @@ edge_metrics(struct edge *e)
 	C("space_edge_route_renewed_total", "Capabilities renewed after capability_expired.",
 	    renewed);
 #undef C
+	fprintf(f, "# HELP space_edge_console_requests_total Requests of the web console, by kind.\n"
+	    "# TYPE space_edge_console_requests_total counter\n");
+	for (i = 0; i < 3; i++)
+		fprintf(f, "space_edge_console_requests_total{kind=\"%s\"} %llu\n",
+		    (const char *[]){ "static", "control", "node" }[i],
+		    (unsigned long long)atomic_load(&e->st.console[i]));
 	fprintf(f, "# HELP space_edge_refused_total Requests the edge answered itself, by reason.\n"
 	    "# TYPE space_edge_refused_total counter\n");
 	for (i = 0; i < REF_N; i++)

@@ -52,6 +52,12 @@ is "the browser run finished" "$(cat "$T/e2e.rc")" "rc=0"
 n=$(ls "$SHOTS"/*.png 2>/dev/null | wc -l)
 check "screenshots kept in $SHOTS ($n)" [ "$n" -ge 10 ]
 
+curl -s --max-time 20 "$E/metrics" >"$T/metrics"
+for k in static control node; do
+	n=$(sed -n "s/^space_edge_console_requests_total{kind=\"$k\"} //p" "$T/metrics")
+	check "the edge counted the console's $k requests ($n)" [ "${n:-0}" -gt 0 ]
+done
+
 # ---- the console's edge from the attacker's side
 SBX=$(space create 2>"$T/err") || diag "$(cat "$T/err")"
 code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 20 "$@"; }
