@@ -960,27 +960,40 @@ def main():
     rc = 0
     t0 = time.time()
     load0 = os.getloadavg()
+    spent = []          # (part, seconds): where the run's time went
+    last = [t0]
+
+    def done(part):
+        spent.append((part, time.time() - last[0]))
+        last[0] = time.time()
     try:
         plat.start()
         log("platform: space up, one worker, ports %d-%d, data in %s" % (plat.port, plat.port + 1, plat.data))
         sbx = plat.space("create").strip()
         plat.space("exec", sbx, "--", "true")
         rt = Route(plat, sbx)
+        done("start")
         if want("roundtrips"):
             rt = bench_roundtrips(plat, sbx, a.iters)
+            done("roundtrips")
         if want("bigfile"):
             bench_bigfile(plat, sbx, rt, a.big_mib, a.big_runs,
                           os.path.join(os.path.dirname(os.path.abspath(a.bin)), "bench", "bench_framecat"))
+            done("bigfile")
         if want("create"):
             bench_create(plat, a.create_runs)
+            done("create")
         if want("concurrent"):
             create_bench.bench_concurrent(P, plat, a.concurrent)
+            done("concurrent")
         if want("memory"):
             bench_memory(plat, a.idle)
+            done("memory")
         if want("templates") and not a.no_templates:
             template_bench.bench_build(P, plat, 3 if not a.quick else 1, a.template_uncached)
             template_bench.bench_create(P, plat, a.template_runs)
             template_bench.bench_memory(P, plat, a.idle)
+            done("templates")
         if (want("streams") or want("idlestreams")) and stream_bench.websockets is None:
             log("bench: streams: no python3-websockets (Debian's, for /usr/bin/python3): skipped")
         elif want("streams") or want("idlestreams"):
@@ -988,12 +1001,14 @@ def main():
                 srt = Route(plat, sbx, "exec,fs:r,pty")
                 stream_bench.bench_latency(P, plat, sbx, srt, a.stream_iters)
                 stream_bench.bench_throughput(P, plat, sbx, srt, a.stream_mib, a.stream_runs)
+                done("streams")
             if want("idlestreams"):
                 per = 63
                 stream_bench.bench_idle_streams(P, plat, a.streams, per,
                                                 max(1, -(-a.streams // per)),
                                                 probe=(sbx, Route(plat, sbx, "exec,fs:r,pty")),
                                                 probe_iters=max(20, a.stream_iters // 2))
+                done("idlestreams")
     except (RuntimeError, AssertionError, OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
         log("bench: platform: %s: %s" % (type(e).__name__, e))
         try:
@@ -1012,6 +1027,7 @@ def main():
     log("== summary (%s, %d CPUs, %.0f s; load average %.1f %.1f %.1f at the start, %.1f %.1f %.1f at the end)" % (
         os.uname().release, os.cpu_count(), time.time() - t0, load0[0], load0[1], load0[2],
         load1[0], load1[1], load1[2]))
+    log("time per part: " + ", ".join("%s %.0f s" % x for x in spent))
     w = [max(len(r[i]) for r in ROWS + [("measure", "space", "baseline (same run)", "ratio")]) for i in range(4)]
     for r in [("measure", "space", "baseline (same run)", "ratio")] + ROWS:
         log("%-*s  %-*s  %-*s  %s" % (w[0], r[0], w[1], r[1], w[2], r[2], r[3]))
