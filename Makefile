@@ -39,6 +39,7 @@ LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq
 LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
 LIBS_spaced-host   := -lsodium -ljansson -lseccomp -lcap
 LIBS_space-edge    := -lsodium -ljansson -lcurl -lmicrohttpd -lwslay -lnettle -lpthread
+LIBS_netgtw        := -lsodium -ljansson -lwslay
 # spaced-guest runs inside any template's root, where the host's shared
 # libraries are not (docs/templates.md): it is linked statically. The
 # sanitizers cannot link statically; their build keeps it dynamic, so it

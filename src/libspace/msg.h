@@ -145,7 +145,9 @@ int msg_challenge_reply_encode(const struct msg_challenge_reply *m, char **out,
  * assignment inside a good answer is kept as ASSIGN_INVALID (with its
  * revision when that much was readable) so that the worker skips it and
  * moves past it, as the control plane will not send it differently. */
-/* network: a new egress policy for a serving execution (docs/network.md) */
+/* network: a new egress policy and/or declared port list for a serving
+ * execution (docs/network.md): spec {"network"?:policy,"ports"?:[N...]},
+ * at least one */
 enum assign_action { ASSIGN_INVALID = 0, ASSIGN_INSTALL, ASSIGN_RETIRE, ASSIGN_SNAPSHOT,
 	ASSIGN_NETWORK };
 
@@ -161,6 +163,11 @@ struct msg_assignment {
 	/* install (optional: the worker's default policy) and network */
 	bool has_network;
 	struct netpolicy network;
+	/* install and network (optional): the sandbox's declared service
+	 * ports, strictly ascending, "ports":[N,...] (docs/network.md) */
+	bool has_ports;
+	uint8_t nports;
+	uint16_t ports[SPACE_PORTS_MAX];
 	/* retire */
 	bool want_snapshot;
 	/* snapshot */

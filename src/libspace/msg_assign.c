@@ -75,11 +75,50 @@ take_resources(json_t *res, struct msg_assignment *a)
 	return true;
 }
 
+/* "ports": strictly ascending integers 1..65535, at most
+ * SPACE_PORTS_MAX: one encoding per list. Absent or null: none given. */
+static bool
+take_ports(json_t *v, struct msg_assignment *a)
+{
+	json_t *e;
+	size_t i;
+	json_int_t p, last = 0;
+
+	if (v == NULL || json_is_null(v))
+		return true;
+	if (!json_is_array(v) || json_array_size(v) > SPACE_PORTS_MAX)
+		return false;
+	json_array_foreach(v, i, e) {
+		if (!json_is_integer(e) || (p = json_integer_value(e)) < 1 || p > 65535 || p <= last)
+			return false;
+		a->ports[i] = (uint16_t)p;
+		last = p;
+	}
+	a->nports = (uint8_t)json_array_size(v);
+	a->has_ports = true;
+	return true;
+}
+
+static json_t *
+ports_json(const struct msg_assignment *a)
+{
+	json_t *l = json_array();
+	uint8_t i;
+
+	for (i = 0; l != NULL && i < a->nports; i++)
+		if (json_array_append_new(l, json_integer(a->ports[i])) != 0) {
+			json_decref(l);
+			return NULL;
+		}
+	return l;
+}
+
 static const char *
 take_spec(json_t *spec, struct msg_assignment *a)
 {
-	static const char *const install[] = { "template", "resources", "snapshot", "network" };
-	static const char *const network[] = { "network" };
+	static const char *const install[] = { "template", "resources", "snapshot", "network",
+	    "ports" };
+	static const char *const network[] = { "network", "ports" };
 	static const char *const retire[] = { "snapshot" };
 	static const char *const snapshot[] = { "snapshot_id", "name" };
 	json_t *v;
@@ -93,8 +132,10 @@ take_spec(json_t *spec, struct msg_assignment *a)
 	case ASSIGN_INSTALL:
 		if (spec == NULL)
 			return NULL;
-		if (!only_members(spec, install, 4))
+		if (!only_members(spec, install, 5))
 			return "invalid spec";
+		if (!take_ports(json_object_get(spec, "ports"), a))
+			return "invalid ports";
 		if ((v = json_object_get(spec, "network")) != NULL && !json_is_null(v)) {
 			const char *nwhy;
 
@@ -137,8 +178,15 @@ take_spec(json_t *spec, struct msg_assignment *a)
 	case ASSIGN_NETWORK: {
 		const char *nwhy;
 
-		if (spec == NULL || !only_members(spec, network, 1) ||
-		    netpolicy_from_json(json_object_get(spec, "network"), &a->network, &nwhy) != 0)
+		json_t *n;
+
+		if (spec == NULL || !only_members(spec, network, 2))
+			return "invalid network policy";
+		if (!take_ports(json_object_get(spec, "ports"), a))
+			return "invalid ports";
+		if ((n = json_object_get(spec, "network")) == NULL && a->has_ports)
+			return NULL;
+		if (netpolicy_from_json(n, &a->network, &nwhy) != 0)
 			return "invalid network policy";
 		a->has_network = true;
 		return NULL;
@@ -287,13 +335,28 @@ assignment_json(const struct msg_assignment *a)
 				return NULL;
 			}
 		}
+		if (a->has_ports) {
+			json_t *n = ports_json(a);
+
+			if (n == NULL || json_object_set_new(spec, "ports", n) != 0) {
+				json_decref(spec);
+				return NULL;
+			}
+		}
 		break;
 	case ASSIGN_NETWORK: {
 		json_t *n = a->has_network ? netpolicy_to_json(&a->network) : NULL;
 
-		if (n == NULL)
+		if ((a->has_network && n == NULL) || (!a->has_network && !a->has_ports) ||
+		    (spec = json_object()) == NULL) {
+			json_decref(n);
 			return NULL;
-		spec = json_pack("{s:o}", "network", n);
+		}
+		if ((n != NULL && json_object_set_new(spec, "network", n) != 0) ||
+		    (a->has_ports && json_object_set_new(spec, "ports", ports_json(a)) != 0)) {
+			json_decref(spec);
+			return NULL;
+		}
 		break;
 	}
 	case ASSIGN_RETIRE:
@@ -373,7 +436,9 @@ msg_assignments_free(struct msg_assignments *m)
  *   511    1  zero
  *   512 1156  the network policy (netpolicy_pack) when flag bit 2 is set,
  *             else zero
- *  1668  380  zero
+ *  1668    1  declared ports: their count when flag bit 3 is set, else zero
+ *  1669   64  SPACE_PORTS_MAX ports (2 each), strictly ascending, unused zero
+ *  1733  315  zero
  * An invalid assignment carries its revision, action and identity (what
  * the worker needs to skip it or report it) and nothing else.
  */
@@ -381,6 +446,11 @@ msg_assignments_free(struct msg_assignments *m)
 #define F_IDENTITY      0x02u
 #define F_NETWORK       0x04u
 #define OFF_NETWORK     512
+#define F_PORTS         0x08u
+#define OFF_PORTS       1668
+#define END_PORTS       (OFF_PORTS + 1 + 2 * SPACE_PORTS_MAX)
+_Static_assert(OFF_NETWORK + NETPOLICY_WIRE_LEN <= OFF_PORTS, "ports overlap the policy");
+_Static_assert(END_PORTS <= MSG_ASSIGNMENT_WIRE_LEN, "assignment record too small");
 _Static_assert(OFF_NETWORK + NETPOLICY_WIRE_LEN <= MSG_ASSIGNMENT_WIRE_LEN, "assignment record too small");
 #define OFF_STRINGS     40
 
@@ -396,6 +466,7 @@ static const char *const invalid_why[] = {
 	"invalid snapshot digest",
 	"snapshot assignment without a valid snapshot_id",
 	"invalid network policy",
+	"invalid ports",
 };
 #define NWHY (sizeof(invalid_why) / sizeof(invalid_why[0]))
 
@@ -471,7 +542,8 @@ assignment_check(const struct msg_assignment *a, bool has_id)
 		return "assignment without a valid identity";
 	if (a->invalid != NULL) {
 		/* what an invalid one carries, and no more */
-		if (install_fields || snapshot_fields || a->want_snapshot || a->has_network)
+		if (install_fields || snapshot_fields || a->want_snapshot || a->has_network ||
+		    a->has_ports || a->nports)
 			return "fields in an invalid assignment";
 		return NULL;
 	}
@@ -487,8 +559,22 @@ assignment_check(const struct msg_assignment *a, bool has_id)
 		return "snapshot fields in another action";
 	if (a->has_network && a->action != ASSIGN_INSTALL && a->action != ASSIGN_NETWORK)
 		return "network fields in another action";
-	if (a->action == ASSIGN_NETWORK && !a->has_network)
+	if (a->action == ASSIGN_NETWORK && !a->has_network && !a->has_ports)
 		return "invalid network policy";
+	if (a->has_ports && a->action != ASSIGN_INSTALL && a->action != ASSIGN_NETWORK)
+		return "network fields in another action";
+	{
+		uint8_t i;
+
+		if (a->nports > SPACE_PORTS_MAX || (!a->has_ports && a->nports))
+			return "invalid ports";
+		for (i = 0; i < a->nports; i++)
+			if (a->ports[i] == 0 || (i > 0 && a->ports[i] <= a->ports[i - 1]))
+				return "invalid ports";
+		for (; i < SPACE_PORTS_MAX; i++)
+			if (a->ports[i] != 0)
+				return "invalid ports";
+	}
 	if (!a->has_network) {
 		static const struct netpolicy zero;
 
@@ -519,7 +605,7 @@ msg_assignment_pack(const struct msg_assignment *a, uint8_t out[MSG_ASSIGNMENT_W
 	out[0] = MSG_ASSIGNMENT_WIRE_VERSION;
 	out[1] = (uint8_t)a->action;
 	out[2] = (uint8_t)((a->want_snapshot ? F_WANT_SNAPSHOT : 0) | (has_id ? F_IDENTITY : 0) |
-	    (a->has_network ? F_NETWORK : 0));
+	    (a->has_network ? F_NETWORK : 0) | (a->has_ports ? F_PORTS : 0));
 	out[3] = (uint8_t)w;
 	be_put(out + 4, a->revision, 8);
 	be_put(out + 12, a->id.generation, 8);
@@ -542,6 +628,11 @@ msg_assignment_pack(const struct msg_assignment *a, uint8_t out[MSG_ASSIGNMENT_W
 		memset(out, 0, MSG_ASSIGNMENT_WIRE_LEN);
 		return -EINVAL;
 	}
+	if (a->has_ports) {
+		out[OFF_PORTS] = a->nports;
+		for (i = 0; i < a->nports; i++)
+			be_put(out + OFF_PORTS + 1 + 2 * i, a->ports[i], 2);
+	}
 	return 0;
 }
 
@@ -558,12 +649,23 @@ msg_assignment_unpack(const uint8_t *buf, size_t len, struct msg_assignment *out
 	memset(&a, 0, sizeof(a));
 	*why = "malformed assignment record";
 	if (buf == NULL || len != MSG_ASSIGNMENT_WIRE_LEN || buf[0] != MSG_ASSIGNMENT_WIRE_VERSION ||
-	    buf[1] >= ACTION_COUNT || (buf[2] & ~(F_WANT_SNAPSHOT | F_IDENTITY | F_NETWORK)) != 0 ||
+	    buf[1] >= ACTION_COUNT ||
+	    (buf[2] & ~(F_WANT_SNAPSHOT | F_IDENTITY | F_NETWORK | F_PORTS)) != 0 ||
 	    buf[3] >= NWHY || buf[OFF_NETWORK - 1] != 0)
 		return -EINVAL;
-	for (j = OFF_NETWORK + NETPOLICY_WIRE_LEN; j < MSG_ASSIGNMENT_WIRE_LEN; j++)
+	for (j = OFF_NETWORK + NETPOLICY_WIRE_LEN; j < OFF_PORTS; j++)
 		if (buf[j] != 0)
 			return -EINVAL;
+	for (j = END_PORTS; j < MSG_ASSIGNMENT_WIRE_LEN; j++)
+		if (buf[j] != 0)
+			return -EINVAL;
+	/* the list is checked (ascending, zero after it) by assignment_check */
+	if (buf[OFF_PORTS] > SPACE_PORTS_MAX)
+		return -EINVAL;
+	a.has_ports = (buf[2] & F_PORTS) != 0;
+	a.nports = buf[OFF_PORTS];
+	for (j = 0; j < SPACE_PORTS_MAX; j++)
+		a.ports[j] = (uint16_t)be_get(buf + OFF_PORTS + 1 + 2 * j, 2);
 	if (buf[2] & F_NETWORK) {
 		if (netpolicy_unpack(buf + OFF_NETWORK, NETPOLICY_WIRE_LEN, &a.network) != 0)
 			return -EINVAL;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "egress.h"
+#include "gateway.h"
 #include "log.h"
 #include "msg.h"
 #include "sbx-manager.h"
@@ -166,6 +167,8 @@ stop_bridge(struct mgr *m, const struct record *rec)
 	pthread_mutex_lock(&as->egress_lock);
 	egress_detach(rec);
 	pthread_mutex_unlock(&as->egress_lock);
+	/* its own lock; it waits (bounded) for the gateway to end */
+	gateway_detach(rec);
 	pthread_mutex_lock(&as->lock);
 	i = live_find(m, rec->id.sandbox);
 	if (i >= 0 && as->live[i].pid == rec->bridge_pid) {
@@ -340,6 +343,7 @@ launch(struct mgr *m, struct record *r)
 	pthread_mutex_lock(&m->assign->egress_lock);
 	(void)egress_attach(r);
 	pthread_mutex_unlock(&m->assign->egress_lock);
+	(void)gateway_attach(r);
 	log_info("serving %s g%llu a%u (bridge pid %d)", r->id.sandbox,
 	    (unsigned long long)r->id.generation, r->id.activation, (int)r->bridge_pid);
 	control_report(m, &r->id, "serving", NULL);
@@ -454,6 +458,7 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 	if (a->has_network ? egress_policy_save(id->sandbox, &a->network) != 0 :
 	    (egress_policy_forget(id->sandbox), false))
 		log_warnx("install %s: cannot save its egress policy", id->sandbox);
+	gateway_ports_install(a);
 	if (have_old) {
 		metrics_inc(m, MC_LEASES_CANCELLED);
 		lease_cancel_before(m, id->sandbox, r.epoch);
@@ -626,9 +631,13 @@ apply(struct mgr *m, const struct msg_assignment *a)
 		do_snapshot(m, &a->id, a->snapshot_id);
 		break;
 	case ASSIGN_NETWORK:
-		pthread_mutex_lock(&m->assign->egress_lock);
-		egress_assignment(a);
-		pthread_mutex_unlock(&m->assign->egress_lock);
+		/* a policy, declared ports, or both */
+		if (a->has_network) {
+			pthread_mutex_lock(&m->assign->egress_lock);
+			egress_assignment(a);
+			pthread_mutex_unlock(&m->assign->egress_lock);
+		}
+		gateway_assignment(a);
 		break;
 	default:
 		log_warnx("assignments: unknown action skipped");
@@ -991,6 +1000,7 @@ assign_reconcile(struct mgr *m)
 			live_set(m, r.id.sandbox, r.bridge_pid, pfd);
 			pthread_mutex_unlock(&as->lock);
 			(void)egress_attach(&r);        /* egress_init removed the old one */
+			(void)gateway_attach(&r);
 			log_info("adopted bridge of %s g%llu a%u (pid %d)", r.id.sandbox,
 			    (unsigned long long)r.id.generation, r.id.activation, (int)r.bridge_pid);
 			control_report(m, &r.id, "serving", NULL);

@@ -17,6 +17,7 @@
 #include "keys.h"
 #include "log.h"
 #include "msg.h"
+#include "gateway.h"
 #include "sbx-manager.h"
 #include "util.h"
 #include "verifier.h"
@@ -116,6 +117,9 @@ control_register(struct mgr *m)
 	req = json_pack("{s:s, s:s, s:i, s:{s:I, s:I, s:I}}", "incarnation", m->cfg.incarnation,
 	    "endpoint", m->cfg.endpoint, "capacity", (json_int_t)m->cfg.capacity, "resources",
 	    "memory_mb", mem, "cpu_percent", cpu, "disk_mb", disk);
+	/* the netgtw listener: the endpoint of this worker's service routes */
+	if (req != NULL && gateway_endpoint() != NULL)
+		json_object_set_new(req, "gateway", json_string(gateway_endpoint()));
 	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
 		json_decref(req);
 		return -ENOMEM;

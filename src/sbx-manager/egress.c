@@ -586,6 +586,12 @@ egress_nameserver(const struct record *r, char out[16])
 		addr4(eg.base + r->slot * 4 + 1, out);
 }
 
+pid_t
+egress_guest_pid(pid_t monitor)
+{
+	return guest_pid(monitor);
+}
+
 int
 egress_attach(const struct record *r)
 {

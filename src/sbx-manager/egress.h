@@ -24,6 +24,10 @@ int egress_attach(const struct record *r);
 /* the jail's nameserver (its gateway, where DNS is forwarded), or "" */
 void egress_nameserver(const struct record *r, char out[16]);
 void egress_detach(const struct record *r);
+/* the process of r's jail whose network namespace is the sandbox's
+ * (the gateway enters it too), or -1 */
+#include <sys/types.h>
+pid_t egress_guest_pid(pid_t monitor);
 /* a new policy on r's live uplink, atomically */
 int egress_apply(const struct record *r, const struct netpolicy *p);
 /* a 'network' assignment (apply() in assign.c) */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "egress.h"
+#include "gateway.h"
 #include "log.h"
 #include "paseto.h"
 #include "sbx-manager.h"
@@ -29,7 +30,8 @@ usage(void)
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
-	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID] [-v]\n");
+	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID]\n"
+	    "       [--gateway-listen HOST:PORT [--gateway-uid UID]] [-v]\n");
 	exit(2);
 }
 
@@ -146,6 +148,8 @@ main(int argc, char **argv)
 		{ "egress-dns", required_argument, NULL, 1002 },
 		{ "egress-deny", required_argument, NULL, 1003 },
 		{ "resident", required_argument, NULL, 1100 },
+		{ "gateway-listen", required_argument, NULL, 1004 },
+		{ "gateway-uid", required_argument, NULL, 1005 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -209,6 +213,10 @@ main(int argc, char **argv)
 		case 1100: resident = optarg; break;
 		case 1001: case 1002: case 1003:
 			if (egress_option(opts[optidx].name, optarg) != 0)
+				usage();
+			break;
+		case 1004: case 1005:
+			if (gateway_option(opts[optidx].name, optarg) != 0)
 				usage();
 			break;
 		default: usage();
@@ -280,6 +288,8 @@ main(int argc, char **argv)
 		log_warnx("no key bundle yet: every capability is refused until one verifies");
 	if (egress_init(m) != 0)
 		fatalx("egress: cannot set up the sandboxes' uplinks");
+	if (gateway_init(m) != 0)
+		fatalx("gateway: cannot start netgtw's listener");
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile(m);
 	/* finish what a crash cut short before anything new is retired */

@@ -12,6 +12,7 @@
 
 #include "api_common.h"
 #include "control.h"
+#include "ports.h"
 #include "util.h"
 
 static int
@@ -159,6 +160,25 @@ api_routes(struct req *r)
 			goto out;
 		}
 		usleep((useconds_t)wait * 1000);
+	}
+	/* a service capability is presented at the worker's netgtw listener,
+	 * and only for a declared port (netgtw checks again on its own) */
+	if (pur == PUR_SERVICE) {
+		bool pub;
+
+		if ((rc = ports_declared(c->st, r->principal, ev.route.sandbox, port, &pub)) < 0) {
+			reply_store_error(r, rc, "sandbox");
+			goto out;
+		}
+		if (rc == 0) {
+			reply_error(r, 404, "not_found", "port %u is not declared", port);
+			goto out;
+		}
+		if ((rc = ports_gateway(c->st, ev.route.worker, ev.endpoint, sizeof(ev.endpoint))) <= 0) {
+			r->retry_after = 1;
+			reply_error(r, 503, "unavailable", "the sandbox's worker runs no gateway");
+			goto out;
+		}
 	}
 	rc = capability_issue(c, r->principal, &ev.route, pur, acc, port, proto, &token, &exp);
 	if (rc < 0) {

@@ -10,6 +10,7 @@
 #include "control.h"
 #include "log.h"
 #include "network.h"
+#include "ports.h"
 #include "store_tx.h"
 #include "util.h"
 
@@ -144,11 +145,12 @@ void
 api_sandbox_create(struct req *r)
 {
 	static const char *const keys[] = { "template", "resources", "timeouts", "metadata",
-	    "worker", "network", NULL };
+	    "worker", "network", "ports", NULL };
 	struct ctl *c = r->ctl;
 	struct sandbox_spec sp;
 	json_t *in, *md, *out = NULL;
 	char id[SPACE_ID_MAX + 1], *res = NULL, *tmo = NULL, *meta = NULL, *net = NULL;
+	char *ports = NULL;
 	char tdigest[TPL_DIGEST_HEX + 1];
 	const char *why = NULL;
 	bool ok;
@@ -206,7 +208,21 @@ api_sandbox_create(struct req *r)
 			goto out;
 		}
 	}
+	if (json_object_get(in, "ports") != NULL) {
+		char pwhy[128];
+
+		if (c->st->rows->sandbox_ports_set == NULL) {
+			reply_error(r, 501, "not_implemented",
+			    "declared ports need the SQLite store for now");
+			goto out;
+		}
+		if ((ports = ports_from_api(json_object_get(in, "ports"), pwhy, sizeof(pwhy))) == NULL) {
+			reply_error(r, 400, "bad_request", "%s", pwhy);
+			goto out;
+		}
+	}
 	sp.network = net;
+	sp.ports = ports;
 	sp.resources = res;
 	sp.timeouts = tmo;
 	sp.metadata = meta;
@@ -238,6 +254,7 @@ out:
 	free(tmo);
 	free(meta);
 	free(net);
+	free(ports);
 	json_decref(in);
 }
 

@@ -7,6 +7,8 @@
 
 #include "api_common.h"
 #include "control.h"
+#include "ports.h"
+#include "store_tx.h"
 #include "log.h"
 #include "snapshot.h"
 #include "util.h"
@@ -96,15 +98,26 @@ worker_resources(struct req *r, json_t *in, struct res *t)
 	return true;
 }
 
+struct gateway_set { const char *worker, *gateway; };
+
+static int
+gateway_tx(struct store *s, void *arg)
+{
+	struct gateway_set *g = arg;
+
+	return s->rows->worker_gateway_set(s, g->worker, g->gateway);
+}
+
 void
 api_worker_register(struct req *r)
 {
 	static const char *const keys[] = { "incarnation", "endpoint", "capacity", "resources",
-	    NULL };
+	    "gateway", NULL };
 	struct ctl *c = r->ctl;
 	struct res total;
 	json_t *in, *cap, *out = NULL;
 	const char *inc, *ep;
+	json_t *gw;
 	int64_t rev = 0;
 	int reassigned = 0, rc;
 
@@ -129,12 +142,22 @@ api_worker_register(struct req *r)
 	}
 	if (!worker_resources(r, json_object_get(in, "resources"), &total))
 		goto out;
+	/* the worker's netgtw listener, the endpoint of its service routes */
+	if ((gw = json_object_get(in, "gateway")) != NULL && !json_is_null(gw) &&
+	    (!json_is_string(gw) || !ports_gateway_valid(json_string_value(gw)))) {
+		reply_error(r, 400, "bad_request", "\"gateway\" must be tcp://HOST:PORT");
+		goto out;
+	}
 	rc = c->st->ops->worker_register(c->st, r->params[0], inc, ep,
 	    (int64_t)json_integer_value(cap), &total, &out, &rev, &reassigned);
 	if (rc < 0) {
 		reply_store_error(r, rc, "worker");
 		goto out;
 	}
+	if (c->st->rows->worker_gateway_set != NULL &&
+	    (rc = c->st->rows->tx(c->st, gateway_tx, &(struct gateway_set){ r->params[0],
+	    gw && json_is_string(gw) ? json_string_value(gw) : NULL })) < 0)
+		log_warnx("worker %s: cannot store its gateway (%d)", r->params[0], rc);
 	if (reassigned > 0)
 		assign_notify(c);
 	log_info("worker %s registered (%d execution(s) re-assigned)", r->params[0], reassigned);

@@ -84,6 +84,9 @@ void api_snapshot_create(struct req *);
 void api_snapshot_list(struct req *);
 void api_sandbox_network_get(struct req *);
 void api_sandbox_network_set(struct req *);
+void api_sandbox_ports_get(struct req *);
+void api_sandbox_ports_add(struct req *);
+void api_sandbox_ports_remove(struct req *);
 void api_sandbox_timeouts(struct req *);
 /* api_edge.c */
 void api_edge_routes(struct req *);

@@ -18,6 +18,7 @@
 #include "store_tx.h"
 #include "lifecycle.h"
 #include "network.h"
+#include "ports.h"
 #include "util.h"
 
 #define PLACE_CANDIDATES 64
@@ -117,10 +118,18 @@ lc_place_execution(struct store *s, const char *sandbox, const char *pinned, con
 	{
 		char *full = NULL;
 
+		char *withports = NULL;
+
 		if ((rc = net_spec_with_policy(s, sandbox, spec, &full)) < 0)
 			return rc;
+		/* and its declared service ports (netgtw's second check) */
+		if ((rc = ports_spec_with(s, sandbox, full ? full : spec, &withports)) < 0) {
+			free(full);
+			return rc;
+		}
 		rc = R(s)->assignment_add(s, wl[pick].id, sandbox, gen, "install",
-		    full ? full : spec, now);
+		    withports ? withports : full ? full : spec, now);
+		free(withports);
 		free(full);
 		if (rc < 0)
 			return rc;

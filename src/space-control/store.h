@@ -39,6 +39,7 @@ struct sandbox_spec {
 	const char *pinned;             /* NULL = scheduler's choice */
 	const char *api_key;            /* id of the key that asks: its quota applies */
 	const char *network;            /* egress policy, stored form (network.h); NULL = default */
+	const char *ports;              /* declared service ports, stored form (ports.h); NULL = none */
 	int        *retry_after;        /* out, on -EDQUOT: seconds until it may pass */
 };
 

@@ -181,6 +181,11 @@ static const char *const migrations[] = {
 	"  hash BLOB NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER);"
 	"CREATE TABLE traffic_tokens (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
 	"  hash BLOB NOT NULL, created_at INTEGER NOT NULL);",
+
+	/* 9: declared service ports of a sandbox (JSON [{"port","public"}],
+	 * api_ports.c) and the netgtw listener a worker registered */
+	"ALTER TABLE sandboxes ADD COLUMN ports TEXT;"
+	"ALTER TABLE workers ADD COLUMN gateway TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -68,6 +68,11 @@ int sq_sandbox_list(struct store *, const char *owner, json_t **out);
 /* store_sqlite_net.c */
 int sq_sandbox_network_get(struct store *, const char *owner, const char *id, char **out);
 int sq_sandbox_network_set(struct store *, const char *id, const char *json);
+/* store_sqlite_ports.c */
+int sq_sandbox_ports_get(struct store *, const char *owner, const char *id, char **out);
+int sq_sandbox_ports_set(struct store *, const char *id, const char *json);
+int sq_worker_gateway_get(struct store *, const char *worker, char **out);
+int sq_worker_gateway_set(struct store *, const char *worker, const char *gateway);
 int sq_sandbox_current(struct store *, const char *owner, const char *id,
     struct exec_view *out);
 int sq_worker_heartbeat(struct store *, const char *worker, const char *incarnation,

@@ -24,9 +24,10 @@ r_sandbox_insert(struct store *s, const char *owner, const char *id,
     const struct sandbox_spec *sp, int64_t now)
 {
 	return sq_run(DB(s), sq_prep(DB(s), "INSERT INTO sandboxes (id, owner, state, template,"
-	    " resources, timeouts, metadata, pinned_worker, created_at, api_key, network)"
-	    " VALUES (?,?,'creating',?,?,?,?,?,?,?,?)", "sssssssiss", id, owner, sp->template_,
-	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key, sp->network));
+	    " resources, timeouts, metadata, pinned_worker, created_at, api_key, network, ports)"
+	    " VALUES (?,?,'creating',?,?,?,?,?,?,?,?,?)", "sssssssisss", id, owner, sp->template_,
+	    sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key, sp->network,
+	    sp->ports));
 }
 
 static int
@@ -605,6 +606,10 @@ const struct store_rows sq_rows = {
 	.archive_pending_prune = sq_archive_pending_prune,
 	.ops_oldest_open = sq_ops_oldest_open,
 	.archive_referenced = sq_archive_referenced,
+	.sandbox_ports_get = sq_sandbox_ports_get,
+	.sandbox_ports_set = sq_sandbox_ports_set,
+	.worker_gateway_get = sq_worker_gateway_get,
+	.worker_gateway_set = sq_worker_gateway_set,
 	.lease_take = r_lease_take,
 	.lease_renew = r_lease_renew,
 	.lease_release = r_lease_release,

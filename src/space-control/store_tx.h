@@ -89,6 +89,14 @@ struct store_rows {
 	 * NULL when none is set), 0 unknown; owner NULL: any owner */
 	int (*sandbox_network_get)(struct store *, const char *owner, const char *id, char **json);
 	int (*sandbox_network_set)(struct store *, const char *id, const char *json);
+	/* declared service ports, stored form (ports.h): as the network
+	 * pair; NULL on a backend without them (PostgreSQL, for now) */
+	int (*sandbox_ports_get)(struct store *, const char *owner, const char *id, char **json);
+	int (*sandbox_ports_set)(struct store *, const char *id, const char *json);
+	/* the netgtw listener a worker registered ("tcp://HOST:PORT"): 1 and
+	 * *out (malloc'd, NULL when it runs none), 0 unknown worker */
+	int (*worker_gateway_get)(struct store *, const char *worker, char **out);
+	int (*worker_gateway_set)(struct store *, const char *worker, const char *gateway);
 	/* 1 taken (free or expired at now), 0 held by someone else */
 	int (*lease_take)(struct store *, const char *id, const char *who, int64_t expiry,
 	    int64_t now);
