@@ -201,6 +201,12 @@ child_exec(int netns, int fd3, int fd4, char *const argv[])
 {
 	int a = fd3 >= 0 ? fcntl(fd3, F_DUPFD, 10) : -1;
 	int b = fd4 >= 0 ? fcntl(fd4, F_DUPFD, 10) : -1;
+	sigset_t none;
+
+	/* our threads block SIGTERM (main.c waits for it with sigwait); a
+	 * blocked mask survives exec, and the child must die of it */
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 
 	if (netns >= 0 && setns(netns, CLONE_NEWNET) != 0)
 		_exit(120);

@@ -28,6 +28,7 @@ static const struct verb verbs[] = {
 	{ "move",    cmd_move,    "move a running sandbox to another worker" },
 	{ "snapshot", cmd_snapshot, "take a named snapshot of a sandbox, or list them" },
 	{ "network", cmd_network, "show or change a sandbox's egress policy" },
+	{ "port",    cmd_port,    "declare, list or remove a sandbox's service ports; print a port's URL" },
 	{ "timeout", cmd_timeout, "set a sandbox's idle and absolute timeouts" },
 	{ "mcp",     cmd_mcp,     "serve sandboxes as tools to an agent (Model Context Protocol, stdio)" },
 	{ "demo",    cmd_demo,    "walk through a move and a route repair, step by step" },

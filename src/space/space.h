@@ -37,6 +37,7 @@ int cmd_attach(int argc, char **argv);
 int cmd_signal(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_network(int argc, char **argv);
+int cmd_port(int argc, char **argv);
 
 /* egress policy options of space create and space network (cmd_network.c) */
 #define CLI_OPT_NET_OFF         0x110
