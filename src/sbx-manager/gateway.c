@@ -93,6 +93,9 @@ gateway_option(const char *name, const char *arg)
 		gt.host[colon - arg] = '\0';
 		gt.port = (unsigned)v;
 		gt.on = true;
+		/* set now: the control-plane client process, forked before
+		 * gateway_init, registers it */
+		snprintf(gt.endpoint, sizeof(gt.endpoint), "tcp://%s:%u", gt.host, gt.port);
 		return 0;
 	}
 	if (strcmp(name, "gateway-uid") == 0) {
@@ -531,7 +534,6 @@ gateway_init(struct mgr *m)
 		return -EINVAL;
 	}
 	sa.sin_port = htons((uint16_t)gt.port);
-	snprintf(gt.endpoint, sizeof(gt.endpoint), "tcp://%s:%u", gt.host, gt.port);
 	if ((s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(s, 256) != 0) {

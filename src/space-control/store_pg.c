@@ -167,6 +167,12 @@ static const char *const migrations[] = {
 	"  hash BYTEA NOT NULL, created_at BIGINT NOT NULL, revoked_at BIGINT);"
 	"CREATE TABLE traffic_tokens (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
 	"  hash BYTEA NOT NULL, created_at BIGINT NOT NULL);",
+
+	/* 9: declared service ports and a worker's netgtw listener, as in
+	 * store_sqlite.c; the PostgreSQL store does not read or write them
+	 * yet (the port calls answer 501), the schemas stay at one version */
+	"ALTER TABLE sandboxes ADD COLUMN ports TEXT;"
+	"ALTER TABLE workers ADD COLUMN gateway TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
