@@ -18,7 +18,7 @@
 #define SANDBOX_SELECT \
 	"SELECT s.id, s.state, s.template, s.resources, s.timeouts, s.metadata, s.created_at," \
 	" e.generation, e.worker, e.substrate, e.activation, e.resident, e.state, w.endpoint," \
-	" s.snapshot, e.error" \
+	" s.snapshot, e.error, s.ports" \
 	" FROM sandboxes s" \
 	" LEFT JOIN executions e ON e.sandbox = s.id AND e.generation =" \
 	"   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)" \
@@ -55,6 +55,10 @@ sandbox_row(sqlite3_stmt *st)
 	    "created_at", ts,
 	    "execution", ex ? ex : json_null(),
 	    "snapshot", (const char *)sqlite3_column_text(st, 14));
+	/* the declared service ports ([{"port","public"}], api_ports.c) */
+	if (o != NULL)
+		json_object_set_new(o, "ports", sqlite3_column_type(st, 16) != SQLITE_NULL ?
+		    sq_col_json(st, 16) : json_array());
 	return o;
 }
 

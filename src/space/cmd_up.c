@@ -250,7 +250,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
-	char listen[64], wid[16], name[48], snaps[UP_PATH_MAX + 16], capacity[16];
+	char listen[64], wid[16], name[48], snaps[UP_PATH_MAX + 16], capacity[16], gw[64];
 	int rc;
 
 	/* one snapshot store every worker reaches: pause archives the layer
@@ -265,6 +265,8 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	snprintf(ctl, sizeof(ctl), "http://127.0.0.1:%d", up->port);
 	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", up->port + i);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", up->port + i);
+	/* the worker's netgtw listener: space-edge reaches sandbox ports there */
+	snprintf(gw, sizeof(gw), "127.0.0.1:%d", up->port + UP_GW_OFFSET + i);
 	snprintf(sock, sizeof(sock), "%s/run/sbx-manager.sock", wdir);
 	snprintf(metrics, sizeof(metrics), "%s/metrics.prom", wdir);
 
@@ -273,7 +275,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
 		    "--capacity", capacity, "--api-group", (char *)group, "--snapshot-dir", snaps,
-		    NULL };
+		    "--gateway-listen", gw, NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
@@ -297,8 +299,8 @@ summary(struct up *up, const char *url, const char *edge)
 	printf("\nspace is up.\n");
 	printf("  space-control  %s\n", url);
 	for (i = 1; i <= up->workers; i++)
-		printf("  worker w%d      node-api http://127.0.0.1:%d, data %s/w%d\n", i,
-		    up->port + i, up->dir, i);
+		printf("  worker w%d      node-api http://127.0.0.1:%d, netgtw tcp://127.0.0.1:%d, data %s/w%d\n",
+		    i, up->port + i, up->port + UP_GW_OFFSET + i, up->dir, i);
 	printf("  space-edge     %s  (a sandbox's port: http://PORT-SANDBOX.%s/,\n"
 	    "                 `space port url SANDBOX PORT`)\n", edge, edge + 7);
 	printf("  web console    %s/  (sign in with the API key)\n", edge);
@@ -445,6 +447,13 @@ cmd_up(int argc, char **argv)
 		if ((rc = port_free(up->port + i)) < 0) {
 			cli_fail("up", "127.0.0.1:%d: %s; choose another --port (space up uses "
 			    "BASE..BASE+%d)", up->port + i, strerror(-rc), up->workers);
+			goto out;
+		}
+	for (i = 1; i <= up->workers; i++)
+		if ((rc = port_free(up->port + UP_GW_OFFSET + i)) < 0) {
+			cli_fail("up", "127.0.0.1:%d: %s; choose another --port (the workers' netgtw "
+			    "listeners use BASE+%d..BASE+%d)", up->port + UP_GW_OFFSET + i, strerror(-rc),
+			    UP_GW_OFFSET + 1, UP_GW_OFFSET + up->workers);
 			goto out;
 		}
 	if ((rc = port_free(up->port + UP_EDGE_OFFSET)) < 0 ||

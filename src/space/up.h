@@ -19,6 +19,7 @@
 #define UP_KILL_AFTER_MS   10000   /* SIGTERM, then SIGKILL after this */
 #define UP_EDGE_OFFSET     80      /* space-edge listens on BASE+80 */
 #define UP_E2B_OFFSET      81      /* and serves the E2B-compatible API on BASE+81 */
+#define UP_GW_OFFSET       40      /* worker i's netgtw listener on BASE+40+i */
 
 struct up;
 

@@ -446,6 +446,44 @@ test_assignments(void)
 	msg_assignments_free(&m2);
 	m.n = 5;
 	msg_assignments_free(&m);
+
+	/* declared service ports: with an install, alone in a network action */
+	is_int(ANS("{\"revision\":9,\"assignments\":["
+	    "{\"revision\":7,\"action\":\"install\",\"identity\":" IDENT ",\"spec\":{\"ports\":[80,8080]}},"
+	    "{\"revision\":8,\"action\":\"network\",\"identity\":" IDENT ",\"spec\":{\"ports\":[]}},"
+	    "{\"revision\":9,\"action\":\"network\",\"identity\":" IDENT ",\"spec\":{\"ports\":[8080,80]}},"
+	    "{\"revision\":10,\"action\":\"network\",\"identity\":" IDENT ",\"spec\":{\"ports\":[0]}},"
+	    "{\"revision\":11,\"action\":\"retire\",\"identity\":" IDENT ",\"spec\":{\"ports\":[80]}}"
+	    "]}"), 0, "assignments with declared ports decode");
+	ok(m.n == 5 && !m.a[0].invalid && m.a[0].has_ports && m.a[0].nports == 2 &&
+	    m.a[0].ports[0] == 80 && m.a[0].ports[1] == 8080 && !m.a[0].has_network,
+	    "... install with two ports");
+	ok(!m.a[1].invalid && m.a[1].action == ASSIGN_NETWORK && m.a[1].has_ports &&
+	    m.a[1].nports == 0 && !m.a[1].has_network, "... a network action with no port left");
+	ok(m.a[2].invalid && strcmp(m.a[2].invalid, "invalid ports") == 0, "... ports not ascending: invalid");
+	ok(m.a[3].invalid != NULL, "... port 0: invalid");
+	ok(m.a[4].invalid != NULL, "... ports in a retire: invalid");
+	for (i = 0; i < 2; i++)
+		ok(msg_assignment_pack(&m.a[i], w) == 0 &&
+		    msg_assignment_unpack(w, sizeof(w), &a, &why) == 0 &&
+		    memcmp(&a, &m.a[i], sizeof(a)) == 0, "ports pack/unpack round trip (%zu)", i);
+	msg_assignment_pack(&m.a[0], w);
+	memcpy(w2, w, sizeof(w));
+	w2[1668 + 1 + 2] = 0;   /* second port below the first */
+	w2[1668 + 1 + 3] = 1;
+	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL,
+	    "unpack: ports out of order refused");
+	memcpy(w2, w, sizeof(w));
+	w2[1668 + 1 + 2 * 5] = 1;  /* a port after the count */
+	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL,
+	    "unpack: a port past the count refused");
+	m.n = 2;
+	ok(msg_assignments_encode(&m, &s, &n) == 0 && msg_assignments_decode(s, n, &m2, &why) == 0 &&
+	    m2.n == 2 && memcmp(m.a, m2.a, 2 * sizeof(*m.a)) == 0, "ports assignments encode and decode again");
+	free(s);
+	msg_assignments_free(&m2);
+	m.n = 5;
+	msg_assignments_free(&m);
 #undef ANS
 }
 
