@@ -26,7 +26,9 @@ same(const struct msg_assignment *a, const struct msg_assignment *b)
 	    a->pids == b->pids && a->cpu_percent == b->cpu_percent && a->disk_mb == b->disk_mb &&
 	    strcmp(a->snapshot, b->snapshot) == 0 && a->want_snapshot == b->want_snapshot &&
 	    strcmp(a->snapshot_id, b->snapshot_id) == 0 && strcmp(a->name, b->name) == 0 &&
-	    a->has_network == b->has_network && netpolicy_equal(&a->network, &b->network);
+	    a->has_network == b->has_network && netpolicy_equal(&a->network, &b->network) &&
+	    a->has_ports == b->has_ports && a->nports == b->nports &&
+	    memcmp(a->ports, b->ports, sizeof(a->ports)) == 0;
 }
 
 static void
