@@ -85,7 +85,8 @@ up_cleanup() {
 	rm -rf "$T"
 }
 
-# three consecutive free ports BASE..BASE+2 and BASE+80, BASE+81 (space-edge), below the ephemeral range so
+# three consecutive free ports BASE..BASE+2, BASE+41..42 (the gateways) and
+# BASE+80, BASE+81 (space-edge), below the ephemeral range so
 # that no outgoing connection of a concurrent test takes one meanwhile
 port_free() { python3 -c '
 import socket, sys
@@ -96,7 +97,8 @@ pick_ports() {
 	for _up_try in 1 2 3 4 5 6 7 8 9 10; do
 		_up_b=$(python3 -c 'import random; print(random.randrange(20000, 30000))')
 		if port_free "$_up_b" && port_free $((_up_b + 1)) && port_free $((_up_b + 2)) &&
-		    port_free $((_up_b + 80)) && port_free $((_up_b + 81)); then
+		    port_free $((_up_b + 80)) && port_free $((_up_b + 81)) &&
+		    port_free $((_up_b + 41)) && port_free $((_up_b + 42)); then
 			P=$_up_b
 			return 0
 		fi

@@ -19,6 +19,7 @@
 #include "api_common.h"
 #include "control.h"
 #include "log.h"
+#include "ports.h"
 #include "store_tx.h"
 #include "util.h"
 
@@ -64,29 +65,19 @@ out:
 	json_decref(in);
 }
 
-/* the port as the sandbox's owner declared it: 1 public, 0 private,
- * -ENOENT not declared. The declarations are the sandbox object's "ports"
- * ([{"port":N,"public":bool}], docs/network.md). */
+/* the port as the sandbox's owner declared it (ports.h): 1 public,
+ * 0 private, -ENOENT not declared */
 static int
 port_public(struct req *r, const char *owner, const char *sandbox, long port)
 {
-	json_t *sbx = NULL, *ports, *p;
-	size_t i;
+	bool pub;
 	int rc;
 
-	if ((rc = r->ctl->st->ops->sandbox_get(r->ctl->st, owner, sandbox, &sbx)) < 0)
-		return rc;
-	rc = -ENOENT;
-	ports = json_object_get(sbx, "ports");
-	json_array_foreach(ports, i, p) {
-		json_t *n = json_object_get(p, "port");
-		if (json_is_integer(n) && json_integer_value(n) == port) {
-			rc = json_is_true(json_object_get(p, "public")) ? 1 : 0;
-			break;
-		}
-	}
-	json_decref(sbx);
-	return rc;
+	if ((rc = ports_declared(r->ctl->st, owner, sandbox, (uint16_t)port, &pub)) < 0)
+		return rc == -ENOENT ? -EIO : rc;
+	if (rc == 0)
+		return -ENOENT;
+	return pub ? 1 : 0;
 }
 
 void

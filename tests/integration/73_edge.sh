@@ -1,10 +1,15 @@
 #!/bin/sh
 # space-edge, the public entry (docs/network.md "space-edge"), as space up
-# runs it: the edge credential and the traffic token on the control plane,
-# from the attacker's side (an API key on the edge's endpoint, the edge's
-# credential everywhere else, another tenant's key, a wrong token), and the
-# edge itself under bad input (malformed Host, a huge head, a slowloris,
-# garbage, a second Host on one connection), unharmed afterwards.
+# runs it, against the real gateways (netgtw) of its workers: a web server
+# in a sandbox reached by Host name; a private port refused without a
+# credential and served with the owner's key and with a traffic token (the
+# sandbox never sees either); another tenant's key and a wrong token
+# refused; a public port served with none; a WebSocket through the edge;
+# the same URL working across a move with one rebuilt attempt counted in
+# /metrics; a second Host on one connection refused. Then the control
+# plane's side from the attacker's view (an API key on the edge's
+# endpoint, the edge's credential everywhere else) and the edge under bad
+# input (malformed Host, a huge head, a slowloris, garbage), unharmed.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_up.sh"
@@ -16,15 +21,165 @@ DOM=$SPACE_EDGE_DOMAIN
 EP=${DOM##*:}
 CU=$SPACE_API_URL
 EC=$(cat "$D/edge/credential")
+code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 20 "$@"; }
+
+# ---- a web server in a sandbox, through the edge ----
+SBX=$(space create 2>"$T/err"); rc=$?
+is "space create" "$rc" 0
+W0=$(space show "$SBX" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["execution"]["worker"])' 2>/dev/null)
+cat >"$T/srv.py" <<'EOF'
+import asyncio, http.server, json, threading
+import websockets
+
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def answer(self, body=b""):
+        b = json.dumps({"port": self.server.server_address[1], "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body.decode("latin-1")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        self.answer()
+    def do_POST(self):
+        if self.headers.get("Transfer-Encoding") == "chunked":
+            body = b""
+            while True:
+                n = int(self.rfile.readline().split(b";")[0], 16)
+                body += self.rfile.read(n)
+                self.rfile.readline()
+                if n == 0:
+                    break
+            self.answer(body)
+        else:
+            self.answer(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+    def log_message(self, *a):
+        pass
+
+for p in (8080, 8081):
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", p), H)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+
+async def echo(ws, path=None):
+    async for m in ws:
+        await ws.send("echo: " + m)
+
+async def main():
+    async with websockets.serve(echo, "127.0.0.1", 8082):
+        await asyncio.Future()
+asyncio.run(main())
+EOF
+serve() {
+	space fs write "$SBX" /home/user/srv.py <"$T/srv.py" 2>>"$T/err" &&
+	space exec --timeout 10 "$SBX" -- sh -c 'setsid /usr/bin/python3 /home/user/srv.py >/home/user/srv.log 2>&1 </dev/null & sleep 1' </dev/null >/dev/null 2>>"$T/err"
+}
+check "a web server starts in the sandbox (8080, 8081 HTTP; 8082 WebSocket)" serve
+declare_port() {
+	code -X POST -H "Authorization: Bearer $SPACE_API_KEY" -d "{\"port\":$1,\"public\":$2}" "$CU/v1/sandboxes/$SBX/ports"
+}
+is "the owner declares 8080 private" "$(declare_port 8080 false)" 200
+is "and 8081 public" "$(declare_port 8081 true)" 200
+check "8082 public too, with space port expose" sh -c 'space port expose "$1" 8082 --public >/dev/null' sh "$SBX"
+# the URLs as a user types them; curl resolves *.localhost to the loopback
+U0="http://8080-$SBX.$DOM/"
+U1="http://8081-$SBX.$DOM/"
+is "space port url prints it" "$(space port url "$SBX" 8081)/" "$U1"
+is "the private port without a credential: 401" "$(code "$U0")" 401
+is "with the owner's key: 200" "$(code -H "Authorization: Bearer $SPACE_API_KEY" "$U0")" 200
+is "... served by the sandbox's port 8080" "$(jget port)" 8080
+is "... which never sees the key" "$(jget headers.authorization)" ""
+is "... and sees its own Host" "$(jget headers.host)" "8080-$SBX.$DOM"
+is "a POST body goes through" \
+	"$(code -H "Authorization: Bearer $SPACE_API_KEY" --data-binary 'hello body' "${U0}p?q=1"; jget body)" "200hello body"
+# a chunked body, then another request on the same connection: the edge
+# found where the body ended
+seq 1 3000 >"$T/chunked"
+curl -s --max-time 20 -H "Authorization: Bearer $SPACE_API_KEY" -H "Transfer-Encoding: chunked" \
+	--data-binary @"$T/chunked" -o "$T/c1" "${U0}chunked" -o "$T/c2" "${U0}after" -w '%{num_connects} ' >"$T/nc"
+is "a chunked body goes through whole" "$(jget body "$T/c1")" "$(cat "$T/chunked")"
+is "... and the next request on that connection is served" "$(jget path "$T/c2") $(cat "$T/nc")" "/after 1 0 "
+K2=$(space-control apikey add mallory --data-dir "$D/control" 2>>"$T/err")
+is "another tenant's key: 404" "$(code -H "Authorization: Bearer $K2" "$U0")" 404
+is "a made-up key: 401" "$(code -H "Authorization: Bearer sk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" "$U0")" 401
+code -X POST -H "Authorization: Bearer $SPACE_API_KEY" "$CU/v1/sandboxes/$SBX/traffic-token" >/dev/null
+TT=$(jget traffic_token)
+is "with the sandbox's traffic token: 200" "$(code -H "X-Space-Traffic-Token: $TT" "$U0")" 200
+is "... which the sandbox never sees" "$(jget headers.x-space-traffic-token)" ""
+code -X POST -H "Authorization: Bearer $K2" "$CU/v1/sandboxes" -d '{}' >/dev/null
+SBX2=$(jget id)
+code -X POST -H "Authorization: Bearer $K2" "$CU/v1/sandboxes/$SBX2/traffic-token" >/dev/null
+TT2=$(jget traffic_token)
+is "another sandbox's traffic token: 403" "$(code -H "X-Space-Traffic-Token: $TT2" "$U0")" 403
+is "a made-up traffic token: 403" \
+	"$(code -H "X-Space-Traffic-Token: tt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" "$U0")" 403
+is "the public port with no credential: 200" "$(code "$U1")" 200
+is "... from port 8081" "$(jget port)" 8081
+is "an undeclared port: 404" "$(code "http://8083-$SBX.$DOM/")" 404
+# two requests on one kept-alive connection (curl reuses it)
+curl -s --max-time 20 -o "$T/k1" "$U1" -o "$T/k2" "${U1}again" -w '%{num_connects} ' >"$T/nc"
+is "two requests on one connection: both served" "$(jget path "$T/k1") $(jget path "$T/k2")" "/ /again"
+is "... over one connection" "$(cat "$T/nc")" "1 0 "
+# then a request for another host on that connection: 421, and closed
+python3 - "$EP" "8081-$SBX.$DOM" "8080-$SBX.$DOM" >"$T/two" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(15)
+f = s.makefile("rb")
+def req(host):
+    s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
+    status = f.readline().decode().strip()
+    n = 0
+    while True:
+        l = f.readline()
+        if l in (b"\r\n", b""):
+            break
+        if l.lower().startswith(b"content-length:"):
+            n = int(l.split(b":")[1])
+    f.read(n)
+    return status
+print(req(sys.argv[2]))
+print(req(sys.argv[3]))
+print("closed" if f.read(1) == b"" else "open")
+EOF
+is "another Host on a kept-alive connection: 421, then closed" "$(tr '\n' '|' <"$T/two")" \
+	"HTTP/1.1 200 OK|HTTP/1.1 421 Misdirected Request|closed|"
+# a WebSocket through the edge (an independent client library)
+/usr/bin/python3 - "$EP" "8082-$SBX.$DOM" >"$T/ws" 2>&1 <<'EOF'
+import asyncio, sys
+import websockets
+async def main():
+    # the URL as a user gives it; the connection to the loopback
+    async with websockets.connect("ws://%s/" % sys.argv[2], host="127.0.0.1",
+                                  port=int(sys.argv[1])) as ws:
+        for m in ("one", "two"):
+            await ws.send(m)
+            print(await asyncio.wait_for(ws.recv(), 10))
+asyncio.run(main())
+EOF
+is "a WebSocket through the edge echoes both messages" "$(tr '\n' '|' <"$T/ws")" "echo: one|echo: two|"
+
+# ---- the same URL across a move: one rebuilt attempt ----
+rebuilt() { curl -s --max-time 5 "$E/metrics" | sed -n 's/^space_edge_route_rebuilt_total //p'; }
+R0=$(rebuilt)
+is "the public port again, from the edge's cache" "$(code "$U1")" 200
+if [ "$W0" = w1 ]; then W1=w2; else W1=w1; fi
+timeout 90 space move "$SBX" --to "$W1" >"$T/move" 2>&1; rc=$?
+is "space move to $W1" "$rc" 0
+check "the web server starts again after the move" serve
+is "the same URL serves after the move" "$(code "$U1")" 200
+is "... from the new execution's port 8081" "$(jget port)" 8081
+is "with one rebuilt attempt counted in /metrics" "$(( $(rebuilt) - R0 ))" 1
+is "the next request uses the repaired route: no new rebuilt attempt" \
+	"$(code "$U1")$(( $(rebuilt) - R0 ))" 2001
 
 # ---- the control plane's side ----
 check "the edge credential is an ek_ secret, mode 0600" \
 	sh -c 'case "$1" in ek_*) [ "$(stat -c %a "$2")" = 600 ];; *) false;; esac' sh "$EC" "$D/edge/credential"
 check "the store keeps only its hash" \
 	sh -c '! grep -raq -- "${1#ek_}" "$2"' sh "$EC" "$D/control"
-SBX=$(space create 2>"$T/err"); rc=$?
-is "space create" "$rc" 0
-code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 20 "$@"; }
 is "the edge credential cannot list sandboxes (401)" \
 	"$(code -H "Authorization: Bearer $EC" "$CU/v1/sandboxes")" 401
 is "nor ask for the owner's route (401)" \
@@ -36,11 +191,14 @@ is "an API key cannot ask /v1/edge/routes (401)" \
 is "a forged edge credential is refused (401)" \
 	"$(code -X POST -H "Authorization: Bearer ek_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" -d "{\"sandbox\":\"$SBX\",\"port\":8080,\"proto\":\"http\"}" "$CU/v1/edge/routes")" 401
 is "the edge's route for a port nobody declared: 404" \
-	"$(code -X POST -H "Authorization: Bearer $EC" -d "{\"sandbox\":\"$SBX\",\"port\":8080,\"proto\":\"http\"}" "$CU/v1/edge/routes")" 404
+	"$(code -X POST -H "Authorization: Bearer $EC" -d "{\"sandbox\":\"$SBX\",\"port\":8089,\"proto\":\"http\"}" "$CU/v1/edge/routes")" 404
+is "for a private port without the token: 401" \
+	"$(code -X POST -H "Authorization: Bearer $EC" -d "{\"sandbox\":\"$SBX\",\"port\":8080,\"proto\":\"http\"}" "$CU/v1/edge/routes")" 401
+is "for a public port: a capability for the gateway" \
+	"$(code -X POST -H "Authorization: Bearer $EC" -d "{\"sandbox\":\"$SBX\",\"port\":8081,\"proto\":\"http\"}" "$CU/v1/edge/routes"; jget endpoint | cut -c1-6)" "200tcp://"
 is "an unknown field is refused (400)" \
 	"$(code -X POST -H "Authorization: Bearer $EC" -d "{\"sandbox\":\"$SBX\",\"port\":8080,\"proto\":\"http\",\"owner\":\"x\"}" "$CU/v1/edge/routes")" 400
 
-K2=$(space-control apikey add mallory --data-dir "$D/control" 2>>"$T/err")
 is "a traffic token for another tenant's sandbox: 404" \
 	"$(code -X POST -H "Authorization: Bearer $K2" "$CU/v1/sandboxes/$SBX/traffic-token")" 404
 is "the owner makes a traffic token (200)" \
@@ -83,8 +241,10 @@ is "garbage: 400" "$(raw "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\
 is "a head of 20 KiB: 431" \
 	"$(raw "GET / HTTP/1.1\r\n$H\r\nX: $(head -c 20480 /dev/zero | tr '\0' a)\r\n\r\n")" \
 	"HTTP/1.1 431 Request Header Fields Too Large"
+H="Host: 8089-$SBX.$DOM"
 is "no credential for a sandbox's port nobody declared: 404" \
 	"$(code -H "$H" "$E/")" 404
+is "the owner's key for it: 404 too" "$(code -H "$H" -H "Authorization: Bearer $SPACE_API_KEY" "$E/")" 404
 
 # a slowloris: one byte a second; the edge ends it after its head timeout
 # (10 s) and keeps serving others meanwhile
