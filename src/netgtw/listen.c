@@ -9,7 +9,8 @@
  * the gateway of that sandbox's current execution, over SCM_RIGHTS. We
  * never write to a connection we handed over. At most NETGTW_PENDING_MAX
  * connections may be sending their hello; a new one closes the oldest
- * (a slowloris costs its sender, not the others). */
+ * (a slowloris costs its sender, not the others). The hand-off never
+ * blocks: a gateway whose backlog is full gets no more ("busy"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -92,7 +93,7 @@ handoff(struct pending *p, const struct gw_hello *h)
 	}
 	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s.sock", dir, sbx) >=
 	    sizeof(sa.sun_path) ||
-	    (s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) {
+	    (s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
 		gw_refuse(p->fd, "unavailable", "gateway unreachable");
 		p->fd = -1;
 		return;
@@ -100,8 +101,15 @@ handoff(struct pending *p, const struct gw_hello *h)
 	/* no gateway: the sandbox does not serve here (any more): the
 	 * client's route is stale */
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		/* never wait for one gateway: its backlog full (EAGAIN) is
+		 * "busy", and the other sandboxes' connections go on */
+		int e = errno;
+
 		close(s);
-		gw_refuse(p->fd, "refresh_route", "no_record");
+		if (e == EAGAIN)
+			gw_refuse(p->fd, "busy", "the sandbox's gateway is busy");
+		else
+			gw_refuse(p->fd, "refresh_route", "no_record");
 		p->fd = -1;
 		return;
 	}
