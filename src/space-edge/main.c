@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -349,6 +350,11 @@ main(int argc, char **argv)
 		if ((a = calloc(1, sizeof(*a))) == NULL) {
 			close(fd);
 			continue;
+		}
+		{
+			/* answers go out as the gateway hands them over */
+			int one = 1;
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		}
 		a->e = &e;
 		a->fd = fd;
