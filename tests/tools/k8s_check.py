@@ -122,6 +122,27 @@ svc = by[("Service", "space-edge")]["spec"]
 port = next(a for a in e["args"] if a.startswith("--listen=")).rsplit(":", 1)[1]
 ok(str(svc["ports"][0]["targetPort"]) == port, "the space-edge Service reaches its listener")
 
+# a secret a non-root container reads: group-readable through fsGroup, never
+# world-readable (space-edge refuses a credential others may read)
+for d in docs:
+    if d["kind"] not in ("Deployment", "DaemonSet", "StatefulSet"):
+        continue
+    pspec = d["spec"]["template"]["spec"]
+    for v in pspec.get("volumes", []):
+        if "secret" not in v:
+            continue
+        mode = v["secret"].get("defaultMode", 0o644)
+        users = [c for c in pspec["containers"] if any(m["name"] == v["name"]
+                 for m in c.get("volumeMounts", []))]
+        nonroot = [c for c in users if (c.get("securityContext", {}).get("runAsUser") or
+                   pspec.get("securityContext", {}).get("runAsUser") or 0) != 0]
+        ok(not (mode & 0o007), "%s: secret %s is not world-readable" % (d["metadata"]["name"],
+           v["secret"]["secretName"]), oct(mode))
+        if nonroot:
+            ok(bool(mode & 0o040) and pspec.get("securityContext", {}).get("fsGroup") is not None,
+               "%s: secret %s is readable by its non-root user (fsGroup, group-readable)" %
+               (d["metadata"]["name"], v["secret"]["secretName"]), oct(mode))
+
 # images: the project's own, named without a registry host
 imgs = {c["image"] for d in docs if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")
         for c in d["spec"]["template"]["spec"]["containers"]}
