@@ -56,7 +56,7 @@ check "daemon started" true
 
 curl -s "$U/v1/keys" >"$T/keys"
 is "GET /v1/keys publishes the pinned root" "$(jget root "$T/keys")" "$ROOT"
-post /v1/workers/w1/register "$W" '{"incarnation":"inc1","endpoint":"http://127.0.0.1:7811","capacity":4}' >/dev/null
+post /v1/workers/w1/register "$W" '{"incarnation":"inc1","endpoint":"http://127.0.0.1:7811","capacity":4,"gateway":"tcp://127.0.0.1:7812"}' >/dev/null
 is "create a sandbox" "$(post /v1/sandboxes "$K" '{}')" 201
 S=$(jget id)
 
@@ -98,8 +98,11 @@ TOK1B=$(jget capability)
 python3 "$T/verify.py" "$CHECK" "$T/keys" "$TOK1B" "$ROOT" >"$T/v1b" 2>>"$T/log"
 check "each issuance has a fresh jti" test "$(jget claims.jti "$T/v1")" != "$(jget claims.jti "$T/v1b")"
 
+is "service route for a port not declared -> 404" "$(post "/v1/sandboxes/$S/routes" "$K" '{"port":8080,"proto":"http"}')" 404
+is "declare port 8080 -> 200" "$(post "/v1/sandboxes/$S/ports" "$K" '{"port":8080}')" 200
 is "service route -> 200" "$(post "/v1/sandboxes/$S/routes" "$K" '{"port":8080,"proto":"http"}')" 200
 python3 "$T/verify.py" "$CHECK" "$T/keys" "$(jget capability)" "$ROOT" >"$T/vs" 2>>"$T/log"
+is "... its endpoint is the worker's gateway" "$(jget endpoint)" tcp://127.0.0.1:7812
 is "service capability: aud netgtw" "$(jget claims.aud "$T/vs")" netgtw
 is "service capability: pur service, port, proto" \
 	"$(jget claims.pur "$T/vs") $(jget claims.port "$T/vs") $(jget claims.proto "$T/vs")" "service 8080 http"
