@@ -414,6 +414,38 @@ t_kill(struct mcp_ctx *x, json_t *args)
 	return o;
 }
 
+/* a sandbox port declared (public or not) and its address at space-edge;
+ * the edge routes by Host name (docs/network.md) */
+static json_t *
+t_port_url(struct mcp_ctx *x, json_t *args)
+{
+	char path[SPACE_ID_MAX + 32];
+	const char *domain = getenv("SPACE_EDGE_DOMAIN");
+	json_int_t port = json_integer_value(json_object_get(args, "port"));
+	bool pub = json_is_true(json_object_get(args, "public"));
+	json_t *body, *r, *o;
+	char *url = NULL;
+
+	if (domain == NULL || domain[0] == '\0')
+		return mcp_fail(x, "this server has no SPACE_EDGE_DOMAIN (space up writes it into "
+		    "its env file): port URLs are not known here");
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/ports", mcp_jstr(args, "sandbox"));
+	body = json_pack("{s:I,s:b}", "port", port, "public", pub);
+	r = ctl(x, "port_url", "POST", path, body);
+	json_decref(body);
+	if (r == NULL)
+		return NULL;
+	json_decref(r);
+	if (asprintf(&url, "http://%lld-%s.%s/", (long long)port, mcp_jstr(args, "sandbox"),
+	    domain) < 0)
+		return mcp_fail(x, "out of memory");
+	o = json_pack("{s:s,s:I,s:b,s:s}", "url", url, "port", port, "public", pub,
+	    "access", pub ? "anyone with the URL" :
+	    "the owner's API key (Authorization: Bearer) or the sandbox's traffic token");
+	free(url);
+	return o;
+}
+
 /* ---- commands ---- */
 
 static int
@@ -691,5 +723,18 @@ const struct mcp_tool mcp_tools[] = {
 	  "'state':{'type':'string'}}}",
 	  "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}",
 	  t_kill },
+	{ "port_url", "Expose a sandbox port and give its URL",
+	  "Declare a TCP port a server in the sandbox listens on (on 127.0.0.1 or any "
+	  "address inside it) and return the URL that reaches it through space-edge. A "
+	  "private port (the default) needs the owner's API key or the sandbox's traffic "
+	  "token; a public one needs nothing.",
+	  "{'type':'object','additionalProperties':false,'required':['sandbox','port'],"
+	  "'properties':{" SBX_ARG ",'port':{'type':'integer','minimum':1,'maximum':65535},"
+	  "'public':{'type':'boolean','default':false,'description':'reachable without a credential'}}}",
+	  "{'type':'object','required':['url','port','public'],'properties':{"
+	  "'url':{'type':'string'},'port':{'type':'integer'},'public':{'type':'boolean'},"
+	  "'access':{'type':'string','description':'who may open it'}}}",
+	  "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':true,'openWorldHint':true}",
+	  t_port_url },
 };
 const size_t mcp_ntools = sizeof(mcp_tools) / sizeof(mcp_tools[0]);

@@ -6,6 +6,7 @@
 // numbers them. Environment: SPACE_API_URL, SPACE_API_KEY,
 // SPACE_ROUTE_CACHE (the server's), SPACE (the space binary).
 import { execFileSync } from 'node:child_process';
+import http from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
@@ -28,6 +29,7 @@ const env = {
 	SPACE_API_URL: process.env.SPACE_API_URL,
 	SPACE_API_KEY: process.env.SPACE_API_KEY,
 	SPACE_ROUTE_CACHE: process.env.SPACE_ROUTE_CACHE,
+	SPACE_EDGE_DOMAIN: process.env.SPACE_EDGE_DOMAIN,
 };
 // -v: the server logs each data-plane attempt and route repair on stderr
 const transport = new StdioClientTransport({ command: space, args: ['-v', 'mcp'], env, stderr: 'pipe' });
@@ -42,7 +44,7 @@ ok(client.getServerCapabilities()?.tools !== undefined, 'initialize: it offers t
 // ---- tools/list ----
 const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
-eq(names, ['get_sandbox', 'kill', 'list_dir', 'list_sandboxes', 'pause', 'read_file',
+eq(names, ['get_sandbox', 'kill', 'list_dir', 'list_sandboxes', 'pause', 'port_url', 'read_file',
 	'resume', 'run_command', 'sandbox_create', 'write_file'], 'tools/list names every tool');
 ok(tools.every((t) => t.inputSchema?.type === 'object' && t.outputSchema?.type === 'object' &&
 	typeof t.description === 'string' && t.description.length > 20),
@@ -161,6 +163,42 @@ o = good(await call('list_sandboxes', {}), 'list_sandboxes');
 ok(o.sandboxes.some((s) => s.id === sbx && s.state === 'running'), 'list_sandboxes has the sandbox, running');
 o = good(await call('get_sandbox', { sandbox: sbx }), 'get_sandbox');
 ok(o.id === sbx && o.generation === 1 && typeof o.resources === 'object', 'get_sandbox: generation 1, resources');
+
+// ---- port_url: a server in the sandbox, declared and reached through space-edge ----
+// GET through the edge with Host PORT-SBX.DOMAIN: [status, body]
+function viaEdge(url, headers) {
+	const edge = new URL(process.env.SPACE_EDGE_URL);
+	const u = new URL(url);
+	return new Promise((resolve) => {
+		const req = http.request({ host: edge.hostname, port: edge.port, path: u.pathname,
+			headers: { Host: u.host, ...headers } }, (res) => {
+			let b = '';
+			res.on('data', (d) => { b += d; });
+			res.on('end', () => resolve([res.statusCode, b]));
+		});
+		req.on('error', (e) => resolve([0, String(e)]));
+		req.setTimeout(10000, () => req.destroy(new Error('timeout')));
+		req.end();
+	});
+}
+try {
+	execFileSync(space, ['exec', '--timeout', '10', sbx, '--', 'sh', '-c',
+		`mkdir -p /home/user/www && echo port-url-works >/home/user/www/index.html && cd /home/user/www &&
+		 setsid /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 </dev/null & sleep 1`],
+	{ env, stdio: ['ignore', 'pipe', 'pipe'] });
+} catch (e) {
+	diag(`space exec (the web server): ${e.stderr}`);
+}
+o = good(await call('port_url', { sandbox: sbx, port: 8000 }), 'port_url: port 8000, private');
+eq(o.url, `http://8000-${sbx}.${process.env.SPACE_EDGE_DOMAIN}/`, 'port_url: the URL names the port, the sandbox and the edge domain');
+let [st, body] = await viaEdge(o.url, {});
+eq(st, 401, 'the private URL without a credential: 401');
+[st, body] = await viaEdge(o.url, { Authorization: `Bearer ${process.env.SPACE_API_KEY}` });
+ok(st === 200 && /port-url-works/.test(body), `the URL with the owner's key reaches the server in the sandbox (${st})`);
+o = good(await call('port_url', { sandbox: sbx, port: 8000, public: true }), 'port_url: the same port made public');
+[st, body] = await viaEdge(o.url, {});
+ok(st === 200 && /port-url-works/.test(body), `the public URL needs no credential (${st})`);
+bad(await call('port_url', { sandbox: sbx, port: 0 }), /port|minimum|invalid/i, 'port_url with port 0: a tool error');
 
 // ---- a move between two calls: followed, invisible to the agent ----
 const w2 = w1 === 'w1' ? 'w2' : 'w1';
