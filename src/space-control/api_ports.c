@@ -168,6 +168,43 @@ ports_spec_with(struct store *s, const char *sandbox, const char *spec, char **o
 	return rc < 0 ? rc : 0;
 }
 
+struct text_get {
+	const char *owner, *id;
+	bool worker;            /* the worker's gateway, else the sandbox's ports */
+	char *out;
+	int found;
+};
+
+static int
+text_get_tx(struct store *s, void *arg)
+{
+	struct text_get *x = arg;
+
+	free(x->out);           /* a retried transaction starts again */
+	x->out = NULL;
+	x->found = x->worker ? R(s)->worker_gateway_get(s, x->id, &x->out) :
+	    R(s)->sandbox_ports_get(s, x->owner, x->id, &x->out);
+	return x->found < 0 ? x->found : 0;
+}
+
+/* a read of one row operation outside any transaction: in one of its own,
+ * so every backend runs it under its lock and on a live connection (the
+ * row operations themselves run inside the caller's transaction) */
+static int
+text_get(struct store *s, bool worker, const char *owner, const char *id, char **out)
+{
+	struct text_get x = { owner, id, worker, NULL, 0 };
+	int rc;
+
+	*out = NULL;
+	if ((rc = R(s)->tx(s, text_get_tx, &x)) < 0) {
+		free(x.out);
+		return rc;
+	}
+	*out = x.out;
+	return x.found;
+}
+
 int
 ports_declared(struct store *s, const char *owner, const char *sandbox, uint16_t port, bool *pub)
 {
@@ -178,7 +215,7 @@ ports_declared(struct store *s, const char *owner, const char *sandbox, uint16_t
 	*pub = false;
 	if (R(s)->sandbox_ports_get == NULL)
 		return 0;
-	if ((rc = R(s)->sandbox_ports_get(s, owner, sandbox, &stored)) < 0)
+	if ((rc = text_get(s, false, owner, sandbox, &stored)) < 0)
 		return rc;
 	if (rc == 0)
 		return -ENOENT;
@@ -222,7 +259,7 @@ ports_gateway(struct store *s, const char *worker, char *out, size_t cap)
 	out[0] = '\0';
 	if (R(s)->worker_gateway_get == NULL)
 		return 0;
-	if ((rc = R(s)->worker_gateway_get(s, worker, &g)) < 0)
+	if ((rc = text_get(s, true, NULL, worker, &g)) < 0)
 		return rc;
 	rc = g != NULL && g[0] && strlen(g) < cap;
 	if (rc)
@@ -317,7 +354,7 @@ ports_stored(struct req *r)
 {
 	if (R(r->ctl->st)->sandbox_ports_get != NULL && R(r->ctl->st)->sandbox_ports_set != NULL)
 		return true;
-	reply_error(r, 501, "not_implemented", "declared ports need the SQLite store for now");
+	reply_error(r, 501, "not_implemented", "this store does not hold declared ports");
 	return false;
 }
 
@@ -356,7 +393,7 @@ api_sandbox_ports_get(struct req *r)
 
 	if (!ports_stored(r))
 		return;
-	rc = R(r->ctl->st)->sandbox_ports_get(r->ctl->st, r->principal, r->params[0], &stored);
+	rc = text_get(r->ctl->st, false, r->principal, r->params[0], &stored);
 	if (rc <= 0) {
 		reply_store_error(r, rc == 0 ? -ENOENT : rc, "sandbox");
 		return;

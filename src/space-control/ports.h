@@ -15,7 +15,8 @@
 char *ports_from_api(json_t *list, char *why, size_t why_cap);
 /* spec (an install spec) with "ports":[N...] of the sandbox's declared
  * ports; *out NULL when the sandbox has none declared or the store keeps
- * none */
+ * none. Runs inside the caller's transaction; ports_declared and
+ * ports_gateway run a transaction of their own (never call them in one) */
 int ports_spec_with(struct store *s, const char *sandbox, const char *spec, char **out);
 /* the port's declaration: 1 declared (*pub set), 0 not declared, <0 store
  * error (-ENOENT: no such sandbox); owner NULL: any */

@@ -18,7 +18,7 @@
 #define SANDBOX_SELECT \
 	"SELECT s.id, s.state, s.template, s.resources, s.timeouts, s.metadata, s.created_at," \
 	" e.generation, e.worker, e.substrate, e.activation, e.resident, e.state, w.endpoint," \
-	" s.snapshot, e.error" \
+	" s.snapshot, e.error, s.ports" \
 	" FROM sandboxes s" \
 	" LEFT JOIN executions e ON e.sandbox = s.id AND e.generation =" \
 	"   (SELECT MAX(generation) FROM executions WHERE sandbox = s.id)" \
@@ -28,7 +28,7 @@ static json_t *
 sandbox_row(PGresult *r, int i)
 {
 	char ts[RFC3339_LEN + 1];
-	json_t *ex = json_null();
+	json_t *o, *ex = json_null();
 
 	rfc3339_format(pg_i(r, i, 6), ts);
 	if (!pg_null(r, i, 7)) {
@@ -42,7 +42,7 @@ sandbox_row(PGresult *r, int i)
 		    "endpoint", pg_s(r, i, 13),
 		    "error", pg_s(r, i, 15));
 	}
-	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o,s:s?}",
+	o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:o,s:s?}",
 	    "id", pg_s(r, i, 0),
 	    "state", pg_s(r, i, 1),
 	    "template", pg_s(r, i, 2),
@@ -52,6 +52,10 @@ sandbox_row(PGresult *r, int i)
 	    "created_at", ts,
 	    "execution", ex ? ex : json_null(),
 	    "snapshot", pg_s(r, i, 14));
+	/* the declared service ports ([{"port","public"}], api_ports.c) */
+	if (o != NULL)
+		json_object_set_new(o, "ports", pg_null(r, i, 16) ? json_array() : pg_json(r, i, 16));
+	return o;
 }
 
 static json_t *

@@ -25,10 +25,10 @@ r_sandbox_insert(struct store *s, const char *owner, const char *id,
     const struct sandbox_spec *sp, int64_t now)
 {
 	return pg_run(Q(s), "INSERT INTO sandboxes (id, owner, state, template,"
-	    " resources, timeouts, metadata, pinned_worker, created_at, api_key, network)"
-	    " VALUES ($1,$2,'creating',$3,$4,$5,$6,$7,$8,$9,$10)", "sssssssiss", id, owner,
+	    " resources, timeouts, metadata, pinned_worker, created_at, api_key, network, ports)"
+	    " VALUES ($1,$2,'creating',$3,$4,$5,$6,$7,$8,$9,$10,$11)", "sssssssisss", id, owner,
 	    sp->template_, sp->resources, sp->timeouts, sp->metadata, sp->pinned, now, sp->api_key,
-	    sp->network);
+	    sp->network, sp->ports);
 }
 
 static int
@@ -635,6 +635,10 @@ const struct store_rows pg_rows = {
 	.sandbox_key = r_sandbox_key,
 	.sandbox_network_get = pg_sandbox_network_get,
 	.sandbox_network_set = pg_sandbox_network_set,
+	.sandbox_ports_get = pg_sandbox_ports_get,
+	.sandbox_ports_set = pg_sandbox_ports_set,
+	.worker_gateway_get = pg_worker_gateway_get,
+	.worker_gateway_set = pg_worker_gateway_set,
 	.archive_pending_add = pg_archive_pending_add,
 	.archive_pending_prune = pg_archive_pending_prune,
 	.ops_oldest_open = pg_ops_oldest_open,

@@ -90,7 +90,7 @@ struct store_rows {
 	int (*sandbox_network_get)(struct store *, const char *owner, const char *id, char **json);
 	int (*sandbox_network_set)(struct store *, const char *id, const char *json);
 	/* declared service ports, stored form (ports.h): as the network
-	 * pair; NULL on a backend without them (PostgreSQL, for now) */
+	 * pair (store_sqlite_ports.c, store_pg_ports.c) */
 	int (*sandbox_ports_get)(struct store *, const char *owner, const char *id, char **json);
 	int (*sandbox_ports_set)(struct store *, const char *id, const char *json);
 	/* the netgtw listener a worker registered ("tcp://HOST:PORT"): 1 and
