@@ -15,7 +15,8 @@
 # because what they add runs the same statements as the ones above: 23,
 # 24, 26, 27, 29 (two daemons; 2r_control_pg_replicas.sh covers replicas
 # on PostgreSQL), 69 (template references), 71 (egress policies, needs
-# network namespaces), 73 (edge credentials, traffic tokens). 28 checks
+# network namespaces), 72 (declared ports), 73 (edge credentials, traffic
+# tokens). 28 checks
 # control.db's file modes: nothing to check on PostgreSQL.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
