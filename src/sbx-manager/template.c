@@ -160,7 +160,12 @@ out:
 	return r;
 }
 
-/* a record (of any state: a retired one may resume here) names digest */
+/* an execution that may still have the image mounted names digest. The
+ * worker keeps one record per sandbox it ever ran, so a retired or failed
+ * one does not count: a killed sandbox's image would be kept for ever. A
+ * paused sandbox resumed here after the sweep fetches the image again by
+ * its digest, as on any worker that never had it; the day of grace of the
+ * sweep keeps the common case a cache hit. */
 static bool
 in_use(struct mgr *m, const char *digest)
 {
@@ -171,7 +176,9 @@ in_use(struct mgr *m, const char *digest)
 	if (records_all(m, &rs, &n) != 0)
 		return true;    /* unsure: keep it */
 	for (i = 0; i < n && !used; i++)
-		used = strcmp(rs[i].template_name, digest) == 0;
+		used = strcmp(rs[i].template_name, digest) == 0 &&
+		    (rs[i].state == EXEC_PENDING || rs[i].state == EXEC_STARTING ||
+		    rs[i].state == EXEC_SERVING || rs[i].state == EXEC_RETIRING);
 	free(rs);
 	return used;
 }

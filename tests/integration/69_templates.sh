@@ -117,6 +117,14 @@ for s in "$S" "$S2"; do curl -s -o /dev/null -X DELETE -H "Authorization: Bearer
 i=0; while [ -f "$T/c/templates/blobs/$D.img" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 check "once its sandboxes are killed, the image is collected (no name, no sandbox)" test ! -e "$T/c/templates/blobs/$D.img"
 check "... and the control plane says so" grep -q "template image $D collected" "$T/ctl.log"
+# the workers' caches: an image no record names and unused for a day is
+# removed by the worker's periodic sweep (its mtime is its last use)
+check "w2 still caches the image of its killed sandbox" test -f "$T/w2/templates/$D.img"
+touch -d '2 days ago' "$T/w2/templates/$D.img"
+i=0; while [ -f "$T/w2/templates/$D.img" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+SWEEP=$(( i / 10 + 1 ))
+check "w2's sweep removed it once it was unused for a day" test ! -e "$T/w2/templates/$D.img"
+check "... saying so" grep -q "template $D: cached image unused, removed" "$T/mgr_w2.log"
 
 # ---- a Debian template, built with mmdebstrap (cached by its inputs) ----
 CACHE=${SPACE_TEMPLATE_CACHE:-/var/cache/space-test-templates}
@@ -130,5 +138,11 @@ is "inside: Debian's files, user 1000 (user), the workdir, env" \
 	"$(exec_sh 'cat /etc/debian_version >/dev/null && echo debian; id -un; pwd; echo $LANG; ls /usr/bin/apt-get'; jget stdout)" \
 	"$(printf 'debian\nuser\n/home/user\nC.UTF-8\n/usr/bin/apt-get')"
 
+DEB=$(jget template "$T/sbx")
+check "w2 caches the deb image its sandbox runs on" test -f "$T/w2/templates/$DEB.img"
+touch -d '2 days ago' "$T/w2/templates/$DEB.img"
+sleep $(( ${SWEEP:-10} + 6 ))
+check "a cached image a live sandbox uses is kept, however old (two sweep periods later)" \
+	test -f "$T/w2/templates/$DEB.img"
 check "no sanitizer report in the workers' logs" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/mgr_w1.log' '$T/mgr_w2.log'"
 done_testing
