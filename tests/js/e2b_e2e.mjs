@@ -185,6 +185,38 @@ await check('Sandbox.connect to a running sandbox', async () => {
 })
 await check('getHost names the edge host of a port', async () =>
 	sbx.getHost(8080) === `8080-${sbx.sandboxId}.${process.env.E2B_DOMAIN}`)
+// a web server in the sandbox at getHost: space admits a declared port
+// only (the seed's second check), declared public here through space's API
+await check('a web server in the sandbox is reached at getHost(port) through space-edge', async () => {
+	const http = await import('node:http')
+	await sbx.files.write('/tmp/www/index.html', 'e2b-gethost-works\n')
+	await sbx.commands.run('python3 -m http.server 8090 --bind 127.0.0.1 --directory /tmp/www',
+		{ background: true })
+	const d = await fetch(`${process.env.SPACE_API_URL}/v1/sandboxes/${sbx.sandboxId}/ports`, {
+		method: 'POST', headers: { Authorization: `Bearer ${process.env.SPACE_API_KEY}` },
+		body: JSON.stringify({ port: 8090, public: true }) })
+	if (d.status !== 200) throw new Error(`declare: ${d.status} ${await d.text()}`)
+	const edge = new URL(process.env.SPACE_EDGE_URL)
+	const get = () => new Promise((resolve) => {
+		const req = http.request({ host: edge.hostname, port: edge.port, path: '/',
+			headers: { Host: sbx.getHost(8090) } }, (res) => {
+			let b = ''
+			res.on('data', (c) => { b += c })
+			res.on('end', () => resolve([res.statusCode, b]))
+		})
+		req.on('error', (e) => resolve([0, String(e)]))
+		req.setTimeout(10000, () => req.destroy(new Error('timeout')))
+		req.end()
+	})
+	let st = 0, body = ''
+	for (let i = 0; i < 50; i++) {
+		[st, body] = await get()
+		if (st === 200) break
+		await new Promise((r) => setTimeout(r, 100))       // the server is starting
+	}
+	if (!(st === 200 && body.includes('e2b-gethost-works'))) throw new Error(`${st} ${body.slice(0, 200)}`)
+	return true
+})
 
 // PTY and watches
 const enc = (t) => new TextEncoder().encode(t)
