@@ -341,9 +341,50 @@ def bench_throughput(P, plat, sbx, rt, mib, runs):
         subprocess.run(["sh", "-c", "head -c %d /dev/zero | cat >/dev/null" % size], check=True)
         return now_us() - t0
 
+    # a file of the same size in the sandbox: `cat` of it as a stream
+    # against the file read API (GET .../files?path=), the pair
+    fpath = "/tmp/bench-stream.bin"
+    subprocess.run([os.path.join(plat.bin, "space"), "exec", sbx, "--", "sh", "-c",
+                    "head -c %d /dev/zero >%s" % (size, fpath)], env=plat.env,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
+
+    def ws_cat():
+        n, t = loop.run_until_complete(ws_drain(ws_url(rt.endpoint, sbx, {"argv": ["cat", fpath],
+                                                                          "stdin": False}), rt.get()))
+        if n != size:
+            raise RuntimeError("cat stream: %d bytes of %d" % (n, size))
+        return t
+
+    def file_api():
+        u = urllib.parse.urlsplit(rt.endpoint)
+        t0 = now_us()
+        c = socket.create_connection((u.hostname, u.port))
+        c.sendall(("GET /v1/sandboxes/%s/files?path=%s HTTP/1.1\r\nHost: %s\r\n"
+                   "Authorization: Bearer %s\r\nConnection: close\r\n\r\n"
+                   % (sbx, urllib.parse.quote(fpath, safe=""), u.netloc, rt.get())).encode())
+        n, head, buf = 0, None, b""
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            if head is None:
+                buf += b
+                i = buf.find(b"\r\n\r\n")
+                if i < 0:
+                    continue
+                head, b = buf[:i], buf[i + 4:]
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError("file read: %s" % head.split(b"\r\n")[0])
+            n += len(b)
+        c.close()
+        if n != size:
+            raise RuntimeError("file read: %d bytes of %d" % (n, size))
+        return now_us() - t0
+
     try:
         res = interleave_self_timed(runs, {"ws": ws, "bridge": bridge, "cli": cli,
-                                           "local": local, "local_sh": local_sh}, P)
+                                           "local": local, "local_sh": local_sh,
+                                           "ws_cat": ws_cat, "file_api": file_api}, P)
     finally:
         loop.close()
     mbs = {k: [size / 1e6 / (t / 1e6) for t in v] for k, v in res.items()}
@@ -355,7 +396,9 @@ def bench_throughput(P, plat, sbx, rt, mib, runs):
                      ("STREAM frames straight from the bridge socket (python)", "bridge"),
                      ("space exec SBX -- head ... > /dev/null (CLI, wslay, C)", "cli"),
                      ("the same command through a local pipe, python reader", "local"),
-                     ("head ... | cat > /dev/null on the host (C reader)", "local_sh")):
+                     ("head ... | cat > /dev/null on the host (C reader)", "local_sh"),
+                     ("cat FILE in the sandbox, WebSocket stream (python3-websockets)", "ws_cat"),
+                     ("the same FILE by the file read API (GET files?path=, python)", "file_api")):
         P.log("%-62s %9.0f %9.0f %9.0f" % (label, P.pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
     m = {k: P.pct(v, 50) for k, v in mbs.items()}
     P.ROWS.append(("stdout throughput of a stream, median",
@@ -363,6 +406,9 @@ def bench_throughput(P, plat, sbx, rt, mib, runs):
                    "local pipe (python) %.0f MB/s; `| cat` %.0f MB/s; bridge %.0f MB/s" % (
                        m["local"], m["local_sh"], m["bridge"]),
                    "%.2fx / %.2fx of local" % (m["ws"] / m["local"], m["cli"] / m["local_sh"])))
+    P.ROWS.append(("`cat` of a file as a stream vs the file read API, median",
+                   "stream %.0f MB/s" % m["ws_cat"], "file read API %.0f MB/s" % m["file_api"],
+                   "%.2fx" % (m["ws_cat"] / m["file_api"])))
 
 
 # ---- idle streams ----
