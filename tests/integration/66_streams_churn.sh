@@ -39,7 +39,7 @@ if [ "$($PROBE status "ws://127.0.0.1:$N2P/v1/sandboxes/$S/processes/stream?args
 fi
 MOVED="$1 $2 $3 $4 $5"
 ARGS=$($PY -c 'import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))' \
-	'{"argv":["/bin/sh","-c","i=0; while [ $i -lt 400 ]; do echo $i; i=$((i+1)); sleep 0.05; done"]}')
+	'{"argv":["/bin/sh","-c","i=0; while [ $i -lt 400 ]; do echo $i; i=$((i+1)); sleep 0.1; done"]}')
 : >"$T/streams"
 # one capability per sandbox, shared by its streams (taken last, so that
 # none nears its expiry on a loaded machine before the streams open)
