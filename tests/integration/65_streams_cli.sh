@@ -103,6 +103,24 @@ $PROBE run "$WU/v1/sandboxes/$S/processes/stream?args=$ARGS" "$CAP" >"$T/exp" 2>
 check "a stream whose capability expired while open delivers to its end" sh -c "grep -q after-expiry '$T/exp' && tail -1 '$T/exp' | grep -q 'close 1000'"
 is "  ... and the same capability opens nothing now: 401" "$($PROBE status "$WU/v1/sandboxes/$S/processes/1/stream" "$CAP")" "401 capability_expired"
 
+# ---- the control plane dies and comes back while a stream is open ----
+# (kill -9, then a new space-control on the same store: every lease of the
+# old one is handed over; an open stream depends on none of them)
+CAP=$(route "$S" '"exec"')
+ARGS=$($PY -c 'import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))' '{"argv":["/bin/sh","-c","i=0; while [ $i -lt 40 ]; do echo n$i; i=$((i+1)); sleep 0.1; done"]}')
+$PROBE run "$WU/v1/sandboxes/$S/processes/stream?args=$ARGS" "$CAP" >"$T/handoff" 2>&1 &
+PR=$!
+i=0; while ! grep -q 'n1' "$T/handoff" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+crash CTL
+check "space-control killed (-9) and started again while the stream runs" start_ctl
+wait $PR
+got=$($PY -c 'import ast,sys
+out=b"".join(ast.literal_eval(l.split(" ",2)[2]) for l in open(sys.argv[1]) if l.startswith("out stdout "))
+print("all" if out==b"".join(b"n%d\n"%i for i in range(40)) else "got %r"%out[-40:])' "$T/handoff")
+is "the stream delivered every line, in order, across the control plane's restart" "$got" all
+check "... then the exit status (0) and close 1000" sh -c "grep -q '^exit 0 0 0' '$T/handoff' && tail -1 '$T/handoff' | grep -q 'close 1000'"
+[ "$_tap_fail" = 0 ] || sed 's/^/# /' "$T/handoff"
+
 # ---- a move closes the streams of the old execution with 4409 ----
 CAP=$(route "$S" '"exec"')
 ARGS=$($PY -c 'import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))' '{"argv":["/bin/sh","-c","while :; do echo gen1; sleep 0.1; done"]}')
