@@ -10,8 +10,11 @@ per second (N over that). The sandboxes are then killed and their removal
 waited for. The baseline: N `bwrap --unshare-all ... true` started at once
 (posix_spawn from N threads), each timed to its exit.
 """
+import calendar
 import http.client
 import json
+import os
+import re
 import shutil
 import subprocess
 import threading
@@ -125,3 +128,127 @@ def bench_concurrent(P, plat, n):
                        ("bwrap p99 %.0f ms; %.0f/s" % (P.pct(blat, 99) / 1000, len(blat) / (bwall / 1e6)))
                        if blat else "no bwrap",
                        ("%.0fx" % (P.pct(lat, 99) / P.pct(blat, 99))) if blat else "-"))
+
+
+def _log_events(logdir, sbx):
+    """the daemons' log lines about sbx (space up's logs: DATA/logs/*.log):
+    a list of (wall seconds, prog, msg), in time order"""
+    out = []
+    for name in ("space-control.log", "w1-sbx-manager.log"):
+      with open(os.path.join(logdir, name), errors="replace") as f:
+        for line in f:
+            if sbx not in line or not line.startswith("{"):
+                continue
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            ts = d.get("ts", "")
+            try:
+                t = calendar.timegm(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")) + float(ts[19:-1] or 0)
+            except ValueError:
+                continue
+            out.append((t, d.get("prog", ""), d.get("msg", "")))
+    return sorted(out)
+
+
+def _ms_after(msg, label):
+    m = re.search(re.escape(label) + r" ([0-9.]+)", msg)
+    return float(m.group(1)) if m else None
+
+
+def bench_timeline(P, plat, runs):
+    """Where one create's time goes: `runs` creates through the API, one at
+    a time (state polled every 2 ms, then the route and one exec of `true`),
+    each split into phases by the client's clock and the daemons' log lines
+    (space up's log: wall clock, milliseconds; sbx-manager and spaced-host
+    log their own phases in milliseconds). Medians per phase."""
+    auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
+    ctl = P.Http("127.0.0.1:%d" % plat.port)
+    logp = os.path.join(plat.data, "logs")
+    rows = {}
+
+    def add(k, v):
+        if v is not None:
+            rows.setdefault(k, []).append(v)
+    for _ in range(runs):
+        t0 = time.time()
+        st, data, _ = ctl.req("POST", "/v1/sandboxes", "{}", auth)
+        t1 = time.time()
+        if st != 201:
+            raise RuntimeError("POST /v1/sandboxes: %d %s" % (st, data[:200]))
+        sbx = json.loads(data)["id"]
+        end = time.time() + 60
+        while True:
+            st, data, _ = ctl.req("GET", "/v1/sandboxes/" + sbx, None, auth)
+            state = json.loads(data).get("state") if st == 200 else None
+            if state == "running":
+                break
+            if state != "creating" or time.time() > end:
+                raise RuntimeError("sandbox %s: %d %s" % (sbx, st, data[:200]))
+            time.sleep(0.002)
+        t2 = time.time()
+        st, data, _ = ctl.req("POST", "/v1/sandboxes/%s/routes" % sbx, '{"access":["exec"]}', auth)
+        r = json.loads(data)
+        na = P.Http(r["endpoint"].split("://", 1)[1].rstrip("/"))
+        st, data, _ = na.req("POST", "/v1/sandboxes/%s/exec" % sbx, '{"argv":["true"]}',
+                             {"Authorization": "Bearer " + r["capability"], "Content-Type": "application/json"})
+        t3 = time.time()
+        if na.c:
+            na.c.close()
+        ctl.req("DELETE", "/v1/sandboxes/" + sbx, None, auth)
+        time.sleep(0.3)     # its log lines are written
+        ev = _log_events(logp, sbx)
+        created = next((t for t, p, m in ev if p == "space-control" and "created" in m), None)
+        reported = next((t for t, p, m in ev if p == "space-control" and m.endswith(": serving")), None)
+        mgr = next(((t, m) for t, p, m in ev if p == "sbx-manager" and m.startswith("serving ") and "after" in m), None)
+        jail = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("jail of")), None)
+        ready = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("serving ")), None)
+        add("total: POST to the first exec done", (t3 - t0) * 1e3)
+        add("API: POST answered (auth, placement, store commit)", (t1 - t0) * 1e3)
+        if mgr:
+            tm, m = mgr
+            total = _ms_after(m, "after")
+            start = tm - total / 1e3
+            if created is not None:
+                add("long-poll wake + assignment to sbx-manager's lane", (start - created) * 1e3)
+            add("sbx-manager: assignment checks + first record commit", _ms_after(m, "assignment to its record"))
+            add("sbx-manager: record 'starting' commit", _ms_after(m, "record starting"))
+            spawn = _ms_after(m, "bridge spawned to ready and checked")
+            add("sbx-manager: bridge spawned to ready and checked", spawn)
+            if ready:
+                rd = _ms_after(ready, "ready")
+                add("  spaced-host exec + sbx-manager's checks of it", spawn - rd if spawn and rd else None)
+                add("  spaced-host: main to ready", rd)
+                add("    guest challenge + serving process ready", _ms_after(ready, "ms after the start,"))
+            if jail:
+                add("    jail: cgroup", _ms_after(jail, "cgroup"))
+                add("    jail: layer (mkfs + loop mount + dirs)", _ms_after(jail, "layer"))
+                add("      of which mkfs", _ms_after(jail, "mkfs"))
+                add("    jail: clone + id maps + cgroup join", _ms_after(jail, "clone and id maps"))
+                add("    jail: setup in the child to the guest's exec", _ms_after(jail, "guest's exec"))
+            add("sbx-manager: record 'serving' commit", _ms_after(m, "record serving"))
+            add("sbx-manager: network attach", _ms_after(m, "network attach"))
+            if reported is not None:
+                add("report to space-control (commit)", (reported - tm) * 1e3)
+        if reported is not None:
+            add("running seen by the client (2 ms polls)", (t2 - reported) * 1e3)
+        add("route + first exec `true`", (t3 - t2) * 1e3)
+    P.log("")
+    P.log("== where a create's time goes (milliseconds, %d creates one at a time; medians; "
+          "log times have 1 ms resolution)" % runs)
+    P.log("%-62s %9s %9s" % ("phase", "median", "p90"))
+    order = ["total: POST to the first exec done", "API: POST answered (auth, placement, store commit)",
+             "long-poll wake + assignment to sbx-manager's lane",
+             "sbx-manager: assignment checks + first record commit", "sbx-manager: record 'starting' commit",
+             "sbx-manager: bridge spawned to ready and checked",
+             "  spaced-host exec + sbx-manager's checks of it", "  spaced-host: main to ready",
+             "    jail: cgroup", "    jail: layer (mkfs + loop mount + dirs)", "      of which mkfs",
+             "    jail: clone + id maps + cgroup join", "    jail: setup in the child to the guest's exec",
+             "    guest challenge + serving process ready",
+             "sbx-manager: record 'serving' commit", "sbx-manager: network attach",
+             "report to space-control (commit)", "running seen by the client (2 ms polls)",
+             "route + first exec `true`"]
+    for k in order:
+        if k in rows:
+            P.log("%-62s %9.1f %9.1f" % (k, P.pct(rows[k], 50), P.pct(rows[k], 90)))

@@ -930,7 +930,7 @@ def main():
                     help="also build the test template from nothing (minutes; fetches packages)")
     ap.add_argument("--no-templates", action="store_true", help="leave the template measures out")
     ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
-                    "create,concurrent,memory,templates,streams,idlestreams (default all)")
+                    "create,timeline,concurrent,memory,templates,streams,idlestreams (default all)")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     ap.add_argument("--summary-md", help="also write the final table there, as Markdown")
     a = ap.parse_args()
@@ -983,6 +983,9 @@ def main():
         if want("create"):
             bench_create(plat, a.create_runs)
             done("create")
+        if want("timeline"):
+            create_bench.bench_timeline(P, plat, a.create_runs)
+            done("timeline")
         if want("concurrent"):
             create_bench.bench_concurrent(P, plat, a.concurrent)
             done("concurrent")

@@ -19,6 +19,7 @@
 #include "layer.h"
 #include "log.h"
 #include "loopdev.h"
+#include "util.h"
 
 
 static int
@@ -155,7 +156,10 @@ layer_open(struct layer *s, const struct substrate_config *cfg)
 	int fd, r;
 
 	snprintf(img, sizeof(img), "%s/disk.img", cfg->layer_dir);
+	s->mkfs_ns = 0;
 	if (stat(img, &st) < 0) {
+		uint64_t t0 = now_mono_ns();
+
 		/* first run of this layer: a sparse image, so only what the
 		 * sandbox writes uses host disk, and never more than disk_mb */
 		if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
@@ -164,6 +168,7 @@ layer_open(struct layer *s, const struct substrate_config *cfg)
 		close(fd);
 		if (r == 0)
 			r = run_mkfs(img, cfg->uid_base);
+		s->mkfs_ns = now_mono_ns() - t0;
 		if (r < 0) {
 			unlink(img);
 			log_warnx("cannot make the layer image %s: %s", img, strerror(-r));

@@ -2,6 +2,7 @@
 #ifndef SPACED_HOST_LAYER_H
 #define SPACED_HOST_LAYER_H
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "hostmon.h"
 #include "substrate.h"
@@ -16,6 +17,7 @@ struct layer {
 	char rw[1024];                  /* RUNDIR/rw: where the image is mounted */
 	bool mounted;
 	int lock_fd;                    /* flock on the image while we use it; -1 */
+	uint64_t mkfs_ns;               /* time spent making the image; 0: it was there */
 };
 
 /* make the image on first use (sparse, disk_mb), lock it, detach mounts a

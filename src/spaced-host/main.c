@@ -211,6 +211,9 @@ bind_socket(const char *path)
 	return fd;
 }
 
+/* the monitor's start and the end of the substrate's launch (the log) */
+static uint64_t t_main, t_launched;
+
 /* one message of the serving process; false when it broke the protocol
  * (it is then stopped: a process that says nonsense is not trusted) */
 static bool
@@ -243,8 +246,10 @@ on_serve_msg(struct host *h, int mon, pid_t serve, bool *ready)
 			close(nul);
 		}
 		log_info("serving %s generation %" PRIu64 " activation %" PRIu32
-		    " on %s/bridge.sock (serving pid %d)", h->rec.id.sandbox,
-		    h->rec.id.generation, h->rec.id.activation, h->cfg.run_dir, (int)serve);
+		    " on %s/bridge.sock (serving pid %d; ready %.1f ms after the start, "
+		    "%.1f after the guest's launch)", h->rec.id.sandbox,
+		    h->rec.id.generation, h->rec.id.activation, h->cfg.run_dir, (int)serve,
+		    (double)(now_mono_ns() - t_main) / 1e6, (double)(now_mono_ns() - t_launched) / 1e6);
 		return true;
 	}
 	case HM_OOM_QUERY: {
@@ -293,6 +298,7 @@ main(int argc, char **argv)
 	pid_t serve = -1;
 	bool stopping = false, ready = false, serve_gone = false;
 
+	t_main = now_mono_ns();
 	parse_args(&h, &o, argc, argv);
 	log_init("spaced-host", o.verbose);
 	if (geteuid() != 0)
@@ -322,6 +328,7 @@ main(int argc, char **argv)
 
 	randombytes_buf(secret, sizeof(secret));
 	r = h.ops->launch(&h.cfg, secret, &h.sub, &control);
+	t_launched = now_mono_ns();
 	if (r < 0) {
 		sodium_memzero(secret, sizeof(secret));
 		fatalx("cannot launch the guest (%s): %s", h.ops->name, strerror(-r));
