@@ -20,6 +20,12 @@ directory, and measures, each figure next to its baseline:
   large file read                512 MiB through node-api (curl), through
                                  the bridge, vs `cat` on the host
 
+then, on set-ups of their own: the network into a sandbox port through
+space-edge and netgtw vs a direct connection in the sandbox's network
+namespace, and a move to the edge URL serving again (bench/net_bench.py,
+`space up --workers 2`); creates and capability issues per second on
+SQLite, PostgreSQL and three replicas (bench/control_bench.py).
+
 The client is this Python process with measurement loops that stay in the
 process (no fork per sample, except where a process start is what is
 measured). Nothing asserts timing: the figures are printed, that is all.
@@ -48,6 +54,8 @@ import spc  # noqa: E402  (the frame client the bridge tests use)
 import stream_bench  # noqa: E402  (bench/stream_bench.py)
 import template_bench  # noqa: E402  (bench/template_bench.py)
 import create_bench  # noqa: E402  (bench/create_bench.py)
+import net_bench  # noqa: E402  (bench/net_bench.py)
+import control_bench  # noqa: E402  (bench/control_bench.py)
 
 P = sys.modules[__name__]   # the helpers below, for stream_bench
 
@@ -86,8 +94,9 @@ def fmt_us(xs):
 class Platform:
     """`space up` with one worker in a private directory; stop() undoes all."""
 
-    def __init__(self, binsrc, capacity=16):
+    def __init__(self, binsrc, capacity=16, workers=1):
         self.capacity = capacity
+        self.workers = workers
         self.t = tempfile.mkdtemp(prefix="space-bench.")
         os.chmod(self.t, 0o711)     # node-api (nobody) reaches DIR/w1/run
         self.bin = os.path.join(self.t, "bin")
@@ -119,13 +128,17 @@ class Platform:
         for _ in range(10):
             # below the ephemeral range: no outgoing connection takes it
             base = random.randrange(20000, 30000)
-            if not (self._port_free(base) and self._port_free(base + 1)):
+            # space up's ports: the control plane, a node-api per worker,
+            # a gateway per worker (BASE+40+i), space-edge (BASE+80, 81)
+            ports = ([base + i for i in range(self.workers + 1)] +
+                     [base + 40 + i for i in range(1, self.workers + 1)] + [base + 80, base + 81])
+            if not all(self._port_free(p) for p in ports):
                 continue
             self.port = base
             self.uplog = open(os.path.join(self.t, "up.log"), "w+")
             self.up = subprocess.Popen(
                 [os.path.join(self.bin, "space"), "up", "--data-dir", self.data,
-                 "--workers", "1", "--capacity", str(self.capacity), "--port", str(base)],
+                 "--workers", str(self.workers), "--capacity", str(self.capacity), "--port", str(base)],
                 stdout=self.uplog, stderr=subprocess.STDOUT, env=self.env)
             end = time.time() + 90
             while time.time() < end:
@@ -754,29 +767,44 @@ def daemon_mem(plat):
     return out
 
 
+def idle_sandboxes(plat, n, template=None, wait=120):
+    """n sandboxes started (on template, else the host template) and
+    running, each after one exec, as a used sandbox would have had, then
+    idle 2 s. Returns their ids, (PSS, RSS, procs) of each one's bridge
+    tree and the charges of their memory cgroups. The caller kills them;
+    they are killed here when they do not all come up."""
+    tpl = ["--template", template] if template else []
+    sbxs = [plat.space("create", "--no-wait", *tpl).strip() for _ in range(n)]
+    try:
+        end = time.time() + wait
+        while time.time() < end:
+            lst = json.loads(plat.space("list", "--json"))
+            states = {s["id"]: s["state"] for s in lst.get("sandboxes", lst if isinstance(lst, list) else [])}
+            if all(states.get(s) == "running" for s in sbxs):
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("sandboxes not running after %d s" % wait)
+        for s in sbxs:
+            plat.space("exec", s, "--", "true")
+        time.sleep(2)
+        per, cg = [], []
+        for b in plat.bridges(top=True):
+            if any(s in cmdline(b) for s in sbxs):
+                per.append(mem_tree(b))
+                cg.append(cgroup_mem_kb(b))
+        if len(per) != n:
+            raise RuntimeError("found %d bridges for %d sandboxes" % (len(per), n))
+        return sbxs, per, [c for c in cg if c is not None]
+    except BaseException:
+        for s in sbxs:
+            plat.space("kill", s, check=False)
+        raise
+
+
 def bench_memory(plat, n):
     before = daemon_mem(plat)
-    sbxs = [plat.space("create", "--no-wait").strip() for _ in range(n)]
-    end = time.time() + 120
-    while time.time() < end:
-        lst = json.loads(plat.space("list", "--json"))
-        states = {s["id"]: s["state"] for s in lst.get("sandboxes", lst if isinstance(lst, list) else [])}
-        if all(states.get(s) == "running" for s in sbxs):
-            break
-        time.sleep(0.5)
-    else:
-        raise RuntimeError("sandboxes not running after 120 s")
-    # one exec each, as a used sandbox would have had, then idle
-    for s in sbxs:
-        plat.space("exec", s, "--", "true")
-    time.sleep(2)
-    per, cg = [], []
-    for b in plat.bridges(top=True):
-        if any(s in cmdline(b) for s in sbxs):
-            per.append(mem_tree(b))
-            cg.append(cgroup_mem_kb(b))
-    if len(per) != n:
-        raise RuntimeError("found %d bridges for %d sandboxes" % (len(per), n))
+    sbxs, per, cgv = idle_sandboxes(plat, n)
     # baselines: an idle bwrap sandbox (same namespaces) and a bare sleep
     bw = shutil.which("bwrap")
     base = []
@@ -805,7 +833,6 @@ def bench_memory(plat, n):
     if base:
         log("%-62s %9.2f %9.2f %9.1f" % ("bwrap --unshare-all ... sleep", avg(base, 0), avg(base, 1), avg(base, 2, 1)))
     log("%-62s %9.2f %9.2f %9.1f" % ("bare sleep", avg(sleeps, 0), avg(sleeps, 1), avg(sleeps, 2, 1)))
-    cgv = [c for c in cg if c is not None]
     if cgv:
         log("space sandbox: its memory cgroup's charge (kernel memory and page cache"
             " included), mean %.2f MiB, max %.2f" % (sum(cgv) / len(cgv) / 1024.0, max(cgv) / 1024.0))
@@ -929,8 +956,18 @@ def main():
     ap.add_argument("--template-uncached", action="store_true",
                     help="also build the test template from nothing (minutes; fetches packages)")
     ap.add_argument("--no-templates", action="store_true", help="leave the template measures out")
+    ap.add_argument("--net-rounds", type=int, default=3, help="interleaved rounds of the network paths")
+    ap.add_argument("--net-reqs", type=int, default=300, help="requests of a latency run (one connection)")
+    ap.add_argument("--net-tput", type=int, default=3000, help="requests of a throughput run")
+    ap.add_argument("--net-conns", type=int, default=8, help="connections of a throughput run")
+    ap.add_argument("--tcp-mib", type=int, default=256, help="MiB through one raw TCP connection")
+    ap.add_argument("--moves", type=int, default=5, help="moves timed to the edge URL serving again")
+    ap.add_argument("--ctl-creates", type=int, default=300, help="creates per store set-up")
+    ap.add_argument("--ctl-routes", type=int, default=900, help="capability issues per store set-up")
+    ap.add_argument("--ctl-clients", type=int, default=8, help="client threads of the store set-ups")
     ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
-                    "create,timeline,concurrent,memory,templates,streams,idlestreams (default all)")
+                    "create,timeline,concurrent,memory,templates,streams,idlestreams,network,stores"
+                    " (default all)")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     ap.add_argument("--summary-md", help="also write the final table there, as Markdown")
     a = ap.parse_args()
@@ -939,6 +976,8 @@ def main():
         a.stream_iters, a.stream_mib, a.stream_runs, a.streams = 20, 32, 1, 100
         a.template_runs = 3
         a.concurrent = 10
+        a.net_rounds, a.net_reqs, a.net_tput, a.tcp_mib, a.moves = 1, 50, 400, 32, 1
+        a.ctl_creates, a.ctl_routes = 40, 120
     parts = set(a.only.split(",")) if a.only else None
     def want(part):
         return parts is None or part in parts
@@ -966,7 +1005,11 @@ def main():
     def done(part):
         spent.append((part, time.time() - last[0]))
         last[0] = time.time()
+    main_parts = ("roundtrips", "bigfile", "create", "timeline", "concurrent", "memory", "templates", "streams",
+                  "idlestreams")
     try:
+        if not any(want(x) for x in main_parts):
+            raise StopIteration
         plat.start()
         log("platform: space up, one worker, ports %d-%d, data in %s" % (plat.port, plat.port + 1, plat.data))
         sbx = plat.space("create").strip()
@@ -1023,8 +1066,26 @@ def main():
     except KeyboardInterrupt:
         log("bench: platform: interrupted")
         rc = 1
+    except StopIteration:
+        pass
     finally:
         plat.stop()
+    # the parts with set-ups of their own (two workers; the stores)
+    try:
+        if want("network"):
+            net_bench.bench_network(P, a.bin, os.path.join(os.path.dirname(os.path.abspath(a.bin)), "bench",
+                                                           "bench_netsvc"),
+                                    a.net_rounds, a.net_reqs, a.net_tput, a.net_conns, a.tcp_mib, a.moves)
+            done("network")
+        if want("stores"):
+            control_bench.bench_stores(P, a.bin, a.ctl_creates, a.ctl_routes, a.ctl_clients)
+            done("stores")
+    except (RuntimeError, AssertionError, OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
+        log("bench: platform: %s: %s" % (type(e).__name__, e))
+        rc = 1
+    except KeyboardInterrupt:
+        log("bench: platform: interrupted")
+        rc = 1
     log("")
     load1 = os.getloadavg()
     log("== summary (%s, %d CPUs, %.0f s; load average %.1f %.1f %.1f at the start, %.1f %.1f %.1f at the end)" % (

@@ -29,8 +29,8 @@ run_all() {
 	found=0
 	for b in "$B"/bench/bench_*; do
 		[ -x "$b" ] || continue
-		# a helper platform.py runs with arguments, not a benchmark alone
-		[ "$(basename "$b")" = bench_framecat ] && continue
+		# helpers platform.py runs with arguments, not benchmarks alone
+		case "$(basename "$b")" in bench_framecat|bench_netsvc) continue ;; esac
 		found=1
 		echo "== $(basename "$b")"
 		"$b" >"$tmp/one" 2>&1 || { echo "bench: $(basename "$b") failed"; rc=1; }

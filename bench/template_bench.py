@@ -118,32 +118,10 @@ def page_cache_kb(path):
 
 
 def idle(P, plat, n, template):
-    tpl = ["--template", template] if template else []
-    sbxs = [plat.space("create", "--no-wait", *tpl).strip() for _ in range(n)]
-    try:
-        end = time.time() + 180
-        while time.time() < end:
-            lst = json.loads(plat.space("list", "--json"))
-            states = {s["id"]: s["state"] for s in lst.get("sandboxes", lst if isinstance(lst, list) else [])}
-            if all(states.get(s) == "running" for s in sbxs):
-                break
-            time.sleep(0.5)
-        else:
-            raise RuntimeError("sandboxes not running after 180 s")
-        for s in sbxs:
-            plat.space("exec", s, "--", "true")
-        time.sleep(2)
-        per, cg = [], []
-        for b in plat.bridges(top=True):
-            if any(s in P.cmdline(b) for s in sbxs):
-                per.append(P.mem_tree(b))
-                cg.append(P.cgroup_mem_kb(b))
-        if len(per) != n:
-            raise RuntimeError("found %d bridges for %d sandboxes" % (len(per), n))
-        return per, [c for c in cg if c is not None]
-    finally:
-        for s in sbxs:
-            plat.space("kill", s, check=False)
+    sbxs, per, cg = P.idle_sandboxes(plat, n, template, wait=180)
+    for s in sbxs:
+        plat.space("kill", s, check=False)
+    return per, cg
 
 
 def bench_memory(P, plat, n):

@@ -5,7 +5,8 @@
 # (nothing else listens). Sourced by tests/lib.sh when SPACE_TEST_STORE=pg,
 # or by a test that needs PostgreSQL itself.
 #   pg_start: initdb + start; sets PGT (its directory), PG_PORT and
-#     PG_URL (a postgres:// URL of database "space"); false when it fails
+#     PG_URL (a postgres:// URL of database "space"); false when it fails;
+#     PG_SERVER_OPTS: the server's settings (default fsync off)
 #   pg_stop_server / pg_start_server: stop (fast) and start it again
 #   pg_cleanup: stop it and remove PGT (ctl_cleanup calls it)
 #   pg_sql QUERY: psql, unaligned, tuples only; booleans printed 1/0 as
@@ -15,6 +16,9 @@
 #     schema only this helper puts on its search path, never the daemon's
 PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 PGT=
+# the server's settings beyond the address: the tests need no durability
+# across a power loss (bench/pg.sh asks for it, as SQLite's store has it)
+PG_SERVER_OPTS=${PG_SERVER_OPTS:--c fsync=off -c full_page_writes=off}
 
 _pg_as() {
 	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
@@ -22,7 +26,7 @@ _pg_as() {
 
 pg_start_server() {
 	_pg_as "$PG_BIN/pg_ctl" -D "$PGT/data" -l "$PGT/server.log" -w -t 30 \
-		-o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PGT/sock -c fsync=off -c full_page_writes=off" \
+		-o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PGT/sock $PG_SERVER_OPTS" \
 		start >/dev/null
 }
 pg_stop_server() { _pg_as "$PG_BIN/pg_ctl" -D "$PGT/data" -m fast -w stop >/dev/null; }
