@@ -1005,8 +1005,8 @@ def main():
     def done(part):
         spent.append((part, time.time() - last[0]))
         last[0] = time.time()
-    main_parts = ("roundtrips", "bigfile", "create", "timeline", "concurrent", "memory", "templates", "streams",
-                  "idlestreams")
+    main_parts = ("roundtrips", "bigfile", "create", "timeline", "concurrent", "memory", "templates",
+                  "streams", "idlestreams")
     try:
         if not any(want(x) for x in main_parts):
             raise StopIteration
