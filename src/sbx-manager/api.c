@@ -252,6 +252,7 @@ handle(struct mgr *m, int cfd)
 	res = admit_token(m->verifier, req.token, req.token_len, have ? &rr : NULL, &ar, &cap);
 	metrics_admission(m, res.outcome, res.reason);
 	if (res.outcome != ADMIT_ALLOW) {
+		refusals_count(req.sandbox, have, res.outcome);
 		audit_refusal("admission", op_name(req.op), req.sandbox, &cap, have ? &rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
 		frame_write_refusal(cfd, res);
@@ -278,6 +279,7 @@ handle(struct mgr *m, int cfd)
 			res.reason = R_NOT_SERVING;
 		}
 		metrics_admission(m, res.outcome, res.reason);
+		refusals_count(req.sandbox, have, res.outcome);
 		audit_refusal("admission", op_name(req.op), req.sandbox, &cap, have ? &now_rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
 		frame_write_refusal(cfd, res);

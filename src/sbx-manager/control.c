@@ -156,11 +156,38 @@ heartbeat_body(struct mgr *m, char *body, size_t cap)
 		strcat(body, "}");
 }
 
+/* at most this many sandboxes' refusal counts ride on one heartbeat (the
+ * rest on the next ones, every 5 s) */
+#define HB_REFUSALS 48
+
+/* the heartbeat body with the refusals counted since the last accepted
+ * one (refusals.c); *nsent of them in sent[] */
+static void
+heartbeat_with_refusals(struct mgr *m, char *body, size_t cap, struct refusal_sent *sent,
+    size_t *nsent)
+{
+	char ref[HB_REFUSALS * 160 + 32];
+	size_t l;
+
+	heartbeat_body(m, body, cap);
+	*nsent = refusals_report(sent, HB_REFUSALS, ref, sizeof(ref));
+	l = strlen(body);
+	if (*nsent == 0 || l < 2 || body[l - 1] != '}' || l + strlen(ref) + 2 > cap) {
+		*nsent = 0;
+		return;
+	}
+	body[l - 1] = ',';
+	strcpy(body + l, ref);
+	strcat(body, "}");
+}
+
 void *
 control_heartbeat_thread(void *arg)
 {
-	char path[256], body[640];
+	static struct refusal_sent sent[HB_REFUSALS];
+	char path[256], body[640 + HB_REFUSALS * 160 + 32];
 	struct mgr *m = arg;
+	size_t nsent;
 	long st;
 	bool was_ok = true;
 
@@ -177,7 +204,7 @@ control_heartbeat_thread(void *arg)
 	}
 	while (!atomic_load(&m->stopping)) {
 		sleep(5);
-		heartbeat_body(m, body, sizeof(body));
+		heartbeat_with_refusals(m, body, sizeof(body), sent, &nsent);
 		if (http_post(m, path, body, 5, &st) != 0 || st != 200) {
 			if (was_ok)
 				log_warnx("control: heartbeat failed (status %ld)", st);
@@ -188,6 +215,7 @@ control_heartbeat_thread(void *arg)
 				control_register(m);
 		} else {
 			was_ok = true;
+			refusals_sent(sent, nsent);
 			pending_flush(m);
 		}
 	}

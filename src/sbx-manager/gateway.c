@@ -433,6 +433,7 @@ check(struct gw *g)
 	    &req, &cap);
 	metrics_admission(gt.m, res.outcome, res.reason);
 	if (res.outcome != ADMIT_ALLOW) {
+		refusals_count(g->sandbox, have, res.outcome);
 		audit_refusal("gateway", "connect", g->sandbox, &cap, have ? &rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
 		ae = admit_error_code(res);

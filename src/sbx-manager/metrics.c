@@ -161,6 +161,7 @@ metrics_write(struct mgr *m)
 	pthread_mutex_unlock(&ms->lock);
 	fprintf(f, "# TYPE space_sbxmgr_leases gauge\nspace_sbxmgr_leases %u\n", lease_count(m));
 	bridge_refusals(m, f);
+	refusals_metrics(f);
 	if (m->verifier) {
 		verifier_stats(m->verifier, &vs);
 		fprintf(f, "# TYPE space_sbxmgr_vcache_hits_total counter\n"

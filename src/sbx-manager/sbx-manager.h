@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "admit.h"
@@ -279,6 +280,15 @@ uint64_t reclaim_du(const char *dir);   /* bytes allocated beneath dir */
 /* the window of data_dir on this host, claimed once and kept */
 int uid_window_claim(const char *data_dir, uint32_t *window);
 uint32_t uid_base_for(uint32_t window, uint32_t slot);
+
+/* refusals.c: refusals counted per sandbox and outcome, reported with
+ * the heartbeat; known = this worker has a record of the sandbox */
+#define REFUSAL_OUTCOMES 3      /* refresh_route, deny, expired */
+struct refusal_sent { char sandbox[SPACE_ID_MAX + 1]; uint64_t n[REFUSAL_OUTCOMES]; };
+void refusals_count(const char *sandbox, bool known, enum admit_outcome o);
+size_t refusals_report(struct refusal_sent *sent, size_t max, char *body, size_t cap);
+void refusals_sent(const struct refusal_sent *sent, size_t n);
+void refusals_metrics(FILE *f);
 
 /* audit: one log line with both identities */
 void audit_refusal(const char *what, const char *op, const char *sandbox,

@@ -42,4 +42,10 @@ char *api_timeouts_json(struct req *r, json_t *in);
 const char *api_id_field(struct req *r, json_t *in, const char *k, bool null_ok, bool *ok);
 /* api_lifecycle.c: a snapshot digest as the snapshot store names files */
 bool api_digest_valid(const char *s);
+/* api_refusals.c: a heartbeat's "refusals" checked (or 400 answered);
+ * added to the sandboxes worker ran (count, or <0); the owner's sandbox
+ * object gains "refusals" */
+bool api_refusals_valid(struct req *r, json_t *list);
+int api_refusals_add(struct store *s, const char *worker, json_t *list);
+void api_refusals_attach(struct store *s, const char *owner, const char *id, json_t *o);
 #endif

@@ -281,6 +281,7 @@ api_sandbox_get(struct req *r)
 		reply_store_error(r, rc, "sandbox");
 		return;
 	}
+	api_refusals_attach(r->ctl->st, r->principal, r->params[0], o);
 	reply_json(r, 200, o);
 }
 

@@ -169,8 +169,9 @@ out:
 void
 api_worker_heartbeat(struct req *r)
 {
-	static const char *const keys[] = { "incarnation", "disk", "capacity", "resources", NULL };
-	json_t *in, *disk, *cap, *res;
+	static const char *const keys[] = { "incarnation", "disk", "capacity", "resources",
+		"refusals", NULL };
+	json_t *in, *disk, *cap, *res, *refusals;
 	json_int_t du[3];
 	struct res total;
 	int64_t capacity = -1;
@@ -196,10 +197,20 @@ api_worker_heartbeat(struct req *r)
 	res = json_object_get(in, "resources");
 	if (!worker_resources(r, res, &total))
 		goto out;
+	/* refusals counted per sandbox since the last accepted heartbeat */
+	if ((refusals = json_object_get(in, "refusals")) != NULL &&
+	    !api_refusals_valid(r, refusals))
+		goto out;
 	rc = r->ctl->st->ops->worker_heartbeat(r->ctl->st, r->params[0], inc, capacity,
 	    res ? &total : NULL);
 	if (rc >= 0 && disk != NULL)
 		worker_disk_set(r->params[0], du);
+	/* a failure to add them answers it: the worker sends them again */
+	if (rc >= 0 && refusals != NULL && json_array_size(refusals) > 0) {
+		int arc = api_refusals_add(r->ctl->st, r->params[0], refusals);
+		if (arc < 0 && arc != -ENOTSUP)
+			rc = arc;
+	}
 	if (rc == -ESTALE)
 		reply_error(r, 409, "conflict", "incarnation is not the registered one; register again");
 	else if (rc < 0)

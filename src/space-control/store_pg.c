@@ -173,6 +173,11 @@ static const char *const migrations[] = {
 	 * yet (the port calls answer 501), the schemas stay at one version */
 	"ALTER TABLE sandboxes ADD COLUMN ports TEXT;"
 	"ALTER TABLE workers ADD COLUMN gateway TEXT;",
+
+	/* 10: refusals counted per sandbox and outcome, as in store_sqlite.c */
+	"CREATE TABLE sandbox_refusals (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
+	"  refresh_route BIGINT NOT NULL DEFAULT 0, deny BIGINT NOT NULL DEFAULT 0,"
+	"  expired BIGINT NOT NULL DEFAULT 0);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -125,6 +125,10 @@ int pg_sandbox_owner(struct store *, const char *id, char owner[SPACE_ID_MAX + 1
 /* store_pg_ports.c: declared ports, a worker's gateway (row operations) */
 int pg_sandbox_ports_get(struct store *, const char *owner, const char *id, char **out);
 int pg_sandbox_ports_set(struct store *, const char *id, const char *json);
+/* store_pg_refusals.c */
+int pg_sandbox_refusals_add(struct store *, const char *worker, const char *sandbox,
+    const int64_t n[3]);
+int pg_sandbox_refusals_get(struct store *, const char *owner, const char *id, int64_t n[3]);
 int pg_worker_gateway_get(struct store *, const char *worker, char **out);
 int pg_worker_gateway_set(struct store *, const char *worker, const char *gateway);
 /* store_pg_net.c: the egress policy column (row operations) */

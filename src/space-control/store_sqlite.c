@@ -186,6 +186,12 @@ static const char *const migrations[] = {
 	 * api_ports.c) and the netgtw listener a worker registered */
 	"ALTER TABLE sandboxes ADD COLUMN ports TEXT;"
 	"ALTER TABLE workers ADD COLUMN gateway TEXT;",
+
+	/* 10: refusals counted per sandbox and outcome, summed from the
+	 * workers' heartbeats (docs/console.md "Refused routes") */
+	"CREATE TABLE sandbox_refusals (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
+	"  refresh_route INTEGER NOT NULL DEFAULT 0, deny INTEGER NOT NULL DEFAULT 0,"
+	"  expired INTEGER NOT NULL DEFAULT 0);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

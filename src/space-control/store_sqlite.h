@@ -71,6 +71,10 @@ int sq_sandbox_network_set(struct store *, const char *id, const char *json);
 /* store_sqlite_ports.c */
 int sq_sandbox_ports_get(struct store *, const char *owner, const char *id, char **out);
 int sq_sandbox_ports_set(struct store *, const char *id, const char *json);
+/* store_sqlite_refusals.c */
+int sq_sandbox_refusals_add(struct store *, const char *worker, const char *sandbox,
+    const int64_t n[3]);
+int sq_sandbox_refusals_get(struct store *, const char *owner, const char *id, int64_t n[3]);
 int sq_worker_gateway_get(struct store *, const char *worker, char **out);
 int sq_worker_gateway_set(struct store *, const char *worker, const char *gateway);
 int sq_sandbox_current(struct store *, const char *owner, const char *id,

@@ -97,6 +97,14 @@ struct store_rows {
 	 * *out (malloc'd, NULL when it runs none), 0 unknown worker */
 	int (*worker_gateway_get)(struct store *, const char *worker, char **out);
 	int (*worker_gateway_set)(struct store *, const char *worker, const char *gateway);
+	/* refusals counted by worker for sandbox (refresh_route, deny,
+	 * expired) added to the sandbox's, when worker ran an execution of
+	 * it: 1 added, 0 not (unknown sandbox, another worker's) */
+	int (*sandbox_refusals_add)(struct store *, const char *worker, const char *sandbox,
+	    const int64_t n[3]);
+	/* 1 and n[] (zeros when none were counted) or 0 unknown sandbox */
+	int (*sandbox_refusals_get)(struct store *, const char *owner, const char *id,
+	    int64_t n[3]);
 	/* 1 taken (free or expired at now), 0 held by someone else */
 	int (*lease_take)(struct store *, const char *id, const char *who, int64_t expiry,
 	    int64_t now);

@@ -19,13 +19,16 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1 || [ ! 
 	echo "1..0 # SKIP node, npm and Debian's chromium are needed"
 	exit 0
 fi
-pkg_version() { node -p "require('$JS/node_modules/puppeteer-core/package.json').version" 2>/dev/null; }
-want=$(node -p "require('$JS/package-lock.json').packages['node_modules/puppeteer-core'].version")
+# puppeteer-core drives the browser, pngjs reads the pixels of a screenshot
+pkg_version() { node -p "require('$JS/node_modules/$1/package.json').version" 2>/dev/null; }
+want() { node -p "require('$JS/package-lock.json').packages['node_modules/$1'].version"; }
 (
 	flock 9
-	[ "$(pkg_version)" = "$want" ] || (cd "$JS" && npm ci --no-audit --no-fund --loglevel=error >&2)
+	[ "$(pkg_version puppeteer-core)" = "$(want puppeteer-core)" ] && [ "$(pkg_version pngjs)" = "$(want pngjs)" ] ||
+		(cd "$JS" && npm ci --no-audit --no-fund --loglevel=error >&2)
 ) 9>"$JS/.install.lock"
-is "puppeteer-core is installed at its pinned version" "$(pkg_version)" "$want"
+is "puppeteer-core is installed at its pinned version" "$(pkg_version puppeteer-core)" "$(want puppeteer-core)"
+is "pngjs is installed at its pinned version" "$(pkg_version pngjs)" "$(want pngjs)"
 
 SHOTS="$(dirname "$SPACE_BIN")/test-logs/78_console"
 rm -rf "$SHOTS"
@@ -34,6 +37,10 @@ mkdir -p "$SHOTS"
 up_init
 up_start || exit
 E=$SPACE_EDGE_URL
+
+# a sandbox of the same key that lives through the browser run: the
+# refusals counted for the browser's sandbox are not counted for it
+SBX=$(space create 2>"$T/err") || diag "$(cat "$T/err")"
 
 tap_lines() {
 	while IFS= read -r l; do
@@ -44,7 +51,7 @@ tap_lines() {
 		esac
 	done
 }
-(cd "$JS" && CONSOLE_URL="$E" SPACE="$T/bin/space" CHROMIUM="$CHROMIUM" SHOTS="$SHOTS" HOME="$T" \
+(cd "$JS" && CONSOLE_URL="$E" SPACE="$T/bin/space" SBX_OUT="$T/e2e.sbx" CHROMIUM="$CHROMIUM" SHOTS="$SHOTS" HOME="$T" \
 	timeout 110 node console_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
 tap_lines <"$T/e2e.out"
 is "the browser run finished" "$(cat "$T/e2e.rc")" "rc=0"
@@ -59,7 +66,6 @@ for k in static control node; do
 done
 
 # ---- the console's edge from the attacker's side
-SBX=$(space create 2>"$T/err") || diag "$(cat "$T/err")"
 code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 20 "$@"; }
 is "a node-api path without a key: 401" "$(code "$E/node/v1/sandboxes/$SBX/fs/list?path=/")" 401
 is "with a capability instead of a key: 401 (the console takes API keys only)" \
@@ -87,6 +93,56 @@ is "nor the edge's own route endpoint (404)" \
 	"$(code -X POST -H "Authorization: Bearer $SPACE_API_KEY" -d '{}' "$E/v1/edge/routes")" 404
 is "the console's files are read only (405)" "$(code -X POST -d x "$E/app.js")" 405
 is "the edge still answers" "$(code "$E/healthz")" 200
+
+# ---- refusals per sandbox (docs/console.md "Refused routes"): the
+# browser's sandbox had stale and tampered capabilities refused
+BSBX=$(cat "$T/e2e.sbx" 2>/dev/null)
+refusals() { # key sandbox: "refresh_route deny expired" or the status
+	c=$(code -H "Authorization: Bearer $1" "$E/v1/sandboxes/$2")
+	[ "$c" = 200 ] || { echo "$c"; return; }
+	node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).refusals || {};
+		console.log(`${r.refresh_route} ${r.deny} ${r.expired}`)' "$T/body"
+}
+r=$(refusals "$SPACE_API_KEY" "$BSBX")
+set -- $r
+check "the owner reads the browser sandbox's refusals through the API ($r)" [ "${1:-0}" -ge 2 -a "${2:-0}" -ge 1 ]
+is "another tenant cannot read them (404)" "$(refusals "$OKEY" "$BSBX")" 404
+is "the owner's other sandbox counts none" "$(refusals "$SPACE_API_KEY" "$SBX")" "0 0 0"
+is "nor does the other tenant's" "$(refusals "$OKEY" "$OSBX")" "0 0 0"
+# requests for sandboxes the worker does not know, with a tampered
+# capability: refused, counted in the worker's "unknown" bucket, never
+# in a per-sandbox entry (the table does not grow with made-up ids)
+RT=$(space route "$SBX" --json 2>"$T/err") || diag "route: $(cat "$T/err")"
+EP=$(printf '%s' "$RT" | node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).endpoint')
+# the capability with one character of its signed payload changed (a
+# token not even shaped like one is refused by node-api itself, counted
+# in its own metrics only)
+CAP=$(printf '%s' "$RT" | node -p 'const c = JSON.parse(require("fs").readFileSync(0, "utf8")).capability;
+	const i = "v4.public.".length + 20; c.slice(0, i) + (c[i] === "A" ? "B" : "A") + c.slice(i + 1)')
+unknown_deny() {
+	curl -s --max-time 10 "$EP/metrics" |
+		sed -n 's/^space_sbxmgr_refusals_unknown_sandbox_total{outcome="deny"} //p'
+}
+pending() { curl -s --max-time 10 "$EP/metrics" | sed -n 's/^space_sbxmgr_refusals_pending //p'; }
+u0=$(unknown_deny)
+p0=$(pending)
+i=0 bad=0
+while [ $i -lt 30 ]; do
+	c=$(code -H "Authorization: Bearer $CAP" "$EP/v1/sandboxes/made_up_$i/fs/list?path=/")
+	[ "$c" = 403 ] || [ "$c" = 401 ] || bad=$((bad + 1))
+	i=$((i + 1))
+done
+is "30 made-up sandbox ids with a tampered capability: all refused" "$bad" 0
+u1=$u0
+for _ in $(seq 1 20); do
+	u1=$(unknown_deny)
+	[ "${u1:-0}" -ge $((${u0:-0} + 30)) ] && break
+	sleep 1
+done
+check "counted under the worker's unknown bucket (${u0:-?} -> ${u1:-?})" [ "${u1:-0}" -ge $((${u0:-0} + 30)) ]
+p1=$(pending)
+check "and not as sandboxes of their own (pending entries ${p0:-?} -> ${p1:-?})" [ -n "$p1" -a "${p1:-99}" -le $((${p0:-0} + 1)) ]
+
 space kill "$SBX" >/dev/null 2>&1
 SPACE_API_KEY=$OKEY space kill "$OSBX" >/dev/null 2>&1
 

@@ -191,6 +191,45 @@ try {
 	ok(size2[1] !== size[1] && await waitFor(page, 'stty after resize',
 		(s) => document.querySelector('#term .xterm-rows').textContent.includes(s), `${size2[0]} ${size2[1]}`),
 		`resized with the window (${size2[0]} ${size2[1]})`);
+	// 256 colors (a class style.css holds) and true color (set through
+	// the CSSOM by app.js): the cells' computed colors, and a pixel of each
+	// in a screenshot of the terminal
+	await page.keyboard.type("clear; printf '\\033[38;5;196mP256\\033[0m \\033[48;5;21m    \\033[0m \\033[38;2;18;200;90mTRUE\\033[0m \\033[48;2;250;130;10m    \\033[0m\\n'\n");
+	const colorOf = (text, prop) => page.evaluate((t, p) => {
+		const spans = [...document.querySelectorAll('#term .xterm-rows span')];
+		const s = t === ' ' ? spans.find((x) => x.textContent.trim() === '' && getComputedStyle(x)[p] !== 'rgba(0, 0, 0, 0)')
+			: spans.find((x) => x.textContent === t);
+		if (!s) return null;
+		const r = s.getBoundingClientRect();
+		return { css: getComputedStyle(s)[p], x: Math.round(r.left + r.width / 2), y: Math.round(r.top + r.height / 2) };
+	}, text, prop);
+	await waitFor(page, 'colored output', () => [...document.querySelectorAll('#term .xterm-rows span')].some((x) => x.textContent === 'TRUE'));
+	const p256 = await colorOf('P256', 'color');
+	const t24 = await colorOf('TRUE', 'color');
+	ok(p256 && p256.css === 'rgb(255, 0, 0)', `a 256-color foreground (38;5;196) renders red under the policy (${p256 && p256.css})`);
+	ok(t24 && t24.css === 'rgb(18, 200, 90)', `a true-color foreground (38;2;18;200;90) renders as asked (${t24 && t24.css})`);
+	const bgs = await page.evaluate(() => [...document.querySelectorAll('#term .xterm-rows span')]
+		.map((x) => getComputedStyle(x).backgroundColor).filter((c) => c !== 'rgba(0, 0, 0, 0)'));
+	ok(bgs.includes('rgb(0, 0, 255)') && bgs.includes('rgb(250, 130, 10)'),
+		`256-color and true-color backgrounds too (${[...new Set(bgs)].join(' ')})`);
+	// the pixels: a cell of each background, read from a PNG of the page
+	const bgCell = (c) => page.evaluate((want) => {
+		const s = [...document.querySelectorAll('#term .xterm-rows span')].find((x) => getComputedStyle(x).backgroundColor === want);
+		if (!s) return null;
+		const r = s.getBoundingClientRect();
+		return { x: Math.round(r.left + r.width / 2 + scrollX), y: Math.round(r.top + r.height / 2 + scrollY) };
+	}, c);
+	const pixel = async (pt) => {
+		if (!pt) return null;
+		const png = await page.screenshot({ clip: { x: pt.x, y: pt.y, width: 1, height: 1 } });
+		const { PNG } = await import('pngjs');
+		const img = PNG.sync.read(png);
+		return [img.data[0], img.data[1], img.data[2]];
+	};
+	const px256 = await pixel(await bgCell('rgb(0, 0, 255)'));
+	const px24 = await pixel(await bgCell('rgb(250, 130, 10)'));
+	ok(px256 && px256.join() === '0,0,255', `the 256-color cell's pixel is blue (${px256})`);
+	ok(px24 && px24.join() === '250,130,10', `the true-color cell's pixel is (250,130,10) (${px24})`);
 	await shot(page, '05-terminal');
 
 	// ---- processes: the shell is listed
@@ -200,6 +239,8 @@ try {
 	await shot(page, '06-processes');
 
 	// ---- move: the timeline grows, the terminal says why it ended
+	// (a route taken before it, for the refusals below)
+	const before_move = JSON.parse(space('route', sbx, '--json'));
 	await page.click('#sbx-actions button[data-act=move]');
 	ok(await waitFor(page, 'moved', () => {
 		const r = document.querySelectorAll('#timeline tbody tr');
@@ -215,6 +256,30 @@ try {
 	await page.click('#term-reconnect');
 	ok(await waitFor(page, 'reconnected', () => /connected: pid/.test(document.getElementById('term-status').textContent)),
 		'a new session opens on the new execution');
+
+	// ---- refusals counted for this sandbox: a stale capability (the route
+	// taken before the move) at the old worker, a tampered one at the new
+	const call = async (route, cap) => {
+		const r = await fetch(`${route.endpoint}/v1/sandboxes/${sbx}/fs/list?path=/`,
+			{ headers: { Authorization: `Bearer ${cap}` } });
+		return r.status;
+	};
+	const after_move = JSON.parse(space('route', sbx, '--json'));
+	const cap = after_move.capability;
+	const i = 'v4.public.'.length + 20;    // in the signed payload, not the footer
+	const tampered = cap.slice(0, i) + (cap[i] === 'A' ? 'B' : 'A') + cap.slice(i + 1);
+	const st = [await call(before_move, before_move.capability), await call(before_move, before_move.capability),
+		await call(after_move, tampered)];
+	ok(st[0] === 409 && st[1] === 409 && st[2] === 403,
+		`a stale capability is refused (409 refresh_route, twice) and a tampered one (403) (${st.join(' ')})`);
+	await page.click('button[data-tab=overview]');
+	const counts = () => page.$$eval('#refusals td[data-k]', (t) => Object.fromEntries(t.map((x) => [x.dataset.k, x.textContent])));
+	ok(await waitFor(page, 'refusals', () => {
+		const v = (k) => Number(document.querySelector(`#refusals td[data-k=${k}]`).textContent);
+		return v('refresh_route') >= 2 && v('deny') >= 1;
+	}, undefined, 40000), `the sandbox's page counts them per reason (${JSON.stringify(await counts())})`);
+	await shot(page, '07b-refusals');
+	if (process.env.SBX_OUT) writeFileSync(process.env.SBX_OUT, sbx);
 
 	// ---- a signal from the processes list ends the new shell
 	await page.click('button[data-tab=processes]');

@@ -23,6 +23,33 @@ let term = null, fit = null, ws = null;
 
 function key() { return sessionStorage.getItem(KEY); }
 
+// True color in the terminal under the policy. xterm.js's DOM renderer
+// gives a cell a 24-bit color by appending 'color:#rrggbb;' to the span's
+// style attribute with setAttribute, which style-src 'self' refuses (an
+// inline style); the same declaration set through the CSSOM is not an
+// inline style and is allowed. So a span's style attribute whose new
+// declarations are only color and background-color with a color value is
+// applied through element.style (the declarations it already had are
+// there); anything else goes to the browser's setAttribute, which the
+// policy keeps refusing. (The 256 colors are classes: style.css has them.)
+const COLOR_VALUE = /^(#[0-9a-fA-F]{3,8}|rgba?\(\s*[0-9.]+\s*,\s*[0-9.]+\s*,\s*[0-9.]+\s*(?:,\s*[0-9.]+\s*)?\))$/;
+const setAttributeNative = Element.prototype.setAttribute;
+Element.prototype.setAttribute = function (name, value) {
+  if (name === 'style' && this instanceof HTMLSpanElement) {
+    const decls = String(value).split(';').filter((d) => d.trim() !== '').map((d) => {
+      const i = d.indexOf(':');
+      return i < 0 ? null : [d.slice(0, i).trim(), d.slice(i + 1).trim()];
+    });
+    const fresh = decls.filter((d) => d && this.style.getPropertyValue(d[0]) !== d[1]);
+    if (decls.every((d) => d) && fresh.every(([p, v]) =>
+      (p === 'color' || p === 'background-color') && COLOR_VALUE.test(v))) {
+      for (const [p, v] of fresh) this.style.setProperty(p, v);
+      return;
+    }
+  }
+  setAttributeNative.call(this, name, value);
+};
+
 function showError(msg) {
   const e = $('error');
   e.textContent = msg;
@@ -151,6 +178,9 @@ async function renderSandbox(id) {
     el('td', {}, h.generation), el('td', {}, h.worker), el('td', {}, h.substrate),
     el('td', {}, h.activation), el('td', {}, h.state), el('td', {}, fmtTime(h.created_at)),
     el('td', {}, fmtTime(h.ended_at)), el('td', {}, h.error || ''))));
+  const rf = s.refusals || {};
+  for (const td of $('refusals').querySelectorAll('td[data-k]'))
+    td.textContent = Number.isInteger(rf[td.dataset.k]) ? String(rf[td.dataset.k]) : 'unknown';
   const ports = Array.isArray(s.ports) ? s.ports : [];
   $('ports').replaceChildren(...(ports.length ? ports.map((p) => {
     const n = typeof p === 'object' ? p.port : p;
