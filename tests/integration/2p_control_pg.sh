@@ -11,7 +11,8 @@
 # 20-22 (credentials, generations under concurrent creates, kill -9
 # durability), 25 (lifecycle operations: leases by compare-and-swap,
 # operation rows, takeover), 63 (the snapshot store's collection: the
-# reference queries). Verified on PostgreSQL too, and left to a manual run
+# reference queries), 2s (refusals per sandbox: an upsert of its own).
+# Verified on PostgreSQL too, and left to a manual run
 # because what they add runs the same statements as the ones above: 23,
 # 24, 26, 27, 29 (two daemons; 2r_control_pg_replicas.sh covers replicas
 # on PostgreSQL), 69 (template references), 71 (egress policies, needs
@@ -27,7 +28,7 @@ if [ ! -x "$PG_BIN/initdb" ]; then
 fi
 L=$(mktemp -d)
 trap 'rm -rf "$L"' EXIT INT TERM
-for n in ${SPACE_PG_TESTS:-20 21 22 25 63}; do
+for n in ${SPACE_PG_TESTS:-20 21 22 25 63 2s}; do
 	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
 		[ -f "$t" ] || continue
 		name=$(basename "$t" .sh)

@@ -5,10 +5,14 @@
 # and see it listed, a file written through the API found in the browser,
 # a command typed in the terminal and its output read from the page, a
 # move that grows the timeline and ends the terminal's session with its
-# reason, a kill; a wrong key shows an error and nothing else. The
+# reason, 256 and true colors rendered under the strict policy (computed
+# style and pixels), refusals of a stale and a tampered capability counted
+# on the sandbox's page, a kill; a wrong key shows an error and nothing
+# else. The
 # screenshots of each page are kept beside the test logs
 # ($B/test-logs/78_console/). Then the console's edge from the attacker's
-# side with curl: what it forwards and what it does not.
+# side with curl: what it forwards and what it does not, who reads the
+# refusals, and made-up sandbox ids counted in the worker's unknown bucket.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_up.sh"
@@ -52,7 +56,7 @@ tap_lines() {
 	done
 }
 (cd "$JS" && CONSOLE_URL="$E" SPACE="$T/bin/space" SBX_OUT="$T/e2e.sbx" CHROMIUM="$CHROMIUM" SHOTS="$SHOTS" HOME="$T" \
-	timeout 110 node console_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
+	timeout 170 node console_e2e.mjs >"$T/e2e.out" 2>"$T/e2e.err"; echo "rc=$?" >"$T/e2e.rc")
 tap_lines <"$T/e2e.out"
 is "the browser run finished" "$(cat "$T/e2e.rc")" "rc=0"
 [ -s "$T/e2e.err" ] && sed 's/^/# e2e: /' "$T/e2e.err" | tail -20
