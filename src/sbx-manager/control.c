@@ -188,7 +188,9 @@ control_heartbeat_thread(void *arg)
 	char path[256], body[640 + HB_REFUSALS * 160 + 32];
 	struct mgr *m = arg;
 	size_t nsent;
+	bool refusals_refused = false;
 	long st;
+	int r;
 	bool was_ok = true;
 
 	snprintf(path, sizeof(path), "/v1/workers/%s/heartbeat", m->cfg.worker_id);
@@ -205,7 +207,19 @@ control_heartbeat_thread(void *arg)
 	while (!atomic_load(&m->stopping)) {
 		sleep(5);
 		heartbeat_with_refusals(m, body, sizeof(body), sent, &nsent);
-		if (http_post(m, path, body, 5, &st) != 0 || st != 200) {
+		r = http_post(m, path, body, 5, &st);
+		/* a control plane that does not take "refusals" (an older one
+		 * during an upgrade) answers 400: the heartbeat goes again
+		 * without them, which keeps this worker live; the counts wait */
+		if (r == 0 && st == 400 && nsent > 0) {
+			if (!refusals_refused)
+				log_warnx("control: heartbeat with refusals answered 400; sent without");
+			refusals_refused = true;
+			nsent = 0;
+			heartbeat_body(m, body, sizeof(body));
+			r = http_post(m, path, body, 5, &st);
+		}
+		if (r != 0 || st != 200) {
 			if (was_ok)
 				log_warnx("control: heartbeat failed (status %ld)", st);
 			was_ok = false;
