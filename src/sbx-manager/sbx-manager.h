@@ -12,6 +12,7 @@
  *   lease.c    stream leases and their cancellation
  *   stream.c   the relay of a streaming operation after its RESPONSE
  *   metrics.c  counters, written to D/metrics.prom
+ *   refusals.c refusals counted per sandbox, sent with the heartbeat
  *   uidrange.c host uid windows, one per worker on a machine
  *   layer.c    snapshots of the writable layer: archive and restore */
 #ifndef SBX_MANAGER_H
