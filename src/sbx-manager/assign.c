@@ -314,6 +314,11 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin)
 		why = "cannot create the execution directories";
 		goto failed;
 	}
+	/* the record (identity, uid range, epoch) is committed: a new layer
+	 * may now be one made ahead of time */
+	if (layerpool_claim(m, r))
+		log_debug("install %s g%llu: layer image from the pool", r->id.sandbox,
+		    (unsigned long long)r->id.generation);
 	while ((ret = bridge_spawn(m, r, &pidfd, &why)) != 0) {
 		/* a bridge that died while starting (killed, or its guest did)
 		 * gets the bounded relaunch a serving one gets, as a new

@@ -28,7 +28,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
-	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096]\n"
+	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096] [--layer-pool 4]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
 	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID]\n"
 	    "       [--gateway-listen HOST:PORT [--gateway-uid UID]] [-v]\n");
@@ -150,6 +150,7 @@ main(int argc, char **argv)
 		{ "resident", required_argument, NULL, 1100 },
 		{ "gateway-listen", required_argument, NULL, 1004 },
 		{ "gateway-uid", required_argument, NULL, 1005 },
+		{ "layer-pool", required_argument, NULL, 1101 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -170,6 +171,7 @@ main(int argc, char **argv)
 		return ctlchild_main(argc, argv);
 	cfg->api_gid = (gid_t)-1;
 	cfg->disk_mb = 4096;
+	cfg->layer_pool = 4;
 	cfg->api_conns = MGR_CONN_DEFAULT;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
 	while ((c = getopt_long(argc, argv, "v", opts, &optidx)) != -1) {
@@ -211,6 +213,13 @@ main(int argc, char **argv)
 			break;
 		case 'v': verbose = 1; break;
 		case 1100: resident = optarg; break;
+		case 1101:
+			errno = 0;
+			cap2 = strtoul(optarg, &end, 10);
+			if (errno || *end || cap2 > 64)
+				usage();
+			cfg->layer_pool = (unsigned)cap2;
+			break;
 		case 1001: case 1002: case 1003:
 			if (egress_option(opts[optidx].name, optarg) != 0)
 				usage();
@@ -290,6 +299,7 @@ main(int argc, char **argv)
 		fatalx("egress: cannot set up the sandboxes' uplinks");
 	if (gateway_init(m) != 0)
 		fatalx("gateway: cannot start netgtw's listener");
+	layerpool_start(m);
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile(m);
 	/* finish what a crash cut short before anything new is retired */

@@ -57,6 +57,7 @@ struct mgr_config {
 	char incarnation[SPACE_ID_MAX + 1];
 	uint32_t uid_window;
 	uint32_t disk_mb;               /* default writable layer size */
+	unsigned layer_pool;            /* fresh layer images kept ready (layerpool.c) */
 	char snapshot_dir[1024];        /* the shared snapshot store, or empty */
 	unsigned snapshot_gc_grace;     /* seconds: younger archives are never offered */
 };
@@ -261,6 +262,13 @@ int metrics_write(struct mgr *m);
 /* disk use, measured by the metrics thread every DISK_EVERY writes */
 void metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots);
 bool metrics_disk_get(struct mgr *m, uint64_t out[3]);         /* false until measured */
+
+/* layerpool.c: fresh layer images made ahead of creates. start: wipe the
+ * pool directory, start the thread that fills it (nothing when
+ * cfg.layer_pool is 0); claim: move one into r's layer directory when r's
+ * layer is new and of the pool's size, true if it did */
+void layerpool_start(struct mgr *m);
+bool layerpool_claim(struct mgr *m, const struct record *r);
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
 int layer_snapshot_live(const struct mgr *m, const struct record *r, char digest[65], uint64_t *size);

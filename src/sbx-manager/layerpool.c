@@ -1,0 +1,231 @@
+/* Fresh layer images made ahead of creates (docs/worker.md, "Layer pool").
+ *
+ * A new execution's writable layer is an empty ext4 image; making it
+ * (mkfs.ext4 of a sparse file) was the largest single cost of a create
+ * (docs/benchmarks.md, "Where a create's time goes"). This thread keeps up
+ * to cfg.layer_pool such images of the worker's default size in
+ * D/layer-pool (root, 0700), and an install whose layer is new takes one:
+ * a rename into its layer directory, after the execution's record (its
+ * identity, uid range and epoch) is committed and before its bridge is
+ * spawned. The bridge then finds disk.img there and mounts it as it mounts
+ * any layer, shifting the fresh root into the sandbox's uid range
+ * (spaced-host layer.c). Nothing else changes: a claim is the mkfs the
+ * bridge would have run, done earlier, by the same root process that made
+ * the layer directory.
+ *
+ * What the pool guarantees, and how:
+ *   - an image is only ever claimed once: rename moves it out of the pool;
+ *   - an image is complete when it is in the pool: made as .mk-N and
+ *     renamed to N.img after mkfs exits 0;
+ *   - an image is never one a sandbox used: nothing but this file writes
+ *     D/layer-pool, and everything found there at start is deleted (a
+ *     crash may have left an image whose pages never reached the disk);
+ *   - a claimed image is what the record says: a regular file of root's,
+ *     one link, exactly disk_mb MiB, checked before the rename (RENAME_
+ *     NOREPLACE: a layer already there, a restored one, is never replaced).
+ * A claim that finds the pool empty, or an execution of another size,
+ * leaves the layer to spaced-host's own mkfs, as before. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+#include "util.h"
+
+#define POOL_MAX 64
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static unsigned ready_n;                /* complete images in the pool */
+static unsigned seq;                    /* the next image's name */
+static unsigned next_claim;             /* where claims look first */
+static char pool_dir[PATH_MAX];
+
+/* mkfs.ext4 of a sparse image of mb MiB at path; 0 or -errno */
+static int
+make_image(const char *path, uint32_t mb)
+{
+	const char *mkfs = access("/sbin/mkfs.ext4", X_OK) == 0 ? "/sbin/mkfs.ext4" :
+	    "/usr/sbin/mkfs.ext4";
+	pid_t pid;
+	int fd, st, r;
+
+	if ((fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return -errno;
+	r = ftruncate(fd, (off_t)mb << 20) == 0 ? 0 : -errno;
+	close(fd);
+	if (r != 0)
+		return r;
+	if ((pid = fork()) < 0)
+		return -errno;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0)
+			_exit(127);
+		/* made ahead of time: the creates running now go first (if
+		 * the priority cannot be lowered, it is made all the same) */
+		errno = 0;
+		if (nice(10) == -1 && errno != 0)
+			errno = 0;
+		/* the same file system spaced-host makes on a new layer; its
+		 * root is root's here and moved into the sandbox's range when
+		 * the bridge mounts it */
+		execl(mkfs, "mkfs.ext4", "-q", "-F", "-m", "0", path, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+/* everything in the pool directory goes: images of an earlier run are not
+ * trusted (see above), nor half-made ones */
+static void
+pool_wipe(void)
+{
+	char p[PATH_MAX + 300];
+	struct dirent *e;
+	DIR *d;
+
+	if ((d = opendir(pool_dir)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", pool_dir, e->d_name);
+		if (unlink(p) != 0)
+			log_warn("layer pool: cannot remove %s", p);
+	}
+	closedir(d);
+}
+
+static void *
+pool_thread(void *arg)
+{
+	struct mgr *m = arg;
+	char tmp[PATH_MAX + 32], fin[PATH_MAX + 32];
+	unsigned failures = 0;
+
+	for (;;) {
+		unsigned n;
+		int r;
+
+		pthread_mutex_lock(&pool_mu);
+		while (ready_n >= m->cfg.layer_pool)
+			pthread_cond_wait(&pool_cv, &pool_mu);
+		n = seq++;
+		pthread_mutex_unlock(&pool_mu);
+		snprintf(tmp, sizeof(tmp), "%s/.mk-%u", pool_dir, n);
+		unlink(tmp);
+		if ((r = make_image(tmp, m->cfg.disk_mb)) == 0) {
+			/* a name no image in the pool has (never replaced: the
+			 * count would be wrong) */
+			for (unsigned k = 0; k < POOL_MAX * 4; k++, n++) {
+				snprintf(fin, sizeof(fin), "%s/%u.img", pool_dir, n % (POOL_MAX * 4));
+				if ((r = renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_NOREPLACE)) == 0 ||
+				    errno != EEXIST)
+					break;
+			}
+			if (r != 0)
+				r = -errno;
+		}
+		if (r != 0) {
+			unlink(tmp);
+			/* a full disk or no mkfs: creates make their own layers,
+			 * as without a pool; try again later */
+			if (failures++ == 0)
+				log_warnx("layer pool: cannot make an image: %s", strerror(-r));
+			sleep(failures < 6 ? 1u << failures : 60);
+			continue;
+		}
+		failures = 0;
+		pthread_mutex_lock(&pool_mu);
+		ready_n++;
+		pthread_mutex_unlock(&pool_mu);
+	}
+	return NULL;
+}
+
+void
+layerpool_start(struct mgr *m)
+{
+	pthread_t t;
+
+	if (m->cfg.layer_pool == 0)
+		return;
+	if (m->cfg.layer_pool > POOL_MAX)
+		m->cfg.layer_pool = POOL_MAX;
+	snprintf(pool_dir, sizeof(pool_dir), "%s/layer-pool", m->cfg.data_dir);
+	if (mkdir(pool_dir, 0700) != 0 && errno != EEXIST) {
+		log_warn("layer pool: mkdir %s", pool_dir);
+		m->cfg.layer_pool = 0;
+		return;
+	}
+	{
+		struct stat st;
+		if (lstat(pool_dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+		    chmod(pool_dir, 0700) != 0) {
+			log_warnx("layer pool: %s is not root's directory; no pool", pool_dir);
+			m->cfg.layer_pool = 0;
+			return;
+		}
+	}
+	pool_wipe();
+	if (pthread_create(&t, NULL, pool_thread, m) != 0) {
+		log_warnx("layer pool: no thread; no pool");
+		m->cfg.layer_pool = 0;
+		return;
+	}
+	pthread_detach(t);
+	log_info("layer pool: keeping %u fresh %u MiB layer images in %s", m->cfg.layer_pool,
+	    m->cfg.disk_mb, pool_dir);
+}
+
+bool
+layerpool_claim(struct mgr *m, const struct record *r)
+{
+	char src[PATH_MAX + 32], dst[PATH_MAX + 16];
+	struct stat st;
+	unsigned i, n;
+
+	if (m->cfg.layer_pool == 0 || r->disk_mb != m->cfg.disk_mb)
+		return false;
+	snprintf(dst, sizeof(dst), "%s/disk.img", r->layer_dir);
+	/* a layer that exists (a relaunch, a restored snapshot) is kept */
+	if (lstat(dst, &st) == 0 || errno != ENOENT)
+		return false;
+	pthread_mutex_lock(&pool_mu);
+	/* claims are serialised here: two lanes never take one image */
+	for (i = 0; i < POOL_MAX * 4 && ready_n > 0; i++) {
+		n = (next_claim + i) % (POOL_MAX * 4);
+		snprintf(src, sizeof(src), "%s/%u.img", pool_dir, n);
+		if (lstat(src, &st) != 0)
+			continue;
+		if (!S_ISREG(st.st_mode) || st.st_uid != 0 || st.st_nlink != 1 ||
+		    st.st_size != (off_t)r->disk_mb << 20) {
+			/* not one this thread made: never used, never counted */
+			log_warnx("layer pool: %s is not a pool image; removed", src);
+			unlink(src);
+			continue;
+		}
+		if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) != 0) {
+			log_warn("layer pool: claim %s for %s", src, r->id.sandbox);
+			break;
+		}
+		ready_n--;
+		next_claim = n + 1;
+		pthread_cond_signal(&pool_cv);
+		pthread_mutex_unlock(&pool_mu);
+		return true;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	return false;
+}

@@ -1,0 +1,76 @@
+#!/bin/sh
+# Layer images made ahead of creates (sbx-manager layerpool.c): the worker
+# keeps --layer-pool fresh images in D/layer-pool; a new sandbox's layer is
+# one of them (the same inode, moved), it serves as a layer made at the
+# create would (files of the sandbox user, the root of the sandbox's
+# range), and the pool is filled again. A sandbox of another disk size makes
+# its own layer. A restart empties the pool before filling it: a file
+# planted there (a symlink to a host file, or an image some earlier run
+# left) is never a sandbox's layer.
+# ci: once
+. "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
+
+platform_init
+NP=$(free_port)
+NU=http://127.0.0.1:$NP
+PD=$T/w1/layer-pool
+pool_n() { find "$PD" -maxdepth 1 -name '*.img' -type f 2>/dev/null | wc -l; }
+# wait_pool N SECONDS: true once the pool holds N images
+wait_pool() {
+	_i=0
+	while [ "$(pool_n)" -ne "$1" ] && [ $_i -lt $(($2 * 10)) ]; do sleep 0.1; _i=$((_i + 1)); done
+	[ "$(pool_n)" -eq "$1" ]
+}
+
+check "space-control up" start_ctl
+check "worker w1 up (pool of 2, 256 MiB layers)" add_worker 1 w1 "$NP" --layer-pool 2 --disk-mb 256
+check "the pool holds 2 images" wait_pool 2 60
+is "... the pool directory is root's, 0700" "$(stat -c %u:%a "$PD")" "0:700"
+INOS=$(find "$PD" -maxdepth 1 -name '*.img' -printf '%i\n' | sort | tr '\n' ' ')
+
+# the control plane's default is 4096 MiB: the sandboxes here ask for the
+# pool's size
+R256='"resources":{"disk_mb":256}'
+is "create A" "$(cpost /v1/sandboxes "{\"worker\":\"w1\",$R256}")" 201
+A=$(jget id)
+check "A running" wait_state "$A" running 30
+AI=$(stat -c %i "$T/w1/exec/$A.g1/layer/disk.img")
+case " $INOS " in *" $AI "*) ok "A's layer is a pool image (inode $AI)" ;;
+*) not_ok "A's layer is a pool image (inode $AI, pool had $INOS)" ;; esac
+S=$A CAP=$(route "$A")
+is "A writes and reads its home" \
+    "$(napi POST exec --data-binary '{"argv":["sh","-c","echo hi > /home/user/f && cat /home/user/f"]}')" 200
+is "... its output" "$(jget stdout)" hi
+is "... the file is the sandbox user's, inside" \
+    "$(napi POST exec --data-binary '{"argv":["stat","-c","%u","/home/user/f"]}' >/dev/null; jget stdout)" 1000
+is "... the layer root is the sandbox's root" \
+    "$(napi POST exec --data-binary '{"argv":["stat","-c","%u","/"]}' >/dev/null; jget stdout)" 0
+check "the pool is filled again" wait_pool 2 60
+
+is "create B with another disk size" "$(cpost /v1/sandboxes '{"worker":"w1","resources":{"disk_mb":128}}')" 201
+B=$(jget id)
+check "B running" wait_state "$B" running 30
+is "B's layer is its own 128 MiB image" "$(stat -c %s "$T/w1/exec/$B.g1/layer/disk.img")" $((128 << 20))
+is "... not taken from the pool" "$(pool_n)" 2
+
+# a restart: what is in the pool directory is not trusted
+stop M1
+echo secret >"$T/hostfile"
+ln -s "$T/hostfile" "$PD/900.img"
+truncate -s 256M "$PD/901.img"
+PI0=$(stat -c %i "$T/hostfile") PI1=$(stat -c %i "$PD/901.img")
+check "sbx-manager started again" start_mgr 1 w1 "$NP" --layer-pool 2 --disk-mb 256
+check "the pool holds 2 images again" wait_pool 2 60
+check "... the planted symlink is gone" test ! -e "$PD/900.img" -a ! -L "$PD/900.img"
+check "... the planted image is gone" test ! -e "$PD/901.img"
+check "... the host file is untouched" grep -qx secret "$T/hostfile"
+is "create C" "$(cpost /v1/sandboxes "{\"worker\":\"w1\",$R256}")" 201
+C=$(jget id)
+check "C running" wait_state "$C" running 30
+CI=$(stat -c %i "$T/w1/exec/$C.g1/layer/disk.img")
+check "C's layer is neither planted file" test "$CI" != "$PI0" -a "$CI" != "$PI1"
+S=$C CAP=$(route "$C")
+is "C serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+check "sbx-manager kept running" alive "$M1"
+done_testing
