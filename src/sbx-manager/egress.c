@@ -598,11 +598,8 @@ egress_attach(const struct record *r)
 	char dev[16], h[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN], pidstr[16], hcidr[32], inner[256];
 	char tag[96];
 	const char *del[] = { eg.ip, "link", "del", dev, NULL };
-	const char *add[] = { eg.ip, "link", "add", dev, "type", "veth", "peer", "name", "eth0",
-	    "netns", pidstr, NULL };
-	const char *addr[] = { eg.ip, "addr", "add", hcidr, "dev", dev, NULL };
-	const char *up[] = { eg.ip, "link", "set", "dev", dev, "up", "alias", tag, NULL };
 	const char *batch[] = { eg.ip, "-batch", "-", NULL };
+	char outer[512];
 	struct netpolicy p;
 	char *s;
 	size_t o;
@@ -623,9 +620,15 @@ egress_attach(const struct record *r)
 	snprintf(hcidr, sizeof(hcidr), "%s/30", h);
 	snprintf(inner, sizeof(inner), "addr add %s/30 dev eth0\nlink set eth0 up\n"
 	    "route add default via %s\n", g, h);
-	(void)run(0, NULL, del);        /* an earlier activation's, if any */
-	if ((rc = run(0, NULL, add)) != 0 || (rc = run(0, NULL, addr)) != 0 ||
-	    (rc = run(0, NULL, up)) != 0 || (rc = run(guest, inner, batch)) != 0) {
+	/* an earlier activation's, if any: asked of our network namespace
+	 * (an ioctl on a socket of it), no process when there is none */
+	if (if_nametoindex(dev) != 0 || errno != ENODEV)
+		(void)run(0, NULL, del);
+	/* the host side in one process: link, address, up (ip -batch stops
+	 * at the first command that fails and exits non-zero) */
+	snprintf(outer, sizeof(outer), "link add %s type veth peer name eth0 netns %s\n"
+	    "addr add %s dev %s\nlink set dev %s up alias %s\n", dev, pidstr, hcidr, dev, dev, tag);
+	if ((rc = run(0, outer, batch)) != 0 || (rc = run(guest, inner, batch)) != 0) {
 		log_warnx("egress: %s: cannot set up %s", r->id.sandbox, dev);
 		(void)run(0, NULL, del);
 		return rc;
