@@ -24,7 +24,9 @@ hb() { post "/v1/workers/$1/heartbeat" "$2" "{\"incarnation\":\"inc$1\",\"refusa
 counts() { # KEY SANDBOX: "refresh_route deny expired", or the status
 	c=$(get "/v1/sandboxes/$2" "$1")
 	[ "$c" = 200 ] || { echo "$c"; return; }
-	echo "$(jget refusals.refresh_route) $(jget refusals.deny) $(jget refusals.expired)"
+	python3 -c 'import json, sys
+r = json.load(open(sys.argv[1])).get("refusals", {})
+print(r.get("refresh_route"), r.get("deny"), r.get("expired"))' "$T/body"
 }
 
 is "alice creates a sandbox" "$(post /v1/sandboxes "$K" '{}')" 201
