@@ -10,7 +10,8 @@
 #define USAGE "SBX [--json]\n" \
 	"  Show a sandbox: state, the generation, worker, substrate,\n" \
 	"  activation and resident of its current execution, its timeouts and\n" \
-	"  latest snapshot, and its history: every generation, oldest first,\n" \
+	"  latest snapshot, the requests the workers refused for it (per\n" \
+	"  reason), and its history: every generation, oldest first,\n" \
 	"  with its worker, state, when it was created and ended, and why it\n" \
 	"  failed when it did (--json:\n" \
 	"  the sandbox object, with \"execution\" and \"history\")."
@@ -49,6 +50,15 @@ print_sandbox(const json_t *s, const char *arg)
 	}
 	cli_jscalar(v, sizeof(v), json_object_get(s, "snapshot"));
 	printf("%-12s %s\n", "snapshot", v);
+	/* the requests the workers refused for it (docs/console.md) */
+	t = json_object_get(s, "refusals");
+	if (json_is_object(t)) {
+		char rr[32], dn[32], ex[32];
+		cli_jscalar(rr, sizeof(rr), json_object_get(t, "refresh_route"));
+		cli_jscalar(dn, sizeof(dn), json_object_get(t, "deny"));
+		cli_jscalar(ex, sizeof(ex), json_object_get(t, "expired"));
+		printf("%-12s refresh_route %s, deny %s, expired %s\n", "refused", rr, dn, ex);
+	}
 	h = json_object_get(s, "history");
 	if (json_is_array(h) && json_array_size(h) > 0) {
 		printf("history:\n  %-4s %-14s %-9s %-20s %s\n", "GEN", "WORKER", "STATE",

@@ -110,6 +110,8 @@ refusals() { # key sandbox: "refresh_route deny expired" or the status
 r=$(refusals "$SPACE_API_KEY" "$BSBX")
 set -- $r
 check "the owner reads the browser sandbox's refusals through the API ($r)" [ "${1:-0}" -ge 2 -a "${2:-0}" -ge 1 ]
+space show "$BSBX" >"$T/show" 2>&1
+check "space show prints them" grep -q "^refused  *refresh_route $1, deny $2, expired $3\$" "$T/show"
 is "another tenant cannot read them (404)" "$(refusals "$OKEY" "$BSBX")" 404
 is "the owner's other sandbox counts none" "$(refusals "$SPACE_API_KEY" "$SBX")" "0 0 0"
 is "nor does the other tenant's" "$(refusals "$OKEY" "$OSBX")" "0 0 0"
