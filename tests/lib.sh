@@ -134,3 +134,19 @@ print(json.dumps(b))' "$T/a_$1" "$3" $4)"
 }
 # rdigest: a random archive digest (64 hex digits)
 rdigest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+# The npm package $1 of tests/js at the version tests/js/package-lock.json
+# pins, installed by npm ci once for every test that needs one (a
+# concurrent run waits on the lock instead of reinstalling under it); one
+# check that it is there.
+js_version() { node -p "require('$SPACE_TOP/tests/js/node_modules/$1/package.json').version" 2>/dev/null; }
+js_pinned() {
+	_js="$SPACE_TOP/tests/js"
+	_want=$(node -p "require('$_js/package-lock.json').packages['node_modules/$1'].version")
+	(
+		flock 9
+		[ "$(js_version "$1")" = "$_want" ] ||
+			(cd "$_js" && npm ci --no-audit --no-fund --loglevel=error >&2)
+	) 9>"$_js/.install.lock"
+	is "$1 is installed at its pinned version" "$(js_version "$1")" "$_want"
+}

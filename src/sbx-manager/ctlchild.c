@@ -35,6 +35,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "ctlmsg.h"
 #include "log.h"
 #include "msg.h"
@@ -145,22 +146,10 @@ confine(void)
 	};
 	scmp_filter_ctx ctx;
 	size_t i;
-	int nr, r = 0;
+	int r = 0;
 
-	if ((ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM))) == NULL)
-		die("seccomp_init");
-	for (i = 0; allow[i] && r == 0; i++) {
-		nr = seccomp_syscall_resolve_name(allow[i]);
-		if (nr != __NR_SCMP_ERROR)
-			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-	}
-	/* threads only; clone3 hides its flags from the filter, ENOSYS makes
-	 * the C library use clone */
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-		    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	if ((ctx = confine_threads_only(allow, &r)) == NULL)
+		die("seccomp filter");
 	for (i = 0; r == 0 && i < 4; i++) {
 		static const int fam[] = { AF_INET, AF_INET6, AF_UNIX, AF_NETLINK };
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,

@@ -63,8 +63,8 @@ now_ms(void)
 	return now_mono_ns() / 1000000;
 }
 
-static const char *
-reason(unsigned s)
+const char *
+edge_reason(unsigned s)
 {
 	switch (s) {
 	case 200: return "OK";
@@ -82,8 +82,8 @@ reason(unsigned s)
 	}
 }
 
-static int
-send_full(int fd, const void *p, size_t n)
+int
+edge_send_all(int fd, const void *p, size_t n)
 {
 	const char *b = p;
 
@@ -107,11 +107,11 @@ reply(struct conn *c, unsigned status, const char *ctype, const char *body, bool
 	int n;
 
 	n = snprintf(head, sizeof(head), "HTTP/1.1 %u %s\r\nContent-Type: %s\r\n"
-	    "Content-Length: %zu\r\nConnection: close\r\n%s%s\r\n", status, reason(status), ctype,
+	    "Content-Length: %zu\r\nConnection: close\r\n%s%s\r\n", status, edge_reason(status), ctype,
 	    strlen(body), retry ? "Retry-After: 1\r\n" : "",
 	    status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
-	if (n > 0 && (size_t)n < sizeof(head) && send_full(c->cfd, head, (size_t)n) == 0)
-		(void)send_full(c->cfd, body, strlen(body));
+	if (n > 0 && (size_t)n < sizeof(head) && edge_send_all(c->cfd, head, (size_t)n) == 0)
+		(void)edge_send_all(c->cfd, body, strlen(body));
 }
 
 static void
@@ -198,7 +198,7 @@ forward_head(struct conn *c, const char *buf, size_t len, const struct reqhead *
 	}
 	memcpy(out + n, "\r\n", 2);
 	n += 2;
-	rc = send_full(c->ufd, out, n);
+	rc = edge_send_all(c->ufd, out, n);
 	sodium_memzero(out, len);
 	free(out);
 	return rc;
@@ -385,7 +385,7 @@ first_request(struct conn *c, size_t hlen)
 		log_info("%s: %.*s %.*s -> %s port %u", c->peer, (int)h->method_len, h->method,
 		    (int)(h->target_len > 80 ? 80 : h->target_len), h->target, sbx, port);
 	if (forward_head(c, c->cbuf, hlen, h) < 0 ||
-	    (up->nearly && send_full(c->cfd, up->early, up->nearly) < 0))
+	    (up->nearly && edge_send_all(c->cfd, up->early, up->nearly) < 0))
 		goto out;
 	framing(c, h);
 	consume(c, hlen);
@@ -449,7 +449,7 @@ client_bytes(struct conn *c)
 			size_t k = (int64_t)c->chave < c->body_left ? c->chave : (size_t)c->body_left;
 			if (k == 0)
 				return 0;
-			if (send_full(c->ufd, c->cbuf, k) < 0)
+			if (edge_send_all(c->ufd, c->cbuf, k) < 0)
 				return -1;
 			consume(c, k);
 			c->body_left -= (int64_t)k;
@@ -470,7 +470,7 @@ client_bytes(struct conn *c)
 				atomic_fetch_add(&c->e->st.refused[REF_BAD_HEAD], 1);
 				return -1;
 			}
-			if (k > 0 && send_full(c->ufd, c->cbuf, (size_t)k) < 0)
+			if (k > 0 && edge_send_all(c->ufd, c->cbuf, (size_t)k) < 0)
 				return -1;
 			consume(c, (size_t)k);
 			if (done)
@@ -480,7 +480,7 @@ client_bytes(struct conn *c)
 		case S_RAW:
 			if (c->chave == 0)
 				return 0;
-			if (send_full(c->ufd, c->cbuf, c->chave) < 0)
+			if (edge_send_all(c->ufd, c->cbuf, c->chave) < 0)
 				return -1;
 			c->chave = 0;
 			return 0;
@@ -512,7 +512,7 @@ upstream_bytes(struct conn *c, const char *p, size_t n)
 			}
 		}
 	}
-	return send_full(c->cfd, p, n);
+	return edge_send_all(c->cfd, p, n);
 }
 
 static void

@@ -48,39 +48,6 @@ static const char csp[] =
     "font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'";
 
-static int
-send_all(int fd, const void *p, size_t n)
-{
-	const char *b = p;
-
-	while (n > 0) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static const char *
-status_text(unsigned s)
-{
-	switch (s) {
-	case 200: return "OK";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	default:  return "Error";
-	}
-}
-
 /* a whole answer of the console; the connection closes after it */
 static void
 answer(int cfd, unsigned status, const char *ctype, const void *body, size_t len, bool head_only,
@@ -93,9 +60,9 @@ answer(int cfd, unsigned status, const char *ctype, const void *body, size_t len
 	    "Content-Length: %zu\r\nContent-Security-Policy: %s\r\n"
 	    "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
 	    "X-Frame-Options: DENY\r\nCache-Control: no-cache\r\nConnection: close\r\n%s\r\n",
-	    status, status_text(status), ctype, len, csp, extra ? extra : "");
-	if (n > 0 && (size_t)n < sizeof(head) && send_all(cfd, head, (size_t)n) == 0 && !head_only)
-		(void)send_all(cfd, body, len);
+	    status, edge_reason(status), ctype, len, csp, extra ? extra : "");
+	if (n > 0 && (size_t)n < sizeof(head) && edge_send_all(cfd, head, (size_t)n) == 0 && !head_only)
+		(void)edge_send_all(cfd, body, len);
 }
 
 /* an error as the APIs give them: {"error","message"} */
@@ -278,7 +245,7 @@ send_head(int ufd, const char *buf, const struct reqhead *h, const char *target,
 			goto out;
 	} else if (out_add(&o, "Connection: close\r\n\r\n", 21) < 0)
 		goto out;
-	rc = send_all(ufd, o.p, o.n);
+	rc = edge_send_all(ufd, o.p, o.n);
 out:
 	sodium_memzero(key, sizeof(key));
 	out_free(&o);

@@ -16,6 +16,11 @@
 
 #define EDGE_PROG "space-edge"
 
+/* the reason phrase of an HTTP status the edge answers with itself */
+const char *edge_reason(unsigned status);
+/* send all n bytes (MSG_NOSIGNAL), retrying EINTR and short sends; 0 or -1 */
+int edge_send_all(int fd, const void *p, size_t n);
+
 struct edge_cfg {
 	const char *listen;             /* ADDR:PORT */
 	const char *control;            /* space-control base URL */

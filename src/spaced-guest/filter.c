@@ -18,6 +18,7 @@
 
 #include <seccomp.h>
 
+#include "confine.h"
 #include "guest.h"
 
 /* allowed whatever the arguments. Names libseccomp does not know on this
@@ -153,21 +154,6 @@ rules_socket(scmp_filter_ctx ctx)
 }
 
 static int
-add_names(scmp_filter_ctx ctx, const char *const *names, uint32_t action)
-{
-	int r, nr;
-
-	for (size_t i = 0; names[i]; i++) {
-		nr = seccomp_syscall_resolve_name(names[i]);
-		if (nr == __NR_SCMP_ERROR)
-			continue;       /* not on this architecture */
-		if ((r = seccomp_rule_add(ctx, action, nr, 0)) < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int
 load_allow_list(void)
 {
 	scmp_filter_ctx ctx;
@@ -178,8 +164,8 @@ load_allow_list(void)
 	/* ~300 rules: a binary search instead of a linear chain. Only a
 	 * hint: a libseccomp older than 2.5 builds the chain, still correct */
 	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-	if ((r = add_names(ctx, allow, SCMP_ACT_ALLOW)) < 0 ||
-	    (r = add_names(ctx, absent, SCMP_ACT_ERRNO(ENOSYS))) < 0 ||
+	if ((r = confine_add_names(ctx, allow, SCMP_ACT_ALLOW)) < 0 ||
+	    (r = confine_add_names(ctx, absent, SCMP_ACT_ERRNO(ENOSYS))) < 0 ||
 	    (r = rules_socket(ctx)) < 0)
 		goto out;
 	/* the mask only looks at the low 32 bits, as the kernel does */

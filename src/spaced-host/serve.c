@@ -32,6 +32,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "confine.h"
 #include "host.h"
 #include "limits.h"
 #include "log.h"
@@ -97,23 +98,10 @@ confine(void)
 		"sched_getaffinity", NULL
 	};
 	scmp_filter_ctx ctx;
-	size_t i;
-	int nr, r = 0;
+	int r = 0;
 
-	if ((ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM))) == NULL)
-		die("seccomp_init");
-	for (i = 0; allow[i] && r == 0; i++) {
-		nr = seccomp_syscall_resolve_name(allow[i]);
-		if (nr != __NR_SCMP_ERROR)
-			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-	}
-	/* threads for connections; clone3 hides its flags from the filter,
-	 * ENOSYS makes libc use clone */
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-		    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	if ((ctx = confine_threads_only(allow, &r)) == NULL)
+		die("seccomp filter");
 	/* a socket of our own per operation, passed to the guest */
 	if (r == 0)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,

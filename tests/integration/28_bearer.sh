@@ -134,29 +134,7 @@ is "... both refused by node-api: sbx-manager never saw them" "$(seen)" "$a0"
 # REQUEST frame, jansson's parser and string values) is wiped before it is
 # freed; a freed but unwiped buffer keeps its bytes, and root can read them
 # from /proc/PID/mem. The needle is 40 characters of the signature.
-memhits() { python3 -c 'import sys
-pid, needle, n = int(sys.argv[1]), sys.argv[2].encode(), 0
-CHUNK = 1 << 20
-with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
-    for line in maps:
-        f = line.split()
-        # writable private memory only: heap, anonymous maps, thread stacks
-        if f[1][:2] != "rw" or (len(f) > 5 and (not f[5].startswith("[") or f[5].startswith("[v"))):
-            continue
-        a, b = (int(x, 16) for x in f[0].split("-"))
-        if b - a > (1 << 32):
-            continue        # sanitizer shadow: reserved, not data
-        tail = b""
-        while a < b:
-            try:
-                mem.seek(a)
-                data = tail + mem.read(min(CHUNK, b - a))
-            except (OSError, ValueError, OverflowError):
-                break
-            n += data.count(needle)
-            tail = data[-(len(needle) - 1):]
-            a += CHUNK
-print(n)' "$1" "$2"; }
+memhits() { /usr/bin/python3 "$SPACE_TOP/tests/tools/memscan.py" --rw-private "$1" "$2"; }
 NEEDLE=$(python3 -c 'import sys; print(sys.argv[1].split(".")[2][-50:-10])' "$CAP")
 for i in 1 2 3 4 5; do ex "Bearer $CAP" >/dev/null; done
 auth "$X" "Bearer $CAP" -X POST --data-binary '{"argv":' >/dev/null    # refused after parsing

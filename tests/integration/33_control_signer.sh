@@ -30,42 +30,17 @@ signer_of() { for _c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
 	tr '\0' ' ' <"/proc/$_c/cmdline" | grep -q '^space-control signer ' && echo "$_c"; done; }
 ident() { echo "{\"sandbox\":\"$1\",\"generation\":1,\"worker\":\"w1\",\"substrate\":\"jail\",\"activation\":1,\"resident\":\"inc1\"}"; }
 
-# memhits PID FILE: occurrences in PID's readable memory of each private key
+# memhits PID: occurrences in PID's readable memory of each private key
 # of the key directory: the 32-byte seed, the 64-byte libsodium secret key
 # and the seed's hex text as in the key file. Prints the total.
-cat >"$T/memhits.py" <<'PY'
-import glob, json, os, sys
+needles() { /usr/bin/python3 -c 'import glob, json, os, sys
 import nacl.signing
-pid, keydir = int(sys.argv[1]), sys.argv[2]
-needles = []
-for p in glob.glob(os.path.join(keydir, "*.key")):
-    seed_hex = json.load(open(p))["secret"]
-    seed = bytes.fromhex(seed_hex)
+for p in glob.glob(os.path.join(sys.argv[1], "*.key")):
+    seed = bytes.fromhex(json.load(open(p))["secret"])
     sk = seed + bytes(nacl.signing.SigningKey(seed).verify_key)
-    needles += [seed, sk, seed_hex.encode()]
-CHUNK, n = 1 << 20, 0
-L = max(len(x) for x in needles)
-with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
-    for line in maps:
-        f = line.split()
-        if f[1][0] != "r":
-            continue
-        a, b = (int(x, 16) for x in f[0].split("-"))
-        if b - a > (1 << 32):
-            continue        # sanitizer shadow: reserved, not data
-        tail = b""
-        while a < b:
-            try:
-                mem.seek(a)
-                data = tail + mem.read(min(CHUNK, b - a))
-            except (OSError, ValueError, OverflowError):
-                break
-            n += sum(data.count(x) for x in needles)
-            tail = data[-(L - 1):]
-            a += CHUNK
-print(n)
-PY
-memhits() { /usr/bin/python3 "$T/memhits.py" "$1" "$D/keys"; }
+    print("hex:" + seed.hex(), "hex:" + sk.hex(), "hex:" + seed.hex().encode().hex())' "$1"; }
+# shellcheck disable=SC2046 # one needle per word
+memhits() { /usr/bin/python3 "$SPACE_TOP/tests/tools/memscan.py" "$1" $(needles "$D/keys"); }
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")

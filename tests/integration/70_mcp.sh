@@ -16,16 +16,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "1..0 # SKIP node and npm are needed for the MCP SDK client"
 	exit 0
 fi
-
-# the SDK at the version package-lock.json pins, once for every run of this
-# test (a concurrent run waits on the lock instead of reinstalling under it)
-sdk_version() { node -p "require('$JS/node_modules/@modelcontextprotocol/sdk/package.json').version" 2>/dev/null; }
-want=$(node -p "require('$JS/package-lock.json').packages['node_modules/@modelcontextprotocol/sdk'].version")
-(
-	flock 9
-	[ "$(sdk_version)" = "$want" ] || (cd "$JS" && npm ci --no-audit --no-fund --loglevel=error >&2)
-) 9>"$JS/.install.lock"
-is "the MCP SDK is installed at its pinned version" "$(sdk_version)" "$want"
+js_pinned @modelcontextprotocol/sdk
 
 up_init
 up_start || exit

@@ -69,33 +69,9 @@ check "... it holds neither records.db nor the credential file" \
     sh -c "! ls -l /proc/$C1/fd | grep -q -e records.db -e cred_w1"
 # the credential's bytes: in the client's memory (the scan finds them
 # there), never in the root parent's
-cat >"$T/memhits.py" <<'PY'
-import sys
-pid, needle = int(sys.argv[1]), open(sys.argv[2], "rb").read().strip()
-CHUNK, n = 1 << 20, 0
-with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
-    for line in maps:
-        f = line.split()
-        if f[1][0] != "r":
-            continue
-        a, b = (int(x, 16) for x in f[0].split("-"))
-        if b - a > (1 << 32):
-            continue        # sanitizer shadow: reserved, not data
-        tail = b""
-        while a < b:
-            try:
-                mem.seek(a)
-                data = tail + mem.read(min(CHUNK, b - a))
-            except (OSError, ValueError, OverflowError):
-                break
-            n += data.count(needle)
-            tail = data[-(len(needle) - 1):]
-            a += CHUNK
-print(n)
-PY
 check "the worker credential is in the client's memory" \
-    test "$(python3 "$T/memhits.py" "$C1" "$T/cred_w1")" -ge 1
-is "... and nowhere in the root parent's" "$(python3 "$T/memhits.py" "$M1" "$T/cred_w1")" 0
+    test "$(/usr/bin/python3 "$SPACE_TOP/tests/tools/memscan.py" "$C1" "file:$T/cred_w1")" -ge 1
+is "... and nowhere in the root parent's" "$(/usr/bin/python3 "$SPACE_TOP/tests/tools/memscan.py" "$M1" "file:$T/cred_w1")" 0
 
 is "create a sandbox on w1 (installed through the client)" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 A=$(jget id)

@@ -18,13 +18,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "1..0 # SKIP node and npm are needed for the E2B SDK"
 	exit 0
 fi
-sdk_version() { node -p "require('$JS/node_modules/e2b/package.json').version" 2>/dev/null; }
-want=$(node -p "require('$JS/package-lock.json').packages['node_modules/e2b'].version")
-(
-	flock 9
-	[ "$(sdk_version)" = "$want" ] || (cd "$JS" && npm ci --no-audit --no-fund --loglevel=error >&2)
-) 9>"$JS/.install.lock"
-is "the E2B SDK is installed at its pinned version" "$(sdk_version)" "$want"
+js_pinned e2b
 
 up_init
 up_start || exit

@@ -24,15 +24,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1 || [ ! 
 	exit 0
 fi
 # puppeteer-core drives the browser, pngjs reads the pixels of a screenshot
-pkg_version() { node -p "require('$JS/node_modules/$1/package.json').version" 2>/dev/null; }
-want() { node -p "require('$JS/package-lock.json').packages['node_modules/$1'].version"; }
-(
-	flock 9
-	[ "$(pkg_version puppeteer-core)" = "$(want puppeteer-core)" ] && [ "$(pkg_version pngjs)" = "$(want pngjs)" ] ||
-		(cd "$JS" && npm ci --no-audit --no-fund --loglevel=error >&2)
-) 9>"$JS/.install.lock"
-is "puppeteer-core is installed at its pinned version" "$(pkg_version puppeteer-core)" "$(want puppeteer-core)"
-is "pngjs is installed at its pinned version" "$(pkg_version pngjs)" "$(want pngjs)"
+js_pinned puppeteer-core
+js_pinned pngjs
 
 SHOTS="$(dirname "$SPACE_BIN")/test-logs/78_console"
 rm -rf "$SHOTS"
