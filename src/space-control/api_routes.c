@@ -97,6 +97,12 @@ api_routes(struct req *r)
 		reply_error(r, 400, "bad_request", "\"access\" or \"port\" is required");
 		goto out;
 	}
+	/* an access token obtains control capabilities of its sandbox only */
+	if (r->sandbox_token && pur != PUR_CONTROL) {
+		metrics_auth_failure("access_token_for_service");
+		reply_error(r, 403, "forbidden", "an access token obtains control capabilities only");
+		goto out;
+	}
 	if ((v = json_object_get(in, "rejected")) != NULL && !json_is_null(v)) {
 		if (!json_is_object(v) || route_identity_unpack(v, &rejected) < 0) {
 			reply_error(r, 400, "bad_request", "\"rejected\" must be a route identity");

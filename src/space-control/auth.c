@@ -2,7 +2,9 @@
  * on each other's endpoints: API keys ("sk_...", users), worker credentials
  * ("wk_...", one per worker) and edge credentials ("ek_...", space-edge:
  * POST /v1/edge/routes and nothing else). A sandbox's traffic token
- * ("tt_...") is no bearer of any endpoint: space-edge passes it in a body. A secret is 32 random bytes; the store keeps
+ * ("tt_...") is no bearer of any endpoint: space-edge passes it in a body.
+ * A sandbox's access token ("at_...", api_access.c) is the bearer of one
+ * endpoint, that sandbox's POST /v1/sandboxes/{id}/routes. A secret is 32 random bytes; the store keeps
  * its first characters as a public lookup id and the BLAKE2b-256 of the
  * whole secret, so a copy of the database does not hold usable keys. */
 #include <errno.h>
@@ -14,7 +16,7 @@
 #include "store_tx.h"
 #include "util.h"
 
-#define PREFIX_LEN 3    /* "sk_", "wk_", "ek_", "tt_" */
+#define PREFIX_LEN 3    /* "sk_", "wk_", "ek_", "tt_", "at_" */
 
 int
 auth_secret_new(const char *prefix, char *out, size_t cap, char id[STORE_CREDID_LEN + 1],
@@ -103,6 +105,10 @@ auth_user(struct ctl *c, const char *bearer, char principal[SPACE_ID_MAX + 1],
 		*kind = "edge_credential_on_user_endpoint";
 		return -EACCES;
 	}
+	if (strncmp(bearer, "at_", PREFIX_LEN) == 0) {
+		*kind = "access_token_on_user_endpoint";
+		return -EACCES;
+	}
 	if (!secret_shape(bearer, "sk_")) {
 		*kind = "malformed";
 		return -EACCES;
@@ -188,5 +194,38 @@ auth_traffic_token(struct ctl *c, const char *sandbox, const char *token)
 		memset(want, 0, sizeof(want));  /* same work when none is set */
 	if (!ct_equal(want, got, sizeof(got)) || rc == 0)
 		return -EACCES;
+	return 0;
+}
+
+int
+auth_access_token(struct ctl *c, const char *bearer, const char *path_sandbox,
+    char owner[SPACE_ID_MAX + 1], const char **kind)
+{
+	char sandbox[SPACE_ID_MAX + 1];
+	int rc;
+
+	if (!secret_shape(bearer, "at_")) {
+		*kind = "malformed";
+		return -EACCES;
+	}
+	if (R(c->st)->access_token_lookup == NULL || R(c->st)->sandbox_owner == NULL)
+		return -ENOSYS;
+	rc = check_secret(bearer, R(c->st)->access_token_lookup, c->st, sandbox);
+	if (rc == -EACCES)
+		*kind = "bad_access_token";
+	if (rc < 0)
+		return rc;
+	if (strcmp(sandbox, path_sandbox) != 0) {
+		*kind = "access_token_of_another_sandbox";
+		return -EPERM;
+	}
+	/* the capability is issued in the owner's name, as for the owner's key */
+	rc = R(c->st)->sandbox_owner(c->st, sandbox, owner);
+	if (rc < 0)
+		return -EIO;
+	if (rc == 0) {
+		*kind = "bad_access_token";
+		return -EACCES;
+	}
 	return 0;
 }

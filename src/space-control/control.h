@@ -168,6 +168,10 @@ int  auth_edge(struct ctl *c, const char *bearer, char name[SPACE_ID_MAX + 1],
     const char **kind);
 /* the traffic token of sandbox: 0 it is the one set, -EACCES, -EIO */
 int  auth_traffic_token(struct ctl *c, const char *sandbox, const char *token);
+/* an access token ("at_") of path_sandbox: 0 and the sandbox's owner;
+ * -EACCES (*kind), -EPERM another sandbox's token, -EIO */
+int  auth_access_token(struct ctl *c, const char *bearer, const char *path_sandbox,
+    char owner[SPACE_ID_MAX + 1], const char **kind);
 
 /* scheduler.c */
 int  scheduler_start(struct ctl *c);

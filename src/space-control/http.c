@@ -42,7 +42,7 @@ static const struct route routes[] = {
 	{ "GET",    "/v1/sandboxes",                api_sandbox_list,       AUTH_USER },
 	{ "GET",    "/v1/sandboxes/*",              api_sandbox_get,        AUTH_USER },
 	{ "DELETE", "/v1/sandboxes/*",              api_sandbox_delete,     AUTH_USER },
-	{ "POST",   "/v1/sandboxes/*/routes",       api_routes,             AUTH_USER },
+	{ "POST",   "/v1/sandboxes/*/routes",       api_routes,             AUTH_SANDBOX },
 	{ "POST",   "/v1/sandboxes/*/pause",        api_sandbox_pause,      AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/resume",       api_sandbox_resume,     AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/move",         api_sandbox_move,       AUTH_USER },
@@ -56,6 +56,7 @@ static const struct route routes[] = {
 	{ "DELETE", "/v1/sandboxes/*/ports/*",      api_sandbox_ports_remove, AUTH_USER },
 	{ "PUT",    "/v1/sandboxes/*/timeouts",     api_sandbox_timeouts,   AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/traffic-token", api_traffic_token,     AUTH_USER },
+	{ "POST",   "/v1/sandboxes/*/access-token", api_access_token,       AUTH_USER },
 	{ "POST",   "/v1/edge/routes",              api_edge_routes,        AUTH_EDGE },
 	{ "GET",    "/v1/workers",                  api_workers_list,       AUTH_USER },
 	{ "POST",   "/v1/workers/*/register",       api_worker_register,    AUTH_WORKER },
@@ -257,6 +258,14 @@ authenticate(struct req *r, const struct route *rt)
 	case AUTH_EDGE:
 		rc = auth_edge(c, tok, r->principal, &kind);
 		break;
+	case AUTH_SANDBOX:
+		/* an access token speaks for one sandbox, here only */
+		if (tok != NULL && strncmp(tok, "at_", 3) == 0) {
+			r->sandbox_token = true;
+			rc = auth_access_token(c, tok, r->params[0], r->principal, &kind);
+		} else
+			rc = auth_user(c, tok, r->principal, r->key_id, &kind);
+		break;
 	default:
 		rc = -EINVAL;   /* a route without a known auth kind serves nobody */
 		break;
@@ -274,6 +283,8 @@ authenticate(struct req *r, const struct route *rt)
 		metrics_auth_failure(kind);
 		if (rt->auth == AUTH_WORKER && rc == -EPERM)
 			reply_error(r, 403, "forbidden", "credential belongs to another worker");
+		else if (rt->auth == AUTH_SANDBOX && rc == -EPERM)
+			reply_error(r, 403, "forbidden", "the access token is another sandbox's");
 		else
 			reply_error(r, 401, "unauthenticated", rt->auth == AUTH_WORKER ?
 			    "a valid worker credential is required" : rt->auth == AUTH_EDGE ?

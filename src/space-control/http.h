@@ -12,7 +12,9 @@
 struct ctl;
 struct http;
 
-enum auth_kind { AUTH_NONE, AUTH_USER, AUTH_WORKER, AUTH_EDGE };
+/* AUTH_SANDBOX: an API key, or an access token of the sandbox the path
+ * names (api_access.c; req.sandbox_token tells which) */
+enum auth_kind { AUTH_NONE, AUTH_USER, AUTH_WORKER, AUTH_EDGE, AUTH_SANDBOX };
 
 #define REQ_PARAMS_MAX 2
 
@@ -28,6 +30,7 @@ struct req {
 	char    params[REQ_PARAMS_MAX][SPACE_ID_MAX + 1];   /* '*' path segments */
 	char    principal[SPACE_ID_MAX + 1];                /* AUTH_USER; AUTH_EDGE: the edge's name */
 	char    key_id[STORE_CREDID_LEN + 1];               /* AUTH_USER: the key's id */
+	bool    sandbox_token;  /* AUTH_SANDBOX: an access token, principal its sandbox's owner */
 	/* the answer */
 	unsigned status;
 	char   *text;           /* body (JSON or Prometheus text) */
@@ -91,6 +94,8 @@ void api_sandbox_timeouts(struct req *);
 /* api_edge.c */
 void api_edge_routes(struct req *);
 void api_traffic_token(struct req *);
+/* api_access.c */
+void api_access_token(struct req *);
 void api_worker_snapshot(struct req *);
 void api_worker_register(struct req *);
 void api_worker_heartbeat(struct req *);

@@ -178,6 +178,14 @@ static const char *const migrations[] = {
 	"CREATE TABLE sandbox_refusals (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
 	"  refresh_route BIGINT NOT NULL DEFAULT 0, deny BIGINT NOT NULL DEFAULT 0,"
 	"  expired BIGINT NOT NULL DEFAULT 0);",
+
+	/* 11: per-sandbox access tokens (api_access.c): several per sandbox
+	 * (each create or connect of the E2B API makes one), hashed as API
+	 * keys are, looked up by their public id */
+	"CREATE TABLE access_tokens (id TEXT PRIMARY KEY,"
+	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  hash BYTEA NOT NULL, created_at BIGINT NOT NULL);"
+	"CREATE INDEX access_tokens_sandbox ON access_tokens(sandbox, created_at);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

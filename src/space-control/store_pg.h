@@ -122,6 +122,11 @@ int pg_traffic_token_set(struct store *, const char *owner, const char *id,
     const uint8_t hash[STORE_HASH_LEN]);
 int pg_traffic_token_get(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
 int pg_sandbox_owner(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
+/* store_pg_access.c: per-sandbox access tokens (store_tx.h) */
+int pg_access_token_add(struct store *, const char *owner, const char *sandbox,
+    const char *id, const uint8_t hash[STORE_HASH_LEN]);
+int pg_access_token_lookup(struct store *, const char *id, char sandbox[SPACE_ID_MAX + 1],
+    uint8_t hash[STORE_HASH_LEN]);
 /* store_pg_ports.c: declared ports, a worker's gateway (row operations) */
 int pg_sandbox_ports_get(struct store *, const char *owner, const char *id, char **out);
 int pg_sandbox_ports_set(struct store *, const char *id, const char *json);

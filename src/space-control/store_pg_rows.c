@@ -651,6 +651,8 @@ const struct store_rows pg_rows = {
 	.traffic_token_set = pg_traffic_token_set,
 	.traffic_token_get = pg_traffic_token_get,
 	.sandbox_owner = pg_sandbox_owner,
+	.access_token_add = pg_access_token_add,
+	.access_token_lookup = pg_access_token_lookup,
 };
 
 /* ---- snapshot list, timeouts, activity (whole operations of their own) ---- */

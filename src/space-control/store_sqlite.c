@@ -192,6 +192,14 @@ static const char *const migrations[] = {
 	"CREATE TABLE sandbox_refusals (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id),"
 	"  refresh_route INTEGER NOT NULL DEFAULT 0, deny INTEGER NOT NULL DEFAULT 0,"
 	"  expired INTEGER NOT NULL DEFAULT 0);",
+
+	/* 11: per-sandbox access tokens (api_access.c): several per sandbox
+	 * (each create or connect of the E2B API makes one), hashed as API
+	 * keys are, looked up by their public id */
+	"CREATE TABLE access_tokens (id TEXT PRIMARY KEY,"
+	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  hash BLOB NOT NULL, created_at INTEGER NOT NULL);"
+	"CREATE INDEX access_tokens_sandbox ON access_tokens(sandbox, created_at);",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -112,4 +112,9 @@ int sq_traffic_token_set(struct store *, const char *owner, const char *id,
     const uint8_t hash[STORE_HASH_LEN]);
 int sq_traffic_token_get(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
 int sq_sandbox_owner(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
+/* store_sqlite_access.c: per-sandbox access tokens (store_tx.h) */
+int sq_access_token_add(struct store *, const char *owner, const char *sandbox,
+    const char *id, const uint8_t hash[STORE_HASH_LEN]);
+int sq_access_token_lookup(struct store *, const char *id, char sandbox[SPACE_ID_MAX + 1],
+    uint8_t hash[STORE_HASH_LEN]);
 #endif

@@ -648,6 +648,8 @@ const struct store_rows sq_rows = {
 	.traffic_token_set = sq_traffic_token_set,
 	.traffic_token_get = sq_traffic_token_get,
 	.sandbox_owner = sq_sandbox_owner,
+	.access_token_add = sq_access_token_add,
+	.access_token_lookup = sq_access_token_lookup,
 };
 
 /* ---- snapshot list, timeouts, activity (whole operations of their own) ---- */

@@ -195,6 +195,15 @@ struct store_rows {
 	int (*traffic_token_get)(struct store *, const char *id, uint8_t hash[STORE_HASH_LEN]);
 	/* 1 and the owner of a sandbox that is not killed, 0 none */
 	int (*sandbox_owner)(struct store *, const char *id, char owner[SPACE_ID_MAX + 1]);
+	/* per-sandbox access tokens (store_sqlite_access.c, store_pg_access.c;
+	 * api_access.c): add 1, or 0 no such sandbox of owner (killed ones
+	 * included); a sandbox keeps its ACCESS_TOKENS_KEPT newest, older ones
+	 * are deleted. lookup by the public id: 0 and the sandbox, -ENOENT
+	 * unknown, or its sandbox is stopping or killed (revoked with it) */
+	int (*access_token_add)(struct store *, const char *owner, const char *sandbox,
+	    const char *id, const uint8_t hash[STORE_HASH_LEN]);
+	int (*access_token_lookup)(struct store *, const char *id, char sandbox[SPACE_ID_MAX + 1],
+	    uint8_t hash[STORE_HASH_LEN]);
 
 	/* the snapshot store's references (store_archives.c): a reported
 	 * digest stays referenced until `until` (the later one kept); the
@@ -205,6 +214,8 @@ struct store_rows {
 	int (*ops_oldest_open)(struct store *, int64_t *created);
 	int (*archive_referenced)(struct store *, const char *digest);
 };
+#define ACCESS_TOKENS_KEPT 32   /* per sandbox: a create and its connects */
+
 /* a store's row operations */
 #define R(s) ((s)->rows)
 

@@ -1,5 +1,7 @@
 /* The E2B control API (docs/e2b.md, "Control API"), each call translated
- * into space-control's REST API with the caller's X-API-KEY as its bearer:
+ * into space-control's REST API with the caller's X-API-KEY as its bearer.
+ * create and connect answer a new per-sandbox access token of
+ * space-control as the envdAccessToken:
  * create (/sandboxes, /v2/sandboxes), get, list (/v2/sandboxes with state
  * and metadata filters, x-next-token pages), kill, timeout, pause and
  * connect/resume. Errors are {"code":status,"message"} as the SDK reads
@@ -10,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sodium.h>
 
 #include "e2b.h"
 #include "limits.h"
@@ -81,9 +84,9 @@ time_plus(const char *rfc, long secs, char *out, size_t cap)
 }
 
 /* the E2B view of a space sandbox object; NULL when the SDK should not
- * see it (killed, failed) */
+ * see it (killed, failed). token: its envdAccessToken, or NULL */
 static json_t *
-sandbox_info(const json_t *s, const char *key)
+sandbox_info(const json_t *s, const char *token)
 {
 	const json_t *res = json_object_get(s, "resources"), *to = json_object_get(s, "timeouts");
 	const char *st = e2b_state(jstr(s, "state")), *tpl = jstr(s, "template");
@@ -105,9 +108,34 @@ sandbox_info(const json_t *s, const char *key)
 	    "diskSizeMB", json_integer_value(json_object_get(res, "disk_mb")),
 	    "envdVersion", E2B_ENVD_VERSION,
 	    "metadata", json_is_object(md) ? md : json_object());
-	if (o && key)
-		json_object_set_new(o, "envdAccessToken", json_string(key));
+	if (o && token)
+		json_object_set_new(o, "envdAccessToken", json_string(token));
 	return o;
+}
+
+/* a new access token of sandbox id (space-control's, shown once): the
+ * envdAccessToken create and connect answer. It obtains control
+ * capabilities for this sandbox only, and dies with it. 0 and out */
+static int
+access_token(const char *key, const char *id, char *out, size_t cap, struct space_answer *a)
+{
+	char path[SPACE_ID_MAX + 40];
+	const char *t;
+	json_t *b = json_object();
+	int rc;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/access-token", id);
+	rc = ctl(key, "POST", path, b, a);
+	json_decref(b);
+	if (rc < 0 || !space_answer_ok(a))
+		return -1;
+	if ((t = jstr(a->body, "access_token")) == NULL || strlen(t) >= cap || !e2b_key_ok(t)) {
+		a->status = 502;
+		snprintf(a->message, sizeof(a->message), "malformed answer of the control plane");
+		return -1;
+	}
+	snprintf(out, cap, "%s", t);
+	return 0;
 }
 
 static int
@@ -243,8 +271,19 @@ create(struct e2b_req *r, const char *key)
 		space_answer_clear(&a);
 		return ret;
 	}
-	v = sandbox_info(a.body, key);
+	json_t *sb = json_incref(a.body);
+	char tok[128];
 	space_answer_clear(&a);
+	if (access_token(key, sid, tok, sizeof(tok), &a) < 0) {
+		json_decref(sb);
+		ret = fail(r->conn, &a);
+		space_answer_clear(&a);
+		return ret;
+	}
+	space_answer_clear(&a);
+	v = sandbox_info(sb, tok);
+	sodium_memzero(tok, sizeof(tok));
+	json_decref(sb);
 	if (v == NULL)
 		return e2b_api_error(r->conn, 500, "sandbox %s did not start", sid);
 	if (strcmp(tpl, "base") == 0)
@@ -585,10 +624,20 @@ connect_sbx(struct e2b_req *r, const char *key, const char *id)
 			goto out;
 		}
 	}
-	if ((o = sandbox_info(a.body, key)) == NULL)
-		ret = e2b_api_error(r->conn, 404, "sandbox %s not found", id);
-	else
-		ret = e2b_send_json(r->conn, status, o);
+	{
+		char tok[128];
+		json_t *sb = json_incref(a.body);
+
+		space_answer_clear(&a);
+		if (access_token(key, id, tok, sizeof(tok), &a) < 0)
+			ret = fail(r->conn, &a);
+		else if ((o = sandbox_info(sb, tok)) == NULL)
+			ret = e2b_api_error(r->conn, 404, "sandbox %s not found", id);
+		else
+			ret = e2b_send_json(r->conn, status, o);
+		sodium_memzero(tok, sizeof(tok));
+		json_decref(sb);
+	}
 out:
 	space_answer_clear(&a);
 	json_decref(in);

@@ -108,6 +108,36 @@ is "service capability: pur service, port, proto" \
 	"$(jget claims.pur "$T/vs") $(jget claims.port "$T/vs") $(jget claims.proto "$T/vs")" "service 8080 http"
 check "service capability has no acc" sh -c "! grep -q '\"acc\"' '$T/vs'"
 
+# per-sandbox access tokens (api_access.c): a bearer of its own sandbox's
+# control capabilities, and of nothing else
+is "access token for the sandbox -> 200" "$(post "/v1/sandboxes/$S/access-token" "$K" '{}')" 200
+AT=$(jget access_token)
+check "... at_ + 43 base64url characters" sh -c "echo '$AT' | grep -Eq '^at_[A-Za-z0-9_-]{43}$'"
+store_dump >"$T/dump" 2>>"$T/log"
+check "... stored hashed, never in clear" sh -c "[ -s '$T/dump' ] && ! grep -q '${AT#at_}' '$T/dump'"
+is "the access token obtains a control capability of its sandbox" "$(post "/v1/sandboxes/$S/routes" "$AT" '{"access":["exec","fs:r"]}')" 200
+python3 "$T/verify.py" "$CHECK" "$T/keys" "$(jget capability)" "$ROOT" >"$T/va" 2>>"$T/log"
+is "... in the owner's name, for that sandbox" "$(jget claims.sub "$T/va") $(jget claims.sbx "$T/va") $(jget claims.pur "$T/va")" "alice $S control"
+is "... not a service capability (403)" "$(post "/v1/sandboxes/$S/routes" "$AT" '{"port":8080,"proto":"http"}')" 403
+is "create a second sandbox" "$(post /v1/sandboxes "$K" '{}')" 201
+S2=$(jget id)
+is "the token of one sandbox on another's routes -> 403" "$(post "/v1/sandboxes/$S2/routes" "$AT" '{"access":["exec"]}')" 403
+is "... the list of sandboxes -> 401" "$(get /v1/sandboxes "$AT")" 401
+is "... its own sandbox's record -> 401" "$(get "/v1/sandboxes/$S" "$AT")" 401
+is "... a create -> 401" "$(post /v1/sandboxes "$AT" '{}')" 401
+is "... another access token -> 401" "$(post "/v1/sandboxes/$S/access-token" "$AT" '{}')" 401
+is "... a pause -> 401" "$(post "/v1/sandboxes/$S/pause" "$AT" '{}')" 401
+is "a forged token of the same shape -> 401" "$(post "/v1/sandboxes/$S/routes" "at_$(printf 'A%.0s' $(seq 1 43))" '{"access":["exec"]}')" 401
+is "an access token of an unknown sandbox -> 404" "$(post /v1/sandboxes/nosuch/access-token "$K" '{}')" 404
+is "an access token with an unknown field -> 400" "$(post "/v1/sandboxes/$S2/access-token" "$K" '{"x":1}')" 400
+post "/v1/sandboxes/$S2/access-token" "$K" '{}' >/dev/null
+AT2=$(jget access_token)
+is "the second sandbox's token passes authentication (not serving: 503)" "$(post "/v1/sandboxes/$S2/routes" "$AT2" '{"access":["exec"]}')" 503
+curl -s -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$S2" >/dev/null
+is "killed: its token is refused (401)" "$(post "/v1/sandboxes/$S2/routes" "$AT2" '{"access":["exec"]}')" 401
+is "... and no new one is made (404)" "$(post "/v1/sandboxes/$S2/access-token" "$K" '{}')" 404
+is "the first sandbox's token still works" "$(post "/v1/sandboxes/$S/routes" "$AT" '{"access":["exec"]}')" 200
+
 # route repair: the client names the route that was rejected
 is "rejected == current route -> 503" "$(post "/v1/sandboxes/$S/routes" "$K" "{\"access\":[\"exec\"],\"rejected\":$(ident "$S")}")" 503
 is "... route is converging" "$(jget message)" "route is converging"

@@ -204,6 +204,7 @@ for k, auth in code_routes.items():
     sec = doc_routes[k].get("security", doc.get("security", []))
     names = sorted(n for req in sec for n in req)
     want = {"AUTH_NONE": [], "AUTH_USER": ["apiKey"], "AUTH_WORKER": ["workerCredential"], "AUTH_EDGE": ["edgeCredential"],
+            "AUTH_SANDBOX": ["accessToken", "apiKey"],
             "AUTH_CAP": ["capability"]}[auth]
     if names != want:
         wrong.append("%s %s: %s, code says %s" % (k[0], k[1], names, auth))

@@ -6,7 +6,7 @@
 # output, background commands (list, stdin, kill), files (text, 5 MiB
 # binary, list, exists, rename, remove, makeDir), getInfo, list with
 # filters and pages, pause and connect with files kept, kill, another key
-# kept out; the polling watcher over raw Connect calls (another key kept
+# kept out; per-sandbox access tokens from the attacker's side; the polling watcher over raw Connect calls (another key kept
 # out); then raw requests: bad input at each endpoint gets the status
 # and body the SDK maps to its error classes, and the listener survives.
 # ci: once
@@ -67,6 +67,52 @@ grep -q '"code":"not_found"' "$T/body"; ok_if $? "a Connect error body {code, me
 is "a stream with a broken envelope: 400" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/connect+json' --data-binary 'xx' "$U/process.Process/Start")" 400
 is "an unknown RPC: 501" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: application/json' -d '{}' "$U/process.Process/Nope")" 501
 is "an upload that is not multipart: 400" "$(code -H 'E2b-Sandbox-Id: abc' -H "X-Access-Token: $SPACE_API_KEY" -H 'Content-Type: text/plain' -d 'x' "$U/files?path=/tmp/x")" 400
+# per-sandbox access tokens (the envdAccessToken of create and connect),
+# from the attacker's side: a token opens its own sandbox's envd calls and
+# nothing else, and dies with the sandbox
+e2b_new() { curl -s -H "X-API-KEY: $SPACE_API_KEY" -H 'Content-Type: application/json' \
+    -d '{"templateID":"base","timeout":300}' "$U/v2/sandboxes"; }
+e2b_new >"$T/sa.json"; e2b_new >"$T/sb.json"
+SA=$(jget sandboxID "$T/sa.json"); TA=$(jget envdAccessToken "$T/sa.json")
+SB=$(jget sandboxID "$T/sb.json"); TB=$(jget envdAccessToken "$T/sb.json")
+case "$TA" in at_*) ok "create answers a per-sandbox access token, not the API key" ;;
+*) not_ok "create answers a per-sandbox access token, not the API key"; diag "$(cat "$T/sa.json")" ;; esac
+[ -n "$TB" ] && [ "$TA" != "$TB" ]; ok_if $? "each sandbox gets its own token"
+plist() { # TOKEN SBX
+	curl -s -o "$T/body" -w '%{http_code}' -H "E2b-Sandbox-Id: $2" -H "X-Access-Token: $1" \
+	    -H 'Content-Type: application/json' -d '{}' "$U/process.Process/List"
+}
+is "sandbox A's token runs A's envd calls" "$(plist "$TA" "$SA")" 200
+is "sandbox A's token on sandbox B: 403" "$(plist "$TA" "$SB")" 403
+grep -q '"code":"permission_denied"' "$T/body"; ok_if $? "... permission_denied"
+echo x >"$T/small"
+is "sandbox A's token uploads nothing into B" "$(code -H "E2b-Sandbox-Id: $SB" -H "X-Access-Token: $TA" -F "file=@$T/small;filename=/tmp/x" "$U/files")" 403
+is "sandbox A's token as the control API's key: list 401" "$(code -H "X-API-KEY: $TA" "$U/v2/sandboxes")" 401
+is "... create 401" "$(code -H "X-API-KEY: $TA" -d '{"templateID":"base"}' "$U/v2/sandboxes")" 401
+is "... kill of its own sandbox 401" "$(code -X DELETE -H "X-API-KEY: $TA" "$U/sandboxes/$SA")" 401
+is "... connect 401" "$(code -H "X-API-KEY: $TA" -d '{}' "$U/v2/sandboxes/$SA/connect")" 401
+C=$SPACE_API_URL
+cpost() { # TOKEN PATH BODY
+	curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $1" \
+	    -H 'Content-Type: application/json' -d "$3" "$C$2"
+}
+is "at space-control: its sandbox's control capability" "$(cpost "$TA" "/v1/sandboxes/$SA/routes" '{"access":["exec"]}')" 200
+is "... another sandbox's: 403" "$(cpost "$TA" "/v1/sandboxes/$SB/routes" '{"access":["exec"]}')" 403
+is "... a service port of its sandbox: 403" "$(cpost "$TA" "/v1/sandboxes/$SA/routes" '{"port":8080,"proto":"http"}')" 403
+is "... another access token: 401" "$(cpost "$TA" "/v1/sandboxes/$SA/access-token" '{}')" 401
+is "... a traffic token: 401" "$(cpost "$TA" "/v1/sandboxes/$SA/traffic-token" '{}')" 401
+is "... the list of sandboxes: 401" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TA" "$C/v1/sandboxes")" 401
+is "... a forged token of the same shape: 401" "$(cpost "at_$(printf 'A%.0s' $(seq 1 43))" "/v1/sandboxes/$SA/routes" '{"access":["exec"]}')" 401
+curl -s -H "X-API-KEY: $SPACE_API_KEY" -d '{}' "$U/v2/sandboxes/$SA/connect" >"$T/sa2.json"
+TA2=$(jget envdAccessToken "$T/sa2.json")
+[ -n "$TA2" ] && [ "$TA2" != "$TA" ]; ok_if $? "connect answers a new token"
+is "... and the token of create still works" "$(plist "$TA" "$SA")" 200
+is "kill of sandbox A" "$(code -X DELETE -H "X-API-KEY: $SPACE_API_KEY" "$U/sandboxes/$SA")" 204
+is "after the kill, A's token is refused at space-control: 401" "$(cpost "$TA2" "/v1/sandboxes/$SA/routes" '{"access":["exec"]}')" 401
+st=$(plist "$TA" "$SA"); [ "$st" != 200 ]; ok_if $? "... and by envd calls ($st)"
+is "B's token still works" "$(plist "$TB" "$SB")" 200
+code -X DELETE -H "X-API-KEY: $SPACE_API_KEY" "$U/sandboxes/$SB" >/dev/null
+
 # the polling watcher (CreateWatcher, GetWatcherEvents, RemoveWatcher)
 rpc() { # KEY SBX METHOD JSON
 	curl -s -o "$T/body" -w '%{http_code}' -H "E2b-Sandbox-Id: $2" -H "X-Access-Token: $1" \

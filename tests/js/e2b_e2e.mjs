@@ -21,6 +21,9 @@ const throwsClass = async (what, cls, fn) => {
 
 const sbx = await Sandbox.create({ metadata: { suite: 'e2b', run: process.pid.toString() } })
 say(typeof sbx.sandboxId === 'string' && sbx.sandboxId.length > 0, 'Sandbox.create gives a sandbox')
+say(typeof sbx.envdAccessToken === 'string' && sbx.envdAccessToken.startsWith('at_') &&
+	sbx.envdAccessToken !== process.env.E2B_API_KEY,
+	'its envdAccessToken is a per-sandbox access token (every sandbox call below sends it)')
 
 await check('commands.run: stdout and exit code 0', async () => {
 	const r = await sbx.commands.run('echo hello; echo err >&2')
