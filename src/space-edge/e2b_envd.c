@@ -2,11 +2,14 @@
  * Connect RPC with the JSON codec (unary: application/json; server
  * streaming: application/connect+json envelopes), /files and /health.
  * Each call becomes one node-api operation through space_sbx_op() with
- * the caller's key (sent by the SDK as X-Access-Token, the envdAccessToken
- * this API handed out), so the route cache rules hold: one rebuilt attempt
- * on refresh_route, never a second send of a start, write, rename or
- * remove after a transport failure. Process and watch streams are
- * node-api WebSockets (wslay) turned into Connect envelopes. */
+ * the caller's X-Access-Token (the per-sandbox access token this API
+ * handed out as envdAccessToken, or an API key), so the route cache rules
+ * hold: one rebuilt attempt on refresh_route, never a second send of a
+ * start, write, rename or remove after a transport failure. Process and
+ * watch streams are node-api WebSockets (wslay) turned into Connect
+ * envelopes. The Connect calls are one table (rpcs[]): the fields of each
+ * message, decoded strictly by one shared path (rpc_call), and the
+ * handler that answers it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -216,7 +219,9 @@ stat_path(struct envd *x, const char *path, struct space_answer *a)
 	return r < 0 || !space_answer_ok(a) ? -1 : 0;
 }
 
-/* ---- unary calls ---- */
+/* ---- unary calls ----
+ * Each handler gets the call's message, already decoded strictly with the
+ * fields its row of the table allows (rpcs[] below), and answers. */
 
 /* the message of a unary call: a JSON object with only keys */
 static json_t *
@@ -243,28 +248,62 @@ unary_in(struct envd *x, const char *const *keys, enum MHD_Result *ret)
 	return in;
 }
 
-static enum MHD_Result
-fs_stat(struct envd *x)
+/* the path in field key of in, made absolute: 0, or -1 (absent when
+ * required, or too long) */
+static int
+arg_path(const json_t *in, const char *key, bool required, char out[SPACE_PATH_MAX + 1])
 {
-	static const char *const keys[] = { "path", NULL };
-	char path[SPACE_PATH_MAX + 1];
+	const char *p = jstr(in, key);
+
+	if (required && p == NULL)
+		return -1;
+	return abs_path(p, out, SPACE_PATH_MAX + 1);
+}
+
+/* after a change: the entry at path, as the answer's "entry" */
+static enum MHD_Result
+entry_answer(struct envd *x, const char *path)
+{
 	struct space_answer a;
 	enum MHD_Result ret;
-	json_t *in;
 
-	space_answer_init(&a);
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	if (abs_path(jstr(in, "path"), path, sizeof(path)) < 0)
-		ret = rpc_error(x->r->conn, "invalid_argument", "path too long");
-	else if (stat_path(x, path, &a) < 0)
+	if (stat_path(x, path, &a) < 0)
 		ret = rpc_fail(x->r->conn, &a);
 	else
 		ret = e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "entry",
 		    entry_info(a.body, path)));
 	space_answer_clear(&a);
-	json_decref(in);
 	return ret;
+}
+
+/* one node-api change (body stolen), answered with the entry at
+ * entry_of, or with {} when entry_of is NULL */
+static enum MHD_Result
+op_answer(struct envd *x, const char *access, const char *path, json_t *body,
+    const char *entry_of)
+{
+	struct space_answer a;
+	enum MHD_Result ret;
+
+	if (dop(x, access, "POST", path, body, -1, -1, &a) < 0 || !space_answer_ok(&a))
+		ret = rpc_fail(x->r->conn, &a);
+	else if (entry_of)
+		ret = entry_answer(x, entry_of);
+	else
+		ret = e2b_send(x->r->conn, 200, "application/json", "{}", 2);
+	json_decref(body);
+	space_answer_clear(&a);
+	return ret;
+}
+
+static enum MHD_Result
+fs_stat(struct envd *x, const json_t *in)
+{
+	char path[SPACE_PATH_MAX + 1];
+
+	if (arg_path(in, "path", false, path) < 0)
+		return rpc_error(x->r->conn, "invalid_argument", "path too long");
+	return entry_answer(x, path);
 }
 
 static int
@@ -307,71 +346,41 @@ list_into(struct envd *x, const char *dir, unsigned depth, json_t *out, struct s
 }
 
 static enum MHD_Result
-fs_list(struct envd *x)
+fs_list(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { "path", "depth", NULL };
+	const json_t *d = json_object_get(in, "depth");
 	char path[SPACE_PATH_MAX + 1];
 	struct space_answer a;
 	enum MHD_Result ret;
-	json_t *in, *out, *d;
 	json_int_t depth = 1;
+	json_t *out;
 
-	space_answer_init(&a);
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	d = json_object_get(in, "depth");
-	if (d && !(json_is_integer(d) && json_integer_value(d) >= 0 && json_integer_value(d) <= 16)) {
-		json_decref(in);
+	if (d && !(json_is_integer(d) && json_integer_value(d) >= 0 && json_integer_value(d) <= 16))
 		return rpc_error(x->r->conn, "invalid_argument", "depth must be 1..16");
-	}
 	if (d && json_integer_value(d) > 0)
 		depth = json_integer_value(d);
+	if (arg_path(in, "path", false, path) < 0)
+		return rpc_error(x->r->conn, "invalid_argument", "path too long");
+	space_answer_init(&a);
 	out = json_array();
-	if (abs_path(jstr(in, "path"), path, sizeof(path)) < 0)
-		ret = rpc_error(x->r->conn, "invalid_argument", "path too long");
-	else if (list_into(x, path, (unsigned)depth, out, &a) < 0)
-		ret = rpc_fail(x->r->conn, &a);
-	else {
-		ret = e2b_send_json(x->r->conn, 200, json_pack("{s:O}", "entries", out));
-	}
-	json_decref(out);
-	space_answer_clear(&a);
-	json_decref(in);
-	return ret;
-}
-
-/* after a change: the entry at path, as the answer's "entry" */
-static enum MHD_Result
-entry_answer(struct envd *x, const char *path)
-{
-	struct space_answer a;
-	enum MHD_Result ret;
-
-	if (stat_path(x, path, &a) < 0)
+	if (list_into(x, path, (unsigned)depth, out, &a) < 0)
 		ret = rpc_fail(x->r->conn, &a);
 	else
-		ret = e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "entry",
-		    entry_info(a.body, path)));
+		ret = e2b_send_json(x->r->conn, 200, json_pack("{s:O}", "entries", out));
+	json_decref(out);
 	space_answer_clear(&a);
 	return ret;
 }
 
 static enum MHD_Result
-fs_mkdir(struct envd *x)
+fs_mkdir(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { "path", NULL };
 	char path[SPACE_PATH_MAX + 1];
 	struct space_answer a;
 	enum MHD_Result ret;
-	json_t *in, *b;
 
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	if (abs_path(jstr(in, "path"), path, sizeof(path)) < 0) {
-		json_decref(in);
+	if (arg_path(in, "path", false, path) < 0)
 		return rpc_error(x->r->conn, "invalid_argument", "path too long");
-	}
-	json_decref(in);
 	/* envd's MakeDir: parents made, an existing one is already_exists */
 	if (stat_path(x, path, &a) == 0) {
 		space_answer_clear(&a);
@@ -383,68 +392,29 @@ fs_mkdir(struct envd *x)
 		return ret;
 	}
 	space_answer_clear(&a);
-	b = json_pack("{s:s,s:b}", "path", path, "parents", 1);
-	if (dop(x, "fs:w", "POST", "fs/mkdir", b, -1, -1, &a) < 0 || !space_answer_ok(&a))
-		ret = rpc_fail(x->r->conn, &a);
-	else
-		ret = entry_answer(x, path);
-	json_decref(b);
-	space_answer_clear(&a);
-	return ret;
+	return op_answer(x, "fs:w", "fs/mkdir", json_pack("{s:s,s:b}", "path", path, "parents", 1),
+	    path);
 }
 
 static enum MHD_Result
-fs_move(struct envd *x)
+fs_move(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { "source", "destination", NULL };
 	char from[SPACE_PATH_MAX + 1], to[SPACE_PATH_MAX + 1];
-	struct space_answer a;
-	enum MHD_Result ret;
-	json_t *in, *b;
 
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	if (!jstr(in, "source") || !jstr(in, "destination") ||
-	    abs_path(jstr(in, "source"), from, sizeof(from)) < 0 ||
-	    abs_path(jstr(in, "destination"), to, sizeof(to)) < 0) {
-		json_decref(in);
+	if (arg_path(in, "source", true, from) < 0 || arg_path(in, "destination", true, to) < 0)
 		return rpc_error(x->r->conn, "invalid_argument", "source and destination are paths");
-	}
-	json_decref(in);
-	b = json_pack("{s:s,s:s}", "from", from, "to", to);
-	if (dop(x, "fs:w", "POST", "fs/rename", b, -1, -1, &a) < 0 || !space_answer_ok(&a))
-		ret = rpc_fail(x->r->conn, &a);
-	else
-		ret = entry_answer(x, to);
-	json_decref(b);
-	space_answer_clear(&a);
-	return ret;
+	return op_answer(x, "fs:w", "fs/rename", json_pack("{s:s,s:s}", "from", from, "to", to), to);
 }
 
 static enum MHD_Result
-fs_remove(struct envd *x)
+fs_remove(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { "path", NULL };
 	char path[SPACE_PATH_MAX + 1];
-	struct space_answer a;
-	enum MHD_Result ret;
-	json_t *in, *b;
 
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	if (!jstr(in, "path") || abs_path(jstr(in, "path"), path, sizeof(path)) < 0) {
-		json_decref(in);
+	if (arg_path(in, "path", true, path) < 0)
 		return rpc_error(x->r->conn, "invalid_argument", "path is required");
-	}
-	json_decref(in);
-	b = json_pack("{s:s,s:b}", "path", path, "recursive", 1);
-	if (dop(x, "fs:w", "POST", "fs/remove", b, -1, -1, &a) < 0 || !space_answer_ok(&a))
-		ret = rpc_fail(x->r->conn, &a);
-	else
-		ret = e2b_send(x->r->conn, 200, "application/json", "{}", 2);
-	json_decref(b);
-	space_answer_clear(&a);
-	return ret;
+	return op_answer(x, "fs:w", "fs/remove", json_pack("{s:s,s:b}", "path", path,
+	    "recursive", 1), NULL);
 }
 
 /* ProcessSelector -> pid; only pids (space's processes have no tags) */
@@ -464,17 +434,14 @@ selector_pid(const json_t *in)
 }
 
 static enum MHD_Result
-proc_list(struct envd *x)
+proc_list(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { NULL };
 	struct space_answer a;
 	enum MHD_Result ret;
-	json_t *in, *out, *p;
+	json_t *out, *p;
 	size_t i;
 
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	json_decref(in);
+	(void)in;
 	if (dop(x, "exec", "GET", "processes", NULL, -1, -1, &a) < 0 || !space_answer_ok(&a)) {
 		ret = rpc_fail(x->r->conn, &a);
 		space_answer_clear(&a);
@@ -503,76 +470,94 @@ proc_list(struct envd *x)
 	return e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "processes", out));
 }
 
-/* SendInput, CloseStdin, SendSignal, Update: one POST on processes/{pid} */
-static enum MHD_Result
-proc_call(struct envd *x, const char *what)
+/* SendInput, CloseStdin, SendSignal, Update: one POST on processes/{pid},
+ * the selected process; *pid, or an answer */
+static bool
+proc_selected(struct envd *x, const json_t *in, long *pid, enum MHD_Result *ret)
 {
-	static const char *const k_input[] = { "process", "input", NULL };
-	static const char *const k_sel[] = { "process", NULL };
-	static const char *const k_sig[] = { "process", "signal", NULL };
-	static const char *const k_upd[] = { "process", "pty", NULL };
-	char path[64];
-	struct space_answer a;
+	if ((*pid = selector_pid(in)) >= 0)
+		return true;
+	*ret = rpc_error(x->r->conn, json_object_get(json_object_get(in, "process"), "tag") ?
+	    "not_found" : "invalid_argument", "a process is selected by its pid");
+	return false;
+}
+
+static enum MHD_Result
+proc_input(struct envd *x, const json_t *in)
+{
+	const json_t *inp = json_object_get(in, "input"), *v;
 	enum MHD_Result ret;
-	json_t *in, *b = NULL, *v;
+	char path[64];
 	long pid;
 
-	in = unary_in(x, !strcmp(what, "SendInput") ? k_input : !strcmp(what, "SendSignal") ?
-	    k_sig : !strcmp(what, "Update") ? k_upd : k_sel, &ret);
-	if (in == NULL)
+	if (!proc_selected(x, in, &pid, &ret))
 		return ret;
-	if ((pid = selector_pid(in)) < 0) {
-		bool tag = json_object_get(json_object_get(in, "process"), "tag") != NULL;
-		json_decref(in);
-		return rpc_error(x->r->conn, tag ? "not_found" : "invalid_argument",
-		    "a process is selected by its pid");
-	}
-	if (!strcmp(what, "SendInput")) {
-		const json_t *inp = json_object_get(in, "input");
-		v = json_object_get(inp, "stdin") ? json_object_get(inp, "stdin") :
-		    json_object_get(inp, "pty");
-		if (!json_is_string(v) || json_object_size(inp) != 1) {
-			json_decref(in);
-			return rpc_error(x->r->conn, "invalid_argument", "input is stdin or pty bytes");
-		}
-		b = json_pack("{s:O}", "data_b64", v);
-		snprintf(path, sizeof(path), "processes/%ld/stdin", pid);
-	} else if (!strcmp(what, "CloseStdin")) {
-		b = json_pack("{s:b}", "eof", 1);
-		snprintf(path, sizeof(path), "processes/%ld/stdin", pid);
-	} else if (!strcmp(what, "SendSignal")) {
-		int sig = 0;
-		v = json_object_get(in, "signal");
-		if (json_is_string(v))
-			sig = !strcmp(json_string_value(v), "SIGNAL_SIGKILL") ? 9 :
-			    !strcmp(json_string_value(v), "SIGNAL_SIGTERM") ? 15 : 0;
-		else if (json_is_integer(v) && (json_integer_value(v) == 9 || json_integer_value(v) == 15))
-			sig = (int)json_integer_value(v);
-		if (sig == 0) {
-			json_decref(in);
-			return rpc_error(x->r->conn, "invalid_argument", "signal is SIGKILL or SIGTERM");
-		}
-		b = json_pack("{s:i}", "signal", sig);
-		snprintf(path, sizeof(path), "processes/%ld/signal", pid);
-	} else {
-		const json_t *sz = json_object_get(json_object_get(in, "pty"), "size");
-		json_int_t rows = json_integer_value(json_object_get(sz, "rows"));
-		json_int_t cols = json_integer_value(json_object_get(sz, "cols"));
-		if (rows < 1 || rows > 4096 || cols < 1 || cols > 4096) {
-			json_decref(in);
-			return rpc_error(x->r->conn, "invalid_argument", "pty.size rows and cols are 1..4096");
-		}
-		b = json_pack("{s:I,s:I}", "rows", rows, "cols", cols);
-		snprintf(path, sizeof(path), "processes/%ld/resize", pid);
-	}
-	json_decref(in);
-	if (dop(x, "exec", "POST", path, b, -1, -1, &a) < 0 || !space_answer_ok(&a))
-		ret = rpc_fail(x->r->conn, &a);
-	else
-		ret = e2b_send(x->r->conn, 200, "application/json", "{}", 2);
-	json_decref(b);
-	space_answer_clear(&a);
-	return ret;
+	v = json_object_get(inp, "stdin") ? json_object_get(inp, "stdin") :
+	    json_object_get(inp, "pty");
+	if (!json_is_string(v) || json_object_size(inp) != 1)
+		return rpc_error(x->r->conn, "invalid_argument", "input is stdin or pty bytes");
+	snprintf(path, sizeof(path), "processes/%ld/stdin", pid);
+	return op_answer(x, "exec", path, json_pack("{s:O}", "data_b64", v), NULL);
+}
+
+static enum MHD_Result
+proc_close_stdin(struct envd *x, const json_t *in)
+{
+	enum MHD_Result ret;
+	char path[64];
+	long pid;
+
+	if (!proc_selected(x, in, &pid, &ret))
+		return ret;
+	snprintf(path, sizeof(path), "processes/%ld/stdin", pid);
+	return op_answer(x, "exec", path, json_pack("{s:b}", "eof", 1), NULL);
+}
+
+static enum MHD_Result
+proc_signal(struct envd *x, const json_t *in)
+{
+	const json_t *v = json_object_get(in, "signal");
+	enum MHD_Result ret;
+	char path[64];
+	int sig = 0;
+	long pid;
+
+	if (!proc_selected(x, in, &pid, &ret))
+		return ret;
+	if (json_is_string(v))
+		sig = !strcmp(json_string_value(v), "SIGNAL_SIGKILL") ? 9 :
+		    !strcmp(json_string_value(v), "SIGNAL_SIGTERM") ? 15 : 0;
+	else if (json_is_integer(v) && (json_integer_value(v) == 9 || json_integer_value(v) == 15))
+		sig = (int)json_integer_value(v);
+	if (sig == 0)
+		return rpc_error(x->r->conn, "invalid_argument", "signal is SIGKILL or SIGTERM");
+	snprintf(path, sizeof(path), "processes/%ld/signal", pid);
+	return op_answer(x, "exec", path, json_pack("{s:i}", "signal", sig), NULL);
+}
+
+/* pty.size {rows, cols}: 0, or -1 out of 1..4096 */
+static int
+pty_size(const json_t *sz, json_int_t *rows, json_int_t *cols)
+{
+	*rows = json_integer_value(json_object_get(sz, "rows"));
+	*cols = json_integer_value(json_object_get(sz, "cols"));
+	return *rows < 1 || *rows > 4096 || *cols < 1 || *cols > 4096 ? -1 : 0;
+}
+
+static enum MHD_Result
+proc_update(struct envd *x, const json_t *in)
+{
+	json_int_t rows, cols;
+	enum MHD_Result ret;
+	char path[64];
+	long pid;
+
+	if (!proc_selected(x, in, &pid, &ret))
+		return ret;
+	if (pty_size(json_object_get(json_object_get(in, "pty"), "size"), &rows, &cols) < 0)
+		return rpc_error(x->r->conn, "invalid_argument", "pty.size rows and cols are 1..4096");
+	snprintf(path, sizeof(path), "processes/%ld/resize", pid);
+	return op_answer(x, "exec", path, json_pack("{s:I,s:I}", "rows", rows, "cols", cols), NULL);
 }
 
 /* ---- server streams: node-api WebSocket -> Connect envelopes ---- */
@@ -994,68 +979,47 @@ open_stream(struct envd *x, const char *access, bool start, const char *path, bo
 }
 
 static enum MHD_Result
-proc_start(struct envd *x)
+proc_start(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { "process", "pty", "tag", "stdin", NULL };
 	static const char *const pkeys[] = { "cmd", "args", "envs", "cwd", NULL };
 	const char *why = NULL, *k;
 	char cwd[SPACE_PATH_MAX + 1], *args_s = NULL, *esc = NULL, *path = NULL;
-	json_t *in, *p, *argv, *v, *args, *env;
+	const json_t *p = json_object_get(in, "process"), *v, *env, *size;
+	json_t *argv, *args;
+	json_int_t rows = 0, cols = 0;
 	bool pty = false;
 	enum MHD_Result ret;
 	size_t i;
 
-	if ((in = stream_in(x, keys, &why)) == NULL)
-		return rpc_error(x->r->conn, "invalid_argument", "%s", why);
-	p = json_object_get(in, "process");
-	if (!e2b_only_keys(p, pkeys, &why) || !jstr(p, "cmd") || !*jstr(p, "cmd")) {
-		json_decref(in);
+	if (!e2b_only_keys(p, pkeys, &why) || !jstr(p, "cmd") || !*jstr(p, "cmd"))
 		return rpc_error(x->r->conn, "invalid_argument", "process.cmd is required");
-	}
+	json_array_foreach(json_object_get(p, "args"), i, v)
+		if (!json_is_string(v))
+			return rpc_error(x->r->conn, "invalid_argument", "process.args are strings");
+	env = json_object_get(p, "envs");
+	json_object_foreach((json_t *)env, k, v)
+		if (!json_is_string(v))
+			return rpc_error(x->r->conn, "invalid_argument", "envs are strings");
+	if (jstr(p, "cwd") && *jstr(p, "cwd") && arg_path(p, "cwd", true, cwd) < 0)
+		return rpc_error(x->r->conn, "invalid_argument", "cwd too long");
+	size = json_object_get(json_object_get(in, "pty"), "size");
+	if (size && pty_size(size, &rows, &cols) < 0)
+		return rpc_error(x->r->conn, "invalid_argument", "pty.size rows and cols are 1..4096");
 	argv = json_array();
 	json_array_append_new(argv, json_string(jstr(p, "cmd")));
-	json_array_foreach(json_object_get(p, "args"), i, v) {
-		if (!json_is_string(v)) {
-			json_decref(argv);
-			json_decref(in);
-			return rpc_error(x->r->conn, "invalid_argument", "process.args are strings");
-		}
-		json_array_append(argv, v);
-	}
+	json_array_foreach(json_object_get(p, "args"), i, v)
+		json_array_append(argv, (json_t *)v);
 	args = json_pack("{s:o}", "argv", argv);
-	env = json_object_get(p, "envs");
-	if (json_is_object(env) && json_object_size(env) > 0) {
-		json_object_foreach(env, k, v)
-			if (!json_is_string(v)) {
-				json_decref(args);
-				json_decref(in);
-				return rpc_error(x->r->conn, "invalid_argument", "envs are strings");
-			}
-		json_object_set(args, "env", env);
-	}
-	if (jstr(p, "cwd") && *jstr(p, "cwd")) {
-		if (abs_path(jstr(p, "cwd"), cwd, sizeof(cwd)) < 0) {
-			json_decref(args);
-			json_decref(in);
-			return rpc_error(x->r->conn, "invalid_argument", "cwd too long");
-		}
+	if (json_is_object(env) && json_object_size(env) > 0)
+		json_object_set(args, "env", (json_t *)env);
+	if (jstr(p, "cwd") && *jstr(p, "cwd"))
 		json_object_set_new(args, "cwd", json_string(cwd));
-	}
 	if (json_is_true(json_object_get(in, "stdin")))
 		json_object_set_new(args, "stdin", json_true());
-	v = json_object_get(json_object_get(in, "pty"), "size");
-	if (v) {
-		json_int_t rows = json_integer_value(json_object_get(v, "rows"));
-		json_int_t cols = json_integer_value(json_object_get(v, "cols"));
-		if (rows < 1 || rows > 4096 || cols < 1 || cols > 4096) {
-			json_decref(args);
-			json_decref(in);
-			return rpc_error(x->r->conn, "invalid_argument", "pty.size rows and cols are 1..4096");
-		}
+	if (size) {
 		json_object_set_new(args, "pty", json_pack("{s:I,s:I}", "rows", rows, "cols", cols));
 		pty = true;
 	}
-	json_decref(in);
 	args_s = json_dumps(args, JSON_COMPACT);
 	json_decref(args);
 	if (args_s == NULL || (esc = space_url_escape(args_s)) == NULL ||
@@ -1071,54 +1035,52 @@ proc_start(struct envd *x)
 }
 
 static enum MHD_Result
-proc_connect(struct envd *x)
+proc_connect(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { "process", NULL };
-	const char *why = NULL;
 	char path[64];
-	json_t *in;
 	long pid;
 
-	if ((in = stream_in(x, keys, &why)) == NULL)
-		return rpc_error(x->r->conn, "invalid_argument", "%s", why);
-	pid = selector_pid(in);
-	json_decref(in);
-	if (pid < 0)
+	if ((pid = selector_pid(in)) < 0)
 		return rpc_error(x->r->conn, "invalid_argument", "a process is selected by its pid");
 	snprintf(path, sizeof(path), "processes/%ld/stream", pid);
 	return open_stream(x, "exec", false, path, false, NULL);
 }
 
-static enum MHD_Result
-fs_watch(struct envd *x)
+/* "watch?path=ROOT[&recursive=true]" of a WatchDir or CreateWatcher
+ * message; NULL with *why */
+static char *
+watch_query(const json_t *in, char root[SPACE_PATH_MAX + 1], const char **why)
 {
-	static const char *const keys[] = { "path", "recursive", "includeEntry",
-	    "allowNetworkMounts", NULL };
-	const char *why = NULL;
-	char root[SPACE_PATH_MAX + 1], *q = NULL, *esc;
-	enum MHD_Result ret;
-	json_t *in;
-	bool rec;
+	char *q = NULL, *esc;
 
-	if ((in = stream_in(x, keys, &why)) == NULL)
-		return rpc_error(x->r->conn, "invalid_argument", "%s", why);
-	rec = json_is_true(json_object_get(in, "recursive"));
-	if (abs_path(jstr(in, "path"), root, sizeof(root)) < 0) {
-		json_decref(in);
-		return rpc_error(x->r->conn, "invalid_argument", "path too long");
+	if (arg_path(in, "path", false, root) < 0) {
+		*why = "path too long";
+		return NULL;
 	}
-	json_decref(in);
 	if ((esc = space_url_escape(root)) == NULL ||
-	    asprintf(&q, "watch?path=%s%s", esc, rec ? "&recursive=true" : "") < 0)
+	    asprintf(&q, "watch?path=%s%s", esc, json_is_true(json_object_get(in, "recursive")) ?
+	    "&recursive=true" : "") < 0)
 		q = NULL;
 	free(esc);
 	if (q == NULL)
-		return rpc_error(x->r->conn, "internal", "out of memory");
+		*why = "out of memory";
+	return q;
+}
+
+static enum MHD_Result
+fs_watch(struct envd *x, const json_t *in)
+{
+	char root[SPACE_PATH_MAX + 1], *q;
+	const char *why = NULL;
+	enum MHD_Result ret;
+
+	if ((q = watch_query(in, root, &why)) == NULL)
+		return rpc_error(x->r->conn, strcmp(why, "out of memory") ? "invalid_argument" :
+		    "internal", "%s", why);
 	ret = open_stream(x, "watch", false, q, true, root);
 	free(q);
 	return ret;
 }
-
 /* ---- the polling watcher: CreateWatcher, GetWatcherEvents, RemoveWatcher ----
  * A watcher is a node-api watch stream that space-edge reads in a thread
  * of its own into a bounded queue; the caller collects the queue. It is
@@ -1223,11 +1185,10 @@ watcher_find(struct envd *x, const char *id)
 }
 
 static enum MHD_Result
-watcher_create(struct envd *x)
+watcher_create(struct envd *x, const json_t *in)
 {
-	static const char *const keys[] = { "path", "recursive", "includeEntry",
-	    "allowNetworkMounts", NULL };
-	char root[SPACE_PATH_MAX + 1], *q = NULL, *esc;
+	char root[SPACE_PATH_MAX + 1], *q;
+	const char *why = NULL;
 	struct watcher *w = NULL;
 	struct wstream *s;
 	struct space_answer a;
@@ -1236,18 +1197,11 @@ watcher_create(struct envd *x)
 	uint8_t h[32], rnd[16];
 	pthread_attr_t attr;
 	pthread_t t;
-	json_t *in;
-	bool rec;
 	size_t i;
 
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	rec = json_is_true(json_object_get(in, "recursive"));
-	if (abs_path(jstr(in, "path"), root, sizeof(root)) < 0) {
-		json_decref(in);
-		return rpc_error(x->r->conn, "invalid_argument", "path too long");
-	}
-	json_decref(in);
+	if ((q = watch_query(in, root, &why)) == NULL)
+		return rpc_error(x->r->conn, strcmp(why, "out of memory") ? "invalid_argument" :
+		    "internal", "%s", why);
 	key_hash(x->key, h);
 	pthread_mutex_lock(&watch_mu);
 	for (i = 0; i < WATCHERS_MAX; i++) {
@@ -1258,6 +1212,7 @@ watcher_create(struct envd *x)
 	}
 	if (w == NULL || mine >= WATCHERS_PER_KEY) {
 		pthread_mutex_unlock(&watch_mu);
+		free(q);
 		return rpc_error(x->r->conn, "resource_exhausted", "too many watchers (at most %d "
 		    "per key); remove one first", WATCHERS_PER_KEY);
 	}
@@ -1267,19 +1222,15 @@ watcher_create(struct envd *x)
 		pthread_mutex_lock(&watch_mu);
 		w->used = false;
 		pthread_mutex_unlock(&watch_mu);
+		free(q);
 		return MHD_NO;
 	}
 	s->w.fd = -1;
 	s->watch = true;
 	snprintf(s->watch_root, sizeof(s->watch_root), "%s", root);
-	if ((esc = space_url_escape(root)) == NULL ||
-	    asprintf(&q, "watch?path=%s%s", esc, rec ? "&recursive=true" : "") < 0)
-		q = NULL;
-	free(esc);
-	if (q == NULL || ws_connect(x, "watch", false, q, s, &a) < 0) {
-		ret = q ? rpc_fail(x->r->conn, &a) : rpc_error(x->r->conn, "internal", "out of memory");
-		if (q)
-			space_answer_clear(&a);
+	if (ws_connect(x, "watch", false, q, s, &a) < 0) {
+		ret = rpc_fail(x->r->conn, &a);
+		space_answer_clear(&a);
 		free(q);
 		stream_free(s);
 		pthread_mutex_lock(&watch_mu);
@@ -1313,24 +1264,17 @@ watcher_create(struct envd *x)
 }
 
 static enum MHD_Result
-watcher_call(struct envd *x, bool remove)
+watcher_call(struct envd *x, const json_t *in, bool remove)
 {
-	static const char *const keys[] = { "watcherId", NULL };
+	const char *id = jstr(in, "watcherId");
 	struct watcher *w;
-	enum MHD_Result ret;
-	json_t *in, *ev;
-	const char *id;
+	json_t *ev;
 
-	if ((in = unary_in(x, keys, &ret)) == NULL)
-		return ret;
-	id = jstr(in, "watcherId");
 	pthread_mutex_lock(&watch_mu);
 	if (id == NULL || (w = watcher_find(x, id)) == NULL) {
 		pthread_mutex_unlock(&watch_mu);
-		json_decref(in);
 		return rpc_error(x->r->conn, "not_found", "no such watcher");
 	}
-	json_decref(in);
 	if (remove) {
 		w->removed = true;
 		if (w->ended) {
@@ -1354,6 +1298,18 @@ watcher_call(struct envd *x, bool remove)
 	w->events = json_array();
 	pthread_mutex_unlock(&watch_mu);
 	return e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "events", ev));
+}
+
+static enum MHD_Result
+watcher_events(struct envd *x, const json_t *in)
+{
+	return watcher_call(x, in, false);
+}
+
+static enum MHD_Result
+watcher_remove(struct envd *x, const json_t *in)
+{
+	return watcher_call(x, in, true);
 }
 
 /* ---- /files ---- */
@@ -1493,6 +1449,60 @@ e2b_envd_route(struct MHD_Connection *c, const char *url)
 	    !strncmp(url, "/process.Process/", 17) || !strncmp(url, "/filesystem.Filesystem/", 23);
 }
 
+/* the Connect calls: their message's fields, and the handler that answers
+ * the decoded message */
+enum call_kind { UNARY, STREAM };
+
+struct rpc {
+	const char *path;
+	enum call_kind kind;
+	const char *const *keys;
+	enum MHD_Result (*fn)(struct envd *, const json_t *);
+};
+
+#define KEYS(...) ((const char *const []){ __VA_ARGS__, NULL })
+static const char *const no_keys[] = { NULL };
+
+static const struct rpc rpcs[] = {
+	{ "/process.Process/Start", STREAM, KEYS("process", "pty", "tag", "stdin"), proc_start },
+	{ "/process.Process/Connect", STREAM, KEYS("process"), proc_connect },
+	{ "/process.Process/List", UNARY, no_keys, proc_list },
+	{ "/process.Process/SendInput", UNARY, KEYS("process", "input"), proc_input },
+	{ "/process.Process/CloseStdin", UNARY, KEYS("process"), proc_close_stdin },
+	{ "/process.Process/SendSignal", UNARY, KEYS("process", "signal"), proc_signal },
+	{ "/process.Process/Update", UNARY, KEYS("process", "pty"), proc_update },
+	{ "/filesystem.Filesystem/Stat", UNARY, KEYS("path"), fs_stat },
+	{ "/filesystem.Filesystem/ListDir", UNARY, KEYS("path", "depth"), fs_list },
+	{ "/filesystem.Filesystem/MakeDir", UNARY, KEYS("path"), fs_mkdir },
+	{ "/filesystem.Filesystem/Move", UNARY, KEYS("source", "destination"), fs_move },
+	{ "/filesystem.Filesystem/Remove", UNARY, KEYS("path"), fs_remove },
+	{ "/filesystem.Filesystem/WatchDir", STREAM,
+	    KEYS("path", "recursive", "includeEntry", "allowNetworkMounts"), fs_watch },
+	{ "/filesystem.Filesystem/CreateWatcher", UNARY,
+	    KEYS("path", "recursive", "includeEntry", "allowNetworkMounts"), watcher_create },
+	{ "/filesystem.Filesystem/GetWatcherEvents", UNARY, KEYS("watcherId"), watcher_events },
+	{ "/filesystem.Filesystem/RemoveWatcher", UNARY, KEYS("watcherId"), watcher_remove },
+};
+
+/* one Connect call: its message decoded as its row says, then its handler */
+static enum MHD_Result
+rpc_call(struct envd *x, const struct rpc *c)
+{
+	const char *why = NULL;
+	enum MHD_Result ret = MHD_NO;
+	json_t *in;
+
+	if (c->kind == UNARY)
+		in = unary_in(x, c->keys, &ret);
+	else if ((in = stream_in(x, c->keys, &why)) == NULL)
+		ret = rpc_error(x->r->conn, "invalid_argument", "%s", why);
+	if (in == NULL)
+		return ret;
+	ret = c->fn(x, in);
+	json_decref(in);
+	return ret;
+}
+
 enum MHD_Result
 e2b_envd(struct e2b_req *r)
 {
@@ -1500,9 +1510,10 @@ e2b_envd(struct e2b_req *r)
 	const char *sbx = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Id");
 	const char *port = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Port");
 	const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
-	const char *u = r->url, *m;
+	const char *u = r->url;
 	struct envd x = { .r = r };
 	bool rpc = u[0] == '/' && strchr(u + 1, '/') != NULL;
+	size_t i;
 
 	if (!strcmp(u, "/health"))
 		return e2b_send(c, 204, NULL, NULL, 0);
@@ -1529,37 +1540,8 @@ e2b_envd(struct e2b_req *r)
 	}
 	if (strcmp(r->method, "POST") != 0)
 		return rpc_error(c, "unimplemented", "Connect calls are POST");
-	if (!strncmp(u, "/process.Process/", 17)) {
-		m = u + 17;
-		if (!strcmp(m, "Start"))
-			return proc_start(&x);
-		if (!strcmp(m, "Connect"))
-			return proc_connect(&x);
-		if (!strcmp(m, "List"))
-			return proc_list(&x);
-		if (!strcmp(m, "SendInput") || !strcmp(m, "CloseStdin") || !strcmp(m, "SendSignal") ||
-		    !strcmp(m, "Update"))
-			return proc_call(&x, m);
-	} else if (!strncmp(u, "/filesystem.Filesystem/", 23)) {
-		m = u + 23;
-		if (!strcmp(m, "Stat"))
-			return fs_stat(&x);
-		if (!strcmp(m, "ListDir"))
-			return fs_list(&x);
-		if (!strcmp(m, "MakeDir"))
-			return fs_mkdir(&x);
-		if (!strcmp(m, "Move"))
-			return fs_move(&x);
-		if (!strcmp(m, "Remove"))
-			return fs_remove(&x);
-		if (!strcmp(m, "WatchDir"))
-			return fs_watch(&x);
-		if (!strcmp(m, "CreateWatcher"))
-			return watcher_create(&x);
-		if (!strcmp(m, "GetWatcherEvents"))
-			return watcher_call(&x, false);
-		if (!strcmp(m, "RemoveWatcher"))
-			return watcher_call(&x, true);
-	}
+	for (i = 0; i < sizeof(rpcs) / sizeof(rpcs[0]); i++)
+		if (!strcmp(u, rpcs[i].path))
+			return rpc_call(&x, &rpcs[i]);
 	return rpc_error(c, "unimplemented", "%s is not served here", u);
 }
