@@ -589,6 +589,7 @@ struct op_ctx {
 	int in_seekable;                /* always, once a pipe is spooled */
 	int mismatch;                   /* an answer came from another execution */
 	int repair_pending;             /* the next attempt is the rebuilt one */
+	long long in_taken;             /* bytes of in_fd earlier attempts read */
 	char refused[384];              /* last refusal, for the repair line */
 };
 
@@ -753,6 +754,16 @@ op_attempt(void *arg, const struct route_entry *e)
 		x->repair_pending = 0;
 		x->c->rebuilt++;
 	}
+	if (x->op->in_fd >= 0 && x->op->in_once && x->in_taken > 0) {
+		/* the upload went partly to an attempt that did not take it:
+		 * it cannot be read again, so it is not sent again */
+		space_answer_clear(a);
+		a->status = 503;
+		snprintf(a->error, sizeof(a->error), "unavailable");
+		snprintf(a->message, sizeof(a->message), "the upload began on an execution that "
+		    "was then replaced; nothing was written, send it again");
+		return ROUTE_OK;        /* final: this answer is the caller's */
+	}
 	if (x->op->in_fd >= 0) {
 		if (x->in_seekable) {
 			if (lseek(x->op->in_fd, x->in_off, SEEK_SET) < 0) {
@@ -764,6 +775,7 @@ op_attempt(void *arg, const struct route_entry *e)
 		}
 	}
 	sbx_op_once(e, x->sbx, x->op, a, x->c->connect_timeout);
+	x->in_taken += a->in_read;
 	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
 	if (a->foreign) {
 		/* final: a receiver that answers for another execution is
@@ -928,7 +940,8 @@ space_sbx_op(struct space_client *c, const char *sbx,
 		x.in_off = lseek(op->in_fd, 0, SEEK_CUR);
 		x.in_seekable = x.in_off >= 0 && fstat(op->in_fd, &st) == 0 &&
 		    S_ISREG(st.st_mode);
-		if (!x.in_seekable && (spool = spool_input(op->in_fd, a)) < 0) {
+		if (!x.in_seekable && !op->in_once &&
+		    (spool = spool_input(op->in_fd, a)) < 0) {
 			ret = spool;
 			spool = -1;
 			goto out;

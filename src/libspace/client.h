@@ -88,6 +88,9 @@ struct space_data_op {
 	const char *path;       /* after /v1/sandboxes/{sbx}/, query included (escaped) */
 	json_t     *body;       /* JSON request body, or NULL */
 	int         in_fd;      /* >= 0: stream the request body from this fd (PUT) */
+	int         in_once;    /* in_fd (a pipe or socket) is sent as it is read, never
+	                           spooled: once a byte of it was taken, no attempt is
+	                           made again (the answer is a 503 "unavailable") */
 	int         out_fd;     /* >= 0: stream a 2xx body to this fd instead of parsing it */
 	long        timeout;    /* seconds for the whole exchange; 0: none, but
 	                           a transfer stalled for 60 s is abandoned */

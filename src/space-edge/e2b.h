@@ -19,7 +19,8 @@
 #define E2B_ENVD_PORT           49983
 #define E2B_ENVD_VERSION        "0.5.7"         /* what the SDK is told: multipart and octet-stream uploads, closeStdin */
 #define E2B_JSON_MAX            (1u << 20)      /* a JSON or Connect request body */
-#define E2B_UPLOAD_MAX          (64u << 20)     /* one /files upload or download, all parts */
+#define E2B_UPLOAD_MAX          (1ull << 30)    /* one /files upload, all parts (streamed) */
+#define E2B_DOWNLOAD_MAX        (64u << 20)     /* one /files download (kept while it passes) */
 #define E2B_UPLOAD_FILES_MAX    64              /* parts of one multipart upload */
 #define E2B_CLIENTS_MAX         128             /* API keys with a client (route cache) kept */
 #define E2B_WAIT_SECS           60              /* create, pause, resume wait for their state */
@@ -44,13 +45,10 @@ struct e2b_req {
 	char *body;                     /* JSON/Connect body, NUL-terminated */
 	size_t body_len;
 	bool too_large;
-	/* /files uploads */
+	/* /files uploads, streamed to the sandbox (e2b_upload.c) */
 	struct MHD_PostProcessor *pp;
 	bool octet;                     /* application/octet-stream upload */
-	int files[E2B_UPLOAD_FILES_MAX];
-	char *names[E2B_UPLOAD_FILES_MAX];
-	unsigned nfiles;
-	size_t upload_len;
+	struct e2b_upload *up;          /* NULL: not admitted (e2b_envd() says why) */
 	char upload_err[128];
 };
 
@@ -80,6 +78,20 @@ bool e2b_key_ok(const char *k);
 /* e2b_control.c: /sandboxes, /v2/sandboxes... true when the path is its */
 bool e2b_control_route(const char *url);
 enum MHD_Result e2b_control(struct e2b_req *r);
+
+/* e2b_upload.c: a /files upload streamed to the sandbox part by part.
+ * new: admitted by the request's head (NULL: not admitted, nothing is
+ * sent); part: a file begins (its filename, or ?path= for the first);
+ * data: its next bytes; answer: ends the last part and answers the list
+ * of files written, or the first failure; free: a part still being sent
+ * is cut, nothing of it kept */
+struct e2b_upload;
+struct e2b_upload *e2b_upload_new(struct MHD_Connection *c);
+int e2b_upload_part(struct e2b_upload *u, const char *filename);
+int e2b_upload_data(struct e2b_upload *u, const char *data, size_t n);
+enum MHD_Result e2b_upload_answer(struct e2b_upload *u, struct MHD_Connection *c);
+bool e2b_upload_failed(const struct e2b_upload *u);      /* a part failed: its answer wins */
+void e2b_upload_free(struct e2b_upload *u);
 
 /* e2b_envd.c: the sandbox API */
 bool e2b_envd_route(struct MHD_Connection *c, const char *url);

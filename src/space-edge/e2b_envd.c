@@ -1332,10 +1332,10 @@ files_get(struct envd *x)
 		space_answer_clear(&a);
 		return ret;
 	}
-	if (json_integer_value(json_object_get(a.body, "size")) > (json_int_t)E2B_UPLOAD_MAX) {
+	if (json_integer_value(json_object_get(a.body, "size")) > (json_int_t)E2B_DOWNLOAD_MAX) {
 		space_answer_clear(&a);
 		return e2b_api_error(x->r->conn, 400, "a download is at most %u MiB here",
-		    E2B_UPLOAD_MAX >> 20);
+		    E2B_DOWNLOAD_MAX >> 20);
 	}
 	space_answer_clear(&a);
 	if ((q = path_query("files", path)) == NULL ||
@@ -1346,7 +1346,7 @@ files_get(struct envd *x)
 	if (dop(x, "fs:r", "GET", q, NULL, -1, fd, &a) < 0 || !space_answer_ok(&a)) {
 		ret = e2b_api_error(x->r->conn, e2b_status_of(&a), "%s", e2b_msg_of(&a));
 		close(fd);
-	} else if (fstat(fd, &sb) < 0 || (size_t)sb.st_size > E2B_UPLOAD_MAX) {
+	} else if (fstat(fd, &sb) < 0 || (size_t)sb.st_size > E2B_DOWNLOAD_MAX) {
 		ret = e2b_api_error(x->r->conn, 500, "the download could not be kept");
 		close(fd);
 	} else if ((resp = MHD_create_response_from_fd((uint64_t)sb.st_size, fd)) == NULL) {
@@ -1362,81 +1362,18 @@ files_get(struct envd *x)
 	return ret;
 }
 
-/* writes one upload to path; makes its parent on a first not_found */
-static int
-write_one(struct envd *x, const char *path, int fd, struct space_answer *a)
-{
-	char *q = path_query("files", path), parent[SPACE_PATH_MAX + 1], *slash;
-	json_t *b;
-	int r, tries;
-
-	space_answer_init(a);
-	if (q == NULL)
-		return -1;
-	for (tries = 0; tries < 2; tries++) {
-		if (lseek(fd, 0, SEEK_SET) < 0)
-			break;
-		r = dop(x, "fs:w", "PUT", q, NULL, fd, -1, a);
-		if (r == 0 && space_answer_ok(a)) {
-			free(q);
-			return 0;
-		}
-		/* a parent that is missing (envd makes it): refused before any
-		 * byte was written, so the write is sent once more */
-		if (tries > 0 || a->status != 404)
-			break;
-		snprintf(parent, sizeof(parent), "%s", path);
-		if ((slash = strrchr(parent, '/')) == NULL || slash == parent)
-			break;
-		*slash = '\0';
-		space_answer_clear(a);
-		b = json_pack("{s:s,s:b}", "path", parent, "parents", 1);
-		r = dop(x, "fs:w", "POST", "fs/mkdir", b, -1, -1, a);
-		json_decref(b);
-		if (r < 0 || !space_answer_ok(a))
-			break;
-		space_answer_clear(a);
-	}
-	free(q);
-	return -1;
-}
-
+/* the upload went to the sandbox while it arrived (e2b_upload.c): the
+ * answer is its list of files, or its first failure */
 static enum MHD_Result
 files_post(struct envd *x)
 {
-	const char *qp = MHD_lookup_connection_value(x->r->conn, MHD_GET_ARGUMENT_KIND, "path");
 	struct e2b_req *r = x->r;
-	struct space_answer a;
-	enum MHD_Result ret;
-	json_t *out;
-	unsigned i;
 
-	if (r->upload_err[0])
+	if (r->up == NULL)
+		return e2b_api_error(r->conn, 503, "cannot take the upload now");
+	if (r->upload_err[0] && !e2b_upload_failed(r->up))
 		return e2b_api_error(r->conn, 400, "%s", r->upload_err);
-	if (r->nfiles == 0)
-		return e2b_api_error(r->conn, 400, "no file in the upload");
-	out = json_array();
-	for (i = 0; i < r->nfiles; i++) {
-		char path[SPACE_PATH_MAX + 1];
-		const char *p = (r->nfiles == 1 && qp) ? qp : r->names[i];
-		const char *slash;
-
-		if (p == NULL || !*p || abs_path(p, path, sizeof(path)) < 0) {
-			json_decref(out);
-			return e2b_api_error(r->conn, 400, "each file needs a path");
-		}
-		if (write_one(x, path, r->files[i], &a) < 0) {
-			json_decref(out);
-			ret = e2b_api_error(r->conn, e2b_status_of(&a), "%s: %s", path, e2b_msg_of(&a));
-			space_answer_clear(&a);
-			return ret;
-		}
-		space_answer_clear(&a);
-		slash = strrchr(path, '/');
-		json_array_append_new(out, json_pack("{s:s,s:s,s:s}", "name", slash ? slash + 1 : path,
-		    "type", "file", "path", path));
-	}
-	return e2b_send_json(r->conn, 200, out);
+	return e2b_upload_answer(r->up, r->conn);
 }
 
 /* ---- dispatch ---- */

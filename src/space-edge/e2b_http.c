@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/mman.h>
 
 #include <sodium.h>
 
@@ -228,43 +227,23 @@ e2b_key_ok(const char *k)
 
 /* ---- requests ---- */
 
+/* a multipart part's bytes, as they come: each "file" part is streamed
+ * to the sandbox (e2b_upload.c); after a failure the rest is dropped */
 static enum MHD_Result
 upload_part(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
     const char *ctype, const char *enc, const char *data, uint64_t off, size_t size)
 {
 	struct e2b_req *r = cls;
-	unsigned i;
 
 	(void)kind; (void)ctype; (void)enc;
-	if (r->upload_err[0])
+	if (r->upload_err[0] || r->up == NULL)
 		return MHD_NO;
 	if (key == NULL || strcmp(key, "file") != 0)
 		return MHD_YES;         /* other fields carry nothing we use */
-	if (off == 0) {
-		if (r->nfiles >= E2B_UPLOAD_FILES_MAX) {
-			snprintf(r->upload_err, sizeof(r->upload_err), "too many files in one upload");
-			return MHD_NO;
-		}
-		i = r->nfiles;
-		if ((r->files[i] = memfd_create("e2b-upload", MFD_CLOEXEC)) < 0 ||
-		    (r->names[i] = strdup(filename ? filename : "")) == NULL) {
-			snprintf(r->upload_err, sizeof(r->upload_err), "out of memory");
-			return MHD_NO;
-		}
-		r->nfiles++;
-	}
-	if (r->nfiles == 0)
+	if (off == 0 && e2b_upload_part(r->up, filename) < 0)
 		return MHD_NO;
-	if (size > E2B_UPLOAD_MAX - r->upload_len) {
-		snprintf(r->upload_err, sizeof(r->upload_err), "upload larger than %u MiB",
-		    E2B_UPLOAD_MAX >> 20);
+	if (size && e2b_upload_data(r->up, data, size) < 0)
 		return MHD_NO;
-	}
-	r->upload_len += size;
-	if (size && fd_write_all(r->files[r->nfiles - 1], data, size) < 0) {
-		snprintf(r->upload_err, sizeof(r->upload_err), "cannot keep the upload");
-		return MHD_NO;
-	}
 	return MHD_YES;
 }
 
@@ -280,7 +259,6 @@ handler(void *cls, struct MHD_Connection *conn, const char *url, const char *met
 {
 	struct e2b_req *r = *con_cls;
 	enum MHD_Result ret;
-	unsigned i;
 
 	(void)cls; (void)version;
 	if (r == NULL) {
@@ -288,18 +266,18 @@ handler(void *cls, struct MHD_Connection *conn, const char *url, const char *met
 
 		if ((r = calloc(1, sizeof(*r))) == NULL)
 			return MHD_NO;
-		for (i = 0; i < E2B_UPLOAD_FILES_MAX; i++)
-			r->files[i] = -1;
 		r->conn = conn;
 		*con_cls = r;
 		if (is_files_post(method, url)) {
+			/* admitted before any of the body is read, or drained
+			 * and answered by e2b_envd()'s checks */
 			ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-			if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
+			if ((r->up = e2b_upload_new(conn)) == NULL)
+				snprintf(r->upload_err, sizeof(r->upload_err), "not admitted");
+			/* (a bad head is answered by e2b_envd()'s checks) */
+			else if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
 				r->octet = true;
-				if ((r->files[0] = memfd_create("e2b-upload", MFD_CLOEXEC)) < 0)
-					return MHD_NO;
-				r->names[0] = strdup("");
-				r->nfiles = 1;
+				(void)e2b_upload_part(r->up, NULL);     /* named by ?path= */
 			} else if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
 				r->pp = MHD_create_post_processor(conn, 64u << 10, upload_part, r);
 				if (r->pp == NULL)
@@ -318,16 +296,9 @@ handler(void *cls, struct MHD_Connection *conn, const char *url, const char *met
 		if (is_files_post(method, url)) {
 			if (r->upload_err[0])
 				return MHD_YES;         /* drained, answered at the end */
-			if (r->octet) {
-				if (n > E2B_UPLOAD_MAX - r->upload_len)
-					snprintf(r->upload_err, sizeof(r->upload_err),
-					    "upload larger than %u MiB", E2B_UPLOAD_MAX >> 20);
-				else if (fd_write_all(r->files[0], upload, n) < 0)
-					snprintf(r->upload_err, sizeof(r->upload_err),
-					    "cannot keep the upload");
-				else
-					r->upload_len += n;
-			} else if (r->pp && MHD_post_process(r->pp, upload, n) != MHD_YES &&
+			if (r->octet)
+				(void)e2b_upload_data(r->up, upload, n);       /* failures: answered at the end */
+			else if (r->pp && MHD_post_process(r->pp, upload, n) != MHD_YES &&
 			    !r->upload_err[0])
 				snprintf(r->upload_err, sizeof(r->upload_err),
 				    "malformed multipart/form-data");
@@ -364,18 +335,13 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     enum MHD_RequestTerminationCode toe)
 {
 	struct e2b_req *r = *con_cls;
-	unsigned i;
 
 	(void)cls; (void)conn; (void)toe;
 	if (r == NULL)
 		return;
 	if (r->pp)
 		MHD_destroy_post_processor(r->pp);
-	for (i = 0; i < E2B_UPLOAD_FILES_MAX; i++) {
-		if (r->files[i] >= 0)
-			close(r->files[i]);
-		free(r->names[i]);
-	}
+	e2b_upload_free(r->up);
 	free(r->body);
 	free(r);
 	*con_cls = NULL;

@@ -6,7 +6,8 @@
 # output, background commands (list, stdin, kill), files (text, 5 MiB
 # binary, list, exists, rename, remove, makeDir), getInfo, list with
 # filters and pages, pause and connect with files kept, kill, another key
-# kept out; per-sandbox access tokens from the attacker's side; the polling watcher over raw Connect calls (another key kept
+# kept out; per-sandbox access tokens from the attacker's side; streamed
+# uploads (80 MiB with space-edge's memory bounded, many files, a cut one); the polling watcher over raw Connect calls (another key kept
 # out); then raw requests: bad input at each endpoint gets the status
 # and body the SDK maps to its error classes, and the listener survives.
 # ci: once
@@ -112,6 +113,35 @@ is "after the kill, A's token is refused at space-control: 401" "$(cpost "$TA2" 
 st=$(plist "$TA" "$SA"); [ "$st" != 200 ]; ok_if $? "... and by envd calls ($st)"
 is "B's token still works" "$(plist "$TB" "$SB")" 200
 code -X DELETE -H "X-API-KEY: $SPACE_API_KEY" "$U/sandboxes/$SB" >/dev/null
+
+# uploads are streamed to the sandbox (e2b_upload.c): one larger than the
+# 64 MiB space-edge once kept in memory goes through while space-edge's
+# resident memory stays small; several files in one request; the limit of
+# 64 files; a cut upload leaves nothing
+e2b_new >"$T/su.json"
+SU=$(jget sandboxID "$T/su.json"); TU=$(jget envdAccessToken "$T/su.json")
+EPID=$(pgrep -f "^$T/bin/space-edge" | head -n 1)
+head -c $((80 << 20)) /dev/zero >"$T/big"
+is "an 80 MiB octet-stream upload" "$(code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Type: application/octet-stream' --data-binary @"$T/big" "$U/files?path=/home/user/big/big.bin")" 200
+stat_size() { curl -s -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Type: application/json' \
+    -d "{\"path\":\"$1\"}" "$U/filesystem.Filesystem/Stat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["entry"]["size"])' 2>/dev/null; }
+is "... all of it written (its parent made)" "$(stat_size /home/user/big/big.bin)" $((80 << 20))
+hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$EPID/status" 2>/dev/null)
+diag "space-edge's peak resident memory: ${hwm:-?} KiB"
+[ -n "$hwm" ] && [ "$hwm" -lt $((48 << 10)) ]; ok_if $? "space-edge's peak resident memory stayed under 48 MiB"
+echo one >"$T/p1"; echo two >"$T/p2"
+is "two files in one multipart upload" "$(code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -F "file=@$T/p1;filename=/home/user/m/one.txt" -F "file=@$T/p2;filename=m/two.txt" "$U/files")" 200
+is "... both written" "$(stat_size /home/user/m/one.txt) $(stat_size /home/user/m/two.txt)" "4 4"
+set --
+for i in $(seq 1 65); do set -- "$@" -F "file=@$T/p1;filename=/tmp/many/f$i"; done
+is "65 files in one upload: 400" "$(code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" "$@" "$U/files")" 400
+curl -s -o /dev/null --limit-rate 2M --max-time 2 -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" \
+    -H 'Content-Type: application/octet-stream' --data-binary @"$T/big" "$U/files?path=/home/user/cut.bin"
+st=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Type: application/json' -d '{"path":"/home/user/cut.bin"}' "$U/filesystem.Filesystem/Stat")
+is "an upload cut by its client leaves no file" "$st" 404
+is "... and space-edge serves on" "$(code "$U/health")" 204
+rm -f "$T/big"
+code -X DELETE -H "X-API-KEY: $SPACE_API_KEY" "$U/sandboxes/$SU" >/dev/null
 
 # the polling watcher (CreateWatcher, GetWatcherEvents, RemoveWatcher)
 rpc() { # KEY SBX METHOD JSON
