@@ -130,7 +130,14 @@ bundle_ok(const char *s, size_t n)
 bool
 ctlmsg_is_request(uint8_t type)
 {
-	return type >= CTL_POST && type <= CTL_TEMPLATE_GET;
+	return (type >= CTL_POST && type <= CTL_TEMPLATE_GET) || type == CTL_SNAPSHOT_GET ||
+	    type == CTL_SNAPSHOT_PUT;
+}
+
+bool
+ctlmsg_takes_fd(uint8_t type)
+{
+	return type == CTL_TEMPLATE_GET || type == CTL_SNAPSHOT_GET || type == CTL_SNAPSHOT_PUT;
 }
 
 static bool
@@ -184,6 +191,8 @@ ctlmsg_encode(const struct ctlmsg *m, uint8_t *buf, size_t cap)
 		put_str(&w, t, tl);
 		break;
 	case CTL_TEMPLATE_GET:
+	case CTL_SNAPSHOT_GET:
+	case CTL_SNAPSHOT_PUT:
 		if (!hex_digest(m->digest, strlen(m->digest)))
 			return -EINVAL;
 		put(&w, m->digest, CTL_DIGEST_HEX);
@@ -317,6 +326,8 @@ ctlmsg_decode(const uint8_t *buf, size_t n, struct ctlmsg *m, const char **why)
 		m->text_len = l;
 		break;
 	case CTL_TEMPLATE_GET:
+	case CTL_SNAPSHOT_GET:
+	case CTL_SNAPSHOT_PUT:
 		if (n - r.off < CTL_DIGEST_HEX || !hex_digest((const char *)buf + r.off, CTL_DIGEST_HEX))
 			goto bad;
 		memcpy(m->digest, buf + r.off, CTL_DIGEST_HEX);
@@ -377,7 +388,7 @@ ctlmsg_send(int sock, const struct ctlmsg *m, int fd)
 	ssize_t w;
 	int n;
 
-	if ((fd >= 0) != (m->type == CTL_TEMPLATE_GET))
+	if ((fd >= 0) != ctlmsg_takes_fd(m->type))
 		return -EINVAL;
 	if ((buf = malloc(CTL_MSG_MAX)) == NULL)
 		return -ENOMEM;
@@ -446,7 +457,7 @@ ctlmsg_recv(int sock, struct ctlmsg *m, int *fd, const char **why)
 		return -ECONNRESET;
 	}
 	/* every descriptor that came is ours to close unless it is the one a
-	 * TEMPLATE_GET may carry */
+	 * TEMPLATE_GET, SNAPSHOT_GET or SNAPSHOT_PUT may carry */
 	r = 0;
 	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		size_t k, nfd;
@@ -474,9 +485,9 @@ ctlmsg_recv(int sock, struct ctlmsg *m, int *fd, const char **why)
 	} else if (r != 0) {
 		*why = "more than one descriptor";
 	} else if ((r = ctlmsg_decode(buf, (size_t)n, m, why)) == 0 &&
-	    (got >= 0) != (m->type == CTL_TEMPLATE_GET)) {
+	    (got >= 0) != ctlmsg_takes_fd(m->type)) {
 		*why = got >= 0 ? "a descriptor on a message that takes none" :
-		    "TEMPLATE_GET without its descriptor";
+		    "a request without its descriptor";
 		ctlmsg_clear(m);
 		r = -EPROTO;
 	} else if (r == 0 && got >= 0 && fd == NULL) {

@@ -18,6 +18,12 @@
  *   TEMPLATE_GET  digest (64 lowercase hex), with one descriptor
  *                 (SCM_RIGHTS): the write end of a pipe the image's bytes
  *                 are written to                         -> DONE
+ *   SNAPSHOT_GET  digest (64 lowercase hex), with one descriptor: the
+ *                 write end of a pipe the archive's bytes are written to
+ *                                                        -> DONE
+ *   SNAPSHOT_PUT  digest (64 lowercase hex), with one descriptor: the
+ *                 archive, open read-only, uploaded from offset 0 to its
+ *                 size                                   -> DONE
  * answers, child -> parent; each starts with result u8 (enum ctl_result)
  * and status u16 (the HTTP status, 0 when there was none, <= 999):
  *   DONE          result, status
@@ -34,7 +40,8 @@
  * Decoding refuses a bad magic or version, an unknown type, a length that
  * is not the payload's, an out-of-range integer or enum, a string over its
  * limit or with a byte its field may not hold, a descriptor on any message
- * but TEMPLATE_GET, and anything left over. The parent reads the child as
+ * but TEMPLATE_GET, SNAPSHOT_GET and SNAPSHOT_PUT (and none on those), and
+ * anything left over. The parent reads the child as
  * hostile: nothing the child says goes further than a field can express,
  * and the key bundle is verified by the parent under the pinned root key. */
 #ifndef SPACE_CTLMSG_H
@@ -68,6 +75,8 @@ enum ctl_type {
 	CTL_ASSIGNMENTS,
 	CTL_ASSIGNMENT,
 	CTL_COLLECT,
+	CTL_SNAPSHOT_GET,       /* requests added later: after the answers */
+	CTL_SNAPSHOT_PUT,
 	CTL__MAX
 };
 
@@ -91,7 +100,7 @@ struct ctlmsg {
 	uint32_t timeout_s;                     /* POST */
 	uint64_t after;                         /* ASSIGN_GET */
 	uint32_t wait_s;                        /* ASSIGN_GET */
-	char digest[CTL_DIGEST_HEX + 1];        /* TEMPLATE_GET */
+	char digest[CTL_DIGEST_HEX + 1];        /* TEMPLATE_GET, SNAPSHOT_GET, SNAPSHOT_PUT */
 	uint8_t result;                         /* answers: enum ctl_result */
 	uint16_t status;                        /* answers */
 	uint64_t revision;                      /* ASSIGNMENTS */
@@ -102,6 +111,8 @@ struct ctlmsg {
 };
 
 bool ctlmsg_is_request(uint8_t type);
+/* the requests that carry one descriptor (and only they) */
+bool ctlmsg_takes_fd(uint8_t type);
 /* encode m into buf (cap >= CTL_MSG_MAX): the length, or -EINVAL when a
  * field would not decode (a sender cannot emit what the receiver refuses) */
 int ctlmsg_encode(const struct ctlmsg *m, uint8_t *buf, size_t cap);
@@ -109,11 +120,11 @@ int ctlmsg_encode(const struct ctlmsg *m, uint8_t *buf, size_t cap);
 int ctlmsg_decode(const uint8_t *buf, size_t n, struct ctlmsg *m, const char **why);
 void ctlmsg_clear(struct ctlmsg *m);
 
-/* one message per packet; fd >= 0 is passed along (TEMPLATE_GET only) */
+/* one message per packet; fd >= 0 is passed along (ctlmsg_takes_fd) */
 int ctlmsg_send(int sock, const struct ctlmsg *m, int fd);
 /* 0, -ECONNRESET at the end of the stream, -EPROTO when the packet does
  * not decode (truncated, or a descriptor where none may be), -errno.
- * *fd is the descriptor a TEMPLATE_GET carried (-1 otherwise); fd may be
+ * *fd is the descriptor a request that takes one carried (-1 otherwise); fd may be
  * NULL when the receiver takes none. */
 int ctlmsg_recv(int sock, struct ctlmsg *m, int *fd, const char **why);
 #endif

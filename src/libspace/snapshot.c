@@ -57,18 +57,6 @@ snap_path_valid(const char *p, size_t len)
 	return true;
 }
 
-void
-snap_trailer(unsigned char out[SNAP_TRAILER_LEN], const unsigned char digest[32])
-{
-	uint32_t m = SNAP_TRAILER_MAGIC, n = 32;
-
-	for (int i = 0; i < 4; i++) {
-		out[i] = (unsigned char)(m >> (8 * i));
-		out[4 + i] = (unsigned char)(n >> (8 * i));
-	}
-	memcpy(out + 8, digest, 32);
-}
-
 uint64_t
 snapshot_stream_max(uint64_t max_bytes)
 {

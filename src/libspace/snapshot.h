@@ -11,6 +11,7 @@
  * whole file before it creates anything. */
 #ifndef SPACE_SNAPSHOT_H
 #define SPACE_SNAPSHOT_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,4 +53,25 @@ int snapshot_restore(const char *store_dir, const char *digest, const char *dest
 /* The most tar stream a layer of quota max_bytes can produce (file data
  * at most the quota, headers within the rest); both sides enforce it. */
 uint64_t snapshot_stream_max(uint64_t max_bytes);
+
+/* exactly SNAPSHOT_DIGEST_HEX lowercase hex digits: a digest, never a path */
+bool snapshot_digest_valid(const char *s);
+
+/* An archive's bytes checked as they arrive (snapshot_stream.c): an upload
+ * or a download is hashed in pieces and held to the digest it claims.
+ * Memory is this struct, whatever the archive's size. */
+struct snapshot_hash {
+	_Alignas(64) unsigned char st[384];     /* crypto_generichash_state */
+	unsigned char tail[40];                 /* the last bytes: the trailer */
+	size_t tail_len;
+	uint64_t size;                          /* bytes seen */
+};
+void snapshot_hash_init(struct snapshot_hash *h);
+void snapshot_hash_update(struct snapshot_hash *h, const void *p, size_t n);
+/* 0 when the bytes seen are the archive digest names: the body's
+ * BLAKE2b-256 is digest and the last bytes are the trailer repeating it
+ * (compared in constant time); -EBADMSG otherwise (a malformed digest
+ * too). got (may be NULL) gets the body's digest in hex. */
+int snapshot_hash_final(struct snapshot_hash *h, const char *digest,
+    char got[SNAPSHOT_DIGEST_HEX + 1]);
 #endif

@@ -523,6 +523,29 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 	launch(m, &r, t_begin, true);
 }
 
+/* an archive is reported only once the control plane has it (snapblob.c):
+ * another worker resumes from it by digest. -ECOMM when the upload failed */
+static int
+archive_upload(struct mgr *m, const char *digest)
+{
+	const char *why;
+
+	if (snapblob_put(m, digest, &why) != 0) {
+		log_warnx("archive %s: %s", digest, why);
+		return -ECOMM;
+	}
+	return 0;
+}
+
+/* what a failed archive is reported as */
+static const char *
+archive_why(int rc)
+{
+	return rc == -ENOTSUP ? "no snapshot store on this worker (--snapshot-dir)" :
+	    rc == -EFBIG ? "the archive would be larger than the layer's quota" :
+	    rc == -ECOMM ? "snapshot upload to the control plane failed" : "snapshot failed";
+}
+
 /* the layer of a stopped execution (retired, or failed) into the snapshot
  * store, once no file system of it is left; what says why, in the log.
  * 0 or -errno (-ENOTSUP: no snapshot store here) */
@@ -540,7 +563,7 @@ archive_stopped(struct mgr *m, struct record *r, const char *what, char digest[S
 	}
 	log_info("%s %s g%llu: layer archived as %s (%llu bytes)", what, r->id.sandbox,
 	    (unsigned long long)r->id.generation, digest, (unsigned long long)*size);
-	return 0;
+	return archive_upload(m, digest);
 }
 
 static void
@@ -569,10 +592,12 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 		struct stat st;
 
 		snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, r.snapshot);
-		if (stat(path, &st) == 0)
-			control_report_retired(m, &r.id, r.snapshot, (uint64_t)st.st_size, NULL);
-		else
+		if (stat(path, &st) != 0)
 			control_report_retired(m, &r.id, NULL, 0, "snapshot failed (archive gone)");
+		else if ((rc = archive_upload(m, r.snapshot)) != 0)
+			control_report_retired(m, &r.id, NULL, 0, archive_why(rc));
+		else
+			control_report_retired(m, &r.id, r.snapshot, (uint64_t)st.st_size, NULL);
 		return;
 	}
 	if (r.state == EXEC_RETIRED) {
@@ -606,9 +631,7 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 	}
 	/* archived only now: nothing can write to the layer any more */
 	if ((rc = archive_stopped(m, &r, "retired", digest, &size)) != 0) {
-		control_report_retired(m, &r.id, NULL, 0, rc == -ENOTSUP ?
-		    "no snapshot store on this worker (--snapshot-dir)" : rc == -EFBIG ?
-		    "the archive would be larger than the layer's quota" : "snapshot failed");
+		control_report_retired(m, &r.id, NULL, 0, archive_why(rc));
 		return;
 	}
 	/* the archive is durable (fsync'd, renamed, directory fsync'd):
@@ -634,10 +657,10 @@ do_snapshot(struct mgr *m, const struct route_identity *id, const char *sid)
 		return;
 	}
 	rc = layer_snapshot_live(m, &r, digest, &size);
+	if (rc == 0)
+		rc = archive_upload(m, digest);
 	if (rc != 0) {
-		control_report_snapshot(m, sid, id, NULL, 0, rc == -ENOTSUP ?
-		    "no snapshot store on this worker (--snapshot-dir)" : rc == -EFBIG ?
-		    "the archive would be larger than the layer's quota" : "snapshot failed");
+		control_report_snapshot(m, sid, id, NULL, 0, archive_why(rc));
 		return;
 	}
 	log_info("live snapshot of %s g%llu: %s", id->sandbox,

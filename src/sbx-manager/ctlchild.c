@@ -32,6 +32,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -185,6 +186,9 @@ struct buf {
 	bool over;
 	int fd;                         /* >= 0: the bytes go there */
 	uint64_t total;
+	uint64_t max;                   /* with fd: the most bytes taken */
+	int up_fd;                      /* > 0: the request's body is this file */
+	uint64_t up_size, up_off;
 };
 
 static size_t
@@ -196,7 +200,7 @@ on_body(char *data, size_t sz, size_t nm, void *arg)
 	char *np;
 
 	if (b->fd >= 0) {
-		if (b->total + n > TPL_IMAGE_MAX) {
+		if (b->total + n > b->max) {
 			b->over = true;
 			return 0;
 		}
@@ -222,6 +226,27 @@ on_body(char *data, size_t sz, size_t nm, void *arg)
 	b->n += n;
 	b->p[b->n] = '\0';
 	return n;
+}
+
+/* the upload's bytes, read from the file the parent opened (pread: the
+ * descriptor's offset is not ours to move) */
+static size_t
+on_upload(char *data, size_t sz, size_t nm, void *arg)
+{
+	struct buf *b = arg;
+	size_t want = sz * nm;
+	ssize_t n;
+
+	if (b->up_off >= b->up_size)
+		return 0;
+	if (want > b->up_size - b->up_off)
+		want = (size_t)(b->up_size - b->up_off);
+	while ((n = pread(b->up_fd, data, want, (off_t)b->up_off)) < 0 && errno == EINTR)
+		;
+	if (n <= 0)
+		return CURL_READFUNC_ABORT;     /* shorter than it was: no upload */
+	b->up_off += (uint64_t)n;
+	return (size_t)n;
 }
 
 /* one request: result NO_ANSWER (no HTTP answer), REFUSED (not 2xx) or
@@ -262,6 +287,13 @@ http_call(struct ctlc *c, const char *method, const char *path, const char *body
 	if (body) {
 		h = curl_slist_append(h, "Content-Type: application/json");
 		curl_easy_setopt(cu, CURLOPT_POSTFIELDS, body);
+	}
+	if (b->up_fd > 0) {
+		h = curl_slist_append(h, "Content-Type: application/octet-stream");
+		curl_easy_setopt(cu, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(cu, CURLOPT_READFUNCTION, on_upload);
+		curl_easy_setopt(cu, CURLOPT_READDATA, b);
+		curl_easy_setopt(cu, CURLOPT_INFILESIZE_LARGE, (curl_off_t)b->up_size);
 	}
 	curl_easy_setopt(cu, CURLOPT_HTTPHEADER, h);
 	rc = curl_easy_perform(cu);
@@ -416,7 +448,7 @@ static void
 do_template(struct ctlc *c, const struct ctlmsg *q, int fd)
 {
 	struct ctlmsg a = { .type = CTL_DONE, .id = q->id };
-	struct buf b = { .fd = fd };
+	struct buf b = { .fd = fd, .max = TPL_IMAGE_MAX };
 	char path[256];
 
 	snprintf(path, sizeof(path), "/v1/workers/%s/templates/%s", c->worker, q->digest);
@@ -425,6 +457,43 @@ do_template(struct ctlc *c, const struct ctlmsg *q, int fd)
 	close(fd);
 	if (b.over)
 		a.result = CTL_MALFORMED;
+	answer(c, &a);
+}
+
+/* an archive by digest (docs/worker.md section 9): downloaded into the
+ * pipe the parent hashes from, or uploaded from the file it opened. The
+ * bound of a download is the largest archive a control plane keeps by
+ * default; the parent checks the digest and the control plane checks an
+ * upload's. */
+static void
+do_snapshot_blob(struct ctlc *c, const struct ctlmsg *q, int fd)
+{
+	struct ctlmsg a = { .type = CTL_DONE, .id = q->id };
+	struct buf b = { .fd = -1, .up_fd = -1 };
+	struct stat st;
+	char path[256];
+
+	snprintf(path, sizeof(path), "/v1/workers/%s/archives/%s", c->worker, q->digest);
+	if (q->type == CTL_SNAPSHOT_GET) {
+		b.fd = fd;
+		b.max = SPACE_ARCHIVE_MAX;
+		a.result = http_call(c, "GET", path, NULL, 0, true, true, &a.status, &b);
+		close(fd);      /* the end of the bytes: before the answer */
+		if (b.over)
+			a.result = CTL_MALFORMED;
+	} else {
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			a.result = CTL_NO_ANSWER;
+		} else {
+			b.up_fd = fd;
+			b.up_size = (uint64_t)st.st_size;
+			a.result = http_call(c, "PUT", path, NULL, 0, true, true, &a.status, &b);
+			if (a.result == CTL_OK && b.up_off != b.up_size)
+				a.result = CTL_NO_ANSWER;
+		}
+		close(fd);
+		free(b.p);
+	}
 	answer(c, &a);
 }
 
@@ -447,6 +516,8 @@ job_thread(void *arg)
 	case CTL_ASSIGN_GET: do_assignments(c, &j->req); break;
 	case CTL_ARCHIVES_POST: do_archives(c, &j->req); break;
 	case CTL_TEMPLATE_GET: do_template(c, &j->req, j->fd); break;
+	case CTL_SNAPSHOT_GET:
+	case CTL_SNAPSHOT_PUT: do_snapshot_blob(c, &j->req, j->fd); break;
 	default: break;
 	}
 	ctlmsg_clear(&j->req);

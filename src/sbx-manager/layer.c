@@ -232,6 +232,11 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 		*why = "no snapshot store on this worker (--snapshot-dir)";
 		return -ENOTSUP;
 	}
+	/* the archive into this worker's cache first, fetched by digest from
+	 * the control plane when missing and verified as it arrives: a
+	 * download that fails or does not match builds nothing */
+	if ((ret = snapblob_fetch((struct mgr *)m, digest, why)) != 0)
+		return ret;
 	/* built under another name and renamed into place when complete: a
 	 * restore interrupted by a crash leaves no disk.img a bridge could
 	 * start on, and the restart restores again (the digest is recorded) */

@@ -242,6 +242,13 @@ main(int argc, char **argv)
 	if (!id_valid(cfg->worker_id))
 		fatalx("invalid --worker-id");
 	cfg->capacity = (unsigned)cap;
+	/* the local cache of archives (made here, or fetched by digest from
+	 * the control plane): private to this worker, DATA/snapshots unless
+	 * given (docs/worker.md section 9) */
+	if (!cfg->snapshot_dir[0] &&
+	    (size_t)snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s/snapshots",
+	    cfg->data_dir) >= sizeof(cfg->snapshot_dir))
+		fatalx("--data-dir is too long");
 	/* the pinned root key: the only first trust in key bundles */
 	if (public_key_parse(rootk, cfg->root_pk) != 0)
 		fatalx("invalid --root-key");

@@ -58,7 +58,7 @@ struct mgr_config {
 	uint32_t uid_window;
 	uint32_t disk_mb;               /* default writable layer size */
 	unsigned layer_pool;            /* fresh layer images kept ready (layerpool.c) */
-	char snapshot_dir[1024];        /* the shared snapshot store, or empty */
+	char snapshot_dir[1024];        /* this worker's archive cache (DATA/snapshots by default) */
 	unsigned snapshot_gc_grace;     /* seconds: younger archives are never offered */
 };
 
@@ -145,6 +145,12 @@ int  template_path(const struct mgr *m, const char *digest, char *path, size_t c
  * 0 or -errno with *why (-EBADMSG: the bytes had another digest) */
 int  template_ensure(const struct mgr *m, const char *digest, char *path, size_t cap, const char **why);
 void template_sweep(struct mgr *m);
+/* snapblob.c: archives by digest to and from the control plane. put
+ * uploads CACHE/DIGEST.snap; fetch makes CACHE/DIGEST.snap present,
+ * downloading and verifying it when missing. 0 or -errno with *why
+ * (fetch: -ENOENT unknown there, -EBADMSG the bytes had another digest) */
+int  snapblob_put(struct mgr *m, const char *digest, const char **why);
+int  snapblob_fetch(struct mgr *m, const char *digest, const char **why);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */

@@ -59,6 +59,7 @@ struct config {
 	int     http_conns_per_ip;
 	int     route_wait_ms;          /* SPACE_ROUTE_WAIT_MS: a route waits for a converging execution */
 	int     archive_grace;          /* seconds: a reported digest is kept at least this long */
+	int64_t archive_max_mb;         /* MiB of one uploaded snapshot archive (SPACE_ARCHIVE_MAX) */
 	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */
 	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */
 	int64_t pids_max, pids_def;

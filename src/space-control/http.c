@@ -65,6 +65,8 @@ static const struct route routes[] = {
 	{ "POST",   "/v1/workers/*/status",         api_worker_status,      AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/snapshots",      api_worker_snapshot,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/archives",       api_worker_archives,    AUTH_WORKER },
+	{ "PUT",    "/v1/workers/*/archives/*",     api_archive_blob_put,   AUTH_WORKER },
+	{ "GET",    "/v1/workers/*/archives/*",     api_archive_blob_get,   AUTH_WORKER },
 	{ "POST",   "/v1/templates",                api_template_create,    AUTH_USER },
 	{ "GET",    "/v1/templates",                api_template_list,      AUTH_USER },
 	{ "PUT",    "/v1/templates/blobs/*",        api_template_blob_put,  AUTH_USER },
@@ -73,12 +75,19 @@ static const struct route routes[] = {
 	{ "DELETE", "/v1/templates/*",              api_template_delete,    AUTH_USER },
 };
 
-/* the one route whose body is streamed to a file (templates_sink) instead
- * of buffered: a template image */
+/* the routes whose body is streamed to a file instead of buffered: a
+ * template image (templates_sink), a snapshot archive (archive_blobs_sink) */
 static bool
 route_streams(const struct route *rt)
 {
-	return rt->handler == api_template_blob_put;
+	return rt->handler == api_template_blob_put || rt->handler == api_archive_blob_put;
+}
+
+static int
+route_sink(const struct route *rt, struct req *r, const char *p, size_t n)
+{
+	return rt->handler == api_archive_blob_put ? archive_blobs_sink(r, p, n) :
+	    templates_sink(r, p, n);
 }
 
 void
@@ -380,7 +389,7 @@ admit_request(struct req *r, const struct route **rt_out)
 	r->route_name = rt->pattern;
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_CONTENT_LENGTH);
-	/* a streamed body (a template image) is bounded by its sink */
+	/* a streamed body (a template image, an archive) is bounded by its sink */
 	if (!route_streams(rt) && cl != NULL && strtoull(cl, NULL, 10) > SPACE_HTTP_BODY_MAX) {
 		reply_error(r, 413, "too_large", "request body exceeds %u bytes",
 		    SPACE_HTTP_BODY_MAX);
@@ -472,7 +481,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 		return MHD_YES;
 	}
 	if (*upload_size > 0 && route_streams(cs->rt)) {
-		if (templates_sink(&cs->r, upload, *upload_size) < 0) {
+		if (route_sink(cs->rt, &cs->r, upload, *upload_size) < 0) {
 			cs->answered = 1;
 			cs->r.close = true;
 			*upload_size = 0;
@@ -516,7 +525,10 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	headwatch_rearm(h->heads, conn);
 	if (cs == NULL)
 		return;
-	templates_sink_end(&cs->r);
+	if (cs->rt != NULL && cs->rt->handler == api_archive_blob_put)
+		archive_blobs_sink_end(&cs->r);
+	else
+		templates_sink_end(&cs->r);
 	if (cs->r.file_fd > 0)
 		close(cs->r.file_fd);
 	free(cs->r.body);

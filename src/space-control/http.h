@@ -113,4 +113,9 @@ void api_template_blob_get(struct req *);
  * and the end of the request (answered or not) */
 int  templates_sink(struct req *r, const char *p, size_t n);
 void templates_sink_end(struct req *r);
+/* archive_blobs.c: snapshot archives by digest (docs/recovery.md) */
+void api_archive_blob_put(struct req *);
+void api_archive_blob_get(struct req *);
+int  archive_blobs_sink(struct req *r, const char *p, size_t n);
+void archive_blobs_sink_end(struct req *r);
 #endif

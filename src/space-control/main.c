@@ -26,7 +26,7 @@
 enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_DELAY,
     O_LEASE, O_HEAD_TIMEOUT, O_HEADS_IP, O_CONNS_IP, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM,
     O_MAXPIDS, O_DEFPIDS, O_MAXCPU, O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK,
-    O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD, O_ARCHIVE_GRACE };
+    O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD, O_ARCHIVE_GRACE, O_ARCHIVE_MAX };
 
 static const struct option opts[] = {
 	{ "data-dir",             required_argument, NULL, O_DATA },
@@ -58,6 +58,7 @@ static const struct option opts[] = {
 	{ "route-wait-ms",        required_argument, NULL, O_ROUTE_WAIT },
 	{ "route-hold-ms",        required_argument, NULL, O_ROUTE_HOLD },
 	{ "archive-grace",        required_argument, NULL, O_ARCHIVE_GRACE },
+	{ "archive-max-mb",       required_argument, NULL, O_ARCHIVE_MAX },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -74,7 +75,7 @@ usage(FILE *f)
 	    "           [--default-memory-mb N --default-pids N --default-cpu-percent N]\n"
 	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
 	    "           [--templates NAME[,NAME...]] [--route-wait-ms N] [--route-hold-ms N]\n"
-	    "           [--archive-grace S]\n"
+	    "           [--archive-grace S] [--archive-max-mb MB]\n"
 	    "       space-control apikey add NAME [--max-sandboxes N] [--max-memory-mb N]\n"
 	    "           [--creates-per-minute N] --data-dir D\n"
 	    "       space-control apikey list --data-dir D\n"
@@ -143,6 +144,7 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_ROUTE_WAIT: return set_int(name, v, 0, 60000, &cfg->route_wait_ms);
 	case O_ROUTE_HOLD: return set_int(name, v, 0, 60000, &cfg->route_hold_ms);
 	case O_ARCHIVE_GRACE: return set_int(name, v, 1, 30 * 86400, &cfg->archive_grace);
+	case O_ARCHIVE_MAX: return set_i64(name, v, 1, 1 << 24, &cfg->archive_max_mb);
 	case O_DATA:     return set_str(name, v, cfg->data_dir, sizeof(cfg->data_dir));
 	case O_LISTEN:   return set_str(name, v, cfg->listen, sizeof(cfg->listen));
 	case O_CERT:     return set_str(name, v, cfg->tls_cert, sizeof(cfg->tls_cert));
@@ -232,6 +234,7 @@ control_parse(int argc, char **argv, struct config *cfg)
 	cfg->route_wait_ms = SPACE_ROUTE_WAIT_MS;
 	cfg->route_hold_ms = SPACE_ROUTE_HOLD_MS;
 	cfg->archive_grace = CONTROL_ARCHIVE_GRACE;
+	cfg->archive_max_mb = (int64_t)(SPACE_ARCHIVE_MAX >> 20);
 	cfg->res_max = (struct res){ CONTROL_MAX_MEMORY_MB, CONTROL_MAX_CPU_PERCENT,
 	    CONTROL_MAX_DISK_MB };
 	cfg->res_def = (struct res){ CONTROL_DEF_MEMORY_MB, CONTROL_DEF_CPU_PERCENT,

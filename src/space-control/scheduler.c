@@ -204,8 +204,8 @@ reap_timeouts(struct ctl *c)
 /* once a second: workers silent for longer than the heartbeat timeout are
  * lost (no new placements), the keyring follows rotations, lifecycle
  * operations are driven (leases renewed, expired ones taken over) and
- * timeouts reaped; every 10 s, template images nobody references are
- * collected */
+ * timeouts reaped; every 10 s, template images and snapshot archives
+ * nobody references are collected */
 static void *
 tick(void *arg)
 {
@@ -220,8 +220,10 @@ tick(void *arg)
 		(void)keyring_refresh(&c->kr, c->st);
 		ops_kick(c, NULL);
 		reap_timeouts(c);
-		if (++ticks % 10 == 0)
+		if (++ticks % 10 == 0) {
 			(void)templates_collect(c);
+			(void)archive_blobs_collect(c);
+		}
 		sleep(1);
 	}
 	return NULL;

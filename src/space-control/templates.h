@@ -9,4 +9,6 @@ struct ctl;
 int templates_resolve(const struct ctl *c, const char *name, char digest[TPL_DIGEST_HEX + 1]);
 /* remove the images nothing references (templates.c): the number removed */
 int templates_collect(struct ctl *c);
+/* remove the snapshot archives nothing references (archive_blobs.c) */
+int archive_blobs_collect(struct ctl *c);
 #endif

@@ -250,14 +250,12 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
-	char listen[64], wid[16], name[48], snaps[UP_PATH_MAX + 16], capacity[16], gw[64];
+	char listen[64], wid[16], name[48], capacity[16], gw[64];
 	int rc;
 
-	/* one snapshot store every worker reaches: pause archives the layer
-	 * there and a resume or move on another worker restores from it */
-	snprintf(snaps, sizeof(snaps), "%s/snapshots", up->dir);
-	if (mkdir(snaps, 0700) != 0 && errno != EEXIST)
-		return cli_fail("up", "cannot make %s: %s", snaps, strerror(errno)), -errno;
+	/* each worker caches archives in its own data directory
+	 * (DIR/wN/snapshots); they travel to and from space-control over HTTP
+	 * by digest, as between hosts */
 	snprintf(wid, sizeof(wid), "w%d", i);
 	snprintf(capacity, sizeof(capacity), "%d", up->capacity);
 	snprintf(wdir, sizeof(wdir), "%s/%s", up->dir, wid);
@@ -274,7 +272,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	{
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
-		    "--capacity", capacity, "--api-group", (char *)group, "--snapshot-dir", snaps,
+		    "--capacity", capacity, "--api-group", (char *)group,
 		    "--gateway-listen", gw, NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)

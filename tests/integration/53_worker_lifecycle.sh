@@ -9,7 +9,8 @@
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP=$(free_port)
 NU=http://127.0.0.1:$NP
 W=$T/w1
@@ -38,7 +39,8 @@ i=0; while [ $i -lt 100 ]; do
 done
 is "live snapshot ready" "$(jget snapshots.0.state "$T/snaps")" ready
 D=$(jget snapshots.0.digest "$T/snaps")
-check "archive $D in the store" test -f "$T/snapshots/$D.snap"
+check "archive $D uploaded to the control plane" test -f "$T/c/archives/$D.snap"
+check "... the same bytes as in the worker's own cache" cmp -s "$T/c/archives/$D.snap" "$W/snapshots/$D.snap"
 
 # ---- pause: retire with an archive ----
 is "pause -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
@@ -46,7 +48,7 @@ check "paused" wait_state "$S" paused 30
 is "generation 1 record retired" "$(wsql w1 "select state, generation from records where sandbox='$S'")" "retired|1"
 is "generation-1 capability after pause -> 409 not_serving" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 not_serving"
 P=$(jget snapshot "$T/sbx")
-check "the pause archive ($P) is in the store" test -f "$T/snapshots/$P.snap"
+check "the pause archive ($P) is in the store" test -f "$T/c/archives/$P.snap"
 
 # ---- resume: generation 2 from the archive ----
 is "resume -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202

@@ -14,7 +14,8 @@ platform_init
 # TTL (60 s by default) bounds the convergence after a crash of
 # space-control, so it is short here
 CTL_FLAGS="--lease-ttl 5"
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP1=$(free_port); NP2=$(free_port)
 
 check "space-control up" start_ctl

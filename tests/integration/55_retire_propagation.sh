@@ -10,7 +10,8 @@
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP1=$(free_port); NP2=$(free_port)
 
 check "space-control up" start_ctl

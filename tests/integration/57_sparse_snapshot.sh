@@ -8,7 +8,8 @@
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP=$(free_port)
 NU=http://127.0.0.1:$NP
 
@@ -39,17 +40,17 @@ i=0; while [ $i -lt 300 ]; do
 done
 is "snapshot ready" "$(jget snapshots.0.state "$T/snaps")" ready
 D=$(jget snapshots.0.digest "$T/snaps")
-SZ=$(stat -c %s "$T/snapshots/$D.snap" 2>/dev/null || echo missing)
+SZ=$(stat -c %s "$T/c/archives/$D.snap" 2>/dev/null || echo missing)
 check "the archive of 3 GiB of sparse files is small ($SZ bytes)" test "$SZ" -lt 1048576
 is "the size the control plane records is the file's" "$(jget snapshots.0.size "$T/snaps")" "$SZ"
-zstd -qdc "$T/snapshots/$D.snap" 2>/dev/null | tar -tvf - 2>/dev/null >"$T/list"
+zstd -qdc "$T/c/archives/$D.snap" 2>/dev/null | tar -tvf - 2>/dev/null >"$T/list"
 check "any tar reads it (zstd -dc | tar -tv): c is there, 1 GiB" \
 	sh -c "grep -E ' 1073741824 .* (.*/)?c\$' '$T/list' >/dev/null"
 
 is "pause -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
 check "paused" wait_state "$S" paused 60
 P=$(jget snapshot "$T/sbx")
-SZ=$(stat -c %s "$T/snapshots/$P.snap" 2>/dev/null || echo missing)
+SZ=$(stat -c %s "$T/c/archives/$P.snap" 2>/dev/null || echo missing)
 check "the pause archive is small too ($SZ bytes)" test "$SZ" -lt 1048576
 is "resume -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202
 check "running again" wait_state "$S" running 60

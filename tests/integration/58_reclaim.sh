@@ -7,8 +7,9 @@
 # stray mount in the run directory) leaves the durable journal entry, and
 # the restart finishes it; a journal entry that names an execution still
 # serving (planted) deletes nothing, and the other sandbox's files and its
-# named snapshot stay. The snapshot store is collected by reference: the
-# killed sandbox's archive goes, the named snapshot of the other stays, an
+# named snapshot stay. The snapshot store is collected by reference, the
+# worker's cache and the control plane's archives alike: the killed
+# sandbox's archive goes, the named snapshot of the other stays, an
 # archive nothing references goes, one whose collection was cut short is
 # put back.
 . "$SPACE_TOP/tests/lib.sh"
@@ -16,7 +17,7 @@
 
 platform_init
 # short graces: archives are offered as soon as they are a second old
-MGR_FLAGS="--snapshot-dir $T/snapshots --snapshot-gc-grace 1"
+MGR_FLAGS="--snapshot-gc-grace 1"
 CTL_FLAGS="--archive-grace 1"
 NAPI_FLAGS="--metrics-file $T/w1/metrics.prom"
 NP=$(free_port)
@@ -47,7 +48,8 @@ i=0; while [ $i -lt 200 ]; do
 	sleep 0.1; i=$((i + 1))
 done
 NAMED=$(jget snapshots.0.digest "$T/snaps")
-check "A's named snapshot is in the store" test -f "$T/snapshots/$NAMED.snap"
+check "A's named snapshot is in the store" test -f "$W/snapshots/$NAMED.snap"
+check "... and uploaded to the control plane" test -f "$T/c/archives/$NAMED.snap"
 BASE=$(du_w)
 diag "w1 layers and run directories with A: $BASE KiB"
 
@@ -63,7 +65,7 @@ check "the data is on w1's disk ($USED KiB)" test "$USED" -gt $((BASE + 60000))
 is "pause S -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
 check "S paused" wait_state "$S" paused 60
 P=$(jget snapshot "$T/sbx")
-check "the pause archive is in the store" test -f "$T/snapshots/$P.snap"
+check "the pause archive is in the store" test -f "$W/snapshots/$P.snap"
 check "generation 1's layer is deleted once its archive is durable" wait_gone "$W/exec/$S.g1"
 check "... and its run directory" wait_gone "$W/run/$S.g1"
 is "resume S -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202
@@ -113,8 +115,8 @@ check "S3 running" wait_state "$S3" running 20
 is "pause S3 -> 202" "$(cpost "/v1/sandboxes/$S3/pause" '{}')" 202
 check "S3 paused" wait_state "$S3" paused 60
 P3=$(jget snapshot "$T/sbx")
-chmod u+w "$T/snapshots/$P3.snap"
-printf 'X' | dd of="$T/snapshots/$P3.snap" bs=1 seek=64 conv=notrunc 2>/dev/null
+chmod u+w "$W/snapshots/$P3.snap"
+printf 'X' | dd of="$W/snapshots/$P3.snap" bs=1 seek=64 conv=notrunc 2>/dev/null
 is "resume S3 from its tampered archive -> 202" "$(cpost "/v1/sandboxes/$S3/resume" '{}')" 202
 check "S3 failed (the restore refused the archive)" wait_state "$S3" failed 60
 check "the failed execution's layer is reclaimed (its archive is the whole of it)" wait_gone "$W/exec/$S3.g2"
@@ -123,13 +125,17 @@ is "kill S3" "$(killsbx "$S3")" 200
 
 # ---- the snapshot store, collected by reference ----
 ORPHAN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-echo junk >"$T/snapshots/$ORPHAN.snap"
+echo junk >"$W/snapshots/$ORPHAN.snap"
+echo junk >"$T/c/archives/$ORPHAN.snap"
 # a collection cut short (renamed aside, not deleted) of A's named snapshot
-mv "$T/snapshots/$NAMED.snap" "$T/snapshots/.gc.$NAMED.0123456789abcdef"
-check "the killed sandbox's pause archive leaves the store" wait_gone "$T/snapshots/$P.snap" 60
-check "an archive nothing references leaves it too" wait_gone "$T/snapshots/$ORPHAN.snap" 30
-check "an archive whose collection was cut short is put back" test -f "$T/snapshots/$NAMED.snap"
-check "... and the aside name is gone" test ! -e "$T/snapshots/.gc.$NAMED.0123456789abcdef"
+mv "$W/snapshots/$NAMED.snap" "$W/snapshots/.gc.$NAMED.0123456789abcdef"
+check "the killed sandbox's pause archive leaves the store" wait_gone "$W/snapshots/$P.snap" 60
+check "an archive nothing references leaves it too" wait_gone "$W/snapshots/$ORPHAN.snap" 30
+check "the control plane's copy of the killed sandbox's archive is collected" wait_gone "$T/c/archives/$P.snap" 30
+check "... and the orphan planted there" wait_gone "$T/c/archives/$ORPHAN.snap" 30
+check "the control plane keeps A's named snapshot" test -f "$T/c/archives/$NAMED.snap"
+check "an archive whose collection was cut short is put back" test -f "$W/snapshots/$NAMED.snap"
+check "... and the aside name is gone" test ! -e "$W/snapshots/.gc.$NAMED.0123456789abcdef"
 i=0; while [ $i -lt 40 ]; do
 	curl -s "$NU/metrics" >"$T/metrics"
 	grep -Eq '^space_sbxmgr_archives_collected_total [2-9]' "$T/metrics" && break
@@ -159,7 +165,8 @@ check "the planted entry for a serving execution deleted nothing" test -f "$W/ex
 check "... and was dropped" wait_gone "$W/reclaim/$A.g1"
 S=$A; CAP=$(route "$A")
 is "A still serves its file" "$(exec_sh 'cat /home/user/keep'; jget stdout)" keep-me
-check "A's named snapshot is still in the store" test -f "$T/snapshots/$NAMED.snap"
+check "A's named snapshot is still in the store" test -f "$W/snapshots/$NAMED.snap"
+check "... and on the control plane" test -f "$T/c/archives/$NAMED.snap"
 
 check "no sanitizer report in the worker's log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/mgr_w1.log'"
 done_testing

@@ -2,8 +2,8 @@
 # The work of one sandbox does not hold up another's: sbx-manager runs each
 # sandbox's assignments (and its relaunches) in a lane of its own, and no
 # lock is held across a spawn, a stop, a restore or an archive. Sandbox A
-# is paused, then resumed from a snapshot store whose archive was swapped
-# for a named pipe: A's restore blocks in open() (a stalled store). While
+# is paused, then resumed from the worker's archive cache, whose archive was swapped
+# for a named pipe: A's restore blocks in open() (a stalled cache). While
 # it is blocked, B is created, installed and served, and B's bridge,
 # killed, is relaunched. Then the pipe is opened from the other end: A's
 # restore ends (failed: not an archive), reported to the control plane.
@@ -12,8 +12,8 @@
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
-mkdir -p "$T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP=$(free_port)
 NU=http://127.0.0.1:$NP
 FEEDER=
@@ -34,11 +34,11 @@ check "A running" wait_state "$A" running 30
 is "pause A -> 202" "$(cpost "/v1/sandboxes/$A/pause" '{}')" 202
 check "A paused" wait_state "$A" paused 30
 P=$(jget snapshot "$T/sbx")
-check "A's archive ($P) is in the store" test -f "$T/snapshots/$P.snap"
+check "A's archive ($P) is in the store" test -f "$T/w1/snapshots/$P.snap"
 
 # the store stalls: the archive's name now opens a pipe nobody writes
-mv "$T/snapshots/$P.snap" "$T/keep.snap"
-mkfifo "$T/snapshots/$P.snap"
+mv "$T/w1/snapshots/$P.snap" "$T/keep.snap"
+mkfifo "$T/w1/snapshots/$P.snap"
 is "resume A -> 202" "$(cpost "/v1/sandboxes/$A/resume" '{}')" 202
 check "A's generation 2 is committed starting (its restore began)" wait_rec "$A" "2|starting" 30
 
@@ -56,7 +56,7 @@ check "B's bridge, killed, is relaunched (activation 2)" \
 is "... while A is still restoring" "$(rec "$A")" "2|starting"
 
 # the other end of the pipe: A's restore reads a pipe, not an archive
-cat "$T/keep.snap" >"$T/snapshots/$P.snap" 2>/dev/null &
+cat "$T/keep.snap" >"$T/w1/snapshots/$P.snap" 2>/dev/null &
 FEEDER=$!
 check "A's install ends failed once the pipe opens" wait_rec "$A" "2|failed" 30
 check "... reported to the control plane" wait_state "$A" failed 30

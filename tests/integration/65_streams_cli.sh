@@ -11,7 +11,8 @@
 PY=/usr/bin/python3
 PROBE="$PY $SPACE_TOP/tests/tools/ws_probe.py"
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 N1P=$(free_port) N2P=$(free_port)
 WU=ws://127.0.0.1:$N1P
 export SPACE_API_URL SPACE_API_KEY SPACE_ROUTE_CACHE

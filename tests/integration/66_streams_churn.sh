@@ -11,7 +11,8 @@
 PY=/usr/bin/python3
 PROBE="$PY $SPACE_TOP/tests/tools/ws_probe.py"
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 MGR_CAPACITY=12
 # the 50 streams open at once from one address: more heads in flight than
 # node-api's default per-address bound (16, the slowloris guard) allows

@@ -15,7 +15,8 @@
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP1=$(free_port); NP2=$(free_port)
 # --archive-grace 1: an image nobody references is collected 1 s after it
 # arrived (the default gives an upload an hour to be named)
@@ -64,7 +65,7 @@ check "w2 has no copy of the template yet" test ! -e "$T/w2/templates/$D.img"
 is "pause -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
 check "paused" wait_state "$S" paused 60
 P=$(jget snapshot "$T/sbx")
-zstd -qdc "$T/snapshots/$P.snap" 2>/dev/null | tar -tf - >"$T/snaplist" 2>/dev/null
+zstd -qdc "$T/c/archives/$P.snap" 2>/dev/null | tar -tf - >"$T/snaplist" 2>/dev/null
 check "the snapshot holds the upper layer (data/u) and not the image (etc/greeting)" \
 	sh -c "grep -q 'upper/data/u' '$T/snaplist' && ! grep -q 'greeting' '$T/snaplist'"
 is "resume on w2 -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{"worker":"w2"}')" 202

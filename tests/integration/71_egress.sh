@@ -52,7 +52,7 @@ reach() { [ "$(curl -s -m 3 -o /dev/null -w '%{http_code}' "$1")" = 200 ]; }
 check "the outside web server answers the worker" wait_http http://203.0.113.10:8080/ 10
 check "the worker's own daemon answers on its uplink address" wait_http "http://198.51.100.2:$WP/" 10
 
-MGR_FLAGS="--snapshot-dir $T/snapshots --egress --egress-dns 203.0.113.53"
+MGR_FLAGS="--egress --egress-dns 203.0.113.53"
 NP1=$(free_port); NP2=$(free_port)
 # the control plane listens on every address of the worker's namespace
 check "space-control up" start_ctl --listen "0.0.0.0:$CP"

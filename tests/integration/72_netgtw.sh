@@ -17,7 +17,8 @@ platform_init
 cp "$SPACE_BIN/netgtw" "$BIN/"
 GC=$SPACE_TOP/tests/tools/gwc.py
 NP1=$(free_port) NP2=$(free_port) GP1=$(free_port) GP2=$(free_port)
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 sp() { SPACE_API_URL=$CU SPACE_API_KEY=$K SPACE_ROUTE_CACHE=$T/routes.json "$SPACE_BIN/space" "$@"; }
 # svc SBX PORT PROTO: a service capability; the answer stays in $T/body
 svc() { cpost "/v1/sandboxes/$1/routes" "{\"port\":$2,\"proto\":\"$3\"}" >/dev/null; jget capability; }

@@ -10,7 +10,8 @@
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# every worker caches archives in its own DATA/snapshots; the control
+# plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP=$(free_port)
 NU=http://127.0.0.1:$NP
 
@@ -50,7 +51,7 @@ is "the sandbox serves again, under pod-b" "$(csql "select generation, resident 
 is "generation 1 (pod-a) failed" "$(csql "select state from executions where sandbox='$S' and generation=1")" failed
 for b in $OLDB; do check "the old bridge $b is stopped" gone "$b" 10; done
 A=$(sed -n 's/.*failed '"$S"' g1: layer archived as \([0-9a-f]*\) .*/\1/p' "$T/mgr_w1.log")
-check "the old layer was archived (the user's files), then reclaimed" test -n "$A" -a -f "$T/snapshots/$A.snap"
+check "the old layer was archived (the user's files), then reclaimed" test -n "$A" -a -f "$T/c/archives/$A.snap"
 is "the worker's record is generation 2 now" "$(wsql w1 "select generation, resident from records where sandbox='$S'")" "2|pod-b"
 CAP=$CAPA
 is "a capability of resident pod-a is refused: 409" "$(napi POST exec --data-binary '{"argv":["true"]}')" 409

@@ -224,6 +224,22 @@ main(void)
 	ok(fd >= 0 && fd != p[1] && write(fd, "x", 1) == 1, "... a working descriptor");
 	close(fd);
 	is_int(ctlmsg_send(sv[0], &m, -1), -EINVAL, "TEMPLATE_GET without a descriptor is not sent");
+	m.type = CTL_SNAPSHOT_PUT;
+	is_int(ctlmsg_send(sv[0], &m, p[1]), 0, "SNAPSHOT_PUT sent with a descriptor");
+	is_int(ctlmsg_recv(sv[1], &d, &fd, &why), 0, "... received with it");
+	ok(d.type == CTL_SNAPSHOT_PUT && strcmp(d.digest, D64) == 0 && fd >= 0,
+	    "... its type, digest and descriptor");
+	close(fd);
+	m.type = CTL_SNAPSHOT_GET;
+	is_int(ctlmsg_send(sv[0], &m, p[1]), 0, "SNAPSHOT_GET sent with a descriptor");
+	is_int(ctlmsg_recv(sv[1], &d, &fd, &why), 0, "... received with it");
+	ok(d.type == CTL_SNAPSHOT_GET && ctlmsg_is_request(d.type) && fd >= 0, "... a request");
+	close(fd);
+	is_int(ctlmsg_send(sv[0], &m, -1), -EINVAL, "SNAPSHOT_GET without a descriptor is not sent");
+	strcpy(m.digest, "../../etc/passwd");
+	is_int(ctlmsg_send(sv[0], &m, p[1]), -EINVAL, "a digest that is a path is not sent");
+	m.type = CTL_TEMPLATE_GET;
+	strcpy(m.digest, D64);
 	m.type = CTL_KEYS_GET;
 	is_int(ctlmsg_send(sv[0], &m, p[1]), -EINVAL, "a descriptor on KEYS_GET is not sent");
 	/* the hostile sender: raw bytes of a KEYS_GET with a descriptor */

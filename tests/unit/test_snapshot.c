@@ -532,6 +532,61 @@ test_tamper(void)
 	is_int(r, -ENOENT, "unknown digest: not found");
 }
 
+/* the check of an upload or a download (snapshot_hash): fed in pieces of
+ * every size, held to the digest and the trailer */
+static int
+stream_check(const unsigned char *b, size_t len, size_t piece, const char *digest)
+{
+	struct snapshot_hash h;
+	char got[SNAPSHOT_DIGEST_HEX + 1];
+	size_t off, n;
+
+	snapshot_hash_init(&h);
+	for (off = 0; off < len; off += n) {
+		n = piece == 0 ? (off * 7 + 3) % 97 + 1 : piece;    /* 0: uneven pieces */
+		if (n > len - off)
+			n = len - off;
+		snapshot_hash_update(&h, b + off, n);
+	}
+	return snapshot_hash_final(&h, digest, got);
+}
+
+static void
+test_stream(void)
+{
+	static const size_t pieces[] = { 1, 2, 39, 40, 41, 4096, 1 << 20, 0 };
+	char layer[300], store[300], p[512], dg[SNAPSHOT_DIGEST_HEX + 1], other[65];
+	unsigned char *all = NULL;
+	size_t len = 0, i;
+	int r;
+
+	path_join(layer, sizeof(layer), top, "layer");
+	path_join(store, sizeof(store), top, "sstore");
+	r = snapshot_create(layer, store, 0, dg, NULL);
+	is_int(r, 0, "archive for the stream check");
+	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
+	read_file(p, 64u << 20, (char **)&all, &len);
+	for (i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++)
+		is_int(stream_check(all, len, pieces[i], dg), 0,
+		    "the archive in pieces of %zu bytes is its digest", pieces[i]);
+	memcpy(other, dg, sizeof(other));
+	other[0] = other[0] == '0' ? '1' : '0';
+	is_int(stream_check(all, len, 4096, other), -EBADMSG, "another digest: refused");
+	is_int(stream_check(all, len, 4096, "../../etc/passwd"), -EBADMSG, "a path: refused");
+	is_int(stream_check(all, len - 1, 4096, dg), -EBADMSG, "one byte short: refused");
+	is_int(stream_check(all, 39, 1, dg), -EBADMSG, "shorter than a trailer: refused");
+	all[len / 2] ^= 0x01;
+	is_int(stream_check(all, len, 7, dg), -EBADMSG, "a flipped bit in the body: refused");
+	all[len / 2] ^= 0x01;
+	all[len - 1] ^= 0x01;
+	is_int(stream_check(all, len, 7, dg), -EBADMSG, "a flipped bit in the trailer: refused");
+	free(all);
+	ok(snapshot_digest_valid(dg), "a digest is valid");
+	ok(!snapshot_digest_valid("ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"),
+	    "uppercase is not");
+	ok(!snapshot_digest_valid("0123"), "a short one is not");
+}
+
 /* a malicious archive with a correct digest: the attacker controls the
  * store, not the restorer's checks */
 static void
@@ -908,6 +963,7 @@ main(void)
 		return 1;
 	test_round_trip();
 	test_tamper();
+	test_stream();
 	test_hostile();
 	test_layer_symlinks();
 	test_sparse();

@@ -1,0 +1,198 @@
+/* Archives travel by digest between this worker and the control plane
+ * (docs/worker.md section 9): --snapshot-dir is this worker's own cache,
+ * never shared. An archive this worker made is uploaded
+ * (PUT /v1/workers/ID/archives/DIGEST) before its digest is reported; one
+ * an install needs and the cache lacks is downloaded
+ * (GET /v1/workers/ID/archives/DIGEST), hashed here while it arrives and
+ * renamed into the cache only when its bytes are the digest. Both go
+ * through the control client (ctlproc.c), which holds the worker
+ * credential and speaks HTTP; it never holds a file it could write into
+ * the cache: a download comes out of a pipe, an upload is read from a
+ * descriptor opened read-only here. snapshot_restore verifies the archive
+ * again, entry by entry, before it creates anything. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctlmsg.h"
+#include "log.h"
+#include "sbx-manager.h"
+#include "snapshot.h"
+
+/* how long the answer may take once the upload's bytes are handed over:
+ * a minute, and a second for every MiB (the child's own stall limit ends
+ * a transfer that stops moving well before) */
+static int
+put_wait_s(uint64_t size)
+{
+	uint64_t s = 60 + (size >> 20);
+
+	return s > 86400 ? 86400 : (int)s;
+}
+
+int
+snapblob_put(struct mgr *m, const char *digest, const char **why)
+{
+	struct ctlmsg req = { .type = CTL_SNAPSHOT_PUT }, ans = { 0 };
+	struct ctl_call *k = NULL;
+	char path[PATH_MAX + 80];
+	struct stat st;
+	int fd, r;
+
+	*why = "snapshot upload to the control plane failed";
+	if (!snapshot_digest_valid(digest))
+		return -EINVAL;
+	snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EIO;
+	}
+	memcpy(req.digest, digest, SNAPSHOT_DIGEST_HEX + 1);
+	r = ctlproc_start(m, &req, fd, NULL, &k);
+	close(fd);      /* the child has its own */
+	if (r < 0)
+		return r;
+	r = ctlproc_wait(m, k, put_wait_s((uint64_t)st.st_size), &ans);
+	if (r < 0 || ans.result != CTL_OK) {
+		log_warnx("archive %s: upload to the control plane: %s (HTTP %u)", digest,
+		    r < 0 ? strerror(-r) : ans.result == CTL_NO_ANSWER ? "no answer" : "refused",
+		    (unsigned)ans.status);
+		if (r == 0 && ans.status == 413)
+			*why = "the archive is larger than the control plane keeps (--archive-max-mb)";
+		r = -EIO;
+	} else
+		log_debug("archive %s uploaded (%llu bytes)", digest, (unsigned long long)st.st_size);
+	ctlmsg_clear(&ans);
+	return r;
+}
+
+/* the bytes from the control client's pipe into fd, hashed as they come;
+ * they end when the child closes its end. 0, -EFBIG, -ETIMEDOUT or -errno */
+static int
+take_bytes(int rfd, int fd, struct snapshot_hash *h)
+{
+	static __thread char buf[65536];
+	struct pollfd p = { .fd = rfd, .events = POLLIN };
+	ssize_t n, w;
+	size_t off;
+	int r;
+
+	for (;;) {
+		if ((r = poll(&p, 1, 60 * 1000)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ETIMEDOUT;
+		if ((n = read(rfd, buf, sizeof(buf))) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return 0;
+		if (h->size + (uint64_t)n > SPACE_ARCHIVE_MAX)
+			return -EFBIG;
+		snapshot_hash_update(h, buf, (size_t)n);
+		for (off = 0; off < (size_t)n; off += (size_t)w)
+			if ((w = write(fd, buf + off, (size_t)n - off)) < 0) {
+				if (errno == EINTR) {
+					w = 0;
+					continue;
+				}
+				return -errno;
+			}
+	}
+}
+
+int
+snapblob_fetch(struct mgr *m, const char *digest, const char **why)
+{
+	struct ctlmsg req = { .type = CTL_SNAPSHOT_GET }, ans = { 0 };
+	struct ctl_call *k = NULL;
+	char path[PATH_MAX + 80], tmp[PATH_MAX + 96], got[SNAPSHOT_DIGEST_HEX + 1];
+	struct snapshot_hash h;
+	struct stat st;
+	int fd = -1, dfd = -1, p[2] = { -1, -1 }, r, rb;
+
+	*why = "snapshot download from the control plane failed";
+	if (!snapshot_digest_valid(digest)) {
+		*why = "bad snapshot digest";
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
+	/* made or fetched here (whatever is under the name: the restore
+	 * opens it without following a link and verifies it again) */
+	if (lstat(path, &st) == 0)
+		return 0;
+	if (mkdir(m->cfg.snapshot_dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	/* ".tmp.": what archive_gc.c deletes when a writer died */
+	snprintf(tmp, sizeof(tmp), "%s/.tmp.fetch.XXXXXX", m->cfg.snapshot_dir);
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+		tmp[0] = '\0';
+		return -errno;
+	}
+	snapshot_hash_init(&h);
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto out;
+	}
+	memcpy(req.digest, digest, SNAPSHOT_DIGEST_HEX + 1);
+	if ((r = ctlproc_start(m, &req, p[1], NULL, &k)) < 0)
+		goto out;
+	close(p[1]);
+	p[1] = -1;
+	rb = take_bytes(p[0], fd, &h);
+	close(p[0]);
+	p[0] = -1;      /* a child still writing gets EPIPE */
+	r = ctlproc_wait(m, k, 90, &ans);
+	if (r < 0 || ans.result != CTL_OK || rb < 0) {
+		log_warnx("archive %s: download from the control plane: %s (HTTP %u)", digest,
+		    r < 0 ? "no answer" : rb < 0 ? strerror(-rb) : ans.result == CTL_MALFORMED ?
+		    "too large" : "refused", (unsigned)ans.status);
+		*why = ans.status == 404 ? "no such snapshot on the control plane" :
+		    rb == -EFBIG || ans.result == CTL_MALFORMED ? "snapshot archive too large" :
+		    "snapshot download from the control plane failed";
+		r = ans.status == 404 ? -ENOENT : -EIO;
+		goto out;
+	}
+	if (snapshot_hash_final(&h, digest, got) != 0) {
+		log_warnx("archive %s: the control plane sent bytes of digest %s: refused", digest,
+		    got);
+		*why = "snapshot archive digest mismatch";
+		r = -EBADMSG;
+		goto out;
+	}
+	if (fchmod(fd, 0444) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
+		r = -errno;
+		goto out;
+	}
+	tmp[0] = '\0';
+	if ((dfd = open(m->cfg.snapshot_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	log_info("archive %s fetched from the control plane (%llu bytes)", digest,
+	    (unsigned long long)h.size);
+	r = 0;
+out:
+	ctlmsg_clear(&ans);
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	if (fd >= 0)
+		close(fd);
+	if (tmp[0])
+		unlink(tmp);
+	return r;
+}

@@ -1,0 +1,277 @@
+/* The snapshot archives the control plane keeps (docs/recovery.md,
+ * "Archives over HTTP"): workers upload each archive they make and
+ * download the ones an install needs, by digest, with their own worker
+ * credential (the path's worker must be the credential's, as on every
+ * worker route; an API key is refused):
+ *
+ *   PUT /v1/workers/ID/archives/DIGEST   the body is the archive
+ *   GET /v1/workers/ID/archives/DIGEST   the archive
+ *
+ *   DATA/archives/DIGEST.snap            0400, kept only if its bytes are
+ *                                        the digest
+ *
+ * An upload is streamed to a temporary file and hashed on the way
+ * (snapshot_hash: BLAKE2b-256 of the body, and the trailer repeating it),
+ * bounded by --archive-max-mb; it is renamed into place only if the bytes
+ * are the digest the path names. Nothing here parses an archive: the
+ * worker that restores it verifies every entry before it creates
+ * anything. The collection (archive_blobs_collect) asks the store the
+ * same question a worker's offer does (store_archives.c). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api_common.h"
+#include "control.h"
+#include "log.h"
+#include "snapshot.h"
+#include "templates.h"
+#include "util.h"
+
+struct asink {
+	int fd;
+	char tmp[PATH_MAX + 96];
+	struct snapshot_hash h;
+};
+
+static int
+adir(const struct ctl *c, char *out, size_t cap)
+{
+	if ((size_t)snprintf(out, cap, "%s/archives", c->cfg.data_dir) >= cap)
+		return -ENAMETOOLONG;
+	if (mkdir(out, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int
+apath(const struct ctl *c, const char *digest, char *out, size_t cap)
+{
+	char d[PATH_MAX + 16];
+	int r;
+
+	if (!snapshot_digest_valid(digest))
+		return -EINVAL;
+	if ((r = adir(c, d, sizeof(d))) < 0)
+		return r;
+	if ((size_t)snprintf(out, cap, "%s/%s.snap", d, digest) >= cap)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* params[0] the worker (the credential's), params[1] the digest */
+int
+archive_blobs_sink(struct req *r, const char *p, size_t n)
+{
+	struct asink *s = r->sink;
+	char path[PATH_MAX + 80];
+	uint64_t max = (uint64_t)r->ctl->cfg.archive_max_mb << 20;
+	size_t off = 0;
+	ssize_t w;
+
+	if (s == NULL) {
+		if (!snapshot_digest_valid(r->params[1])) {
+			reply_error(r, 400, "bad_request", "a digest is %d lowercase hex characters",
+			    SNAPSHOT_DIGEST_HEX);
+			return -1;
+		}
+		if ((s = calloc(1, sizeof(*s))) == NULL ||
+		    apath(r->ctl, r->params[1], path, sizeof(path)) < 0 ||
+		    (size_t)snprintf(s->tmp, sizeof(s->tmp), "%s.tmp.XXXXXX", path) >= sizeof(s->tmp) ||
+		    (s->fd = mkostemp(s->tmp, O_CLOEXEC)) < 0) {
+			free(s);
+			reply_error(r, 500, "internal", "cannot store the archive");
+			return -1;
+		}
+		snapshot_hash_init(&s->h);
+		r->sink = s;
+	}
+	if (s->h.size + n > max) {
+		reply_error(r, 413, "too_large", "a snapshot archive is at most %llu bytes here",
+		    (unsigned long long)max);
+		return -1;
+	}
+	snapshot_hash_update(&s->h, p, n);
+	while (off < n) {
+		if ((w = write(s->fd, p + off, n - off)) < 0) {
+			if (errno == EINTR)
+				continue;
+			reply_error(r, errno == ENOSPC ? 507 : 500, "internal",
+			    "cannot store the archive: %s", strerror(errno));
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+void
+archive_blobs_sink_end(struct req *r)
+{
+	struct asink *s = r->sink;
+
+	if (s == NULL)
+		return;
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->tmp[0])
+		unlink(s->tmp);
+	free(s);
+	r->sink = NULL;
+}
+
+void
+api_archive_blob_put(struct req *r)
+{
+	struct asink *s = r->sink;
+	char got[SNAPSHOT_DIGEST_HEX + 1], path[PATH_MAX + 80], d[PATH_MAX + 16];
+	int dfd;
+
+	if (!snapshot_digest_valid(r->params[1])) {
+		reply_error(r, 400, "bad_request", "a digest is %d lowercase hex characters",
+		    SNAPSHOT_DIGEST_HEX);
+		return;
+	}
+	if (s == NULL) {
+		reply_error(r, 400, "bad_request", "the body is the archive");
+		return;
+	}
+	if (snapshot_hash_final(&s->h, r->params[1], got) != 0) {
+		log_warnx("worker %s: an upload of archive %s was not it (its body is %s): refused",
+		    r->params[0], r->params[1], got);
+		reply_error(r, 400, "digest_mismatch",
+		    "the body is not the archive %s (its body's BLAKE2b-256 is %s, and its last "
+		    "bytes must be the trailer naming it)", r->params[1], got);
+		return;
+	}
+	if (apath(r->ctl, r->params[1], path, sizeof(path)) < 0 || fchmod(s->fd, 0400) < 0 ||
+	    fsync(s->fd) < 0 || rename(s->tmp, path) < 0) {
+		reply_error(r, 500, "internal", "cannot store the archive");
+		return;
+	}
+	s->tmp[0] = '\0';
+	if (adir(r->ctl, d, sizeof(d)) == 0 && (dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	/* a pending reference, as a report carrying the digest is: the
+	 * archive is not collected before the worker reports it */
+	api_archive_seen(r->ctl, r->params[1]);
+	log_info("worker %s: archive %s stored (%llu bytes)", r->params[0], r->params[1],
+	    (unsigned long long)s->h.size);
+	reply_json(r, 201, json_pack("{s:s,s:I}", "digest", r->params[1],
+	    "size", (json_int_t)s->h.size));
+}
+
+void
+api_archive_blob_get(struct req *r)
+{
+	char path[PATH_MAX + 80];
+	struct stat st;
+	int fd;
+
+	if (!snapshot_digest_valid(r->params[1])) {
+		reply_error(r, 400, "bad_request", "a digest is %d lowercase hex characters",
+		    SNAPSHOT_DIGEST_HEX);
+		return;
+	}
+	if (apath(r->ctl, r->params[1], path, sizeof(path)) < 0 ||
+	    (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		reply_error(r, 404, "not_found", "no archive %s", r->params[1]);
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		reply_error(r, 500, "internal", "cannot read the archive");
+		return;
+	}
+	r->status = 200;
+	r->content_type = "application/octet-stream";
+	r->file_fd = fd;
+	r->file_size = (uint64_t)st.st_size;
+}
+
+/* one batch: ask the store which of the offered are referenced by
+ * nothing, remove those. The number removed. */
+static int
+collect_batch(struct ctl *c, const char *d, json_t *arr)
+{
+	char path[PATH_MAX + 80];
+	json_t *out = NULL, *v;
+	size_t i;
+	int removed = 0;
+
+	if (json_array_size(arr) == 0 ||
+	    c->st->ops->archives_collectable(c->st, arr, now_unix(), &out) < 0)
+		return 0;
+	json_array_foreach(out, i, v) {
+		const char *dg = json_string_value(v);
+
+		if (!snapshot_digest_valid(dg) ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s.snap", d, dg) >= sizeof(path))
+			continue;
+		if (unlink(path) == 0) {
+			removed++;
+			log_info("archive %s collected: nothing references it", dg);
+		}
+	}
+	json_decref(out);
+	return removed;
+}
+
+/* The control plane's archives that nothing references (the rules of
+ * docs/recovery.md, "Collecting the snapshot store"), older than
+ * --archive-grace, are removed; an upload's temporary file left by a
+ * crash too, after an hour. A store without the collection keeps every
+ * archive. Returns the number removed. */
+int
+archive_blobs_collect(struct ctl *c)
+{
+	char d[PATH_MAX + 16], digest[SNAPSHOT_DIGEST_HEX + 1];
+	struct dirent *e;
+	struct stat st;
+	json_t *arr;
+	time_t now = time(NULL);
+	size_t n;
+	DIR *dp;
+	int dfd, removed = 0;
+
+	if (c->st->ops->archives_collectable == NULL || adir(c, d, sizeof(d)) < 0 ||
+	    (dp = opendir(d)) == NULL)
+		return 0;
+	dfd = dirfd(dp);
+	arr = json_array();
+	while (arr != NULL && (e = readdir(dp)) != NULL) {
+		n = strlen(e->d_name);
+		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (n > SNAPSHOT_DIGEST_HEX + 5 && strstr(e->d_name, ".snap.tmp.") != NULL) {
+			if (st.st_mtime < now - 3600 && st.st_mtime < now - c->cfg.archive_grace)
+				unlinkat(dfd, e->d_name, 0);
+			continue;
+		}
+		if (n != SNAPSHOT_DIGEST_HEX + 5 || strcmp(e->d_name + SNAPSHOT_DIGEST_HEX, ".snap") != 0)
+			continue;
+		memcpy(digest, e->d_name, SNAPSHOT_DIGEST_HEX);
+		digest[SNAPSHOT_DIGEST_HEX] = '\0';
+		if (!snapshot_digest_valid(digest) || st.st_mtime > now - c->cfg.archive_grace)
+			continue;
+		json_array_append_new(arr, json_pack("{s:s,s:I}", "digest", digest,
+		    "age", (json_int_t)(now - st.st_mtime)));
+		if (json_array_size(arr) == SPACE_ARCHIVE_BATCH_MAX) {
+			removed += collect_batch(c, d, arr);
+			json_array_clear(arr);
+		}
+	}
+	if (arr != NULL)
+		removed += collect_batch(c, d, arr);
+	json_decref(arr);
+	closedir(dp);
+	return removed;
+}
