@@ -565,6 +565,13 @@ pause_sbx(struct e2b_req *r, const char *key, const char *id)
 	return ret;
 }
 
+/* an idle timeout t longer than cur (0: none, longer than any) */
+static bool
+longer(json_int_t t, json_int_t cur)
+{
+	return cur != 0 && (t == 0 || t > cur);
+}
+
 /* connect: a running sandbox as it is (200), a paused one resumed (201) */
 static enum MHD_Result
 connect_sbx(struct e2b_req *r, const char *key, const char *id)
@@ -612,7 +619,11 @@ connect_sbx(struct e2b_req *r, const char *key, const char *id)
 		ret = fail(r->conn, &a);
 		goto out;
 	}
-	if (json_is_integer(json_object_get(in, "timeout"))) {
+	/* E2B's connect changes a running sandbox's timeout only when the new
+	 * one is longer (0: none, the longest); a resumed one gets it as given */
+	if (json_is_integer(json_object_get(in, "timeout")) && (status == 201 ||
+	    longer(json_integer_value(json_object_get(in, "timeout")),
+	    json_integer_value(json_object_get(json_object_get(a.body, "timeouts"), "idle"))))) {
 		space_answer_clear(&a);
 		if (set_timeout(key, id, json_integer_value(json_object_get(in, "timeout")), &a) < 0) {
 			ret = fail(r->conn, &a);

@@ -154,6 +154,19 @@ await check('Sandbox.list pages with a limit', async () => {
 	return a.length === 1 && more && b.length === 1 && a[0].sandboxId !== b[0].sandboxId
 })
 await check('setTimeout', async () => { await sbx.setTimeout(120000); return true })
+await check('connect: a shorter timeoutMs keeps the timeout, a longer one extends it; setTimeout reduces it', async () => {
+	const api = process.env.SPACE_API_URL
+	const h = { Authorization: `Bearer ${process.env.SPACE_API_KEY}` }
+	const idle = async () => (await (await fetch(`${api}/v1/sandboxes/${sbx.sandboxId}`, { headers: h })).json()).timeouts.idle
+	await Sandbox.connect(sbx.sandboxId, { timeoutMs: 30000 })
+	const a = await idle()
+	await Sandbox.connect(sbx.sandboxId, { timeoutMs: 600000 })
+	const b = await idle()
+	await sbx.setTimeout(120000)
+	const c = await idle()
+	if (!(a === 120 && b === 600 && c === 120)) console.log(`# idle timeouts ${a} ${b} ${c}`)
+	return a === 120 && b === 600 && c === 120
+})
 
 if (process.env.OTHER_KEY) {
 	await throwsClass('another key cannot see the sandbox (getInfo)', SandboxNotFoundError, () =>
