@@ -145,7 +145,21 @@ def load(P, ports, cred, clients, n, one):
     return len(lat) / wall, lat, errs
 
 
-def run_setup(P, bindir, name, replicas, store, creates, routes, clients):
+def pg_commits(port):
+    """transactions committed in database space so far (every statement
+    sent outside a transaction counts as one); the statistics are flushed
+    within a second"""
+    time.sleep(1.2)
+    r = subprocess.run(["psql", "-X", "-At", "-h", "127.0.0.1", "-p", str(port), "-U", "space", "-d", "space",
+                        "-c", "SELECT xact_commit FROM pg_stat_database WHERE datname = 'space'"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30)
+    try:
+        return int(r.stdout.decode().strip())
+    except ValueError:
+        return None
+
+
+def run_setup(P, bindir, name, replicas, store, creates, routes, clients, pgport=None):
     d = tempfile.mkdtemp(prefix="space-bench-ctl.")
     env = dict(os.environ)
     env.pop("SPACE_CONTROL_STORE", None)
@@ -195,7 +209,9 @@ def run_setup(P, bindir, name, replicas, store, creates, routes, clients):
                 return "create %d %s" % (st, data[:120])
             ids[i] = json.loads(data)["id"]
             return True
+        c0 = pg_commits(pgport) if pgport else None
         cps, clat, cerr = load(P, ports, key, clients, creates, create)
+        c1 = pg_commits(pgport) if pgport else None
         end = time.time() + 120
         made = set(x for x in ids if x)
         while time.time() < end:
@@ -213,13 +229,24 @@ def run_setup(P, bindir, name, replicas, store, creates, routes, clients):
         def route(c, i):
             st, data = c.req("POST", "/v1/sandboxes/%s/routes" % ready[i % len(ready)], '{"access":["exec"]}')
             return True if st in (200, 201) else "route %d %s" % (st, data[:120])
+        c2 = pg_commits(pgport) if pgport else None
         rps, rlat, rerr = load(P, ports, key, clients, routes, route)
+        c3 = pg_commits(pgport) if pgport else None
 
         def health(c, i):
             st, data = c.req("GET", "/healthz")
             return True if st == 200 else "healthz %d" % st
         hps, hlat, herr = load(P, ports, key, clients, routes, health)
-        return {"creates": (cps, clat, cerr), "routes": (rps, rlat, rerr), "healthz": (hps, hlat, herr)}
+        races = 0
+        for i in range(replicas):
+            with open(os.path.join(d, "replica%d.log" % i)) as f:
+                races += sum(1 for ln in f if "serialization races" in ln)
+        commits = None
+        if None not in (c0, c1, c2, c3):
+            # the simulated workers' polls and reports are in the first
+            commits = ((c1 - c0) / max(1, creates), (c3 - c2) / max(1, routes))
+        return {"creates": (cps, clat, cerr), "routes": (rps, rlat, rerr), "healthz": (hps, hlat, herr),
+                "races": races, "commits": commits}
     finally:
         for w in workers:
             w.stop.set()
@@ -242,7 +269,7 @@ def pg_start():
     if r.returncode != 0:
         raise RuntimeError("bench/pg.sh start: %s" % r.stderr.decode()[-500:])
     pgt, port, url = r.stdout.decode().split()
-    return pgt, url
+    return pgt, url, int(port)
 
 
 def pg_stop(pgt):
@@ -257,10 +284,10 @@ def bench_stores(P, bindir, creates, routes, clients):
     for key, label, replicas, pg in setups:
         pgt = None
         try:
-            store = None
+            store = port = None
             if pg:
-                pgt, store = pg_start()
-            res[key] = run_setup(P, bindir, key, replicas, store, creates, routes, clients)
+                pgt, store, port = pg_start()
+            res[key] = run_setup(P, bindir, key, replicas, store, creates, routes, clients, port)
         finally:
             if pgt:
                 pg_stop(pgt)
@@ -278,6 +305,11 @@ def bench_stores(P, bindir, creates, routes, clients):
         errs = cerr + rerr + herr
         if errs:
             P.log("  %s: %d errors, e.g. %s" % (key, len(errs), "; ".join(sorted(set(errs))[:3])))
+        if r["races"]:
+            P.log("  %s: %d transactions gave up after losing 20 serialization races (503)" % (key, r["races"]))
+        if r["commits"]:
+            P.log("  %s: PostgreSQL transactions per create %.1f (with the workers' polls and reports),"
+                  " per capability issue %.1f" % ((key,) + r["commits"]))
     s = res["sqlite"]
     for key in ("pg1", "pg3"):
         r = res[key]
