@@ -956,14 +956,14 @@ def main():
     ap.add_argument("--template-uncached", action="store_true",
                     help="also build the test template from nothing (minutes; fetches packages)")
     ap.add_argument("--no-templates", action="store_true", help="leave the template measures out")
-    ap.add_argument("--net-rounds", type=int, default=3, help="interleaved rounds of the network paths")
+    ap.add_argument("--net-rounds", type=int, default=5, help="interleaved rounds of the network paths")
     ap.add_argument("--net-reqs", type=int, default=300, help="requests of a latency run (one connection)")
     ap.add_argument("--net-tput", type=int, default=3000, help="requests of a throughput run")
     ap.add_argument("--net-conns", type=int, default=8, help="connections of a throughput run")
     ap.add_argument("--tcp-mib", type=int, default=256, help="MiB through one raw TCP connection")
     ap.add_argument("--moves", type=int, default=5, help="moves timed to the edge URL serving again")
-    ap.add_argument("--ctl-creates", type=int, default=300, help="creates per store set-up")
-    ap.add_argument("--ctl-routes", type=int, default=900, help="capability issues per store set-up")
+    ap.add_argument("--ctl-creates", type=int, default=200, help="creates per store set-up")
+    ap.add_argument("--ctl-routes", type=int, default=600, help="capability issues per store set-up")
     ap.add_argument("--ctl-clients", type=int, default=8, help="client threads of the store set-ups")
     ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
                     "create,timeline,concurrent,memory,templates,streams,idlestreams,network,stores"
