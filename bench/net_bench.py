@@ -276,6 +276,7 @@ def bench_tcp(P, n, rounds, mib):
 
 def bench_moves(P, n, moves):
     running, served, first, steady, total, attempts, rebuilt = [], [], [], [], [], [], []
+    res0 = n.metric("space_edge_route_resolves_total")
     for _ in range(moves):
         st, s = n.api("GET", "/v1/sandboxes/" + n.sbx)
         src = s["execution"]["worker"]
@@ -323,8 +324,10 @@ def bench_moves(P, n, moves):
                       ("the next GET (cached route), fresh connection: baseline", steady),
                       ("POST move to the first 200 at the edge URL", total)):
         P.log("%-62s %9.1f %9.1f %9.1f" % (label, median(xs), min(xs), max(xs)))
-    P.log("edge requests until the first 200: %s; rebuilt attempts counted by the edge per move: %s" % (
-        ",".join(map(str, attempts)), ",".join(map(str, rebuilt))))
+    P.log("edge requests until the first 200: %s; rebuilt attempts counted by the edge per move: %s;"
+          " route resolutions at space-control during the moves: %d" % (
+              ",".join(map(str, attempts)), ",".join(map(str, rebuilt)),
+              n.metric("space_edge_route_resolves_total") - res0))
     P.ROWS.append(("move to the edge URL serving again, median",
                    "%.0f ms (move %.0f, restart %.0f, first GET %.1f)" % (
                        median(total), median(running), median(served), median(first)),

@@ -423,7 +423,13 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 	pthread_mutex_lock(&e->mu);
 	slot = slot_find(e, sandbox, port, ck);
 	if (r == 0 && now_e) {
-		if (slot == NULL && !seeded && (slot = slot_new(e, now)) != NULL) {
+		/* not seeded: none was cached, or it had expired, its slot
+		 * still there: the fresh route replaces it (else every later
+		 * request would resolve again), unless another connection
+		 * stored a fresh one meanwhile */
+		bool other = !seeded && slot != NULL && slot->e.cache_exp > now;
+
+		if (!seeded && !other && (slot != NULL || (slot = slot_new(e, now)) != NULL)) {
 			memset(slot, 0, sizeof(*slot));
 			snprintf(slot->sandbox, sizeof(slot->sandbox), "%s", sandbox);
 			slot->port = port;
