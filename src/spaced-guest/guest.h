@@ -30,8 +30,12 @@ int filter_install(void);
 /* in an operation child, before anything of the request is looked at */
 int become_user(void);
 
-/* op.c: serve one operation on fd (REQUEST then the op's frames) */
+/* op.c: serve operations on fd (REQUEST then the op's frames), more than
+ * one when they are file operations the bridge sends on a kept channel */
 void op_serve(int fd);
+/* set by an operation that left its socket mid-frame (the next REQUEST
+ * could not be told apart): the child then ends after it */
+extern bool guest_op_broken;
 
 /* helpers shared by the operations */
 int send_error(int fd, int status, const char *code, const char *message);

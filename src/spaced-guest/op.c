@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -152,27 +153,44 @@ args_only(json_t *args, const char *const *allowed, const char **bad)
 	return 0;
 }
 
-void
-op_serve(int fd)
+/* The file operations whose frames end with our answer (REQUEST in;
+ * RESPONSE, DATA* END for fs.read, or ERROR out): once one is answered,
+ * nothing of it is left on the socket, so this child may serve the next
+ * operation the bridge sends on it (bridge.c keeps such a channel idle for
+ * the next file operation, and keeps the same list). */
+static bool
+op_reusable(enum op_kind op)
 {
+	switch (op) {
+	case OP_FS_READ: case OP_FS_STAT: case OP_FS_LIST: case OP_FS_MKDIR:
+	case OP_FS_REMOVE: case OP_FS_RENAME:
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool guest_op_broken;
+
+/* one operation; true when the socket may carry another */
+static bool
+serve_one(int fd)
+{
+	const char *wd = guest_tpl.workdir ? guest_tpl.workdir : GUEST_HOME;
 	struct msg_request req = { 0 };
 	struct frame f = { 0 };
 	const char *why;
+	bool again = false;
 	size_t i;
-	int r;
 
-	if ((r = become_user()) < 0) {
-		log_warnx("cannot become the sandbox user: %s", strerror(-r));
-		send_error(fd, 500, "internal", "cannot become the sandbox user");
-		goto out;
-	}
+	/* the same start for every operation of this child */
 	umask(022);
-	if (chdir(guest_tpl.workdir ? guest_tpl.workdir : GUEST_HOME) < 0) {
-		send_errno(fd, errno, guest_tpl.workdir ? guest_tpl.workdir : GUEST_HOME);
-		goto out;
+	if (chdir(wd) < 0) {
+		send_errno(fd, errno, wd);
+		return false;
 	}
-	if ((r = frame_read(fd, &f)) < 0)
-		goto out;
+	if (frame_read(fd, &f) < 0)
+		goto out;       /* the bridge closed the channel */
 	if (f.type != MSG_REQUEST) {
 		send_error(fd, 400, "bad_request", "expected REQUEST");
 		goto out;
@@ -191,12 +209,34 @@ op_serve(int fd)
 	}
 	for (i = 0; i < sizeof(op_table) / sizeof(op_table[0]); i++)
 		if (op_table[i].op == req.op) {
+			guest_op_broken = false;
 			op_table[i].fn(fd, req.args);
+			again = op_reusable(req.op) && !guest_op_broken;
 			goto out;
 		}
 	send_error(fd, 400, "bad_request", "op not served here");
 out:
 	msg_request_free(&req);
 	frame_free(&f);
+	return again;
+}
+
+void
+op_serve(int fd)
+{
+	int r;
+
+	if ((r = become_user()) < 0) {
+		log_warnx("cannot become the sandbox user: %s", strerror(-r));
+		send_error(fd, 500, "internal", "cannot become the sandbox user");
+		goto out;
+	}
+	/* this child may live on for further file operations: no other
+	 * process of the user may read its memory or take its descriptors
+	 * (the kernel also clears the flag on the uid change; make sure) */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	while (serve_one(fd))
+		;
+out:
 	close(fd);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,6 +91,7 @@ op_fs_read(int fd, json_t *args)
 	const char *path;
 	struct stat st;
 	char *buf = NULL;
+	off_t off = 0;
 	ssize_t n;
 	int f = -1;
 
@@ -118,7 +120,42 @@ op_fs_read(int fd, json_t *args)
 	}
 	if (send_result(fd, json_pack("{s:I}", "size", (json_int_t)st.st_size)) < 0)
 		goto out;
-	/* streamed chunk by chunk: memory stays at one chunk whatever the size */
+	/* streamed chunk by chunk: memory stays at one chunk whatever the
+	 * size. While the file's size says bytes remain, a chunk goes from
+	 * the page cache to the socket with sendfile, not through this
+	 * process; then it is read until EOF, which is all there is for a
+	 * file that reports no size (/proc) or grew meanwhile. */
+	for (;;) {
+		struct stat now;
+		uint8_t hdr[FRAME_HDR_LEN];
+		size_t want;
+
+		if (fstat(f, &now) < 0 || now.st_size <= off)
+			break;
+		want = (uint64_t)(now.st_size - off) < SPACE_CHUNK ?
+		    (size_t)(now.st_size - off) : SPACE_CHUNK;
+		frame_hdr_encode(hdr, MSG_DATA, (uint32_t)want);
+		if (fd_write_all(fd, hdr, sizeof(hdr)) < 0)
+			goto out;       /* the bridge left */
+		while (want > 0) {
+			n = sendfile(fd, f, &off, want);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				/* the file shrank, or the bridge left: the frame
+				 * announced cannot be completed, so neither can
+				 * the operation, and this socket carries no other */
+				guest_op_broken = true;
+				goto out;
+			}
+			want -= (size_t)n;
+		}
+	}
+	/* sendfile left the file position alone */
+	if (off > 0 && lseek(f, off, SEEK_SET) < 0) {
+		send_errno(fd, errno, "seek");
+		goto out;
+	}
 	for (;;) {
 		n = read(f, buf, SPACE_CHUNK);
 		if (n < 0 && errno == EINTR)

@@ -1,5 +1,8 @@
 /* One connection of sbx-manager: HELLO, REQUEST, the comparator on our own
- * record, then the operation relayed to the guest on a fresh socket.
+ * record, then the operation relayed to the guest on an operation channel:
+ * a fresh socket passed with MSG_OPEN (the guest forks a child that
+ * becomes the user), or, for a file operation, an idle channel kept from
+ * an earlier one, whose child is still waiting for its next REQUEST.
  *
  * The bridge trusts neither side's frames: sbx-manager's request is checked
  * again (defence in depth, DESIGN section 6) and the guest runs code of the
@@ -44,6 +47,82 @@ set_timeouts(int fd, int seconds)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+/* The file operations whose frames end with the guest's answer: REQUEST
+ * in; RESPONSE (then DATA* END for fs.read) or ERROR out. After one of
+ * them ends cleanly, nothing of it is left on the channel, so the guest's
+ * child may take the next one (op.c keeps the same list). fs.write is not
+ * among them: an early ERROR leaves upload frames in flight. */
+static bool
+op_reusable(enum op_kind op)
+{
+	switch (op) {
+	case OP_FS_READ: case OP_FS_STAT: case OP_FS_LIST: case OP_FS_MKDIR:
+	case OP_FS_REMOVE: case OP_FS_RENAME:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* an idle channel, or -1. One that is readable or hung up is dropped: its
+ * child ended (the user may kill it: it runs as the user) or sent frames
+ * nobody asked for, which the next operation must never read. */
+static int
+chan_take(struct host *h)
+{
+	struct pollfd p;
+	int fd;
+
+	for (;;) {
+		pthread_mutex_lock(&h->chan_mu);
+		fd = h->chan_nidle ? h->chan_idle[--h->chan_nidle] : -1;
+		pthread_mutex_unlock(&h->chan_mu);
+		if (fd < 0)
+			return -1;
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 0) == 0)
+			return fd;
+		close(fd);
+	}
+}
+
+/* after a reusable operation ended cleanly on both sides */
+static void
+chan_give(struct host *h, int fd)
+{
+	pthread_mutex_lock(&h->chan_mu);
+	if (h->chan_nidle < SPACE_OPCHAN_IDLE_MAX && !atomic_load(&h->guest_dead)) {
+		h->chan_idle[h->chan_nidle++] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&h->chan_mu);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* a socket of its own per operation, passed over the verified control
+ * channel: nothing else can ever connect to the guest; -1 if it cannot */
+static int
+chan_open(struct host *h)
+{
+	char open_json[48];
+	int sp[2], r;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return -1;
+	snprintf(open_json, sizeof(open_json), "{\"op_id\":%llu}",
+	    (unsigned long long)atomic_fetch_add(&h->op_seq, 1) + 1);
+	pthread_mutex_lock(&h->control_mu);
+	r = frame_write_fd(h->control, MSG_OPEN, open_json, strlen(open_json), sp[1]);
+	pthread_mutex_unlock(&h->control_mu);
+	close(sp[1]);
+	if (r < 0) {
+		close(sp[0]);
+		return -1;
+	}
+	return sp[0];
+}
+
 /* the guest's RESPONSE {"status":200,"result":{...}} -> ours, with
  * "serving" (and oom_killed for an exec whose command the kernel killed) */
 static int
@@ -76,7 +155,8 @@ relay_response(struct host *h, int client, const struct frame *f, bool check_oom
 }
 
 /* the guest's ERROR, passed on only if it is the message it should be
- * (and re-encoded: what reaches sbx-manager is what the codec wrote) */
+ * (and re-encoded: what reaches sbx-manager is what the codec wrote);
+ * -EPROTO when it was not (after answering the client with a 500) */
 static int
 relay_error(int client, const struct frame *f)
 {
@@ -87,9 +167,11 @@ relay_error(int client, const struct frame *f)
 	int r;
 
 	if (msg_error_decode(f->payload, f->len, false, &m, &why) != 0 ||
-	    msg_error_encode(&m, &s, &n) != 0)
-		return frame_write_error(client, 500, "internal", NULL,
+	    msg_error_encode(&m, &s, &n) != 0) {
+		frame_write_error(client, 500, "internal", NULL,
 		    "malformed error from the guest");
+		return -EPROTO;
+	}
 	r = frame_write(client, MSG_ERROR, s, n);
 	free(s);
 	return r;
@@ -158,9 +240,11 @@ relay_upload(struct host *h, int client, int guest, bool *answered)
 	}
 }
 
-/* fs.read after RESPONSE: DATA* then END (or ERROR) from the guest */
+/* fs.read after RESPONSE: DATA* then END (or ERROR) from the guest;
+ * *clean once the guest's side of the operation is over (END or a
+ * well-formed ERROR read), so that its channel may serve another */
 static int
-relay_download(struct host *h, int client, int guest)
+relay_download(struct host *h, int client, int guest, bool *clean)
 {
 	struct frame f = { 0 };
 	int r;
@@ -171,11 +255,13 @@ relay_download(struct host *h, int client, int guest)
 		if (f.type == MSG_DATA) {
 			r = frame_write(client, MSG_DATA, f.payload, f.len);
 		} else if (f.type == MSG_END) {
+			*clean = true;
 			r = frame_write(client, MSG_END, NULL, 0);
 			frame_free(&f);
 			return r;
 		} else if (f.type == MSG_ERROR) {
 			r = relay_error(client, &f);
+			*clean = r != -EPROTO;
 			frame_free(&f);
 			return r < 0 ? r : -EIO;
 		} else
@@ -196,10 +282,10 @@ serve(struct host *h, int client)
 	enum proto_role peer;
 	const char *why = NULL;
 	size_t slen;
-	char open_json[48], *s = NULL;
-	int sp[2] = { -1, -1 }, r;
+	char *s = NULL;
+	int chan = -1, r;
 	uint64_t oom_before = 0;
-	bool answered = false;
+	bool answered = false, reuse = false, pooled = false, clean = false;
 
 	set_timeouts(client, BRIDGE_IDLE_SECONDS);
 	if (proto_hello_server(client, ROLE_SPACED_HOST, &peer) < 0)
@@ -252,22 +338,15 @@ serve(struct host *h, int client)
 		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 		goto out;
 	}
-	/* a socket of its own per operation, passed over the verified
-	 * control channel: nothing else can ever connect to the guest */
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+	/* a file operation takes an idle channel when there is one; every
+	 * other operation (and a file operation when none is idle) gets a
+	 * fresh one */
+	reuse = op_reusable(req.op);
+	if (reuse)
+		pooled = (chan = chan_take(h)) >= 0;
+	if (chan < 0 && (chan = chan_open(h)) < 0) {
 		frame_write_error(client, 503, "unavailable", NULL,
-		    "cannot open an operation socket");
-		goto out;
-	}
-	snprintf(open_json, sizeof(open_json), "{\"op_id\":%llu}",
-	    (unsigned long long)atomic_fetch_add(&h->op_seq, 1) + 1);
-	pthread_mutex_lock(&h->control_mu);
-	r = frame_write_fd(h->control, MSG_OPEN, open_json, strlen(open_json), sp[1]);
-	pthread_mutex_unlock(&h->control_mu);
-	close(sp[1]);
-	sp[1] = -1;
-	if (r < 0) {
-		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
+		    host_guest_gone(h) ? "the execution ended" : "cannot open an operation socket");
 		goto out;
 	}
 	if (msg_request_encode(&req, MSG_FORM_GUEST, &s, &slen) != 0) {
@@ -276,49 +355,69 @@ serve(struct host *h, int client)
 	}
 	if (req.op == OP_EXEC)
 		host_oom_kills(h, &oom_before);
-	if (frame_write(sp[0], MSG_REQUEST, s, slen) < 0) {
+	r = frame_write(chan, MSG_REQUEST, s, slen);
+	if (r < 0 && pooled) {
+		/* the idle child ended after chan_take looked: nothing of
+		 * this request reached the guest, so a fresh channel may
+		 * carry it */
+		close(chan);
+		if ((chan = chan_open(h)) >= 0)
+			r = frame_write(chan, MSG_REQUEST, s, slen);
+	}
+	if (r < 0) {
 		guest_lost(h, client);
 		goto out;
 	}
 	if (req.op == OP_FS_WRITE) {
-		set_timeouts(sp[0], BRIDGE_IDLE_SECONDS);
-		if (relay_upload(h, client, sp[0], &answered) < 0 || answered)
+		set_timeouts(chan, BRIDGE_IDLE_SECONDS);
+		if (relay_upload(h, client, chan, &answered) < 0 || answered)
 			goto out;
 	}
 	/* an exec may run for its whole timeout: no idle limit on the answer */
 	if (req.op == OP_EXEC || msg_request_streams(&req)) {
 		struct timeval tv = { 0, 0 };
-		setsockopt(sp[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(chan, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	if (frame_read(sp[0], &g) < 0) {
+	if (frame_read(chan, &g) < 0) {
 		guest_lost(h, client);
 		goto out;
 	}
 	if (g.type == MSG_ERROR) {
-		relay_error(client, &g);
+		clean = relay_error(client, &g) != -EPROTO;
 		goto out;
 	}
-	if (g.type != MSG_RESPONSE || relay_response(h, client, &g, req.op == OP_EXEC, oom_before) < 0) {
+	if (g.type != MSG_RESPONSE ||
+	    (r = relay_response(h, client, &g, req.op == OP_EXEC, oom_before)) == -EPROTO) {
 		frame_write_error(client, 500, "internal", NULL, "bad answer from the guest");
 		goto out;
 	}
+	if (r < 0) {
+		/* the client left; the guest's side of an answer-only
+		 * operation is over all the same */
+		clean = reuse && req.op != OP_FS_READ;
+		goto out;
+	}
 	if (req.op == OP_FS_READ)
-		relay_download(h, client, sp[0]);
+		relay_download(h, client, chan, &clean);
+	else if (reuse)
+		clean = true;   /* its answer was the RESPONSE: nothing follows */
 	else if (msg_request_streams(&req)) {
 		/* a stream may stay idle for hours (a shell): no idle limit */
 		struct timeval tv = { 0, 0 };
 
 		setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		bridge_relay_stream(h, client, sp[0], req.op);
+		bridge_relay_stream(h, client, chan, req.op);
 	}
 out:
 	free(s);
 	msg_request_free(&req);
 	frame_free(&f);
 	frame_free(&g);
-	if (sp[0] >= 0)
-		close(sp[0]);
+	if (chan >= 0 && reuse && clean)
+		chan_give(h, chan);
+	else if (chan >= 0)
+		close(chan);
 }
 
 void

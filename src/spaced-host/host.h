@@ -19,6 +19,7 @@
 #include "admit.h"
 #include "guestmac.h"
 #include "hostmon.h"
+#include "limits.h"
 #include "proto.h"
 #include "substrate.h"
 
@@ -34,6 +35,12 @@ struct host {
 	pthread_mutex_t mon_mu;         /* one query (send + answer) at a time */
 	atomic_bool guest_dead;         /* set once; never cleared (no reconnects) */
 	atomic_uint_fast64_t op_seq;
+	/* idle operation channels kept for the next file operation (bridge.c,
+	 * docs/jail.md "Operations in the guest"): a small operation costs a
+	 * frame round trip, not a socketpair, an OPEN and a fork in the guest */
+	pthread_mutex_t chan_mu;
+	int chan_idle[SPACE_OPCHAN_IDLE_MAX];
+	unsigned chan_nidle;
 	pthread_mutex_t mu;             /* guards active */
 	pthread_cond_t idle;
 	unsigned active;                /* connections being served */

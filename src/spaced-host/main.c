@@ -310,6 +310,7 @@ main(int argc, char **argv)
 	h.rec.state = EXEC_SERVING;
 	h.control = h.mon = -1;
 	pthread_mutex_init(&h.control_mu, NULL);
+	pthread_mutex_init(&h.chan_mu, NULL);
 	pthread_mutex_init(&h.mon_mu, NULL);
 	pthread_mutex_init(&h.mu, NULL);
 	pthread_cond_init(&h.idle, NULL);

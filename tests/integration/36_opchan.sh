@@ -1,0 +1,157 @@
+#!/bin/sh
+# Kept operation channels (docs/jail.md, "Operations in the guest"): file
+# operations after the first reuse an idle channel whose guest child waits
+# for its next REQUEST. Each answer stays the one asked for, at most
+# SPACE_OPCHAN_IDLE_MAX children wait, a client that leaves mid-stream or a
+# user who kills the waiting children costs nothing but a fresh channel,
+# and a waiting child is no easier to reach from the sandbox than an
+# operation child (the user, no capabilities, not dumpable).
+. "$SPACE_TOP/tests/lib.sh"
+SPC="python3 $SPACE_TOP/tests/tools/spc.py"
+W=$(mktemp -d)
+HP=""
+cleanup() {
+	[ -n "$HP" ] && kill "$HP" 2>/dev/null
+	i=0; while [ -n "$HP" ] && kill -0 "$HP" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	rm -rf "$W"
+}
+trap cleanup EXIT INT TERM
+
+UB=$((1000000 + (($$ + 1733) % 4000) * 65536))
+SB=oc$$
+mkdir -p "$W/layer" && mkdir -m 700 "$W/run"
+"$SPACE_BIN/spaced-host" --sandbox "$SB" --generation 1 --activation 1 --worker w1 \
+    --resident r1 --substrate jail --template host --run-dir "$W/run" --layer-dir "$W/layer" \
+    --uid-base "$UB" --disk-mb 256 --memory-mb 256 --pids 64 >"$W/ready" 2>"$W/log" &
+HP=$!
+i=0; while [ $i -lt 200 ] && [ ! -s "$W/ready" ]; do sleep 0.1; i=$((i + 1)); done
+is "bridge ready" "$(cut -d" " -f1 "$W/ready")" "ready"
+SOCK=$W/run/bridge.sock
+C=$($SPC claims --sandbox "$SB" --gen 1 --worker w1 --resident r1)
+call() { $SPC call "$SOCK" "$1" "$SB" "$C" "$2" ${3:+--in "$3"} ${4:+--out "$4"}; }
+f() { printf '%s\n' "$1" | $SPC get "$2"; }
+# the guest's processes other than PID 1, as "pid comm uid dumpable-probe"
+# lines, seen from inside by the sandbox user (an exec; its own operation
+# child, the shell's parent, is left out)
+guest_children() {
+	call exec '{"argv":["sh","-c","for p in /proc/[0-9]*; do n=${p#/proc/}; [ $n = 1 ] && continue; [ $n = $PPID ] && continue; [ \"$(cat $p/comm 2>/dev/null)\" = spaced-guest ] || continue; echo $n; done"]}' |
+	    $SPC get body.result.stdout
+}
+
+head -c 4096 /dev/urandom >"$W/a"
+head -c 5000 /dev/urandom >"$W/b"
+head -c $((8 * 1048576)) /dev/urandom >"$W/big"
+is "write a" "$(f "$(call fs.write '{"path":"/home/user/a"}' "$W/a")" body.result.size)" "4096"
+is "write b" "$(f "$(call fs.write '{"path":"/home/user/b"}' "$W/b")" body.result.size)" "5000"
+is "write big" "$(f "$(call fs.write '{"path":"/home/user/big"}' "$W/big")" body.result.size)" "8388608"
+
+# ---- sequential operations of every reusable kind, each with its own answer ----
+python3 - "$SOCK" "$SB" "$C" "$W" >"$W/seq" <<'EOF'
+import json, sys
+sys.path.insert(0, __import__("os").environ["SPACE_TOP"] + "/tests/tools")
+import spc
+sock, sbx, claims, w = sys.argv[1:5]
+want = {"a": open(w + "/a", "rb").read(), "b": open(w + "/b", "rb").read()}
+bad = 0
+for i in range(30):
+    name = "ab"[i % 2]
+    out = w + "/got"
+    fr, doc, n, ended = spc.call(sock, "fs.read", sbx, claims, {"path": "/home/user/" + name}, outfile=out)
+    if fr != "RESPONSE" or not ended or open(out, "rb").read() != want[name]:
+        bad += 1
+    fr, doc, n, ended = spc.call(sock, "fs.stat", sbx, claims, {"path": "/home/user/" + name})
+    if fr != "RESPONSE" or doc["result"]["size"] != len(want[name]):
+        bad += 1
+    fr, doc, n, ended = spc.call(sock, "fs.read", sbx, claims, {"path": "/home/user/none%d" % i})
+    if fr != "ERROR" or doc["status"] != 404:
+        bad += 1
+    fr, doc, n, ended = spc.call(sock, "fs.mkdir", sbx, claims, {"path": "/home/user/d%d" % i})
+    if fr != "RESPONSE":
+        bad += 1
+    fr, doc, n, ended = spc.call(sock, "fs.rename", sbx, claims, {"from": "/home/user/d%d" % i, "to": "/home/user/e%d" % i})
+    if fr != "RESPONSE":
+        bad += 1
+    fr, doc, n, ended = spc.call(sock, "fs.list", sbx, claims, {"path": "/home/user/e%d" % i})
+    if fr != "RESPONSE" or doc["result"]["entries"] != []:
+        bad += 1
+    fr, doc, n, ended = spc.call(sock, "fs.remove", sbx, claims, {"path": "/home/user/e%d" % i})
+    if fr != "RESPONSE":
+        bad += 1
+print(bad)
+EOF
+is "210 operations in a row (reads, stats, 404s, mkdir, rename, list, remove): every answer its own" "$(cat "$W/seq")" "0"
+kids=$(guest_children | grep -c "^[0-9]")
+# the process manager is one of them
+check "at most 2 waiting children plus the process manager ($kids)" test "$kids" -ge 1 -a "$kids" -le 3
+
+# ---- concurrent reads: more channels, then no more than the bound wait ----
+python3 - "$SOCK" "$SB" "$C" "$W" >"$W/par" <<'EOF'
+import sys, threading
+sys.path.insert(0, __import__("os").environ["SPACE_TOP"] + "/tests/tools")
+import spc
+sock, sbx, claims, w = sys.argv[1:5]
+want = open(w + "/big", "rb").read()
+bad = []
+def one(k):
+    out = "%s/par%d" % (w, k)
+    fr, doc, n, ended = spc.call(sock, "fs.read", sbx, claims, {"path": "/home/user/big"}, outfile=out)
+    if fr != "RESPONSE" or not ended or open(out, "rb").read() != want:
+        bad.append(k)
+ts = [threading.Thread(target=one, args=(k,)) for k in range(6)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(len(bad))
+EOF
+is "6 concurrent 8 MiB reads all whole" "$(cat "$W/par")" "0"
+rm -f "$W"/par?
+kids=$(guest_children | grep -c "^[0-9]")
+check "after them, still at most 2 waiting children plus the process manager ($kids)" test "$kids" -ge 1 -a "$kids" -le 3
+
+# ---- a client that leaves in the middle of a read ----
+python3 - "$SOCK" "$SB" "$C" >"$W/cut" <<'EOF'
+import json, socket, sys
+sys.path.insert(0, __import__("os").environ["SPACE_TOP"] + "/tests/tools")
+import spc
+sock, sbx, claims = sys.argv[1:4]
+for _ in range(3):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    spc.send_frame(s, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1}))
+    spc.recv_frame(s)
+    spc.send_frame(s, "REQUEST", json.dumps({"op": "fs.read", "sandbox": sbx,
+                                             "claims": json.loads(claims), "args": {"path": "/home/user/big"}}))
+    name, _ = spc.recv_frame(s)
+    name2, _ = spc.recv_frame(s)       # one DATA, then gone
+    s.close()
+print("ok")
+EOF
+is "three reads cut after their first DATA" "$(cat "$W/cut")" "ok"
+o=$(call fs.read '{"path":"/home/user/a"}' "" "$W/got")
+is "the next read is whole and its own" "$(f "$o" ended) $(cmp -s "$W/a" "$W/got" && echo same)" "true same"
+
+# ---- from the sandbox's side ----
+# a waiting child runs as the user with nothing more: no capabilities, not
+# dumpable, so the user cannot look into it or take its descriptors
+call fs.stat '{"path":"/home/user/a"}' >/dev/null
+pids=$(guest_children)
+probe=$(call exec "{\"argv\":[\"sh\",\"-c\",\"for p in $(echo $pids); do awk '/^(Uid|CapEff|CapPrm):/ { printf \\\"%s %s \\\", \$1, \$2 } END { print \\\"\\\" }' /proc/\$p/status; ls /proc/\$p/fd >/dev/null 2>&1 && echo FD-READABLE; done\"]}" | $SPC get body.result.stdout)
+diag "waiting children: $(echo $pids); $probe"
+check "the children run as the user (uid 1000) with no capabilities" sh -c "printf '%s\n' '$probe' | grep -v '^$' | grep -v 'Uid: 1000 CapPrm: 0000000000000000 CapEff: 0000000000000000' | { ! grep -q .; }"
+check "the user cannot list their descriptors (not dumpable)" sh -c "! printf '%s\n' '$probe' | grep -q FD-READABLE"
+# the user kills every waiting child (and the process manager; PID 1
+# starts another): the next operations get fresh channels
+o=$(call exec "{\"argv\":[\"sh\",\"-c\",\"kill -9 $(echo $pids) 2>&1; echo done\"]}")
+is "the user kills the waiting children" "$(f "$o" body.result.stdout)" "done"
+o=$(call fs.read '{"path":"/home/user/b"}' "" "$W/got")
+is "a read after that is whole" "$(f "$o" ended) $(cmp -s "$W/b" "$W/got" && echo same)" "true same"
+is "and a stat" "$(f "$(call fs.stat '{"path":"/home/user/b"}')" body.result.size)" "5000"
+
+# a file that reports no size (/proc) is still read to its end
+o=$(call fs.read '{"path":"/proc/self/status"}' "" "$W/st")
+check "fs.read of /proc/self/status (size 0 in stat) has its content" grep -q '^Uid:.*1000' "$W/st"
+# a refused request never reaches a kept channel: claims for another sandbox
+C2=$($SPC claims --sandbox other --gen 1 --worker w1 --resident r1)
+o=$($SPC call "$SOCK" fs.read "$SB" "$C2" '{"path":"/home/user/a"}')
+is "a capability of another sandbox is refused at the bridge" "$(f "$o" frame) $(f "$o" body.status)" "ERROR 403"
+is "the bridge still serves" "$(f "$(call fs.stat '{"path":"/home/user/a"}')" body.result.size)" "4096"
+done_testing
