@@ -150,7 +150,7 @@ is "a malformed rejected route -> 400" "$(post "/v1/sandboxes/$S/routes" "$K" '{
 
 # rotation while the daemon runs
 V1=$(jget version "$T/v1")
-NEWKID=$(space-control keys rotate --data-dir "$D" --rotate-publish-delay 2 2>>"$T/log")
+NEWKID=$(space-control keys rotate --data-dir "$D" --rotate-publish-delay 6 2>>"$T/log")
 check "keys rotate prints the new kid" sh -c "echo '$NEWKID' | grep -Eq '^k4\.pid\.'"
 post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}' >/dev/null
 TOK2=$(jget capability)
@@ -164,7 +164,7 @@ check "the token issued before rotation verifies against the new bundle" test -s
 NA=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["not_after"][sys.argv[2]])' "$T/v2" "$KID1")
 check "the old key's not_after covers its last token (>= its exp + 15)" sh -c \
 	"[ \$(( \$(date -d '$NA' +%s) - \$(date -d '$(jget claims.exp "$T/v2")' +%s) )) -ge 15 ]"
-sleep 3
+sleep 7
 post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}' >/dev/null
 TOK3=$(jget capability)
 curl -s "$U/v1/keys" >"$T/keys3"
