@@ -80,6 +80,7 @@ def bench_concurrent(P, plat, n):
         t.join()
     lat = [running[s] - t_post[i] for i, s in ids.items() if s in running]
     wall = (max(running[s] for s in ids.values() if s in running) - t0) if lat else float("nan")
+    phases = _concurrent_phases(plat, list(ids.values()))
     # kill them all, wait until the worker has let them go
     for s in ids.values():
         ctl.req("DELETE", "/v1/sandboxes/" + s, None, auth)
@@ -121,6 +122,9 @@ def bench_concurrent(P, plat, n):
     P.log("all running after %.2f s: %.1f creates per second; %d bwrap done after %.2f s: %.0f per second" % (
         wall / 1e6, len(lat) / (wall / 1e6) if lat else 0, len(blat), bwall / 1e6,
         len(blat) / (bwall / 1e6) if blat else 0))
+    for k, xs in phases:
+        if xs:
+            P.log("%-62s %9.0f %9.0f %9.0f" % (k, P.pct(xs, 50), P.pct(xs, 99), max(xs)))
     if lat:
         P.ROWS.append(("%d concurrent creates: p99 to running (issue 17: under 1 s)" % n,
                        "%.0f ms (median %.0f); %.1f creates/s" % (P.pct(lat, 99) / 1000, P.pct(lat, 50) / 1000,
@@ -155,6 +159,32 @@ def _log_events(logdir, sbx):
 def _ms_after(msg, label):
     m = re.search(re.escape(label) + r" ([0-9.]+)", msg)
     return float(m.group(1)) if m else None
+
+
+def _concurrent_phases(plat, sbxs):
+    """per sandbox, from the daemons' logs (ms): the store's commit to the
+    install's start (long-poll, lane queue), the install, and the serving
+    line to the control plane's record of the report"""
+    logdir = os.path.join(plat.data, "logs")
+    wait, inst, rep = [], [], []
+    for sbx in sbxs:
+        ev = _log_events(logdir, sbx)
+        created = next((t for t, p, m in ev if p == "space-control" and "created" in m), None)
+        reported = next((t for t, p, m in ev if p == "space-control" and m.endswith(": serving")), None)
+        mgr = next(((t, m) for t, p, m in ev if p == "sbx-manager" and m.startswith("serving ") and "after" in m), None)
+        if mgr is None:
+            continue
+        total = _ms_after(mgr[1], "after")
+        if total is None:
+            continue
+        inst.append(total)
+        if created is not None:
+            wait.append((mgr[0] - total / 1e3 - created) * 1e3)
+        if reported is not None:
+            rep.append((reported - mgr[0]) * 1e3)
+    return [("  of which: created to the install's start (long-poll, lanes)", wait),
+            ("  of which: the install (records, bridge, network)", inst),
+            ("  of which: serving to the report recorded by space-control", rep)]
 
 
 def bench_timeline(P, plat, runs):

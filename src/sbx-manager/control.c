@@ -38,7 +38,13 @@ struct outgoing {
 	const char *what;               /* static: for the log */
 	char *body;
 	char sandbox[SPACE_ID_MAX + 1]; /* re-sent from its record if lost; "" not */
+	char key[SPACE_ID_MAX + 1];     /* the sandbox it is about: its order is kept */
 };
+
+/* reporter threads: reports about different sandboxes go out at once (a
+ * hundred creates are not reported one round trip after another); those
+ * about one sandbox go out one at a time, in commit order */
+#define REPORTERS 4
 
 struct mgr_control {
 	pthread_mutex_t pending_lock;
@@ -48,6 +54,8 @@ struct mgr_control {
 	pthread_cond_t out_cond;
 	struct outgoing *out_head, *out_tail;
 	size_t nout;
+	char inflight[REPORTERS][SPACE_ID_MAX + 1];     /* keys being sent */
+	bool busy[REPORTERS];
 };
 
 static void pending_flush(struct mgr *m);
@@ -390,8 +398,8 @@ pending_flush(struct mgr *m)
 }
 
 /* POST body to path, retried: the state is committed locally already, and
- * a restart reports again from the records. Only the reporter thread
- * calls this. */
+ * a restart reports again from the records. Only the reporter threads
+ * call this. */
 static int
 post_retried(struct mgr *m, const char *path, const char *body, const char *what)
 {
@@ -416,7 +424,7 @@ post_retried(struct mgr *m, const char *path, const char *body, const char *what
 /* queue req (consumed) for the reporter thread, in commit order */
 static int
 outbox_put(struct mgr *m, const char *path, json_t *req, const char *what,
-    const char *resend_sandbox)
+    const char *resend_sandbox, const char *key)
 {
 	struct mgr_control *c = m->control;
 	struct outgoing *o;
@@ -437,6 +445,7 @@ outbox_put(struct mgr *m, const char *path, json_t *req, const char *what,
 	o->body = body;
 	if (resend_sandbox)
 		snprintf(o->sandbox, sizeof(o->sandbox), "%s", resend_sandbox);
+	snprintf(o->key, sizeof(o->key), "%s", key);
 	pthread_mutex_lock(&c->out_lock);
 	if (c->nout >= OUTBOX_MAX) {
 		pthread_mutex_unlock(&c->out_lock);
@@ -458,22 +467,52 @@ outbox_put(struct mgr *m, const char *path, json_t *req, const char *what,
 	return 0;
 }
 
-/* sends the queued reports, one at a time, in order */
-void *
-control_reporter_thread(void *arg)
+/* the first queued report whose sandbox no other reporter is sending (so
+ * the reports of one sandbox stay in order), taken off the queue and
+ * marked in flight in slot; NULL when there is none. out_lock held. */
+static struct outgoing *
+outbox_take(struct mgr_control *c, int slot)
 {
-	struct mgr *m = arg;
+	struct outgoing *o, *prev = NULL;
+	int i;
+
+	for (o = c->out_head; o != NULL; prev = o, o = o->next) {
+		for (i = 0; i < REPORTERS; i++)
+			if (c->busy[i] && strcmp(c->inflight[i], o->key) == 0)
+				break;
+		if (i < REPORTERS)
+			continue;
+		if (prev)
+			prev->next = o->next;
+		else
+			c->out_head = o->next;
+		if (c->out_tail == o)
+			c->out_tail = prev;
+		c->nout--;
+		c->busy[slot] = true;
+		memcpy(c->inflight[slot], o->key, sizeof(o->key));
+		return o;
+	}
+	return NULL;
+}
+
+struct reporter {
+	struct mgr *m;
+	int slot;
+};
+
+static void *
+reporter_main(void *arg)
+{
+	struct reporter *rp = arg;
+	struct mgr *m = rp->m;
 	struct mgr_control *c = m->control;
 	struct outgoing *o;
 
 	while (!atomic_load(&m->stopping)) {
 		pthread_mutex_lock(&c->out_lock);
-		while (c->out_head == NULL)
+		while ((o = outbox_take(c, rp->slot)) == NULL)
 			pthread_cond_wait(&c->out_cond, &c->out_lock);
-		o = c->out_head;
-		if ((c->out_head = o->next) == NULL)
-			c->out_tail = NULL;
-		c->nout--;
 		pthread_mutex_unlock(&c->out_lock);
 		/* not delivered (the control plane is away): the record is
 		 * committed, so it is reported again from the record later */
@@ -481,8 +520,29 @@ control_reporter_thread(void *arg)
 			pending_add(m, o->sandbox);
 		free(o->body);
 		free(o);
+		pthread_mutex_lock(&c->out_lock);
+		c->busy[rp->slot] = false;
+		/* a report of the same sandbox may be waiting for this one */
+		pthread_cond_broadcast(&c->out_cond);
+		pthread_mutex_unlock(&c->out_lock);
 	}
 	return NULL;
+}
+
+/* sends the queued reports: REPORTERS threads, this one included */
+void *
+control_reporter_thread(void *arg)
+{
+	static struct reporter rp[REPORTERS];
+	pthread_t t;
+	int i;
+
+	for (i = 0; i < REPORTERS; i++)
+		rp[i] = (struct reporter){ arg, i };
+	for (i = 1; i < REPORTERS; i++)
+		if (pthread_create(&t, NULL, reporter_main, &rp[i]) == 0)
+			pthread_detach(t);
+	return reporter_main(&rp[0]);
 }
 
 static int
@@ -509,7 +569,7 @@ report(struct mgr *m, const struct route_identity *id, const char *state, const 
 	 * failure is, without its archive: the sandbox then cannot be
 	 * resumed, which is safe (never from an older snapshot). */
 	return outbox_put(m, path, req, "status",
-	    !has_snap || strcmp(state, "failed") == 0 ? id->sandbox : NULL);
+	    !has_snap || strcmp(state, "failed") == 0 ? id->sandbox : NULL, id->sandbox);
 }
 
 int
@@ -554,7 +614,7 @@ control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct rou
 		    "sandbox", id->sandbox, "generation", (json_int_t)id->generation,
 		    "error", error ? error : "snapshot failed");
 	snprintf(path, sizeof(path), "/v1/workers/%s/snapshots", m->cfg.worker_id);
-	return outbox_put(m, path, req, "snapshot report", NULL);
+	return outbox_put(m, path, req, "snapshot report", NULL, id->sandbox);
 }
 
 int
