@@ -72,9 +72,21 @@ async def main():
         await asyncio.Future()
 asyncio.run(main())
 EOF
+# started, then waited for until its last port (8082) takes connections:
+# python's start under load can take more than a second
 serve() {
 	space fs write "$SBX" /home/user/srv.py <"$T/srv.py" 2>>"$T/err" &&
-	space exec --timeout 10 "$SBX" -- sh -c 'setsid /usr/bin/python3 /home/user/srv.py >/home/user/srv.log 2>&1 </dev/null & sleep 1' </dev/null >/dev/null 2>>"$T/err"
+	space exec --timeout 20 "$SBX" -- sh -c 'setsid /usr/bin/python3 /home/user/srv.py >/home/user/srv.log 2>&1 </dev/null &
+		exec /usr/bin/python3 -c "
+import socket, time
+for i in range(150):
+    try:
+        socket.create_connection((\"127.0.0.1\", 8082), 1).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    raise SystemExit(1)"' </dev/null >/dev/null 2>>"$T/err"
 }
 check "a web server starts in the sandbox (8080, 8081 HTTP; 8082 WebSocket)" serve
 declare_port() {
