@@ -44,6 +44,8 @@ run_all() {
 	    --summary-md "$B/bench/summary.md" ${BENCH_ARGS:-} || rc=1
 	# the E2B SDK through space-edge beside the native API (docs/e2b.md)
 	sh "$top/bench/e2b.sh" "$B" || rc=1
+	# a host killed: the time until its sandbox serves elsewhere (as Markdown in BUILD_DIR/bench/host_loss.md)
+	sh "$top/bench/host_loss.sh" "$B" || rc=1
 	echo "$rc" >"$tmp/rc"
 }
 

@@ -48,9 +48,22 @@
 #
 # The helpers name their own variables _pl_*: tests use i, p, b... freely.
 
+# Where each daemon runs: pl_addr HOST its address, pl_ns HOST the prefix
+# that runs a command there, pl_host HOST makes the host (HOST: "ctl", or a
+# worker's id). Here every daemon is on 127.0.0.1 of one namespace; with
+# SPACE_TEST_HOSTS=1 tests/lib_hosts.sh replaces them: each host a network
+# namespace of its own with its own address (simulated hosts).
+pl_addr() { echo 127.0.0.1; }
+pl_ns() { :; }
+pl_host() { :; }
+
 # platform_init: the directory, private binaries, space-control's port, the
 # API key and root key, and the exit trap
 platform_init() {
+	if [ "${SPACE_TEST_HOSTS:-}" = 1 ]; then
+		. "$SPACE_TOP/tests/lib_hosts.sh"
+		hosts_enter
+	fi
 	# SPACE_TEST_STORE=pg: space-control and its subcommands use a
 	# PostgreSQL of the test's own (tests/lib_pg.sh), csql runs on it
 	if [ "${SPACE_TEST_STORE:-}" = pg ]; then
@@ -68,7 +81,7 @@ platform_init() {
 		cp "$SPACE_BIN/$_pl_b" "$BIN/"
 	done
 	CP=$(free_port)
-	CU=http://127.0.0.1:$CP
+	CU=http://$(pl_addr ctl):$CP
 	CTL='' CRASHT='' _pl_workers=''
 	: "${PLATFORM_TEST:=$(basename "$0" .sh | cut -d_ -f1)}"
 	# the cleanup runs once, on every exit; a signal is an exit with 1
@@ -103,6 +116,7 @@ platform_cleanup() {
 	_pl_i=0
 	while [ -n "$(bridges)" ] && [ $_pl_i -lt 50 ]; do sleep 0.1; _pl_i=$((_pl_i + 1)); done
 	_pl_b=$(bridges); [ -n "$_pl_b" ] && kill -9 $_pl_b 2>/dev/null && sleep 0.5
+	command -v hosts_cleanup >/dev/null 2>&1 && hosts_cleanup
 	awk -v t="$T/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null
 	[ "${SPACE_TEST_STORE:-}" = pg ] && { cp "$PGT/server.log" "$T/pg_server.log" 2>/dev/null; pg_cleanup; }
 	if [ "$_tap_fail" != 0 ] || [ "$_pl_rc" != 0 ]; then
@@ -116,7 +130,8 @@ platform_cleanup() {
 # start_ctl [flag...]: space-control on $CP (again after a stop or crash);
 # true once it answers /healthz (10 s)
 start_ctl() {
-	"$BIN/space-control" --data-dir "$T/c" --listen "127.0.0.1:$CP" $CTL_FLAGS "$@" 2>>"$T/ctl.log" &
+	pl_host ctl || return 1
+	$(pl_ns ctl) "$BIN/space-control" --data-dir "$T/c" --listen "$(pl_addr ctl):$CP" $CTL_FLAGS "$@" 2>>"$T/ctl.log" &
 	CTL=$!
 	wait_http "$CU/healthz" 10
 }
@@ -132,10 +147,11 @@ register_worker() {
 start_mgr() {
 	_pl_n=$1 _pl_id=$2 _pl_port=$3; shift 3
 	rm -f "$T/$_pl_id/run/sbx-manager.sock"  # a killed instance leaves its socket
-	# the subshell execs sbx-manager: $! is its pid
+	pl_host "$_pl_id" || return 1
+	# the subshell execs sbx-manager (nsenter execs it too): $! is its pid
 	([ -z "${MGR_UMASK:-}" ] || umask "$MGR_UMASK"
-	exec "$BIN/sbx-manager" --data-dir "$T/$_pl_id" --control "$CU" --worker-id "$_pl_id" \
-	    --credential-file "$T/cred_$_pl_id" --root-key "$ROOT" --endpoint "http://127.0.0.1:$_pl_port" \
+	exec $(pl_ns "$_pl_id") "$BIN/sbx-manager" --data-dir "$T/$_pl_id" --control "$CU" --worker-id "$_pl_id" \
+	    --credential-file "$T/cred_$_pl_id" --root-key "$ROOT" --endpoint "http://$(pl_addr "$_pl_id"):$_pl_port" \
 	    --capacity "${MGR_CAPACITY:-4}" --api-group nogroup $MGR_FLAGS "$@") 2>>"$T/mgr_$_pl_id.log" &
 	eval "M$_pl_n=\$!"
 	case " $_pl_workers " in *" $_pl_n "*) ;; *) _pl_workers="$_pl_workers $_pl_n" ;; esac
@@ -148,11 +164,12 @@ start_mgr() {
 # N<N>. True once it answers /healthz (10 s).
 start_napi() {
 	_pl_n=$1 _pl_id=$2 _pl_port=$3; shift 3
-	"$BIN/node-api" --listen "127.0.0.1:$_pl_port" --manager-socket "$T/$_pl_id/run/sbx-manager.sock" \
+	pl_host "$_pl_id" || return 1
+	$(pl_ns "$_pl_id") "$BIN/node-api" --listen "$(pl_addr "$_pl_id"):$_pl_port" --manager-socket "$T/$_pl_id/run/sbx-manager.sock" \
 	    --worker-id "$_pl_id" $NAPI_FLAGS "$@" 2>>"$T/napi_$_pl_id.log" &
 	eval "N$_pl_n=\$!"
 	case " $_pl_workers " in *" $_pl_n "*) ;; *) _pl_workers="$_pl_workers $_pl_n" ;; esac
-	wait_http "http://127.0.0.1:$_pl_port/healthz" 10
+	wait_http "http://$(pl_addr "$_pl_id"):$_pl_port/healthz" 10
 }
 
 # add_worker N ID PORT [sbx-manager flag...]: register worker ID, start its

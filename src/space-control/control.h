@@ -22,6 +22,10 @@
 #define CONTROL_CAPACITY_MAX    100000
 #define CONTROL_LEASE_TTL       60      /* seconds an operation's lease lasts unrenewed */
 #define CONTROL_ARCHIVE_GRACE   3600    /* seconds a reported archive is a pending reference */
+/* seconds a lost worker keeps its executions before they are placed
+ * elsewhere: a capability's lifetime and the clock skew, so that none
+ * issued for the lost execution is still valid when its successor serves */
+#define CONTROL_LOST_GRACE      135
 
 /* what a tenant may ask of one sandbox, and what it gets when it asks
  * nothing: sized for a 24 GiB, few-core worker; the operator changes them
@@ -58,6 +62,7 @@ struct config {
 	int     http_heads_per_ip;
 	int     http_conns_per_ip;
 	int     route_wait_ms;          /* SPACE_ROUTE_WAIT_MS: a route waits for a converging execution */
+	int     lost_grace;             /* seconds lost before its executions are re-placed */
 	int     archive_grace;          /* seconds: a reported digest is kept at least this long */
 	int64_t archive_max_mb;         /* MiB of one uploaded snapshot archive (SPACE_ARCHIVE_MAX) */
 	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */
@@ -196,6 +201,8 @@ void metrics_auth_failure(const char *kind);
 void metrics_store_latency(double seconds);
 /* n notifications of committed assignments received from the store */
 void metrics_store_notifications(unsigned n);
+/* sandboxes of lost workers: result "placed" or "failed" */
+void metrics_failover(const char *result, int n);
 /* kind: pause, resume, move, snapshot, other; result: started, ok, failed,
  * abandoned, conflict, refused (static strings) */
 void metrics_lifecycle(const char *kind, const char *result);

@@ -132,6 +132,10 @@ start_resume(struct store *s, const char *sandbox, const struct op_request *rq,
 		 * back */
 		rc = streq(c->exec_state, "failed") && c->snapshot[0] ?
 		    R(s)->snapshot_has(s, sandbox, c->gen, c->snapshot) : 0;
+		/* or lost with its worker: the latest snapshot is all that
+		 * is left of it (failover.c) */
+		if (rc == 0 && streq(c->exec_state, "failed"))
+			rc = lc_lost_resumable(s, sandbox, c->gen, c->snapshot);
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {

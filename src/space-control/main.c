@@ -26,7 +26,7 @@
 enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_DELAY,
     O_LEASE, O_HEAD_TIMEOUT, O_HEADS_IP, O_CONNS_IP, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM,
     O_MAXPIDS, O_DEFPIDS, O_MAXCPU, O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK,
-    O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD, O_ARCHIVE_GRACE, O_ARCHIVE_MAX };
+    O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD, O_ARCHIVE_GRACE, O_ARCHIVE_MAX, O_LOST_GRACE };
 
 static const struct option opts[] = {
 	{ "data-dir",             required_argument, NULL, O_DATA },
@@ -59,6 +59,7 @@ static const struct option opts[] = {
 	{ "route-hold-ms",        required_argument, NULL, O_ROUTE_HOLD },
 	{ "archive-grace",        required_argument, NULL, O_ARCHIVE_GRACE },
 	{ "archive-max-mb",       required_argument, NULL, O_ARCHIVE_MAX },
+	{ "lost-grace",           required_argument, NULL, O_LOST_GRACE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -76,6 +77,7 @@ usage(FILE *f)
 	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
 	    "           [--templates NAME[,NAME...]] [--route-wait-ms N] [--route-hold-ms N]\n"
 	    "           [--archive-grace S] [--archive-max-mb MB]\n"
+	    "           [--lost-grace S]\n"
 	    "       space-control apikey add NAME [--max-sandboxes N] [--max-memory-mb N]\n"
 	    "           [--creates-per-minute N] --data-dir D\n"
 	    "       space-control apikey list --data-dir D\n"
@@ -145,6 +147,7 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_ROUTE_HOLD: return set_int(name, v, 0, 60000, &cfg->route_hold_ms);
 	case O_ARCHIVE_GRACE: return set_int(name, v, 1, 30 * 86400, &cfg->archive_grace);
 	case O_ARCHIVE_MAX: return set_i64(name, v, 1, 1 << 24, &cfg->archive_max_mb);
+	case O_LOST_GRACE: return set_int(name, v, 0, 30 * 86400, &cfg->lost_grace);
 	case O_DATA:     return set_str(name, v, cfg->data_dir, sizeof(cfg->data_dir));
 	case O_LISTEN:   return set_str(name, v, cfg->listen, sizeof(cfg->listen));
 	case O_CERT:     return set_str(name, v, cfg->tls_cert, sizeof(cfg->tls_cert));
@@ -226,6 +229,7 @@ control_parse(int argc, char **argv, struct config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	strcpy(cfg->listen, CONTROL_LISTEN_DEFAULT);
 	cfg->heartbeat_timeout = CONTROL_HEARTBEAT_DEF;
+	cfg->lost_grace = CONTROL_LOST_GRACE;
 	cfg->lease_ttl = CONTROL_LEASE_TTL;
 	cfg->http_head_timeout = SPACE_HTTP_HEAD_TIMEOUT;
 	cfg->http_heads_per_ip = SPACE_HTTP_HEADS_PER_IP;

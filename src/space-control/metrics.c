@@ -30,6 +30,7 @@ static const double store_le[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 #define NLE (sizeof(store_le) / sizeof(store_le[0]))
 static unsigned long long store_buckets[NLE];
 static unsigned long long store_notifications;
+static unsigned long long failovers[2];        /* placed, failed */
 
 void
 metrics_request(const char *route, unsigned status)
@@ -120,6 +121,14 @@ metrics_store_notifications(unsigned n)
 	pthread_mutex_unlock(&mu);
 }
 
+void
+metrics_failover(const char *result, int n)
+{
+	pthread_mutex_lock(&mu);
+	failovers[strcmp(result, "placed") == 0 ? 0 : 1] += (unsigned long long)n;
+	pthread_mutex_unlock(&mu);
+}
+
 char *
 metrics_render(struct ctl *c)
 {
@@ -165,6 +174,10 @@ metrics_render(struct ctl *c)
 	    " assignments received from the store (PostgreSQL LISTEN; any replica's commits).\n"
 	    "# TYPE space_control_store_notifications_total counter\n"
 	    "space_control_store_notifications_total %llu\n", store_notifications);
+	fprintf(f, "# HELP space_control_failovers_total Sandboxes of lost workers placed"
+	    " again, or failed.\n# TYPE space_control_failovers_total counter\n"
+	    "space_control_failovers_total{result=\"placed\"} %llu\n"
+	    "space_control_failovers_total{result=\"failed\"} %llu\n", failovers[0], failovers[1]);
 	pthread_mutex_unlock(&mu);
 	api_archives_metrics(f);
 	fprintf(f, "# HELP space_control_workers Workers by state.\n"

@@ -201,6 +201,23 @@ reap_timeouts(struct ctl *c)
 	json_decref(due);
 }
 
+/* the sandboxes of workers lost for longer than the grace are placed
+ * elsewhere (failover.c); every daemon on the store tries, the sandbox's
+ * lease and the store's transactions let one act */
+static void
+failover(struct ctl *c)
+{
+	int failed = 0, n = c->st->ops->workers_failover(c->st, c->instance, c->cfg.lease_ttl,
+	    now_unix() - c->cfg.heartbeat_timeout - c->cfg.lost_grace, &failed);
+
+	if (n > 0)
+		metrics_failover("placed", n);
+	if (failed > 0)
+		metrics_failover("failed", failed);
+	if (n > 0 || failed > 0)
+		assign_notify(c);
+}
+
 /* once a second: workers silent for longer than the heartbeat timeout are
  * lost (no new placements), the keyring follows rotations, lifecycle
  * operations are driven (leases renewed, expired ones taken over) and
@@ -217,6 +234,7 @@ tick(void *arg)
 		n = c->st->ops->workers_reap(c->st, now_unix() - c->cfg.heartbeat_timeout);
 		if (n > 0)
 			log_info("scheduler: %d worker(s) missed heartbeats, marked lost", n);
+		failover(c);
 		(void)keyring_refresh(&c->kr, c->st);
 		ops_kick(c, NULL);
 		reap_timeouts(c);

@@ -156,6 +156,12 @@ struct store_ops {
 	    const struct route_identity *, const char *state, const char *error,
 	    const struct snap_report *snap, const char **why);
 	int (*workers_reap)(struct store *, int64_t older_than);
+	/* the failover (failover.c): the executions of workers lost with a
+	 * last heartbeat before lost_before are retired in the record and
+	 * their sandboxes placed elsewhere from their latest snapshot, or
+	 * failed (*failed counts those); the number placed again */
+	int (*workers_failover)(struct store *, const char *lease_owner, int64_t lease_ttl,
+	    int64_t lost_before, int *failed);
 	int (*worker_counts)(struct store *, int64_t *live, int64_t *lost);
 	/* every worker: id, endpoint, state, capacity, running executions,
 	 * reported resources and what its executions ask of them */

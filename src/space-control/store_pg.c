@@ -890,6 +890,7 @@ static const struct store_ops pg_ops = {
 	.assignments_after = pg_assignments_after,
 	.execution_status = lc_execution_status,
 	.workers_reap = pg_workers_reap,
+	.workers_failover = lc_workers_failover,
 	.worker_counts = pg_worker_counts,
 	.workers_list = pg_workers_list,
 	.key_add = p_key_add,

@@ -103,6 +103,9 @@ int pg_worker_heartbeat(struct store *, const char *worker, const char *incarnat
 int pg_assignments_after(struct store *, const char *worker, int64_t after,
     json_t **out, int64_t *revision);
 int pg_workers_reap(struct store *, int64_t older_than);
+/* store_pg_lost.c: the failover's row operations (store_tx.h) */
+int pg_lost_execs(struct store *, int64_t lost_before, const char *sandbox, json_t **out);
+int pg_exec_error(struct store *, const char *sandbox, int64_t gen, char *err, size_t cap);
 int pg_worker_counts(struct store *, int64_t *live, int64_t *lost);
 int pg_workers_list(struct store *, json_t **out);
 int pg_template_refs(struct store *, const char *digest, int64_t *n);

@@ -753,6 +753,7 @@ static const struct store_ops sqlite_ops = {
 	.assignments_after = sq_assignments_after,
 	.execution_status = lc_execution_status,
 	.workers_reap = sq_workers_reap,
+	.workers_failover = lc_workers_failover,
 	.worker_counts = sq_worker_counts,
 	.workers_list = sq_workers_list,
 	.key_add = sq_key_add,

@@ -84,6 +84,9 @@ int sq_worker_heartbeat(struct store *, const char *worker, const char *incarnat
 int sq_assignments_after(struct store *, const char *worker, int64_t after,
     json_t **out, int64_t *revision);
 int sq_workers_reap(struct store *, int64_t older_than);
+/* store_sqlite_lost.c: the failover's row operations (store_tx.h) */
+int sq_lost_execs(struct store *, int64_t lost_before, const char *sandbox, json_t **out);
+int sq_exec_error(struct store *, const char *sandbox, int64_t gen, char *err, size_t cap);
 int sq_worker_counts(struct store *, int64_t *live, int64_t *lost);
 int sq_template_refs(struct store *, const char *digest, int64_t *n);
 int sq_workers_list(struct store *, json_t **out);

@@ -213,6 +213,15 @@ struct store_rows {
 	int (*archive_pending_prune)(struct store *, int64_t now);
 	int (*ops_oldest_open)(struct store *, int64_t *created);
 	int (*archive_referenced)(struct store *, const char *digest);
+
+	/* a lost worker's executions (failover.c; store_sqlite_lost.c,
+	 * store_pg_lost.c): the current, active executions of the current
+	 * incarnation of workers lost with a last heartbeat before
+	 * lost_before, of creating or running sandboxes (only sandbox's when
+	 * not NULL), at most 64: [{"owner","sandbox","generation","worker"}] */
+	int (*lost_execs)(struct store *, int64_t lost_before, const char *sandbox, json_t **out);
+	/* an execution's recorded error: 1 found ("" none), 0 unknown */
+	int (*exec_error)(struct store *, const char *sandbox, int64_t gen, char *err, size_t cap);
 };
 #define ACCESS_TOKENS_KEPT 32   /* per sandbox: a create and its connects */
 
@@ -233,6 +242,9 @@ int lc_op_start(struct store *, const char *owner, const char *sandbox,
     const struct op_request *, json_t **out, const char **why);
 int lc_ops_drive(struct store *, const char *lease_owner, int64_t lease_ttl,
     const char *sandbox, bool advance);
+int lc_workers_failover(struct store *, const char *lease_owner, int64_t lease_ttl,
+    int64_t lost_before, int *failed);
+int lc_lost_resumable(struct store *, const char *sandbox, int64_t gen, const char *snapshot);
 int lc_snapshot_report(struct store *, const char *worker, const char *snapshot_id,
     const char *sandbox, int64_t generation, const char *digest, int64_t size,
     const char *error, const char **why);

@@ -26,7 +26,7 @@ is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 S=$(jget id)
 check "running" wait_state "$S" running 20
 CAP1=$(route "$S"); R1=$(jget route); E1=$(jget endpoint)
-is "the route names w1's node-api" "$E1" "http://127.0.0.1:$NP1"
+is "the route names w1's node-api" "$E1" "http://$(pl_addr w1):$NP1"
 CAP=$CAP1
 printf 'moved with the sandbox\n' >"$T/f"
 is "write a file on w1" "$(napi_at "$E1" PUT 'files?path=/home/user/keep.txt' --data-binary @"$T/f")" 200
@@ -70,10 +70,10 @@ check "the archive is intact" cmp -s "$T/c/archives/$P.snap" "$T/w1/snapshots/$P
 CAP=$CAP1
 is "generation-1 capability at w1 (retired) -> refused" "$(napi_at "$E1" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route not_serving"
 is "generation-1 capability sent to w2 -> refused: refresh the route (same sandbox, another execution)" \
-	"$(napi_at "http://127.0.0.1:$NP2" POST exec --data-binary '{"argv":["true"]}') $(jget error)" "409 refresh_route"
+	"$(napi_at "http://$(pl_addr w2):$NP2" POST exec --data-binary '{"argv":["true"]}') $(jget error)" "409 refresh_route"
 cpost "/v1/sandboxes/$S/routes" "{\"access\":[\"exec\",\"fs:r\",\"fs:w\"],\"rejected\":$R1}" >/dev/null
 CAP=$(jget capability); E2=$(jget endpoint)
-is "the client reports the rejected route and gets w2, generation 2" "$(jget route.worker) $(jget route.generation) $E2" "w2 2 http://127.0.0.1:$NP2"
+is "the client reports the rejected route and gets w2, generation 2" "$(jget route.worker) $(jget route.generation) $E2" "w2 2 http://$(pl_addr w2):$NP2"
 is "the file is on w2" "$(napi_at "$E2" GET 'files?path=/home/user/keep.txt')" 200
 check "... with its content" cmp -s "$T/body" "$T/f"
 is "... served by generation 2 on w2" "$(hdr X-Space-Generation) $(hdr X-Space-Worker)" "2 w2"

@@ -13,7 +13,8 @@
 # crash in the middle of a lifecycle operation, a move end to end, two
 # daemons handing leases over while one is stopped or killed), 63 (the
 # snapshot store's collection: the reference queries), 2s (refusals per
-# sandbox: an upsert of its own). 2r_control_pg_replicas.sh runs three
+# sandbox: an upsert of its own), 2t (the failover of a lost worker's
+# sandboxes, two daemons sweeping). 2r_control_pg_replicas.sh runs three
 # replicas on PostgreSQL. 28 checks control.db's file modes: nothing to
 # check on PostgreSQL. Verified on PostgreSQL too, and left to a manual
 # run because what they add runs the same statements as the ones above:
@@ -28,7 +29,7 @@ if [ ! -x "$PG_BIN/initdb" ]; then
 fi
 L=$(mktemp -d)
 trap 'rm -rf "$L"' EXIT INT TERM
-for n in ${SPACE_PG_TESTS:-20 21 22 23 24 25 26 27 29 63 2s}; do
+for n in ${SPACE_PG_TESTS:-20 21 22 23 24 25 26 27 29 63 2s 2t}; do
 	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
 		[ -f "$t" ] || continue
 		name=$(basename "$t" .sh)

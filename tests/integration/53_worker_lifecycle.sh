@@ -12,7 +12,7 @@ platform_init
 # every worker caches archives in its own DATA/snapshots; the control
 # plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP=$(free_port)
-NU=http://127.0.0.1:$NP
+NU=http://$(pl_addr w1):$NP
 W=$T/w1
 
 register_worker w1

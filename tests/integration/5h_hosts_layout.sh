@@ -1,0 +1,31 @@
+#!/bin/sh
+# The move, pause and resume tests again in the layout of simulated hosts
+# (tests/lib_hosts.sh): each script runs with SPACE_TEST_HOSTS=1, so
+# space-control and each worker run in a network namespace of their own,
+# with their own address on a bridge the test made, and reach each other
+# only through it. One result line per script: ok when every check of it
+# passed; the failing checks are shown otherwise. SPACE_HOSTS_TESTS sets
+# the list (default 27 53: a move between two workers, pause and resume
+# with the files back). 5i_host_loss.sh kills a host in the same layout.
+# ci: once
+. "$SPACE_TOP/tests/lib.sh"
+L=$(mktemp -d)
+trap 'rm -rf "$L"' EXIT INT TERM
+for n in ${SPACE_HOSTS_TESTS:-27 53}; do
+	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
+		[ -f "$t" ] || continue
+		name=$(basename "$t" .sh)
+		SPACE_TEST_HOSTS=1 PLATFORM_TEST="5h-$n" timeout -k 10 600 sh "$t" >"$L/$name.log" 2>&1
+		rc=$?
+		p=$(grep -c '^ok ' "$L/$name.log")
+		f=$(grep -c '^not ok ' "$L/$name.log")
+		if [ "$rc" = 0 ] && [ "$f" = 0 ] && [ "$p" -gt 0 ]; then
+			ok "$name on simulated hosts: $p checks"
+		else
+			not_ok "$name on simulated hosts: $p passed, $f failed, exit $rc"
+			grep -E '^not ok |^#' "$L/$name.log" | head -20 | sed 's/^/#   /'
+			tail -5 "$L/$name.log" | sed 's/^/#   | /'
+		fi
+	done
+done
+done_testing
