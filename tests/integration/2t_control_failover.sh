@@ -24,13 +24,14 @@ PB=$(free_port)
 while [ "$PB" = "$PORT" ]; do PB=$(free_port); done
 PIDB=
 HB=2
-GRACE=4
+GRACE=12
 cleanup_more() {
 	rm -f "$T"/hb_*
 	[ -n "$PIDB" ] && kill "$PIDB" 2>/dev/null && wait "$PIDB" 2>/dev/null
 	ctl_cleanup
 }
-trap cleanup_more EXIT INT TERM
+trap cleanup_more EXIT
+trap 'exit 1' INT TERM
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 for w in w1 w2 w3; do
@@ -90,8 +91,11 @@ pause_resume() { # SANDBOX: pause with a digest, resume on w1; the digest
 	sim_fetch w1 "$(cred w1)" 5
 	_d=$(rdigest)
 	sim_report w1 "$(cred w1)" retired "$_d" >/dev/null
-	until_sql 5 "SELECT state FROM sandboxes WHERE id='$1'" paused
-	post "/v1/sandboxes/$1/resume" "$K" '{}' >/dev/null
+	until_sql 30 "SELECT state FROM sandboxes WHERE id='$1'" paused
+	_i=0
+	while [ "$(post "/v1/sandboxes/$1/resume" "$K" '{}')" != 202 ] && [ $_i -lt 100 ]; do
+		sleep 0.2; _i=$((_i + 1))
+	done
 	serve w1
 	echo "$_d"
 }
