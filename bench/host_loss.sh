@@ -30,7 +30,8 @@ HB=${HOSTLOSS_HEARTBEAT:-10}
 GRACE=${HOSTLOSS_GRACE:-2}
 ROUNDS=${HOSTLOSS_ROUNDS:-3}
 CTL_FLAGS="--heartbeat-timeout $HB --lost-grace $GRACE"
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# each worker keeps its own snapshot cache (its data directory); archives
+# travel to space-control and back over HTTP by digest
 fail() { echo "host_loss: $*"; exit 1; }
 start_ctl || fail "space-control did not start"
 for n in 1 2 3; do

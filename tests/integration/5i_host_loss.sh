@@ -24,7 +24,8 @@ HB=10
 GRACE=2
 # sbx-manager heartbeats every 5 s: the timeout must leave room for one late
 CTL_FLAGS="--heartbeat-timeout $HB --lost-grace $GRACE"
-MGR_FLAGS="--snapshot-dir $T/snapshots"
+# each worker keeps its own snapshot cache (its data directory); archives
+# travel to space-control and back over HTTP by digest
 NP1=$(free_port); NP2=$(free_port); NP3=$(free_port)
 netns() { readlink "/proc/$1/ns/net"; }
 
