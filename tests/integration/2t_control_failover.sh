@@ -23,7 +23,8 @@ ctl_init
 PB=$(free_port)
 while [ "$PB" = "$PORT" ]; do PB=$(free_port); done
 PIDB=
-HB=2
+# (a heartbeat every 0.3 s: a loaded machine may still delay a few)
+HB=6
 GRACE=12
 cleanup_more() {
 	rm -f "$T"/hb_*
