@@ -38,6 +38,8 @@ for n in 1 2 3; do
 	eval "NP$n=$(free_port)"
 	eval "add_worker $n w$n \$NP$n" || fail "worker w$n did not start"
 done
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+LOAD0=$(load)
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 : >"$T/times"
 r=0
@@ -82,10 +84,12 @@ done
 med=$(sort -n "$T/times" | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
 all=$(sort -n "$T/times" | tr '\n' ' ')
 floor=$(((HB + GRACE) * 1000))
-echo "host loss -> serving again: median $med ms over $ROUNDS rounds ($all); heartbeat timeout $HB s + grace $GRACE s = $floor ms"
+echo "host loss -> serving again: median $med ms over $ROUNDS rounds ($all); heartbeat timeout $HB s + grace $GRACE s = $floor ms; load average $LOAD0 at the start, $(load) at the end"
 mkdir -p "$B/bench"
 {
 	echo "| measure | median | runs (ms) | configuration |"
 	echo "|---|---|---|---|"
 	echo "| a host killed -> its sandbox serving again elsewhere (first exec) | $med ms | $all | --heartbeat-timeout $HB s + --lost-grace $GRACE s = $floor ms (the floor) |"
+	echo
+	echo "Load average $LOAD0 at the start, $(load) at the end."
 } >"$B/bench/host_loss.md"
