@@ -16,8 +16,11 @@
  *      aud netgtw, pur service, this execution's identity, port, proto).
  * Then 127.0.0.1:PORT inside the sandbox, and the pump. The connections
  * are leased streams: when sbx-manager ends this execution (a generation
- * change, a relaunch, a stop) it stops us, and each connection is closed
- * with a reset, or a WebSocket close 4409 when it was upgraded. */
+ * change, a failure, a stop) it stops us, and each connection is closed
+ * with a reset, or a WebSocket close 4409 when it was upgraded. A
+ * relaunch of the bridge (a new activation of this execution, the
+ * namespace kept) does not: sbx-manager sends {"activation":N}, the
+ * connections stay, and our own check wants activation N from then on. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,13 +54,17 @@ static struct {
 	int npumps;
 } g;
 
-/* a datagram from sbx-manager: {"bundle":TOKEN} installs a key bundle
- * (1), anything else is handed back to the caller (0) */
+/* a datagram from sbx-manager that is not an answer: {"bundle":TOKEN}
+ * installs a key bundle; {"activation":N} says that the bridge of our
+ * execution was relaunched as activation N (the namespace and our
+ * connections are kept; new opens need N from now on). 1 when it was one
+ * of these, 0 when it is for the caller (an answer). */
 static int
 maybe_bundle(const char *buf, size_t n)
 {
 	json_t *o = json_loadb(buf, n, JSON_REJECT_DUPLICATES, NULL), *b;
 	struct key_bundle kb;
+	json_int_t a;
 	int rc = 0;
 
 	if (o != NULL && json_object_size(o) == 1 && (b = json_object_get(o, "bundle")) != NULL &&
@@ -66,6 +73,20 @@ maybe_bundle(const char *buf, size_t n)
 		if (bundle_verify(json_string_value(b), json_string_length(b), g.root_pk, &kb) != 0 ||
 		    verifier_set_bundle(g.v, &kb) != 0)
 			log_warnx("a key bundle from sbx-manager does not verify; kept the one we had");
+	} else if (o != NULL && json_object_size(o) == 1 &&
+	    (b = json_object_get(o, "activation")) != NULL && json_is_integer(b)) {
+		rc = 1;
+		a = json_integer_value(b);
+		/* an activation only ever grows within an execution */
+		if (a <= (json_int_t)g.rec.id.activation || a > (json_int_t)UINT32_MAX) {
+			log_warnx("activation %lld from sbx-manager is not after %u: ignored",
+			    (long long)a, g.rec.id.activation);
+		} else {
+			log_info("gateway of %s g%llu: activation %u -> %u, %d connection(s) kept",
+			    g.rec.id.sandbox, (unsigned long long)g.rec.id.generation,
+			    g.rec.id.activation, (unsigned)a, g.npumps);
+			g.rec.id.activation = (uint32_t)a;
+		}
 	}
 	json_decref(o);
 	return rc;

@@ -32,6 +32,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "msg.h"
+#include "netns.h"
 #include "sbx-manager.h"
 #include "snapshot.h"
 #include "util.h"
@@ -186,6 +187,20 @@ stop_bridge(struct mgr *m, const struct record *rec)
 	bridge_stop(pfd);
 	waitid(P_PIDFD, (id_t)pfd, NULL, WEXITED | WNOHANG);
 	close(pfd);
+	/* the execution ends here: its network namespace goes with it */
+	netns_release(rec);
+}
+
+/* the execution of r ends without a bridge to stop (it failed): its
+ * gateway (kept across activations), uplink and namespace go */
+static void
+end_network(struct mgr *m, const struct record *r)
+{
+	pthread_mutex_lock(&m->assign->egress_lock);
+	egress_detach(r);
+	pthread_mutex_unlock(&m->assign->egress_lock);
+	gateway_detach(r);
+	netns_release(r);
 }
 
 static void
@@ -318,6 +333,9 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed)
 		return ret;
 	t_commit = now_mono_ns();
 	lease_cancel_before(m, r->id.sandbox, r->epoch);
+	/* a relaunch: the gateway (kept with the namespace) wants the new
+	 * activation from now on, as our record does */
+	gateway_activation(r);
 	if ((ret = make_run_dir(r->run_dir)) != 0 || (ret = mkdir_p(r->layer_dir, 0711)) != 0) {
 		why = "cannot create the execution directories";
 		goto failed;
@@ -343,6 +361,7 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed)
 			goto failed;
 		}
 		lease_cancel_before(m, r->id.sandbox, r->epoch);
+		gateway_activation(r);
 		wait_layer_free(r);
 	}
 	t_ready = now_mono_ns();
@@ -381,6 +400,7 @@ failed:
 	    (unsigned long long)r->id.generation, why ? why : "error");
 	r->state = EXEC_FAILED;
 	r->epoch++;
+	end_network(m, r);
 	if (records_put(m, r) == 0) {
 		control_report(m, &r->id, "failed", why ? why : "install failed");
 		/* never served: the layer is empty or a restored archive */
@@ -1112,6 +1132,7 @@ bridge_exited(struct mgr *m, const char *sandbox, pid_t pid)
 	r.epoch++;
 	if (records_put(m, &r) == 0) {
 		lease_cancel_before(m, r.id.sandbox, r.epoch);
+		end_network(m, &r);
 		fail_salvaged(m, &r, "bridge exited too often");
 	}
 }

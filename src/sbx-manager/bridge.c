@@ -42,6 +42,7 @@
 #include "hostmon.h"
 #include "egress.h"
 #include "log.h"
+#include "netns.h"
 #include "sbx-manager.h"
 #include "util.h"
 
@@ -249,7 +250,7 @@ int
 bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why)
 {
 	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
-	char line[64], ns[16], img[1200];
+	char line[64], ns[16], img[1200], nsp[PATH_MAX + 16];
 	size_t got = 0;
 	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull;
 	pid_t pid;
@@ -267,12 +268,18 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	u64str(cpu, sizeof(cpu), r->cpu_percent);
 	u64str(dmb, sizeof(dmb), r->disk_mb);
 	egress_nameserver(r, ns);
+	/* the execution's network namespace: made by the first activation,
+	 * joined by every one (netns.c) */
+	if ((ret = netns_ensure(r, nsp, sizeof(nsp))) != 0) {
+		*why = "cannot make the network namespace";
+		return ret;
+	}
 	char *argv[] = {
 		(char *)m->cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
 		"--activation", act, "--worker", r->id.worker, "--resident", r->id.resident,
 		"--substrate", r->id.substrate, "--template", r->template_name,
 		"--run-dir", r->run_dir, "--layer-dir", r->layer_dir, "--uid-base", uidb,
-		"--memory-mb", mem, "--pids", pids, "--cpu-percent", cpu,
+		"--memory-mb", mem, "--pids", pids, "--cpu-percent", cpu, "--netns", nsp,
 		"--disk-mb", dmb, "--template-image", img, "--nameserver", ns, NULL
 	};
 	char **tail = &argv[sizeof(argv) / sizeof(argv[0]) - 5];

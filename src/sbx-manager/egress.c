@@ -613,6 +613,14 @@ egress_attach(const struct record *r)
 		return -ESRCH;
 	}
 	ifname(r->slot, dev);
+	/* a relaunch (new activation) of an execution whose uplink is
+	 * there: the namespace was kept (netns.c), and so are the uplink,
+	 * its addresses, rules and the connections through them */
+	if (owned_by(r) == 1) {
+		log_info("egress: %s g%llu a%u: uplink %s kept", r->id.sandbox,
+		    (unsigned long long)r->id.generation, r->id.activation, dev);
+		return 0;
+	}
 	owner_tag(r, tag);
 	addr4(eg.base + r->slot * 4 + 1, h);
 	addr4(eg.base + r->slot * 4 + 2, g);

@@ -14,8 +14,16 @@
  *   (admit_token, receiver kind netgtw) against our committed record,
  *   then the sandbox's declared ports (the seed's second check), kept in
  *   D/ports/SANDBOX as the assignments carry them.
- * - gateway_detach (retire, replacement, relaunch, stop) stops the
+ * - a relaunch of the bridge (a new activation of the same execution)
+ *   keeps the gateway and its connections: the namespace is the
+ *   execution's (netns.c); gateway_attach tells the gateway the new
+ *   activation ({"activation":N} on its channel), so its own check
+ *   refuses the old activation's capabilities from then on (ours does
+ *   from the record's commit on).
+ * - gateway_detach (retire, replacement, failure, stop) stops the
  *   gateway: its connections end there (a leased stream).
+ * - a gateway that dies on its own is started again (a log line), once
+ *   its channel hung up, if its execution still serves.
  * The gateway's uid is one per worker, not per sandbox: gateways are not
  * dumpable, so one cannot attach to another (docs/network.md). */
 #include <arpa/inet.h>
@@ -45,11 +53,12 @@
 #include "gwhello.h"
 #include "log.h"
 #include "msg.h"
+#include "netns.h"
 #include "sbx-manager.h"
 #include "util.h"
 
 struct gw {
-	bool used, closing;
+	bool used, closing, dead;       /* dead: hung up on its own */
 	char sandbox[SPACE_ID_MAX + 1];
 	uint64_t generation;
 	uint32_t activation;
@@ -73,7 +82,13 @@ static struct {
 	pthread_mutex_t lock;
 	struct gw gws[MGR_SLOTS_MAX];
 	int wake;
-} gt = { .uid = 65534, .lock = PTHREAD_MUTEX_INITIALIZER, .wake = -1 };
+	/* one attach or detach at a time (a lane, the restart of a dead
+	 * gateway); never taken by the check thread */
+	pthread_mutex_t attach_mu;
+} gt = { .uid = 65534, .lock = PTHREAD_MUTEX_INITIALIZER, .wake = -1,
+	.attach_mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void detach_locked(const char *sandbox);
 
 int
 gateway_option(const char *name, const char *arg)
@@ -253,8 +268,66 @@ send_bundle(struct gw *g)
 	return rc;
 }
 
+/* the live gateway of r's execution, if any: it learns r's activation
+ * and keeps its connections. 1 kept, 0 none to keep. */
+static int
+reidentify(const struct record *r)
+{
+	char msg[48];
+	int i, n, kept = 0;
+
+	pthread_mutex_lock(&gt.lock);
+	for (i = 0; i < (int)MGR_SLOTS_MAX; i++) {
+		struct gw *g = &gt.gws[i];
+
+		if (!g->used || g->closing || g->dead || strcmp(g->sandbox, r->id.sandbox) != 0 ||
+		    g->generation != r->id.generation || g->activation > r->id.activation)
+			continue;
+		if (g->activation == r->id.activation) {
+			kept = 2;       /* it knows already */
+			break;
+		}
+		n = snprintf(msg, sizeof(msg), "{\"activation\":%u}", r->id.activation);
+		if (send(g->ctl, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n) {
+			g->activation = r->id.activation;
+			kept = 1;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&gt.lock);
+	if (kept == 1)
+		log_info("gateway: %s g%llu kept for activation %u (its connections stay)",
+		    r->id.sandbox, (unsigned long long)r->id.generation, r->id.activation);
+	return kept;
+}
+
+static int attach_locked(const struct record *r);
+
+void
+gateway_activation(const struct record *r)
+{
+	if (!gt.on)
+		return;
+	pthread_mutex_lock(&gt.attach_mu);
+	(void)reidentify(r);
+	pthread_mutex_unlock(&gt.attach_mu);
+}
+
 int
 gateway_attach(const struct record *r)
+{
+	int rc;
+
+	if (!gt.on)
+		return 0;
+	pthread_mutex_lock(&gt.attach_mu);
+	rc = reidentify(r) ? 0 : attach_locked(r);
+	pthread_mutex_unlock(&gt.attach_mu);
+	return rc;
+}
+
+static int
+attach_locked(const struct record *r)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char tmp[sizeof(sa.sun_path)], final[sizeof(sa.sun_path)], nsp[64];
@@ -267,22 +340,27 @@ gateway_attach(const struct record *r)
 	struct stat st;
 	pid_t guest, pid;
 
-	if (!gt.on)
-		return 0;
-	gateway_detach(r);      /* an earlier activation's, if any */
-	if ((guest = egress_guest_pid(r->bridge_pid)) <= 0) {
-		log_warnx("gateway: %s: no guest to attach to", r->id.sandbox);
-		return -ESRCH;
+	detach_locked(r->id.sandbox);   /* an earlier execution's, or a dead one */
+	/* the execution's kept namespace (netns.c); a bridge started
+	 * without one (an older sbx-manager's): its guest's */
+	if ((ns = netns_open(r)) < 0) {
+		if ((guest = egress_guest_pid(r->bridge_pid)) <= 0) {
+			log_warnx("gateway: %s: no guest to attach to", r->id.sandbox);
+			return -ESRCH;
+		}
+		snprintf(nsp, sizeof(nsp), "/proc/%d/ns/net", (int)guest);
+		ns = open(nsp, O_RDONLY | O_CLOEXEC);
 	}
 	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)r->id.generation);
 	snprintf(act, sizeof(act), "%u", r->id.activation);
-	snprintf(nsp, sizeof(nsp), "/proc/%d/ns/net", (int)guest);
 	if ((size_t)snprintf(final, sizeof(final), "%s/%s.sock", gt.dir, r->id.sandbox) >= sizeof(final) ||
 	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", gt.dir, r->id.sandbox) >= sizeof(tmp)) {
 		log_warnx("gateway: socket path too long");
+		if (ns >= 0)
+			close(ns);
 		return -ENAMETOOLONG;
 	}
-	if ((ns = open(nsp, O_RDONLY | O_CLOEXEC)) < 0 ||
+	if (ns < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
 	    (ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
 		goto fail;
@@ -341,17 +419,25 @@ fail:
 void
 gateway_detach(const struct record *r)
 {
+	if (!gt.on)
+		return;
+	pthread_mutex_lock(&gt.attach_mu);
+	detach_locked(r->id.sandbox);
+	pthread_mutex_unlock(&gt.attach_mu);
+}
+
+static void
+detach_locked(const char *sandbox)
+{
 	char path[PATH_MAX + 80];
 	struct gw g;
 	struct stat st;
 	struct pollfd pf;
 	int i;
 
-	if (!gt.on)
-		return;
 	pthread_mutex_lock(&gt.lock);
 	for (i = 0; i < (int)MGR_SLOTS_MAX; i++)
-		if (gt.gws[i].used && !gt.gws[i].closing && strcmp(gt.gws[i].sandbox, r->id.sandbox) == 0)
+		if (gt.gws[i].used && !gt.gws[i].closing && strcmp(gt.gws[i].sandbox, sandbox) == 0)
 			break;
 	if (i == (int)MGR_SLOTS_MAX) {
 		pthread_mutex_unlock(&gt.lock);
@@ -450,6 +536,59 @@ check(struct gw *g)
 	explicit_bzero(&h, sizeof(h));
 }
 
+struct restart {
+	char sandbox[SPACE_ID_MAX + 1];
+	uint64_t generation;
+	pid_t pid;
+};
+
+/* a gateway died on its own (killed, crashed): its connections are gone,
+ * and new opens would find nobody behind D/gw/SANDBOX.sock. Started
+ * again after a second (a gateway that keeps dying costs one start a
+ * second), if its execution still serves; the dead one is reaped by the
+ * detach attach_locked starts with. */
+static void *
+restart_thread(void *arg)
+{
+	struct restart *rs = arg;
+	struct record r;
+	struct timespec ts = { 1, 0 };
+
+	nanosleep(&ts, NULL);
+	/* under attach_mu: a retirement's detach either came first (the
+	 * record says so) or waits for us and stops the new one */
+	pthread_mutex_lock(&gt.attach_mu);
+	if (records_get(gt.m, rs->sandbox, &r) == 0 && r.state == EXEC_SERVING &&
+	    r.id.generation == rs->generation && !reidentify(&r)) {
+		log_warnx("gateway: %s g%llu (pid %d) died on its own: starting another",
+		    rs->sandbox, (unsigned long long)rs->generation, (int)rs->pid);
+		(void)attach_locked(&r);
+	}
+	pthread_mutex_unlock(&gt.attach_mu);
+	free(rs);
+	return NULL;
+}
+
+/* gt.lock held */
+static void
+restart_dead(const struct gw *g)
+{
+	struct restart *rs = calloc(1, sizeof(*rs));
+	pthread_t t;
+
+	if (rs == NULL)
+		return;
+	snprintf(rs->sandbox, sizeof(rs->sandbox), "%s", g->sandbox);
+	rs->generation = g->generation;
+	rs->pid = g->pid;
+	if (pthread_create(&t, NULL, restart_thread, rs) != 0) {
+		log_warnx("gateway: %s died; cannot start another", g->sandbox);
+		free(rs);
+		return;
+	}
+	pthread_detach(t);
+}
+
 static void *
 check_thread(void *arg)
 {
@@ -465,7 +604,9 @@ check_thread(void *arg)
 		idx[n++] = -1;
 		pthread_mutex_lock(&gt.lock);
 		for (i = 0; i < (int)MGR_SLOTS_MAX; i++) {
-			if (!gt.gws[i].used)
+			/* a dead one hangs up for ever: polled again only to
+			 * be freed once its detach marked it closing */
+			if (!gt.gws[i].used || (gt.gws[i].dead && !gt.gws[i].closing))
 				continue;
 			pf[n] = (struct pollfd){ .fd = gt.gws[i].ctl, .events = POLLIN };
 			idx[n++] = i;
@@ -482,11 +623,14 @@ check_thread(void *arg)
 			if (!pf[i].revents || !g->used)
 				continue;
 			if (g->closing || (pf[i].revents & (POLLHUP | POLLERR))) {
-				/* a gateway that died on its own stays until
-				 * its detach; one being detached is freed */
+				/* one being detached is freed; one that died on
+				 * its own is started again (restart_dead) */
 				if (g->closing) {
 					close(g->ctl);
 					g->used = false;
+				} else if (!g->dead) {
+					g->dead = true;
+					restart_dead(g);
 				}
 				continue;
 			}

@@ -19,5 +19,10 @@ void gateway_assignment(const struct msg_assignment *a);
 /* the gateway of r's serving execution: start; stop (its connections
  * end: reset, or WebSocket close 4409) */
 int gateway_attach(const struct record *r);
+/* r is a new activation of the execution whose gateway runs (a relaunch,
+ * committed starting): the gateway learns it, keeps its connections,
+ * and refuses the old activation's capabilities from now on. gateway_
+ * attach does the same when the gateway runs, else starts one. */
+void gateway_activation(const struct record *r);
 void gateway_detach(const struct record *r);
 #endif

@@ -27,6 +27,7 @@
 
 #include "limits.h"
 #include "log.h"
+#include "netns.h"
 #include "sbx-manager.h"
 #include "util.h"
 #include "walk.h"
@@ -149,6 +150,9 @@ reclaim_finish(struct mgr *m, const char *name)
 	 * the image: let go of it first (the image's blocks are only
 	 * freed when nothing holds it) */
 	layer_release(&tmp);
+	/* the namespace's bind is a mount point the removal would not cross */
+	snprintf(jdir, sizeof(jdir), "%s/run/%s", m->cfg.data_dir, name);
+	netns_release_dir(jdir);
 	if ((r = remove_entry(m, "exec", name)) < 0 || (r = remove_entry(m, "run", name)) < 0) {
 		log_warnx("reclaim %s: %s (kept for a later attempt)", name, strerror(-r));
 		return r;

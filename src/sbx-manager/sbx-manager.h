@@ -14,7 +14,8 @@
  *   metrics.c  counters, written to D/metrics.prom
  *   refusals.c refusals counted per sandbox, sent with the heartbeat
  *   uidrange.c host uid windows, one per worker on a machine
- *   layer.c    snapshots of the writable layer: archive and restore */
+ *   layer.c    snapshots of the writable layer: archive and restore
+ *   netns.c    the execution's network namespace, kept across activations */
 #ifndef SBX_MANAGER_H
 #define SBX_MANAGER_H
 #include <linux/limits.h>

@@ -50,7 +50,8 @@ usage(void)
 	    "usage: spaced-host --sandbox S --generation G --activation A --worker W\n"
 	    "    --resident R --substrate jail --template host --run-dir DIR\n"
 	    "    --layer-dir DIR --uid-base N [--memory-mb 512] [--pids 256]\n"
-	    "    [--cpu-percent 100] [--disk-mb 4096] [--guest PATH] [--nameserver IPV4] [-v]\n");
+	    "    [--cpu-percent 100] [--disk-mb 4096] [--guest PATH] [--nameserver IPV4]\n"
+	    "    [--netns PATH] [-v]\n");
 	exit(2);
 }
 
@@ -90,7 +91,7 @@ static void
 parse_args(struct host *h, struct opts *o, int argc, char **argv)
 {
 	enum { O_SBX = 1, O_GEN, O_ACT, O_WRK, O_RES, O_SST, O_TPL, O_RUN, O_LAYER,
-	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS, O_TPLIMG };
+	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS, O_TPLIMG, O_NETNS };
 	static const struct option opts[] = {
 		{ "sandbox", required_argument, NULL, O_SBX },
 		{ "generation", required_argument, NULL, O_GEN },
@@ -109,6 +110,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		{ "guest", required_argument, NULL, O_GUEST },
 		{ "nameserver", required_argument, NULL, O_NS },
 		{ "template-image", required_argument, NULL, O_TPLIMG },
+		{ "netns", required_argument, NULL, O_NETNS },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct substrate_config *c = &h->cfg;
@@ -147,6 +149,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 			break;
 		}
 		case O_TPLIMG: c->template_image = optarg; break;
+		case O_NETNS: c->netns = optarg; break;
 		case 'v': o->verbose = 1; break;
 		default: usage();
 		}

@@ -38,6 +38,8 @@ struct substrate_config {
 	uid_t uid_base;                 /* host uids uid_base .. +65535 */
 	unsigned memory_mb, pids, cpu_percent, disk_mb;
 	char nameserver[16];            /* resolv.conf's, "" = none (docs/network.md) */
+	const char *netns;              /* the execution's network namespace to join
+	                                 * (kept across activations), or NULL: a new one */
 };
 
 struct substrate;

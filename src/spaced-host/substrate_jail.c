@@ -439,7 +439,10 @@ child_main(struct child_args *a)
 	build_rootfs(cfg);
 	if (sethostname("sandbox", 7) < 0)
 		child_die("sethostname");
-	loopback_up();
+	/* a kept namespace is the worker's: its loopback is up already,
+	 * and we hold no capability there */
+	if (cfg->netns == NULL)
+		loopback_up();
 
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		child_die("open /dev/null");
@@ -509,7 +512,7 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	uint8_t sec[GUEST_SECRET_LEN];
 	char name[SPACE_ID_MAX + 32], map[64], errbuf[512];
 	int sv[2] = { -1, -1 }, syncp[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	int secp[2] = { -1, -1 }, exe = -1, cwd = -1, r, st;
+	int secp[2] = { -1, -1 }, exe = -1, cwd = -1, r, st, keep = -1, home = -1;
 	ssize_t n;
 	pid_t pid;
 	/* where the start's time goes, for the log (docs/benchmarks.md) */
@@ -545,6 +548,16 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		r = -errno;
 		goto fail;
 	}
+	/* the execution's network namespace, kept across activations
+	 * (sbx-manager made it): the child is cloned in it, we go back */
+	if (cfg->netns != NULL &&
+	    ((keep = open(cfg->netns, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    (home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0 ||
+	    setns(keep, CLONE_NEWNET) < 0)) {
+		r = -errno;
+		log_warn("join the network namespace %s", cfg->netns);
+		goto fail;
+	}
 	if ((cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 || chdir(s->layer.rw) < 0) {
 		r = -errno;
 		goto fail;
@@ -554,7 +567,8 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	/* raw clone without a stack argument behaves like fork(); the child
 	 * only runs child_main, which ends in exec or _exit */
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-	    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD, NULL, NULL, NULL, 0);
+	    (cfg->netns != NULL ? 0 : CLONE_NEWNET) | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+	    NULL, NULL, NULL, 0);
 	if (pid == 0) {
 		close(syncp[1]);
 		close(errp[0]);
@@ -565,6 +579,13 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	r = pid < 0 ? -errno : 0;
 	if (fchdir(cwd) < 0 && r == 0)
 		r = -errno;
+	/* the monitor and its serving process stay in the worker's
+	 * namespace (sbx-manager's socket evidence is per namespace) */
+	if (home >= 0 && setns(home, CLONE_NEWNET) < 0) {
+		log_warn("return to the worker's network namespace");
+		if (r == 0)
+			r = -EIO;
+	}
 	if (r < 0)
 		goto fail;
 	s->pid = pid;
@@ -617,6 +638,10 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	close(errp[0]);
 	close(exe);
 	close(cwd);
+	if (keep >= 0)
+		close(keep);
+	if (home >= 0)
+		close(home);
 	{
 		uint64_t t_exec = now_mono_ns();
 		log_info("jail of %s g%" PRIu64 " in %.1f ms: cgroup %.1f, layer %.1f (mkfs %.1f), "
@@ -630,6 +655,8 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	*control = sv[0];
 	return 0;
 fail:
+	if (home >= 0)
+		(void)setns(home, CLONE_NEWNET);
 	if (s->pid > 0) {
 		kill(s->pid, SIGKILL);
 		while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
@@ -638,7 +665,7 @@ fail:
 	}
 	{
 		int fds[] = { sv[0], sv[1], syncp[0], syncp[1], errp[0], errp[1],
-		    secp[0], secp[1], exe, cwd };
+		    secp[0], secp[1], exe, cwd, keep, home };
 		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 			if (fds[i] >= 0)
 				close(fds[i]);

@@ -1,0 +1,20 @@
+/* The network namespace of an execution, kept across its activations
+ * (netns.c, docs/network.md). */
+#ifndef SBX_MANAGER_NETNS_H
+#define SBX_MANAGER_NETNS_H
+#include <stddef.h>
+
+struct record;
+
+/* RUNDIR/netns */
+void netns_path(const struct record *r, char *out, size_t cap);
+/* the execution's namespace, made if it is not held yet; its path in
+ * out. 0 or -errno. */
+int netns_ensure(const struct record *r, char *out, size_t cap);
+/* an fd of the held namespace (O_CLOEXEC), or -errno */
+int netns_open(const struct record *r);
+/* the execution ended: the namespace is let go (it ends with the last
+ * process and interface in it); idempotent */
+void netns_release(const struct record *r);
+void netns_release_dir(const char *run_dir);
+#endif

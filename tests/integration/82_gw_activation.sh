@@ -1,0 +1,173 @@
+#!/bin/sh
+# Gateway connections across an activation-only change (docs/network.md,
+# "The network namespace belongs to the execution"). The sandbox's network
+# namespace is made once per execution and every activation's jail joins
+# it; its bridge is killed (-9) and relaunched as activation + 1. A
+# WebSocket through the gateway to a server in that namespace keeps
+# exchanging messages across the relaunch; the gateway is the same
+# process; a new open with the old activation's capability is refused
+# with refresh_route, the new one's is admitted (to a server the new
+# jail runs). A gateway killed on its own is started again. A move (a
+# generation change) still closes a WebSocket with 4409, and the
+# namespace is released.
+#
+# What does not survive, on the jail substrate: the jail's own processes
+# (the guest is PID 1 of the jail's pid namespace, and it ends with its
+# bridge), so a server started with `space exec` before the relaunch is
+# gone after it, and so is a connection to it: the server that outlives
+# the relaunch here is one the test places into the sandbox's namespace
+# from the worker's side, unprivileged (uid 65534).
+# ci: once
+. "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
+
+platform_init
+cp "$SPACE_BIN/netgtw" "$BIN/"
+GC=$SPACE_TOP/tests/tools/gwc.py
+WS=$SPACE_TOP/tests/tools/gwws.py
+NP1=$(free_port) NP2=$(free_port) GP1=$(free_port) GP2=$(free_port)
+MGR_FLAGS="--snapshot-dir $T/snapshots"
+sp() { SPACE_API_URL=$CU SPACE_API_KEY=$K SPACE_ROUTE_CACHE=$T/routes.json "$SPACE_BIN/space" "$@"; }
+svc() { cpost "/v1/sandboxes/$1/routes" "{\"port\":$2,\"proto\":\"$3\"}" >/dev/null; jget capability; }
+gw() { python3 "$GC" "$@" 2>>"$T/gwc.log"; }
+ws() { /usr/bin/python3 "$WS" "$@" 2>>"$T/gwws.log"; }
+netgtws() {
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/exe" 2>/dev/null)" = "$BIN/netgtw" ] && echo "${p#/proc/}"
+	done
+}
+# the gateway of worker w1 (its command line names the sandbox)
+gwpid() { for p in $(netgtws); do grep -q "$1" "/proc/$p/cmdline" && echo "$p"; done | head -1; }
+# the namespace inode of a process, of a file
+nsino() { readlink "/proc/$1/ns/net" | tr -dc 0-9; }
+# the guest of a bridge monitor: its child in another network namespace
+guest() {
+	for c in $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
+		[ "$(nsino "$c")" != "$(nsino $$)" ] && echo "$c"
+	done | head -1
+}
+# count DIR: the echoes a keep client has had
+count() { cat "$1/count" 2>/dev/null || echo 0; }
+# grows DIR N: true once DIR's client has had N more echoes than now (20 s)
+grows() {
+	_g0=$(count "$1"); _gi=0
+	while [ "$(count "$1")" -lt $((_g0 + $2)) ] && [ $_gi -lt 200 ]; do sleep 0.1; _gi=$((_gi + 1)); done
+	[ "$(count "$1")" -ge $((_g0 + $2)) ]
+}
+WSRV=
+platform_on_cleanup() {
+	[ -n "$WSRV" ] && kill "$WSRV" 2>/dev/null
+	for p in $(netgtws); do kill -9 "$p" 2>/dev/null; done
+}
+
+check "space-control up" start_ctl
+check "worker w1 up, gateway on $GP1" add_worker 1 w1 "$NP1" --gateway-listen "127.0.0.1:$GP1"
+check "worker w2 up, gateway on $GP2" add_worker 2 w2 "$NP2" --gateway-listen "127.0.0.1:$GP2"
+
+is "create a sandbox with ports 8080 and 8090" \
+	"$(cpost /v1/sandboxes '{"worker":"w1","ports":[{"port":8080},{"port":8090}]}')" 201
+S=$(jget id)
+check "running" wait_state "$S" running 20
+NS=$T/w1/run/$S.g1/netns
+check "its network namespace is held by the worker ($NS)" mountpoint -q "$NS"
+BP=$(wsql w1 "SELECT bridge_pid FROM records WHERE sandbox='$S'")
+G1=$(guest "$BP")
+is "the jail runs in that namespace" "$(nsino "$G1")" "$(stat -L -c %i "$NS")"
+GW=$(gwpid "$S")
+is "the gateway works in it too" "$(nsino "$GW")" "$(stat -L -c %i "$NS")"
+
+# a WebSocket echo server in the sandbox's namespace, placed there from
+# the worker's side as nobody: it outlives the jail's processes
+nsenter --net="$NS" setpriv --reuid=65534 --regid=65534 --clear-groups \
+	/usr/bin/python3 "$WS" server 8090 2>>"$T/wsrv.log" &
+WSRV=$!
+# and the usual servers inside the jail (activation 1)
+NU=http://127.0.0.1:$NP1
+CAP=$(route "$S")
+is "copy the servers in" "$(napi PUT 'files?path=/home/user/srv.py' --data-binary @"$SPACE_TOP/tests/tools/sbx_servers.py")" 200
+sp exec "$S" --background --timeout 600 -- python3 /home/user/srv.py >/dev/null
+i=0; while [ $i -lt 100 ]; do
+	C1=$(svc "$S" 8090 http)
+	[ "$(ws once "127.0.0.1:$GP1" "$C1" 8090)" = "ok echo" ] && break
+	sleep 0.1; i=$((i + 1))
+done
+is "a WebSocket through the gateway" "$(ws once "127.0.0.1:$GP1" "$C1" 8090)" "ok echo"
+i=0; while [ $i -lt 100 ]; do
+	H1=$(svc "$S" 8080 http)
+	case "$(gw "127.0.0.1:$GP1" "$H1" 8080 http http /)" in ok*) break ;; esac
+	sleep 0.1; i=$((i + 1))
+done
+is "HTTP to the jail's server" "$(gw "127.0.0.1:$GP1" "$H1" 8080 http http /)" "ok 200 hello from the sandbox"
+
+# ---- an activation-only change: the bridge killed, relaunched ----
+mkdir "$T/k1"
+ws keep "127.0.0.1:$GP1" "$C1" 8090 "$T/k1" >"$T/k1/end" &
+K1=$!
+W82=$(svc "$S" 8082 http)
+check "a WebSocket kept open and exchanging" grows "$T/k1" 3
+act=$(wsql w1 "SELECT activation FROM records WHERE sandbox='$S'")
+kill -9 "$BP"
+i=0; while [ "$(wsql w1 "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" != "serving $((act + 1))" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+is "the bridge was relaunched as activation $((act + 1))" \
+	"$(wsql w1 "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" "serving $((act + 1))"
+BP2=$(wsql w1 "SELECT bridge_pid FROM records WHERE sandbox='$S'")
+G2=$(guest "$BP2")
+check "a new jail (a new guest)" test -n "$G2" -a "$G2" != "$G1"
+is "... in the same network namespace" "$(nsino "$G2")" "$(stat -L -c %i "$NS")"
+check "the WebSocket goes on exchanging messages after the relaunch" grows "$T/k1" 5
+is "the gateway is the same process" "$(gwpid "$S")" "$GW"
+check "sbx-manager logged the gateway kept" grep -q "gateway: $S g1 kept for activation $((act + 1))" "$T/mgr_w1.log"
+touch "$T/k1/stop"; wait "$K1"
+case "$(cat "$T/k1/end")" in "open "*) k1=open ;; *) k1=$(cat "$T/k1/end") ;; esac
+is "... and was still open when the client stopped" "$k1" open
+
+is "a new open with the old activation's capability -> refresh_route" \
+	"$(ws once "127.0.0.1:$GP1" "$C1" 8090)" "error refresh_route activation_mismatch"
+i=0; while [ $i -lt 100 ]; do
+	C2=$(svc "$S" 8090 http)
+	[ "$(jget route.activation)" = "$((act + 1))" ] && break
+	sleep 0.1; i=$((i + 1))
+done
+is "a new capability names activation $((act + 1))" "$(jget route.activation)" "$((act + 1))"
+is "... and is admitted" "$(ws once "127.0.0.1:$GP1" "$C2" 8090)" "ok echo"
+is "the jail's own server did not survive its guest" "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" \
+	"error unavailable nothing listens on port 8080 in the sandbox"
+CAP=$(route "$S")
+sp exec "$S" --background --timeout 600 -- python3 /home/user/srv.py >/dev/null
+i=0; while [ $i -lt 100 ]; do
+	case "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" in ok*) break ;; esac
+	sleep 0.1; i=$((i + 1))
+done
+is "a server the new jail runs, through the kept gateway" "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" \
+	"ok 200 hello from the sandbox"
+is "the old capability for it -> refresh_route" "$(gw "127.0.0.1:$GP1" "$H1" 8080 http http /)" \
+	"error refresh_route activation_mismatch"
+
+# ---- a gateway that dies on its own is started again ----
+kill -9 "$GW"
+i=0; while { [ -z "$(gwpid "$S")" ] || [ "$(gwpid "$S")" = "$GW" ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+GW2=$(gwpid "$S")
+check "a killed gateway is started again" test -n "$GW2" -a "$GW2" != "$GW"
+check "... with a log line" grep -q "gateway: $S g1 (pid $GW) died on its own: starting another" "$T/mgr_w1.log"
+is "... in the kept namespace" "$(nsino "$GW2")" "$(stat -L -c %i "$NS")"
+i=0; while [ "$(ws once "127.0.0.1:$GP1" "$C2" 8090)" != "ok echo" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+is "new opens work again" "$(ws once "127.0.0.1:$GP1" "$C2" 8090)" "ok echo"
+is "... and the old activation is still refused there" "$(ws once "127.0.0.1:$GP1" "$C1" 8090)" \
+	"error refresh_route activation_mismatch"
+
+# ---- a generation change still closes: 4409 ----
+mkdir "$T/k2"
+ws keep "127.0.0.1:$GP1" "$C2" 8090 "$T/k2" >"$T/k2/end" &
+K2=$!
+check "a WebSocket open again" grows "$T/k2" 3
+is "move to w2 -> 202" "$(cpost "/v1/sandboxes/$S/move" '{"to":"w2"}')" 202
+wait "$K2"
+is "the move closed the WebSocket with 4409" "$(cat "$T/k2/end")" "close 4409"
+check "running on w2" wait_state "$S" running 30
+i=0; while mountpoint -q "$NS" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "the namespace of generation 1 was released on w1" sh -c "! mountpoint -q '$NS'"
+is "no mount of w1's run directories left" "$(grep -c " $T/w1/run/" /proc/self/mountinfo)" 0
+check "the new execution has a namespace of its own on w2" mountpoint -q "$T/w2/run/$S.g2/netns"
+check "sbx-manager w1 alive" alive "$M1"
+check "sbx-manager w2 alive" alive "$M2"
+done_testing
