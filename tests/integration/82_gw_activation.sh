@@ -31,6 +31,10 @@ sp() { SPACE_API_URL=$CU SPACE_API_KEY=$K SPACE_ROUTE_CACHE=$T/routes.json "$SPA
 svc() { cpost "/v1/sandboxes/$1/routes" "{\"port\":$2,\"proto\":\"$3\"}" >/dev/null; jget capability; }
 gw() { python3 "$GC" "$@" 2>>"$T/gwc.log"; }
 ws() { /usr/bin/python3 "$WS" "$@" 2>>"$T/gwws.log"; }
+# fresh CAP: the capability re-signed with its identity and a new expiry
+# (capabilities live 120 s; a slow machine must not turn an activation
+# check into an expiry)
+fresh() { python3 "$SPACE_TOP/tests/tools/mint_cap.py" "$T/c/keys" "$1" 0 2>>"$T/log"; }
 netgtws() {
 	for p in /proc/[0-9]*; do
 		[ "$(readlink "$p/exe" 2>/dev/null)" = "$BIN/netgtw" ] && echo "${p#/proc/}"
@@ -122,7 +126,7 @@ case "$(cat "$T/k1/end")" in "open "*) k1=open ;; *) k1=$(cat "$T/k1/end") ;; es
 is "... and was still open when the client stopped" "$k1" open
 
 is "a new open with the old activation's capability -> refresh_route" \
-	"$(ws once "127.0.0.1:$GP1" "$C1" 8090)" "error refresh_route activation_mismatch"
+	"$(ws once "127.0.0.1:$GP1" "$(fresh "$C1")" 8090)" "error refresh_route activation_mismatch"
 i=0; while [ $i -lt 100 ]; do
 	C2=$(svc "$S" 8090 http)
 	[ "$(jget route.activation)" = "$((act + 1))" ] && break
@@ -140,7 +144,7 @@ i=0; while [ $i -lt 100 ]; do
 done
 is "a server the new jail runs, through the kept gateway" "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" \
 	"ok 200 hello from the sandbox"
-is "the old capability for it -> refresh_route" "$(gw "127.0.0.1:$GP1" "$H1" 8080 http http /)" \
+is "the old capability for it -> refresh_route" "$(gw "127.0.0.1:$GP1" "$(fresh "$H1")" 8080 http http /)" \
 	"error refresh_route activation_mismatch"
 
 # ---- a gateway that dies on its own is started again ----
@@ -150,13 +154,15 @@ GW2=$(gwpid "$S")
 check "a killed gateway is started again" test -n "$GW2" -a "$GW2" != "$GW"
 check "... with a log line" grep -q "gateway: $S g1 (pid $GW) died on its own: starting another" "$T/mgr_w1.log"
 is "... in the kept namespace" "$(nsino "$GW2")" "$(stat -L -c %i "$NS")"
+C2=$(svc "$S" 8090 http)
 i=0; while [ "$(ws once "127.0.0.1:$GP1" "$C2" 8090)" != "ok echo" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 is "new opens work again" "$(ws once "127.0.0.1:$GP1" "$C2" 8090)" "ok echo"
-is "... and the old activation is still refused there" "$(ws once "127.0.0.1:$GP1" "$C1" 8090)" \
+is "... and the old activation is still refused there" "$(ws once "127.0.0.1:$GP1" "$(fresh "$C1")" 8090)" \
 	"error refresh_route activation_mismatch"
 
 # ---- a generation change still closes: 4409 ----
 mkdir "$T/k2"
+C2=$(svc "$S" 8090 http)
 ws keep "127.0.0.1:$GP1" "$C2" 8090 "$T/k2" >"$T/k2/end" &
 K2=$!
 check "a WebSocket open again" grows "$T/k2" 3
