@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctlmsg.h"
@@ -35,8 +36,10 @@ put_wait_s(uint64_t size)
 	return s > 86400 ? 86400 : (int)s;
 }
 
-int
-snapblob_put(struct mgr *m, const char *digest, const char **why)
+/* one attempt: 0, -EAGAIN when space-control could not be reached or
+ * answered 5xx (worth another), or another -errno */
+static int
+put_once(struct mgr *m, const char *digest, const char **why)
 {
 	struct ctlmsg req = { .type = CTL_SNAPSHOT_PUT }, ans = { 0 };
 	struct ctl_call *k = NULL;
@@ -58,7 +61,7 @@ snapblob_put(struct mgr *m, const char *digest, const char **why)
 	r = ctlproc_start(m, &req, fd, NULL, &k);
 	close(fd);      /* the child has its own */
 	if (r < 0)
-		return r;
+		return r == -EIO ? -EAGAIN : r;    /* no control client at the moment */
 	r = ctlproc_wait(m, k, put_wait_s((uint64_t)st.st_size), &ans);
 	if (r < 0 || ans.result != CTL_OK) {
 		log_warnx("archive %s: upload to the control plane: %s (HTTP %u)", digest,
@@ -66,7 +69,7 @@ snapblob_put(struct mgr *m, const char *digest, const char **why)
 		    (unsigned)ans.status);
 		if (r == 0 && ans.status == 413)
 			*why = "the archive is larger than the control plane keeps (--archive-max-mb)";
-		r = -EIO;
+		r = r < 0 || ans.status == 0 || ans.status >= 500 ? -EAGAIN : -EIO;
 	} else
 		log_debug("archive %s uploaded (%llu bytes)", digest, (unsigned long long)st.st_size);
 	ctlmsg_clear(&ans);
@@ -113,8 +116,8 @@ take_bytes(int rfd, int fd, struct snapshot_hash *h)
 	}
 }
 
-int
-snapblob_fetch(struct mgr *m, const char *digest, const char **why)
+static int
+fetch_once(struct mgr *m, const char *digest, const char **why)
 {
 	struct ctlmsg req = { .type = CTL_SNAPSHOT_GET }, ans = { 0 };
 	struct ctl_call *k = NULL;
@@ -147,8 +150,10 @@ snapblob_fetch(struct mgr *m, const char *digest, const char **why)
 		goto out;
 	}
 	memcpy(req.digest, digest, SNAPSHOT_DIGEST_HEX + 1);
-	if ((r = ctlproc_start(m, &req, p[1], NULL, &k)) < 0)
+	if ((r = ctlproc_start(m, &req, p[1], NULL, &k)) < 0) {
+		r = r == -EIO ? -EAGAIN : r;      /* no control client at the moment */
 		goto out;
+	}
 	close(p[1]);
 	p[1] = -1;
 	rb = take_bytes(p[0], fd, &h);
@@ -162,7 +167,8 @@ snapblob_fetch(struct mgr *m, const char *digest, const char **why)
 		*why = ans.status == 404 ? "no such snapshot on the control plane" :
 		    rb == -EFBIG || ans.result == CTL_MALFORMED ? "snapshot archive too large" :
 		    "snapshot download from the control plane failed";
-		r = ans.status == 404 ? -ENOENT : -EIO;
+		r = ans.status == 404 ? -ENOENT : rb == -EFBIG || ans.result == CTL_MALFORMED ? -EIO :
+		    r < 0 || ans.status == 0 || ans.status >= 500 ? -EAGAIN : -EIO;
 		goto out;
 	}
 	if (snapshot_hash_final(&h, digest, got) != 0) {
@@ -195,4 +201,39 @@ out:
 	if (tmp[0])
 		unlink(tmp);
 	return r;
+}
+
+/* A control plane that is away (restarting, a replica being replaced)
+ * is waited for, as the reports are: the transfer is tried again, 1 s,
+ * 2 s ... 30 s apart, for SNAPBLOB_RETRY_S in all. A refusal (4xx), a
+ * mismatch or an archive too large is final at once. */
+#define SNAPBLOB_RETRY_S 300
+
+static int
+retried(struct mgr *m, const char *digest, const char **why,
+    int (*once)(struct mgr *, const char *, const char **))
+{
+	time_t end = time(NULL) + SNAPBLOB_RETRY_S;
+	unsigned wait = 1;
+	int r;
+
+	while ((r = once(m, digest, why)) == -EAGAIN && time(NULL) + (time_t)wait < end &&
+	    !atomic_load(&m->stopping)) {
+		log_info("archive %s: space-control not reachable, again in %u s", digest, wait);
+		sleep(wait);
+		wait = wait * 2 > 30 ? 30 : wait * 2;
+	}
+	return r == -EAGAIN ? -EIO : r;
+}
+
+int
+snapblob_put(struct mgr *m, const char *digest, const char **why)
+{
+	return retried(m, digest, why, put_once);
+}
+
+int
+snapblob_fetch(struct mgr *m, const char *digest, const char **why)
+{
+	return retried(m, digest, why, fetch_once);
 }
