@@ -88,8 +88,10 @@ converged() {
 	fi
 }
 # refused_old OLDCAP OLDENDPOINT LABEL: the old execution refuses
+# (the capability re-signed with a fresh expiry: capabilities live 120 s, and
+# a slow machine must not turn a check of the route into one of the expiry)
 refused_old() {
-	c=$CAP; CAP=$1
+	c=$CAP; CAP=$(python3 "$SPACE_TOP/tests/tools/mint_cap.py" "$T/c/keys" "$1" 0 2>>"$T/ctl.log")
 	is "$3: the old capability at the old worker -> 409 refresh_route" \
 		"$(napi_at "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error)" "409 refresh_route"
 	CAP=$c
@@ -244,7 +246,7 @@ new_route() {
 }
 # old_mismatch OLDCAP OLDENDPOINT LABEL
 old_mismatch() {
-	c=$CAP; CAP=$1
+	c=$CAP; CAP=$(python3 "$SPACE_TOP/tests/tools/mint_cap.py" "$T/c/keys" "$1" 0 2>>"$T/ctl.log")
 	is "$3: the old activation's capability -> 409 refresh_route activation_mismatch" \
 		"$(napi_at "$2" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route activation_mismatch"
 	CAP=$c
