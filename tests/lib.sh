@@ -63,7 +63,10 @@ ctl_init() {
 	U=http://127.0.0.1:$PORT
 	PID=
 	# shellcheck disable=SC2064 # the signal is fixed now
-	trap "ctl_cleanup ${1:-TERM}" EXIT INT TERM
+	trap "ctl_cleanup ${1:-TERM}" EXIT
+	# a test stopped by a signal ends (through the exit trap), it does not
+	# go on without its daemon and directory
+	trap 'exit 143' INT TERM
 }
 # ctl_start [FLAG...]: start it (log in $T/log); true once it answers
 ctl_start() {
