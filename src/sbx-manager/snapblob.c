@@ -205,8 +205,9 @@ out:
 
 /* A control plane that is away (restarting, a replica being replaced)
  * is waited for, as the reports are: the transfer is tried again, 1 s,
- * 2 s ... 30 s apart, for SNAPBLOB_RETRY_S in all. A refusal (4xx), a
- * mismatch or an archive too large is final at once. */
+ * 2 s ... 30 s apart, for SNAPBLOB_RETRY_S in all, once this worker has
+ * registered. A refusal (4xx), a mismatch or an archive too large is
+ * final at once. */
 #define SNAPBLOB_RETRY_S 300
 
 static int
@@ -217,8 +218,11 @@ retried(struct mgr *m, const char *digest, const char **why,
 	unsigned wait = 1;
 	int r;
 
+	/* not registered yet (a start while space-control is away, salvaging
+	 * an earlier resident's layers before serving): one attempt, as for
+	 * the start's other requests, so the start is not held up */
 	while ((r = once(m, digest, why)) == -EAGAIN && time(NULL) + (time_t)wait < end &&
-	    !atomic_load(&m->stopping)) {
+	    atomic_load(&m->registered) && !atomic_load(&m->stopping)) {
 		log_info("archive %s: space-control not reachable, again in %u s", digest, wait);
 		sleep(wait);
 		wait = wait * 2 > 30 ? 30 : wait * 2;
