@@ -2,12 +2,13 @@
 # SPACE_TEST_HOSTS=1, platform_init runs the script again in a network
 # namespace of its own (the "lab"), and every daemon the start functions
 # start (space-control, each worker's sbx-manager and node-api, which
-# share their worker's host) runs in a network namespace of its host, with
-# an address of its own on a bridge of the lab:
+# share their worker's host, and space-edge: start_edge) runs in a
+# network namespace of its host, with an address of its own on a bridge
+# of the lab:
 #
 #	lab            hb0  10.77.0.1/24  (the test's own shell, curl, sqlite3)
 #	host "ctl"     eth0 10.77.0.2     space-control
-#	host "edge"    eth0 10.77.0.3     (space-edge, when a test starts one)
+#	host "edge"    eth0 10.77.0.3     space-edge (start_edge, e.g. 5j_edge_hosts.sh)
 #	host "wN"      eth0 10.77.0.(10+N)  sbx-manager, node-api and bridges of worker wN
 #
 # Each host is a veth pair from the lab's bridge into a namespace held by

@@ -77,7 +77,7 @@ platform_init() {
 	# private copies: a rebuild of the tree while this runs must not look
 	# like a replaced bridge binary (which sbx-manager rightly refuses)
 	mkdir "$BIN"
-	for _pl_b in sbx-manager spaced-host spaced-guest node-api space-control; do
+	for _pl_b in sbx-manager spaced-host spaced-guest node-api space-control netgtw; do
 		cp "$SPACE_BIN/$_pl_b" "$BIN/"
 	done
 	CP=$(free_port)
@@ -111,7 +111,7 @@ platform_cleanup() {
 	_pl_pids=
 	for _pl_n in $_pl_workers; do eval "_pl_pids=\"\$_pl_pids \$N$_pl_n\""; done
 	for _pl_n in $_pl_workers; do eval "_pl_pids=\"\$_pl_pids \$M$_pl_n\""; done
-	for _pl_p in $_pl_pids $CTL; do kill "$_pl_p" 2>/dev/null; wait "$_pl_p" 2>/dev/null; done
+	for _pl_p in ${EDGE:-} $_pl_pids $CTL; do kill "$_pl_p" 2>/dev/null; wait "$_pl_p" 2>/dev/null; done
 	_pl_b=$(bridges); [ -n "$_pl_b" ] && kill $_pl_b 2>/dev/null
 	_pl_i=0
 	while [ -n "$(bridges)" ] && [ $_pl_i -lt 50 ]; do sleep 0.1; _pl_i=$((_pl_i + 1)); done
@@ -134,6 +134,25 @@ start_ctl() {
 	$(pl_ns ctl) "$BIN/space-control" --data-dir "$T/c" --listen "$(pl_addr ctl):$CP" $CTL_FLAGS "$@" 2>>"$T/ctl.log" &
 	CTL=$!
 	wait_http "$CU/healthz" 10
+}
+
+# start_edge PORT [flag...]: space-edge on host "edge" (PORT, domain
+# edge.test:PORT) with an edge credential of its own, made once in
+# $T/edge_cred; pid in EDGE, URL in EU. It reaches space-control at $CU and
+# sandbox ports at the workers' --gateway-listen addresses. True once it
+# answers /healthz (10 s).
+start_edge() {
+	_pl_ep=$1; shift
+	[ -x "$BIN/space-edge" ] || cp "$SPACE_BIN/space-edge" "$BIN/" || return 1
+	if [ ! -s "$T/edge_cred" ]; then
+		(umask 077; "$BIN/space-control" edgekey create edge --data-dir "$T/c" >"$T/edge_cred" 2>>"$T/ctl.log") || return 1
+	fi
+	pl_host edge || return 1
+	EU=http://$(pl_addr edge):$_pl_ep
+	$(pl_ns edge) "$BIN/space-edge" --listen "$(pl_addr edge):$_pl_ep" --control "$CU" \
+	    --domain "edge.test:$_pl_ep" --edge-credential-file "$T/edge_cred" --user nobody "$@" 2>>"$T/edge.log" &
+	EDGE=$!
+	wait_http "$EU/healthz" 10
 }
 
 # register_worker ID: the worker's credential, in $T/cred_ID

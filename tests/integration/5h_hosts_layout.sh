@@ -1,17 +1,20 @@
 #!/bin/sh
 # The move, pause and resume tests again in the layout of simulated hosts
 # (tests/lib_hosts.sh): each script runs with SPACE_TEST_HOSTS=1, so
-# space-control and each worker run in a network namespace of their own,
-# with their own address on a bridge the test made, and reach each other
-# only through it. One result line per script: ok when every check of it
-# passed; the failing checks are shown otherwise. SPACE_HOSTS_TESTS sets
-# the list (default 27 53: a move between two workers, pause and resume
-# with the files back). 5i_host_loss.sh kills a host in the same layout.
+# space-control, each worker and space-edge (when the test starts one)
+# run in a network namespace of their own, with their own address on a
+# bridge the test made, and reach each other only through it. One result
+# line per script: ok when every check of it passed; the failing checks
+# are shown otherwise. SPACE_HOSTS_TESTS sets
+# the list (default 27 53 5j: a move between two workers, pause and resume
+# with the files back, a sandbox's web server through space-edge on host
+# "edge" before and after a move). 5i_host_loss.sh kills a host in the
+# same layout.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 L=$(mktemp -d)
 trap 'rm -rf "$L"' EXIT INT TERM
-for n in ${SPACE_HOSTS_TESTS:-27 53}; do
+for n in ${SPACE_HOSTS_TESTS:-27 53 5j}; do
 	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
 		[ -f "$t" ] || continue
 		name=$(basename "$t" .sh)
