@@ -2,7 +2,11 @@
  * per execution and lets it outlive itself (a restarted manager adopts its
  * bridges), so stopping the supervised daemons leaves the executions
  * running. `space up` stops everything: once its children are gone it
- * stops the bridges of its own data directory. */
+ * stops the bridges of its own data directory, then releases the network
+ * namespaces sbx-manager holds for their executions (a bind of nsfs on
+ * RUNDIR/netns): with no bridge left they hold only an uplink, and a mount
+ * left under the data directory would keep it from being removed. The next
+ * start relaunches each execution in a namespace made again. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "up.h"
@@ -56,6 +61,8 @@ ours(const struct up *up, const char *pid)
 	return 0;
 }
 
+static void stop_bridges(struct up *up);
+
 /* signal every bridge of ours; the number found */
 static int
 signal_bridges(const struct up *up, int sig)
@@ -76,8 +83,78 @@ signal_bridges(const struct up *up, int sig)
 	return n;
 }
 
+/* a mount point of /proc/self/mountinfo, its octal escapes (\040 for a
+ * space, ...) decoded in place */
+static void
+unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else
+			*w++ = *s;
+	}
+	*w = '\0';
+}
+
+/* unmount and remove every execution's namespace bind under our workers'
+ * directories; the number released */
+static int
+release_netns(const struct up *up)
+{
+	char line[2 * UP_PATH_MAX], prefix[UP_PATH_MAX + 8], *mp, *sep, *fstype;
+	size_t pl, ml;
+	FILE *f;
+	int n = 0;
+
+	if ((f = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "%s/w", up->dir);
+	pl = strlen(prefix);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE SOURCE OPTIONS */
+		if ((sep = strstr(line, " - ")) == NULL)
+			continue;
+		*sep = '\0';
+		fstype = sep + 3;
+		if (strncmp(fstype, "nsfs ", 5) != 0)
+			continue;
+		mp = line;
+		for (int i = 0; i < 4 && mp; i++)
+			if ((mp = strchr(mp, ' ')) != NULL)
+				mp++;
+		if (mp == NULL)
+			continue;
+		mp[strcspn(mp, " ")] = '\0';
+		unescape(mp);
+		ml = strlen(mp);
+		if (strncmp(mp, prefix, pl) != 0 || ml < 6 || strcmp(mp + ml - 6, "/netns") != 0)
+			continue;
+		if (umount2(mp, MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
+			(void)unlink(mp);
+			n++;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
 void
 up_bridges_stop(struct up *up)
+{
+	int n;
+
+	stop_bridges(up);
+	if ((n = release_netns(up)) > 0)
+		up_say("released %d sandbox network namespace%s", n, n == 1 ? "" : "s");
+}
+
+static void
+stop_bridges(struct up *up)
 {
 	int n, waited = 0;
 
