@@ -98,7 +98,7 @@ main(void)
 	json_decref(a);
 	/* drained heartbeat after heartbeat */
 	for (i = 0; i < 20 && used > 0; i++) {
-		report(48, 64 << 10, &n);
+		json_decref(report(48, 64 << 10, &n));
 		refusals_sent(sent, n);
 	}
 	is_int(used, 0, "drained in 11 heartbeats");
