@@ -18,6 +18,10 @@
 #     202 per sandbox and round, the rest 409; generations stay unique and
 #     increasing and never two executions of a sandbox are active at once.
 # Workers are simulated with curl and a small python driver.
+# A protocol test of leases and timing (the control plane's code paths run
+# under the sanitizers in 25 and 26): once, in the plain build, and again on
+# PostgreSQL in 2p.
+# ci: once
 # SPACE_TEST_STORE=pg: the daemons share a PostgreSQL of the test's own
 # (tests/lib_pg.sh) instead of the data directory's SQLite file.
 . "$SPACE_TOP/tests/lib.sh"
