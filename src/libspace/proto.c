@@ -660,3 +660,15 @@ op_access(enum op_kind op)
 		return ~ACC_ALL;
 	return ops[op].access;
 }
+
+bool
+op_reusable(enum op_kind op)
+{
+	switch (op) {
+	case OP_FS_READ: case OP_FS_STAT: case OP_FS_LIST: case OP_FS_MKDIR:
+	case OP_FS_REMOVE: case OP_FS_RENAME:
+		return true;
+	default:
+		return false;
+	}
+}

@@ -153,23 +153,6 @@ args_only(json_t *args, const char *const *allowed, const char **bad)
 	return 0;
 }
 
-/* The file operations whose frames end with our answer (REQUEST in;
- * RESPONSE, DATA* END for fs.read, or ERROR out): once one is answered,
- * nothing of it is left on the socket, so this child may serve the next
- * operation the bridge sends on it (bridge.c keeps such a channel idle for
- * the next file operation, and keeps the same list). */
-static bool
-op_reusable(enum op_kind op)
-{
-	switch (op) {
-	case OP_FS_READ: case OP_FS_STAT: case OP_FS_LIST: case OP_FS_MKDIR:
-	case OP_FS_REMOVE: case OP_FS_RENAME:
-		return true;
-	default:
-		return false;
-	}
-}
-
 bool guest_op_broken;
 
 /* one operation; true when the socket may carry another */

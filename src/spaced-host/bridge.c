@@ -47,23 +47,6 @@ set_timeouts(int fd, int seconds)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-/* The file operations whose frames end with the guest's answer: REQUEST
- * in; RESPONSE (then DATA* END for fs.read) or ERROR out. After one of
- * them ends cleanly, nothing of it is left on the channel, so the guest's
- * child may take the next one (op.c keeps the same list). fs.write is not
- * among them: an early ERROR leaves upload frames in flight. */
-static bool
-op_reusable(enum op_kind op)
-{
-	switch (op) {
-	case OP_FS_READ: case OP_FS_STAT: case OP_FS_LIST: case OP_FS_MKDIR:
-	case OP_FS_REMOVE: case OP_FS_RENAME:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* an idle channel, or -1. One that is readable or hung up is dropped: its
  * child ended (the user may kill it: it runs as the user) or sent frames
  * nobody asked for, which the next operation must never read. */
