@@ -56,6 +56,7 @@ import template_bench  # noqa: E402  (bench/template_bench.py)
 import create_bench  # noqa: E402  (bench/create_bench.py)
 import net_bench  # noqa: E402  (bench/net_bench.py)
 import control_bench  # noqa: E402  (bench/control_bench.py)
+import move_bench  # noqa: E402  (bench/move_bench.py)
 
 P = sys.modules[__name__]   # the helpers below, for stream_bench
 
@@ -962,11 +963,13 @@ def main():
     ap.add_argument("--net-conns", type=int, default=8, help="connections of a throughput run")
     ap.add_argument("--tcp-mib", type=int, default=256, help="MiB through one raw TCP connection")
     ap.add_argument("--moves", type=int, default=5, help="moves timed to the edge URL serving again")
+    ap.add_argument("--move-mib", type=int, default=1024, help="MiB in the layer of a moved sandbox")
+    ap.add_argument("--move-runs", type=int, default=3, help="moves of each kind of data (median)")
     ap.add_argument("--ctl-creates", type=int, default=200, help="creates per store set-up")
     ap.add_argument("--ctl-routes", type=int, default=600, help="capability issues per store set-up")
     ap.add_argument("--ctl-clients", type=int, default=8, help="client threads of the store set-ups")
     ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
-                    "create,timeline,concurrent,memory,templates,streams,idlestreams,network,stores"
+                    "create,timeline,concurrent,memory,templates,streams,idlestreams,network,stores,move"
                     " (default all)")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     ap.add_argument("--summary-md", help="also write the final table there, as Markdown")
@@ -978,6 +981,7 @@ def main():
         a.concurrent = 10
         a.net_rounds, a.net_reqs, a.net_tput, a.tcp_mib, a.moves = 1, 50, 400, 32, 1
         a.ctl_creates, a.ctl_routes = 40, 120
+        a.move_mib, a.move_runs = 64, 1
     parts = set(a.only.split(",")) if a.only else None
     def want(part):
         return parts is None or part in parts
@@ -1077,6 +1081,9 @@ def main():
                                                            "bench_netsvc"),
                                     a.net_rounds, a.net_reqs, a.net_tput, a.net_conns, a.tcp_mib, a.moves)
             done("network")
+        if want("move"):
+            move_bench.bench_moves(P, a.bin, a.move_mib, a.move_runs)
+            done("move")
         if want("stores"):
             control_bench.bench_stores(P, a.bin, a.ctl_creates, a.ctl_routes, a.ctl_clients)
             done("stores")

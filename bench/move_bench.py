@@ -1,0 +1,120 @@
+"""Moves of a sandbox with a full layer (issue 17, target 5), measured by
+bench/platform.py on a platform of its own (`space up --workers 2`):
+
+  a move of MiB of data   a sandbox writes --move-mib MiB into its layer
+                          (/home/user/data), once incompressible
+                          (/dev/urandom) and once compressible (the text
+                          of `seq`, about 9x with zstd); then POST move to
+                          the other worker, timed to the sandbox running
+                          there (API, 20 ms polls), --move-runs times back
+                          and forth; after the last move the file's
+                          SHA-256 inside the sandbox must be the one before
+  baseline                `cp` of a host file of the same size and kind in
+                          the platform's data directory (same disk), and
+                          `sync` of the copy (a move's archive is fsync'd
+                          before it is reported, so the copy is made
+                          durable too), alternated with the moves
+
+The page cache is not dropped for either: the layer's data and the host
+file are both freshly written, so both read from memory and both write
+to the disk. Each move also reports the archive's size (what travels).
+"""
+import json
+import os
+import subprocess
+import time
+
+KINDS = (
+    ("incompressible", "head -c {mib}M /dev/urandom"),
+    ("compressible", "seq 1 999999999 | head -c {mib}M"),
+)
+
+
+def _exec(plat, sbx, script, timeout=600):
+    return plat.space("exec", sbx, "--", "sh", "-c", script, timeout=timeout)
+
+
+def _api(P, plat, ctl, method, path, body=None):
+    auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
+    st, data, _ = ctl.req(method, path, body, auth)
+    return st, json.loads(data) if data else {}
+
+
+def _move(P, plat, ctl, sbx):
+    st, s = _api(P, plat, ctl, "GET", "/v1/sandboxes/" + sbx)
+    src = s["execution"]["worker"]
+    dst = "w2" if src == "w1" else "w1"
+    t0 = time.time()
+    st, body = _api(P, plat, ctl, "POST", "/v1/sandboxes/%s/move" % sbx, json.dumps({"to": dst}))
+    if st != 202:
+        raise RuntimeError("move: %d %s" % (st, body))
+    end = t0 + 600
+    while True:
+        st, s = _api(P, plat, ctl, "GET", "/v1/sandboxes/" + sbx)
+        if st == 200 and s.get("state") == "running" and (s.get("execution") or {}).get("worker") == dst:
+            break
+        if st == 200 and s.get("state") in ("failed", "killed"):
+            raise RuntimeError("move: the sandbox is %s: %s" % (s.get("state"), s))
+        if time.time() > end:
+            raise RuntimeError("move: not running on %s after 600 s: %s" % (dst, s))
+        time.sleep(0.02)
+    t = time.time() - t0
+    # the newest archive the control plane keeps: this move's
+    d = os.path.join(plat.data, "control", "archives")
+    snaps = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".snap")] if os.path.isdir(d) else []
+    size = os.path.getsize(max(snaps, key=os.path.getmtime)) if snaps else None
+    return t, size
+
+
+def _cp(src, dst):
+    t0 = time.time()
+    subprocess.run(["cp", src, dst], check=True)
+    subprocess.run(["sync", dst], check=True)
+    t = time.time() - t0
+    os.unlink(dst)
+    return t
+
+
+def bench_moves(P, binsrc, mib, runs):
+    """its own platform: two workers, started and stopped here"""
+    plat = P.Platform(binsrc, capacity=4, workers=2)
+    try:
+        plat.start()
+        P.log("")
+        P.log("moves: space up, two workers, ports %d.., data in %s" % (plat.port, plat.data))
+        ctl = P.Http("127.0.0.1:%d" % plat.port)
+        for kind, gen in KINDS:
+            g = gen.format(mib=mib)
+            sbx = plat.space("create").strip()
+            out = _exec(plat, sbx, "%s >/home/user/data && sha256sum /home/user/data" % g)
+            want = out.split()[0]
+            host = os.path.join(plat.t, "cp-src")
+            subprocess.run(["sh", "-c", "%s >'%s'" % (g, host)], check=True)
+            if os.path.getsize(host) != mib << 20:
+                raise RuntimeError("the host file is %d bytes" % os.path.getsize(host))
+            moves, cps, sizes = [], [], []
+            for _ in range(runs):
+                t, size = _move(P, plat, ctl, sbx)
+                moves.append(t)
+                sizes.append(size)
+                cps.append(_cp(host, os.path.join(plat.t, "cp-dst")))
+            got = _exec(plat, sbx, "sha256sum /home/user/data").split()[0]
+            if got != want:
+                raise RuntimeError("%s: the data changed across %d moves: %s, was %s" % (kind, runs, got, want))
+            os.unlink(host)
+            plat.space("kill", sbx, check=False)
+            m, c = P.pct(moves, 50), P.pct(cps, 50)
+            asz = [s for s in sizes if s]
+            P.log("")
+            P.log("== a move of %d MiB of %s data in the layer (seconds, %d runs, alternated; median, min, max)" % (
+                mib, kind, runs))
+            P.log("%-62s %9.2f %9.2f %9.2f" % ("POST move to running on the other worker (API, 20 ms polls)",
+                                               m, min(moves), max(moves)))
+            P.log("%-62s %9.2f %9.2f %9.2f" % ("baseline: cp of the same size and kind + sync (same disk)",
+                                               c, min(cps), max(cps)))
+            P.log("archive (what travels): %s; the data intact after %d moves (SHA-256 inside)" % (
+                ("%.1f MiB" % (asz[0] / 1048576.0)) if asz else "size not found", runs))
+            P.ROWS.append(("move of %d MiB %s data to running elsewhere, median" % (mib, kind),
+                           "%.2f s" % m, "cp + sync %.2f s" % c, "%.2fx" % (m / c)))
+    finally:
+        plat.stop()
