@@ -142,6 +142,34 @@ rdigest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 # pins, installed by npm ci once for every test that needs one (a
 # concurrent run waits on the lock instead of reinstalling under it); one
 # check that it is there.
+# run_scripts LABEL "NN NN ..." ENV=VALUE...: runs each listed test script
+# again (tests/integration/NN_*.sh) with the given environment, one result
+# line per script: ok when every check of it passed and it ran at least one;
+# otherwise its failing checks and the end of its output. The logs go to $L;
+# a script's daemon logs kept on failure are named after the caller and it
+# (lib_platform.sh's PLATFORM_TEST: "5h-27").
+run_scripts() {
+	_label=$1; _list=$2; shift 2
+	for _n in $_list; do
+		for _t in "$SPACE_TOP"/tests/integration/${_n}_*.sh; do
+			[ -f "$_t" ] || continue
+			_name=$(basename "$_t" .sh)
+			_t0=$(date +%s)
+			env PLATFORM_TEST="$(basename "$0" .sh | cut -d_ -f1)-$_n" "$@" \
+			    timeout -k 10 600 sh "$_t" >"$L/$_name.log" 2>&1
+			_rc=$?
+			_p=$(grep -c '^ok ' "$L/$_name.log")
+			_f=$(grep -c '^not ok ' "$L/$_name.log")
+			if [ "$_rc" = 0 ] && [ "$_f" = 0 ] && [ "$_p" -gt 0 ]; then
+				ok "$_name $_label: $_p checks ($(( $(date +%s) - _t0 )) s)"
+			else
+				not_ok "$_name $_label: $_p passed, $_f failed, exit $_rc"
+				grep -E '^not ok |^#' "$L/$_name.log" | head -20 | sed 's/^/#   /'
+				tail -5 "$L/$_name.log" | sed 's/^/#   | /'
+			fi
+		done
+	done
+}
 js_version() { node -p "require('$SPACE_TOP/tests/js/node_modules/$1/package.json').version" 2>/dev/null; }
 js_pinned() {
 	_js="$SPACE_TOP/tests/js"

@@ -29,22 +29,5 @@ if [ ! -x "$PG_BIN/initdb" ]; then
 fi
 L=$(mktemp -d)
 trap 'rm -rf "$L"' EXIT INT TERM
-for n in ${SPACE_PG_TESTS:-20 21 22 23 24 25 26 27 29 63 2s 2t}; do
-	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
-		[ -f "$t" ] || continue
-		name=$(basename "$t" .sh)
-		t0=$(date +%s)
-		SPACE_TEST_STORE=pg timeout -k 10 600 sh "$t" >"$L/$name.log" 2>&1
-		rc=$?
-		p=$(grep -c '^ok ' "$L/$name.log")
-		f=$(grep -c '^not ok ' "$L/$name.log")
-		if [ "$rc" = 0 ] && [ "$f" = 0 ] && [ "$p" -gt 0 ]; then
-			ok "$name on PostgreSQL: $p checks ($(( $(date +%s) - t0 )) s)"
-		else
-			not_ok "$name on PostgreSQL: $p passed, $f failed, exit $rc"
-			grep -E '^not ok |^#' "$L/$name.log" | head -20 | sed 's/^/#   /'
-			tail -5 "$L/$name.log" | sed 's/^/#   | /'
-		fi
-	done
-done
+run_scripts "on PostgreSQL" "${SPACE_PG_TESTS:-20 21 22 23 24 25 26 27 29 63 2s 2t}" SPACE_TEST_STORE=pg
 done_testing

@@ -94,7 +94,12 @@ for i in range(nmoves):
     answers, stop = [], threading.Event()
     th = threading.Thread(target=poll, args=(rt["endpoint"], rt["capability"], answers, stop))
     th.start()
-    time.sleep(0.05)                        # a few answers before the call
+    # a few answers before the call: at least one 200 of the old
+    # execution (a loaded machine may take longer than a few polls)
+    t_wait = time.monotonic() + 20
+    while not any(a[2] == 200 for a in answers) and time.monotonic() < t_wait:
+        time.sleep(0.01)
+    time.sleep(0.02)
     st, _ = ctl("POST", "/v1/sandboxes/%s/move" % sbx, {"to": to})
     t202 = time.monotonic()
     if st != 202:

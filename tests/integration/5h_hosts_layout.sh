@@ -15,21 +15,5 @@
 . "$SPACE_TOP/tests/lib.sh"
 L=$(mktemp -d)
 trap 'rm -rf "$L"' EXIT INT TERM
-for n in ${SPACE_HOSTS_TESTS:-27 53 55 5j}; do
-	for t in "$SPACE_TOP"/tests/integration/${n}_*.sh; do
-		[ -f "$t" ] || continue
-		name=$(basename "$t" .sh)
-		SPACE_TEST_HOSTS=1 PLATFORM_TEST="5h-$n" timeout -k 10 600 sh "$t" >"$L/$name.log" 2>&1
-		rc=$?
-		p=$(grep -c '^ok ' "$L/$name.log")
-		f=$(grep -c '^not ok ' "$L/$name.log")
-		if [ "$rc" = 0 ] && [ "$f" = 0 ] && [ "$p" -gt 0 ]; then
-			ok "$name on simulated hosts: $p checks"
-		else
-			not_ok "$name on simulated hosts: $p passed, $f failed, exit $rc"
-			grep -E '^not ok |^#' "$L/$name.log" | head -20 | sed 's/^/#   /'
-			tail -5 "$L/$name.log" | sed 's/^/#   | /'
-		fi
-	done
-done
+run_scripts "on simulated hosts" "${SPACE_HOSTS_TESTS:-27 53 55 5j}" SPACE_TEST_HOSTS=1
 done_testing
