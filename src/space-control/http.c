@@ -58,6 +58,7 @@ static const struct route routes[] = {
 	{ "POST",   "/v1/sandboxes/*/traffic-token", api_traffic_token,     AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/access-token", api_access_token,       AUTH_USER },
 	{ "POST",   "/v1/edge/routes",              api_edge_routes,        AUTH_EDGE },
+	{ "GET",    "/v1/edge/revocations",         api_edge_revocations,   AUTH_EDGE },
 	{ "GET",    "/v1/workers",                  api_workers_list,       AUTH_USER },
 	{ "POST",   "/v1/workers/*/register",       api_worker_register,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/heartbeat",      api_worker_heartbeat,   AUTH_WORKER },
@@ -511,6 +512,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 	cs->rt->handler(&cs->r);
 	if (cs->r.status == 0)
 		reply_error(&cs->r, 500, "internal", "no answer");
+	edge_revoke_after(&cs->r, cs->rt->handler);     /* edge_revoke.c */
 	return send_reply(&cs->r);
 }
 

@@ -94,6 +94,10 @@ void api_sandbox_timeouts(struct req *);
 /* api_edge.c */
 void api_edge_routes(struct req *);
 void api_traffic_token(struct req *);
+void api_edge_revocations(struct req *);
+/* after a handler: a 2xx of one that can take away what space-edge was
+ * allowed is noted for GET /v1/edge/revocations (edge_revoke.c) */
+void edge_revoke_after(struct req *r, handler_fn h);
 /* api_access.c */
 void api_access_token(struct req *);
 void api_worker_snapshot(struct req *);

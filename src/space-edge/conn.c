@@ -9,7 +9,13 @@
  *      else 421 and close: an upstream connection serves one sandbox port
  *      and never another), the credential fields are taken out, and the
  *      body is passed by its framing (Content-Length or chunked) so that
- *      the next head is found. After an Upgrade request answered 101 both
+ *      the next head is found. Every request is authorized, not only
+ *      the first: its own credential must hold a fresh decision for the
+ *      sandbox port (route.c edge_authorize: at most --auth-ttl old, and
+ *      dropped at once by a revocation heard from space-control); one
+ *      refused is answered after the answers before it (the gateway
+ *      side is half-closed and drained first) and ends the connection.
+ *      After an Upgrade request answered 101 both
  *      directions are raw (WebSocket); an Upgrade answered otherwise ends
  *      the connection after that answer. Answers flow back as they come. */
 #include <errno.h>
@@ -35,7 +41,7 @@
 #define UBUF_CAP        65536
 #define CRED_MAX        128     /* an API key or traffic token is 46 bytes */
 
-enum state { S_HEAD, S_BODY_CL, S_CHUNK, S_UPGRADE_WAIT, S_RAW, S_DRAIN };
+enum state { S_HEAD, S_BODY_CL, S_CHUNK, S_UPGRADE_WAIT, S_RAW, S_DRAIN, S_REFUSE };
 
 struct conn {
 	struct edge *e;
@@ -45,6 +51,10 @@ struct conn {
 	size_t chave;
 	char host[256];                 /* the first request's Host */
 	size_t host_len;
+	char sbx[SPACE_ID_MAX + 1];     /* ... naming this sandbox port */
+	uint16_t port;
+	struct edge_upstream *refusal;  /* S_REFUSE: said once the gateway is done */
+	uint64_t refuse_dl;             /* ms: by when the gateway must be done */
 	enum state state;
 	bool upgrade_pending;
 	int64_t body_left;
@@ -373,6 +383,8 @@ first_request(struct conn *c, size_t hlen)
 	}
 	memcpy(c->host, hf->value, hf->value_len);
 	c->host_len = hf->value_len;
+	snprintf(c->sbx, sizeof(c->sbx), "%s", sbx);
+	c->port = port;
 	edge_route(c->e, sbx, port, kind, kind == CRED_NONE ? NULL : secret, up);
 	if (up->fd < 0) {
 		refuse(c, refusal_of(up->status), up->status, up->message, up->retry);
@@ -395,6 +407,53 @@ out:
 	free(h);
 	free(up);
 	return ret;
+}
+
+/* a later request's own credential, checked (route.c edge_authorize):
+ * 0 admitted; 1 refused, its answer waiting for the answers before it
+ * (S_REFUSE: the gateway is half-closed, read to its end, then the
+ * refusal is said and the connection ends); -1 close now */
+static int
+authorize(struct conn *c, const struct reqhead *h)
+{
+	char secret[CRED_MAX];
+	enum edge_cred kind;
+	struct edge_upstream *up;
+	int rc = 0;
+
+	if (credential(h, &kind, secret) < 0) {
+		sodium_memzero(secret, sizeof(secret));
+		if ((up = calloc(1, sizeof(*up))) == NULL)
+			return -1;
+		up->status = 400;
+		snprintf(up->message, sizeof(up->message), "malformed credential fields");
+	} else {
+		if ((up = calloc(1, sizeof(*up))) == NULL) {
+			sodium_memzero(secret, sizeof(secret));
+			return -1;
+		}
+		rc = edge_authorize(c->e, c->sbx, c->port, kind, kind == CRED_NONE ? NULL : secret, up);
+		sodium_memzero(secret, sizeof(secret));
+		if (rc == 0) {
+			free(up);
+			return 0;
+		}
+	}
+	c->refusal = up;
+	c->state = S_REFUSE;
+	c->refuse_dl = now_ms() + c->e->cfg.head_timeout * 1000ull;
+	(void)shutdown(c->ufd, SHUT_WR);
+	return 1;
+}
+
+/* the refusal of S_REFUSE, once the answers before it are out */
+static void
+say_refusal(struct conn *c)
+{
+	struct edge_upstream *up = c->refusal;
+
+	refuse(c, up->status == 400 ? REF_BAD_HEAD : refusal_of(up->status), up->status,
+	    up->message, up->retry);
 }
 
 /* the client's bytes, as far as they can go: 0 go on, -1 close */
@@ -434,8 +493,16 @@ client_bytes(struct conn *c)
 				/* never another sandbox on this upstream */
 				refuse(c, REF_OTHER_HOST, 421, "one connection serves one host", false);
 				ok = false;
-			} else if (forward_head(c, c->cbuf, end, h) < 0)
-				ok = false;
+			} else {
+				int a = authorize(c, h);
+				if (a > 0) {
+					/* refused: nothing of it goes on */
+					free(h);
+					return 0;
+				}
+				if (a < 0 || forward_head(c, c->cbuf, end, h) < 0)
+					ok = false;
+			}
 			if (ok)
 				framing(c, h);
 			free(h);
@@ -486,6 +553,7 @@ client_bytes(struct conn *c)
 			return 0;
 		case S_UPGRADE_WAIT:
 		case S_DRAIN:
+		case S_REFUSE:
 			return 0;
 		}
 	}
@@ -522,12 +590,15 @@ pump(struct conn *c, char *ubuf)
 		struct pollfd p[2];
 		uint64_t now = now_ms(), dl;
 		bool want_client = !c->client_eof && c->state != S_UPGRADE_WAIT &&
-		    c->state != S_DRAIN && c->chave < CBUF_CAP;
+		    c->state != S_DRAIN && c->state != S_REFUSE && c->chave < CBUF_CAP;
 		int t, r;
 
 		if (c->client_eof && c->up_eof)
 			return;
 		dl = c->last_io + c->e->cfg.idle_timeout * 1000ull;
+		if (c->state == S_REFUSE && c->refuse_dl < dl)
+			dl = c->refuse_dl;      /* then closed without a word: an
+		                                   answer may be half out */
 		if (c->state == S_HEAD && c->head_start &&
 		    c->head_start + c->e->cfg.head_timeout * 1000ull < dl)
 			dl = c->head_start + c->e->cfg.head_timeout * 1000ull;
@@ -552,8 +623,12 @@ pump(struct conn *c, char *ubuf)
 			ssize_t k = recv(c->ufd, ubuf, UBUF_CAP, 0);
 			if (k < 0 && errno == EINTR)
 				continue;
-			if (k <= 0)
-				return;         /* the gateway is done: so is the client */
+			if (k <= 0) {
+				/* the gateway is done: so is the client */
+				if (k == 0 && c->state == S_REFUSE)
+					say_refusal(c);
+				return;
+			}
 			if (upstream_bytes(c, ubuf, (size_t)k) < 0)
 				return;
 			if (c->state == S_RAW && client_bytes(c) < 0)
@@ -642,6 +717,7 @@ out:
 		free(c.cbuf);
 	}
 	free(ubuf);
+	free(c.refusal);
 	atomic_fetch_sub(&a->e->st.conns_open, 1);
 	free(a);
 	return NULL;

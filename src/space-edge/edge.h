@@ -31,7 +31,8 @@ struct edge_cfg {
 	unsigned head_timeout;          /* s: a request head must be complete within */
 	unsigned idle_timeout;          /* s: no byte either way for so long closes */
 	unsigned connect_timeout;       /* s: to a gateway, and its hello answer */
-	unsigned cache_ttl;             /* s: a resolution is trusted */
+	unsigned cache_ttl;             /* s: an authorization decision (and its
+	                                   route) is trusted: --auth-ttl */
 	int verbose;
 };
 
@@ -45,6 +46,9 @@ enum edge_refusal {
 struct edge_stats {
 	atomic_ullong conns_total, conns_open, requests, routed;
 	atomic_ullong resolves, cache_hits, rebuilt, refresh_failed, renewed;
+	atomic_ullong checks;           /* later requests on a connection, checked */
+	atomic_ullong revocations, dropped;     /* heard from space-control; entries dropped */
+	atomic_ullong feed_errors;
 	atomic_ullong refused[REF_N];
 	atomic_ullong console[3];       /* the web console's: static, control, node */
 };
@@ -64,6 +68,7 @@ struct edge {
 	pthread_mutex_t mu;             /* routes */
 	struct edge_route *routes;
 	size_t nroutes, cap_routes;
+	uint64_t drop_gen;              /* bumped by every revocation (under mu) */
 	int listen_fd;
 };
 
@@ -88,8 +93,17 @@ void edge_routes_free(struct edge *e);
  * with the recovery rules of DESIGN section 8 */
 void edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred kind,
     const char *secret, struct edge_upstream *up);
+/* a later request on an open connection: 0 when its credential holds a
+ * fresh decision for (sandbox, port), else -1 and the refusal in up */
+int  edge_authorize(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred kind,
+    const char *secret, struct edge_upstream *up);
+/* drop every decision about the sandbox (NULL: all); how many */
+size_t edge_routes_drop(struct edge *e, const char *sandbox);
 /* tcp://HOST:PORT, connected within the timeout; -1 when it fails */
 int  gw_connect(const char *endpoint, unsigned timeout_s);
+
+/* revoke.c: the revocation feed from space-control, in its own thread */
+int  edge_feed_start(struct edge *e);
 
 /* conn.c */
 void *edge_conn_main(void *arg);        /* arg: struct edge_conn_arg * */

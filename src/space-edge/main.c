@@ -3,14 +3,17 @@
  *   space-edge --listen ADDR:PORT --control URL --domain DOMAIN
  *              --edge-credential-file F [--user NAME] [--max-conns N]
  *              [--head-timeout S] [--idle-timeout S] [--verbose]
- *              [--e2b-listen ADDR:PORT]
+ *              [--e2b-listen ADDR:PORT] [--auth-ttl S]
  *
  * http://{port}-{sandbox}.{domain}/... reaches port {port} of the
  * sandbox through its current worker's gateway. Private ports need the
  * owner's API key (Authorization: Bearer) or the sandbox's traffic token
  * (X-Space-Traffic-Token); public ports need nothing. GET /metrics and
  * /healthz on the bare domain are the edge's own, and the web console
- * (console.c, docs/console.md).
+ * (console.c, docs/console.md). Every request is authorized (conn.c):
+ * a decision is trusted for --auth-ttl seconds (default 5) and dropped at
+ * once when space-control reports a revocation for its sandbox
+ * (revoke.c).
  *
  * It holds no signing key; its one secret is the edge credential, which
  * can only ask space-control for routes. Started as root it binds, reads
@@ -44,7 +47,7 @@ usage(FILE *f)
 	fprintf(f, "usage: space-edge --listen ADDR:PORT --control URL --domain DOMAIN\n"
 	    "           --edge-credential-file F [--user NAME] [--max-conns N]\n"
 	    "           [--head-timeout S] [--idle-timeout S] [--verbose]\n"
-	    "           [--e2b-listen ADDR:PORT]\n");
+	    "           [--e2b-listen ADDR:PORT] [--auth-ttl S]\n");
 }
 
 static int
@@ -185,6 +188,12 @@ edge_metrics(struct edge *e)
 	C("space_edge_route_refresh_failed_total", "Rebuilt attempts refused again.", refresh_failed);
 	C("space_edge_route_renewed_total", "Capabilities renewed after capability_expired.",
 	    renewed);
+	C("space_edge_request_checks_total", "Later requests on a connection, authorized again.",
+	    checks);
+	C("space_edge_revocations_total", "Revocations heard from space-control.", revocations);
+	C("space_edge_revoked_entries_total", "Cached decisions dropped by revocations.", dropped);
+	C("space_edge_revocation_feed_errors_total", "Failed polls of the revocation feed.",
+	    feed_errors);
 #undef C
 	fprintf(f, "# HELP space_edge_console_requests_total Requests of the web console, by kind.\n"
 	    "# TYPE space_edge_console_requests_total counter\n");
@@ -220,7 +229,7 @@ int
 main(int argc, char **argv)
 {
 	enum { O_LISTEN = 1, O_CONTROL, O_DOMAIN, O_CRED, O_USER, O_MAXC, O_HEAD, O_IDLE, O_VERB,
-	    O_HELP, O_E2B };
+	    O_HELP, O_E2B, O_TTL };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "control", required_argument, NULL, O_CONTROL },
@@ -233,6 +242,7 @@ main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, O_VERB },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "e2b-listen", required_argument, NULL, O_E2B },
+		{ "auth-ttl", required_argument, NULL, O_TTL },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct edge e;
@@ -246,7 +256,7 @@ main(int argc, char **argv)
 	e.cfg.head_timeout = 10;
 	e.cfg.idle_timeout = 300;
 	e.cfg.connect_timeout = 5;
-	e.cfg.cache_ttl = 60;
+	e.cfg.cache_ttl = 5;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case O_LISTEN: e.cfg.listen = optarg; break;
@@ -268,6 +278,10 @@ main(int argc, char **argv)
 			break;
 		case O_VERB: e.cfg.verbose = 1; break;
 		case O_E2B: e2b_listen = optarg; break;
+		case O_TTL:
+			if (uint_opt("--auth-ttl", optarg, 1, 60, &e.cfg.cache_ttl) < 0)
+				return 2;
+			break;
 		case O_HELP: usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -311,8 +325,12 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (edge_routes_init(&e) < 0)
 		return 1;
+	if (edge_feed_start(&e) < 0)
+		log_warnx("no revocation feed: decisions end by --auth-ttl only");
 	if (e2b_fd >= 0) {
-		struct e2b_cfg ec = { .control = e.cfg.control, .cache_ttl = e.cfg.cache_ttl,
+		/* the E2B API's own route caches keep their 60 s (not the
+		 * port URLs' --auth-ttl) */
+		struct e2b_cfg ec = { .control = e.cfg.control, .cache_ttl = 60,
 		    .verbose = e.cfg.verbose };
 		if (e2b_start(&ec, e2b_fd) == NULL) {
 			fprintf(stderr, "space-edge: cannot serve the E2B API on %s\n", e2b_listen);

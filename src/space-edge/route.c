@@ -384,6 +384,7 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 	uint8_t ck[32];
 	int64_t now = now_unix(), cache_exp = 0;
 	bool seeded = false;
+	uint64_t gen;
 	int r;
 
 	up->fd = -1;
@@ -395,6 +396,7 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 	}
 	route_cache_set_ttl(rc, e->cfg.cache_ttl);
 	pthread_mutex_lock(&e->mu);
+	gen = e->drop_gen;
 	slot = slot_find(e, sandbox, port, ck);
 	if (slot && slot->e.cache_exp > now && route_cache_put(rc, &slot->e, now) == 0) {
 		held = slot->e.route;
@@ -429,7 +431,9 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 		 * stored a fresh one meanwhile */
 		bool other = !seeded && slot != NULL && slot->e.cache_exp > now;
 
-		if (!seeded && !other && (slot != NULL || (slot = slot_new(e, now)) != NULL)) {
+		/* a revocation heard meanwhile (gen moved): not kept */
+		if (!seeded && !other && gen == e->drop_gen &&
+		    (slot != NULL || (slot = slot_new(e, now)) != NULL)) {
 			memset(slot, 0, sizeof(*slot));
 			snprintf(slot->sandbox, sizeof(slot->sandbox), "%s", sandbox);
 			slot->port = port;
@@ -472,4 +476,90 @@ edge_route(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred ki
 	}
 	fail(up, r == -ECONNREFUSED || r == -ECONNRESET ? 502 : 503, true, "gateway unreachable",
 	    NULL);
+}
+
+/* One more request on an open connection (conn.c): its credential must
+ * hold a decision for (sandbox, port) that is still fresh (at most
+ * --auth-ttl old and not dropped by a revocation, revoke.c); else
+ * space-control decides now, as for a new connection. The upstream
+ * connection is not touched: it already goes to this sandbox port, and
+ * a route change there is the gateway's to refuse. */
+int
+edge_authorize(struct edge *e, const char *sandbox, uint16_t port, enum edge_cred kind,
+    const char *secret, struct edge_upstream *up)
+{
+	struct call x = { .e = e, .sandbox = sandbox, .port = port, .kind = kind, .secret = secret,
+	    .up = up };
+	struct route_entry fresh;
+	struct edge_route *slot;
+	uint8_t ck[32];
+	int64_t now = now_unix();
+	uint64_t gen;
+	int r;
+
+	up->fd = -1;
+	up->nearly = 0;
+	atomic_fetch_add(&e->st.checks, 1);
+	cred_key(kind, secret, ck);
+	pthread_mutex_lock(&e->mu);
+	slot = slot_find(e, sandbox, port, ck);
+	if (slot && slot->e.cache_exp > now) {
+		pthread_mutex_unlock(&e->mu);
+		atomic_fetch_add(&e->st.cache_hits, 1);
+		return 0;
+	}
+	gen = e->drop_gen;
+	pthread_mutex_unlock(&e->mu);
+
+	memset(&fresh, 0, sizeof(fresh));
+	r = resolve(&x, sandbox, NULL, &fresh);
+	pthread_mutex_lock(&e->mu);
+	slot = slot_find(e, sandbox, port, ck);
+	if (r == 0 && gen == e->drop_gen) {
+		/* kept for later requests and connections, unless a revocation
+		 * came while it was asked (then the next one asks again) */
+		if (slot != NULL || (slot = slot_new(e, now)) != NULL) {
+			memset(slot, 0, sizeof(*slot));
+			snprintf(slot->sandbox, sizeof(slot->sandbox), "%s", sandbox);
+			slot->port = port;
+			memcpy(slot->cred, ck, 32);
+			slot->used = true;
+			slot->e = fresh;
+			slot->e.cache_exp = now + e->cfg.cache_ttl;
+		}
+	} else if (r != 0 && slot)
+		sodium_memzero(slot, sizeof(*slot));
+	pthread_mutex_unlock(&e->mu);
+	sodium_memzero(&fresh, sizeof(fresh));
+	if (r == 0)
+		return 0;
+	if (x.ctl_status != 0) {
+		unsigned s = x.ctl_status;
+		if (s != 401 && s != 403 && s != 404 && s != 409 && s != 503)
+			s = 502;
+		fail(up, s, x.ctl_retry, x.ctl_message, NULL);
+	} else
+		fail(up, 503, true, "control plane unreachable", NULL);
+	return -1;
+}
+
+/* a revocation heard from space-control (revoke.c): every decision about
+ * the sandbox (NULL: about every sandbox) is dropped, so the next request
+ * for it is decided again */
+size_t
+edge_routes_drop(struct edge *e, const char *sandbox)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = 0; i < e->nroutes; i++) {
+		struct edge_route *r = &e->routes[i];
+		if (r->used && (sandbox == NULL || strcmp(r->sandbox, sandbox) == 0)) {
+			sodium_memzero(r, sizeof(*r));
+			n++;
+		}
+	}
+	e->drop_gen++;
+	pthread_mutex_unlock(&e->mu);
+	return n;
 }

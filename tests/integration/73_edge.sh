@@ -173,19 +173,117 @@ asyncio.run(main())
 EOF
 is "a WebSocket through the edge echoes both messages" "$(tr '\n' '|' <"$T/ws")" "echo: one|echo: two|"
 
+# ---- every request on a kept-alive connection is authorized ----
+# one connection, steps in order: "req FIELD" (a request with that field,
+# or none for "-"), "sh CMD" (a change made meanwhile), "until FIELD"
+# (the same request again until it is refused, at most 40 tries 0.5 s
+# apart: no time is asserted, only that a refusal comes). Prints each
+# status, then whether the edge kept the connection open.
+cat >"$T/conn.py" <<'EOF'
+import socket, subprocess, sys, time
+port, host = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(20)
+f = s.makefile("rb")
+def req(field):
+    extra = "" if field == "-" else field + "\r\n"
+    s.sendall(("GET /k HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (host, extra)).encode())
+    line = f.readline()
+    if not line:
+        return "closed"
+    n = 0
+    while True:
+        l = f.readline()
+        if l in (b"\r\n", b""):
+            break
+        if l.lower().startswith(b"content-length:"):
+            n = int(l.split(b":")[1])
+    f.read(n)
+    return line.split()[1].decode()
+out = []
+for step in sys.argv[3:]:
+    kind, _, arg = step.partition(" ")
+    if kind == "req":
+        out.append(req(arg))
+    elif kind == "sh":
+        subprocess.run(arg, shell=True, check=True, stdout=subprocess.DEVNULL)
+    elif kind == "until":
+        for i in range(40):
+            st = req(arg)
+            if st != "200":
+                break
+            time.sleep(0.5)
+        out.append(st)
+    if out and out[-1] == "closed":
+        break
+s.settimeout(3)
+try:
+    out.append("closed" if f.read(1) == b"" else "open")
+except socket.timeout:
+    out.append("open")
+print(" ".join(out))
+EOF
+conn() { python3 "$T/conn.py" "$EP" "$@" 2>>"$T/err"; }
+H0="8080-$SBX.$DOM"
+is "one connection: the token, then no credential: 200, 401, closed" \
+	"$(conn "$H0" "req X-Space-Traffic-Token: $TT" "req -")" "200 401 closed"
+is "the token, then another sandbox's token: 200, 403, closed" \
+	"$(conn "$H0" "req X-Space-Traffic-Token: $TT" "req X-Space-Traffic-Token: $TT2")" "200 403 closed"
+is "the owner's key, then a made-up key: 200, 401, closed" \
+	"$(conn "$H0" "req Authorization: Bearer $SPACE_API_KEY" \
+	    "req Authorization: Bearer sk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")" "200 401 closed"
+is "the token, then the owner's key, then the token: each authorized and served, kept open" \
+	"$(conn "$H0" "req X-Space-Traffic-Token: $TT" "req Authorization: Bearer $SPACE_API_KEY" \
+	    "req X-Space-Traffic-Token: $TT")" "200 200 200 open"
+is "a public port: two requests without a credential, both served, kept open" \
+	"$(conn "8081-$SBX.$DOM" "req -" "req -")" "200 200 open"
+is "the token replaced while its connection is open: the old one is refused (403), closed" \
+	"$(conn "$H0" "req X-Space-Traffic-Token: $TT" \
+	    "sh curl -s -X POST -H 'Authorization: Bearer $SPACE_API_KEY' $CU/v1/sandboxes/$SBX/traffic-token" \
+	    "until X-Space-Traffic-Token: $TT")" "200 403 closed"
+is "a public port made private while a connection is open: 401 without a credential, closed" \
+	"$(conn "8081-$SBX.$DOM" "req -" \
+	    "sh curl -s -X POST -H 'Authorization: Bearer $SPACE_API_KEY' -d '{\"port\":8081,\"public\":false}' $CU/v1/sandboxes/$SBX/ports" \
+	    "until -")" "200 401 closed"
+is "... and on a new connection too" "$(code "$U1")" 401
+check "the edge heard the revocations from space-control (/metrics)" \
+	sh -c 'curl -s --max-time 5 "$1/metrics" | grep -q "^space_edge_revocations_total [1-9]"' sh "$E"
+is "the port made public again: 200" "$(declare_port 8081 true; code "$U1")" "200200"
+
 # ---- the same URL across a move: one rebuilt attempt ----
-rebuilt() { curl -s --max-time 5 "$E/metrics" | sed -n 's/^space_edge_route_rebuilt_total //p'; }
+# space up's edge trusts a decision 5 s (--auth-ttl), less than a move
+# takes: after it, the route is simply asked again. A second edge with
+# --auth-ttl 60 holds the old route across the move, so the recovery of
+# DESIGN section 8 is what serves: one rebuilt attempt, counted.
+EP2=$(free_port)
+space-edge --listen "127.0.0.1:$EP2" --control "$CU" --domain "localhost:$EP2" \
+	--edge-credential-file "$D/edge/credential" --user nobody --auth-ttl 60 2>"$T/edge2.log" &
+UP_KILL="$UP_KILL $!"
+check "a second edge with --auth-ttl 60 answers" wait_http "http://127.0.0.1:$EP2/healthz" 20
+E2="http://127.0.0.1:$EP2"
+U2="http://8081-$SBX.localhost:$EP2/"
+rebuilt() { curl -s --max-time 5 "$E2/metrics" | sed -n 's/^space_edge_route_rebuilt_total //p'; }
 R0=$(rebuilt)
-is "the public port again, from the edge's cache" "$(code "$U1")" 200
+is "the public port through it, cached for 60 s" "$(code "$U2")" 200
+is "... and through space up's edge" "$(code "$U1")" 200
 if [ "$W0" = w1 ]; then W1=w2; else W1=w1; fi
 timeout 90 space move "$SBX" --to "$W1" >"$T/move" 2>&1; rc=$?
 is "space move to $W1" "$rc" 0
 check "the web server starts again after the move" serve
-is "the same URL serves after the move" "$(code "$U1")" 200
+is "the same URL serves after the move" "$(code "$U2")" 200
 is "... from the new execution's port 8081" "$(jget port)" 8081
 is "with one rebuilt attempt counted in /metrics" "$(( $(rebuilt) - R0 ))" 1
 is "the next request uses the repaired route: no new rebuilt attempt" \
-	"$(code "$U1")$(( $(rebuilt) - R0 ))" 2001
+	"$(code "$U2")$(( $(rebuilt) - R0 ))" 2001
+is "space up's edge serves the same URL after the move" "$(code "$U1"; jget port)" 2008081
+# the feed, not the lifetime: this edge trusts a decision 60 s, and the
+# replaced token is refused well within the 20 s the loop allows
+code -X POST -H "Authorization: Bearer $SPACE_API_KEY" "$CU/v1/sandboxes/$SBX/traffic-token" >/dev/null
+TT3=$(jget traffic_token)
+is "with --auth-ttl 60, a replaced token is refused by the revocation feed (403), closed" \
+	"$(python3 "$T/conn.py" "$EP2" "8080-$SBX.localhost:$EP2" "req X-Space-Traffic-Token: $TT3" \
+	    "sh curl -s -X POST -H 'Authorization: Bearer $SPACE_API_KEY' $CU/v1/sandboxes/$SBX/traffic-token" \
+	    "until X-Space-Traffic-Token: $TT3" 2>>"$T/err")" "200 403 closed"
 
 # ---- the control plane's side ----
 check "the edge credential is an ek_ secret, mode 0600" \
@@ -221,6 +319,20 @@ check "the store keeps only its hash" sh -c '! grep -raq -- "${1#tt_}" "$2"' sh 
 code -X POST -H "Authorization: Bearer $SPACE_API_KEY" "$CU/v1/sandboxes/$SBX/traffic-token" >/dev/null
 TT2=$(jget traffic_token "$T/body")
 check "asking again makes another one" test -n "$TT2" -a "$TT2" != "$TT"
+# the revocation feed the edge long-polls (GET /v1/edge/revocations)
+RV="$CU/v1/edge/revocations"
+is "an API key cannot read the revocation feed (401)" \
+	"$(code -H "Authorization: Bearer $SPACE_API_KEY" "$RV?wait=0")" 401
+is "a cursor of no run: drop everything (all)" \
+	"$(code -H "Authorization: Bearer $EC" "$RV?wait=0"; jget all)" 200True
+RB=$(jget boot); RS=$(jget seq)
+is "this run's cursor, nothing since: an empty list" \
+	"$(code -H "Authorization: Bearer $EC" "$RV?after=$RS&boot=$RB&wait=0"; printf %s "$(jget all)"; jget sandboxes)" "200False[]"
+code -X POST -H "Authorization: Bearer $SPACE_API_KEY" "$CU/v1/sandboxes/$SBX/traffic-token" >/dev/null
+is "a traffic token replaced: its sandbox is listed" \
+	"$(code -H "Authorization: Bearer $EC" "$RV?after=$RS&boot=$RB&wait=5"; printf %s "$(jget all)"; jget sandboxes)" \
+	"200False[\"$SBX\"]"
+is "a malformed cursor: 400" "$(code -H "Authorization: Bearer $EC" "$RV?after=x")" 400
 
 # ---- the edge under bad input ----
 # raw HOST-less exchanges: what the edge answers to bytes sent as they are
