@@ -18,7 +18,6 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -28,9 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/capability.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -38,6 +35,7 @@
 
 #include "confine.h"
 #include "ctlmsg.h"
+#include "dropuid.h"
 #include "log.h"
 #include "msg.h"
 #include "sbx-manager.h"
@@ -98,28 +96,13 @@ drop_privileges(pid_t parent)
 	struct passwd *pw = getpwnam("nobody");
 	uid_t uid = pw ? pw->pw_uid : 65534;
 	gid_t gid = pw ? pw->pw_gid : 65534;
-	cap_t none;
-	int c;
+	const char *why;
 
 	if (uid == 0 || gid == 0)
 		die("\"nobody\" is root");
-	for (c = 0; prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
-			die("drop the capability bounding set");
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		die("clear ambient capabilities");
-	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
-		die("change to the unprivileged uid");
-	if ((none = cap_init()) == NULL || cap_set_proc(none) < 0)
-		die("clear capabilities");
-	cap_free(none);
-	if (getuid() != uid || geteuid() != uid || getgid() != gid || setresuid(0, 0, 0) == 0)
-		die("the unprivileged uid did not stick");
 	/* sbx-manager's death (even SIGKILL) ends us */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
-		die("parent death signal");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		die("no_new_privs");
+	if ((why = drop_to_uid(uid, gid, parent)) != NULL)
+		die(why);
 }
 
 /* What an HTTP client needs: sockets of the internet families (and

@@ -15,7 +15,6 @@
  *   6. only then the first guest frame (the challenge reply). */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <seccomp.h>
@@ -23,8 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/capability.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -33,6 +30,7 @@
 #include <sodium.h>
 
 #include "confine.h"
+#include "dropuid.h"
 #include "host.h"
 #include "limits.h"
 #include "log.h"
@@ -54,29 +52,12 @@ static void
 drop_privileges(struct host *h, pid_t monitor)
 {
 	uid_t id = h->cfg.uid_base + SPACE_BRIDGE_UID_OFFSET;
-	cap_t none;
-	int c;
+	const char *why;
 
-	for (c = 0; prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
-			die("drop the capability bounding set");
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		die("clear ambient capabilities");
-	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
-		die("change to the serving uid");
-	/* the uid change cleared them; make it explicit and verified */
-	if ((none = cap_init()) == NULL || cap_set_proc(none) < 0)
-		die("clear capabilities");
-	cap_free(none);
-	if (getuid() != id || geteuid() != id || getgid() != id || getegid() != id ||
-	    setresuid(0, 0, 0) == 0)
-		die("the serving uid did not stick");
 	/* the monitor's death (even SIGKILL) ends us, which closes the
 	 * guest's control channel, which ends the guest */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != monitor)
-		die("parent death signal");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		die("no_new_privs");
+	if ((why = drop_to_uid(id, id, monitor)) != NULL)
+		die(why);
 }
 
 /* What serving needs and nothing else; any other call fails with EPERM.
