@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +114,36 @@ cli_request(const char *verb, struct space_client *c, const char *method,
 	if (space_control(c, method, path, body, a) < 0 || !space_answer_ok(a))
 		return cli_answer_fail(verb, a);
 	return 0;
+}
+
+int
+cli_signal_name(const char *s)
+{
+	char *end;
+	long n;
+	int i;
+
+	if (strncmp(s, "SIG", 3) == 0)
+		s += 3;
+	n = strtol(s, &end, 10);
+	if (end != s && *end == '\0')
+		return n >= 1 && n <= 64 ? (int)n : 0;
+	for (i = 1; i < 65; i++)
+		if (sigabbrev_np(i) != NULL && strcasecmp(sigabbrev_np(i), s) == 0)
+			return i;
+	return 0;
+}
+
+int
+cli_signal_number(const json_t *v)
+{
+	const char *s;
+
+	if (json_is_integer(v))
+		return (int)json_integer_value(v);
+	if ((s = json_string_value(v)) == NULL)
+		return 0;
+	return cli_signal_name(s);
 }
 
 int

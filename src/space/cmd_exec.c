@@ -136,26 +136,6 @@ emit(const json_t *res, const char *name, int fd)
 	return ret;
 }
 
-static int
-signal_number(const json_t *v)
-{
-	const char *s;
-	int i;
-
-	if (json_is_integer(v))
-		return (int)json_integer_value(v);
-	if ((s = json_string_value(v)) == NULL)
-		return 0;
-	if (strncmp(s, "SIG", 3) == 0)
-		s += 3;
-	for (i = 1; i < 65; i++) {
-		const char *abbr = sigabbrev_np(i);
-		if (abbr && strcmp(abbr, s) == 0)
-			return i;
-	}
-	return 0;
-}
-
 /* the streamed form: proc.start on a WebSocket (wsc.c), or with
  * --background a plain start that prints the pid */
 static int
@@ -341,7 +321,7 @@ cmd_exec(int argc, char **argv)
 		    SPACE_EXEC_OUTPUT_MAX);
 	if (json_is_true(json_object_get(res, "timed_out")))
 		ret = 124;
-	else if ((sig = signal_number(json_object_get(res, "signal"))) > 0)
+	else if ((sig = cli_signal_number(json_object_get(res, "signal"))) > 0)
 		ret = 128 + (sig & 0x7f);
 	else if (json_is_integer(json_object_get(res, "exit_code")))
 		ret = (int)(json_integer_value(json_object_get(res, "exit_code")) & 0xff);

@@ -132,8 +132,7 @@ cmd_signal(int argc, char **argv)
 	struct space_client *c = NULL;
 	struct space_answer a;
 	unsigned long pid;
-	char path[64], *end;
-	const char *sig;
+	char path[64];
 	json_t *body;
 	long n;
 	int ch, ret;
@@ -144,16 +143,7 @@ cmd_signal(int argc, char **argv)
 	if (!operands("signal", SIGNAL_USAGE, argc, argv, 3) ||
 	    !pid_arg("signal", argv[optind + 1], &pid))
 		return 2;
-	sig = argv[optind + 2];
-	if (strncmp(sig, "SIG", 3) == 0)
-		sig += 3;
-	n = strtol(sig, &end, 10);
-	if (*end != '\0' || end == sig) {
-		/* a name: its number here (the wire carries numbers) */
-		for (n = 1; n < 65; n++)
-			if (sigabbrev_np((int)n) && strcasecmp(sigabbrev_np((int)n), sig) == 0)
-				break;
-	}
+	n = cli_signal_name(argv[optind + 2]);
 	if (n < 1 || n > SPACE_SIGNO_MAX) {
 		fprintf(stderr, "space: signal: unknown signal '%s'\n", argv[optind + 2]);
 		return 2;

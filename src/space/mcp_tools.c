@@ -22,6 +22,7 @@
 #include "client.h"
 #include "limits.h"
 #include "mcp.h"
+#include "space.h"
 #include "util.h"
 
 #define WAIT_DEFAULT    60              /* seconds a lifecycle call waits */
@@ -448,24 +449,6 @@ t_port_url(struct mcp_ctx *x, json_t *args)
 
 /* ---- commands ---- */
 
-static int
-signal_number(const json_t *v)
-{
-	const char *s;
-	int i;
-
-	if (json_is_integer(v))
-		return (int)json_integer_value(v);
-	if ((s = json_string_value(v)) == NULL)
-		return 0;
-	if (strncmp(s, "SIG", 3) == 0)
-		s += 3;
-	for (i = 1; i < 65; i++)
-		if (sigabbrev_np(i) != NULL && strcmp(sigabbrev_np(i), s) == 0)
-			return i;
-	return 0;
-}
-
 /* stdout or stderr of the result into out, at most max bytes: text when
  * the sandbox sent text (cut at a character boundary), else base64 of at
  * most max bytes */
@@ -551,7 +534,7 @@ t_run(struct mcp_ctx *x, json_t *args)
 		mcp_fail(x, "run_command: malformed exec result");
 		goto out;
 	}
-	sig = signal_number(json_object_get(res, "signal"));
+	sig = cli_signal_number(json_object_get(res, "signal"));
 	out = json_pack("{s:o,s:o,s:b,s:b}",
 	    "exit_code", json_is_integer(json_object_get(res, "exit_code")) ?
 	    json_incref(json_object_get(res, "exit_code")) : json_null(),

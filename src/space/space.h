@@ -104,6 +104,11 @@ int cli_answer_fail(const char *verb, const struct space_answer *a);
 int cli_request(const char *verb, struct space_client *c, const char *method,
     const char *path, json_t *body, struct space_answer *a);
 int cli_print_json(const json_t *j);
+/* A signal's number from "TERM", "SIGTERM", "sigterm" or "15"; 0 when it
+ * is none. cli_signal_number takes a JSON number or such a string (what a
+ * process's end reports). */
+int cli_signal_name(const char *s);
+int cli_signal_number(const json_t *v);
 /* the result of a verb on stdout: j as JSON with --json, else text(j, arg)
  * prints it in words; 0, or 1 when stdout failed */
 int cli_print(int json, const json_t *j, void (*text)(const json_t *j, const char *arg),
