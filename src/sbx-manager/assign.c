@@ -80,10 +80,6 @@ struct mgr_assign {
 	uint64_t dispatched;            /* the revision the long-poll is at */
 	uint64_t persisted;             /* assign_rev in records.db */
 	bool pool_started;
-	/* installs choose a free uid slot and commit it as one step */
-	pthread_mutex_t slot_lock;
-	/* the egress tool runs stay one at a time, as before the lanes */
-	pthread_mutex_t egress_lock;
 	/* pidfds of the bridges this process launched or adopted */
 	struct {
 		char sandbox[SPACE_ID_MAX + 1];
@@ -114,8 +110,6 @@ assign_init(struct mgr *m)
 		return -ENOMEM;
 	pthread_mutex_init(&as->lock, NULL);
 	pthread_cond_init(&as->work, NULL);
-	pthread_mutex_init(&as->slot_lock, NULL);
-	pthread_mutex_init(&as->egress_lock, NULL);
 	as->monitor_wake = -1;
 	m->assign = as;
 	return 0;
@@ -165,9 +159,7 @@ stop_bridge(struct mgr *m, const struct record *rec)
 	struct mgr_assign *as = m->assign;
 	int i, pfd = -1;
 
-	pthread_mutex_lock(&as->egress_lock);
 	egress_detach(rec);
-	pthread_mutex_unlock(&as->egress_lock);
 	/* its own lock; it waits (bounded) for the gateway to end */
 	gateway_detach(rec);
 	pthread_mutex_lock(&as->lock);
@@ -196,9 +188,7 @@ stop_bridge(struct mgr *m, const struct record *rec)
 static void
 end_network(struct mgr *m, const struct record *r)
 {
-	pthread_mutex_lock(&m->assign->egress_lock);
 	egress_detach(r);
-	pthread_mutex_unlock(&m->assign->egress_lock);
 	gateway_detach(r);
 	netns_release(r);
 }
@@ -377,9 +367,7 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed)
 	live_set(m, r->id.sandbox, r->bridge_pid, pidfd);
 	pthread_mutex_unlock(&m->assign->lock);
 	/* no uplink is no network: the sandbox serves, its egress fails closed */
-	pthread_mutex_lock(&m->assign->egress_lock);
 	(void)egress_attach(r);
-	pthread_mutex_unlock(&m->assign->egress_lock);
 	(void)gateway_attach(r);
 	{
 		uint64_t t_end = now_mono_ns();
@@ -438,6 +426,7 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 	const char *snap = a->snapshot[0] ? a->snapshot : NULL;
 	const char *why = NULL;
 	uint64_t t_begin = now_mono_ns();
+	int ret;
 
 	metrics_inc(m, MC_INSTALLS);
 	/* an assignment for another worker or another incarnation of this
@@ -481,27 +470,21 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 			}
 		}
 	}
-	/* the slot is chosen and committed in one step: another sandbox's
-	 * install runs at the same time in its own lane */
-	pthread_mutex_lock(&m->assign->slot_lock);
-	if (records_free_slot(m, id->sandbox, &r.slot) != 0) {
-		pthread_mutex_unlock(&m->assign->slot_lock);
-		control_report(m, id, "failed", "no uid range left");
-		return;
-	}
-	r.uid_base = uid_base_for(m->cfg.uid_window, r.slot);
 	r.epoch = have_old ? old.epoch + 1 : 1;
 	paths_for(m, &r);
 	/* the new record goes in (state starting, new epoch) before the old
 	 * bridge is stopped: from here on the old generation gets
-	 * REFRESH_ROUTE and its streams are cancelled */
+	 * REFRESH_ROUTE and its streams are cancelled. The slot is chosen
+	 * and committed in one step (another sandbox's install runs at the
+	 * same time in its own lane), the commit shared with theirs. */
 	r.state = EXEC_STARTING;
-	if (records_put(m, &r) != 0) {
-		pthread_mutex_unlock(&m->assign->slot_lock);
-		log_warnx("install %s: cannot commit", id->sandbox);
+	if ((ret = records_put_slotted(m, &r, m->cfg.uid_window)) != 0) {
+		if (ret == -ENOSPC)
+			control_report(m, id, "failed", "no uid range left");
+		else
+			log_warnx("install %s: cannot commit", id->sandbox);
 		return;
 	}
-	pthread_mutex_unlock(&m->assign->slot_lock);
 	/* the policy every attach of this execution reads */
 	if (a->has_network ? egress_policy_save(id->sandbox, &a->network) != 0 :
 	    (egress_policy_forget(id->sandbox), false))
@@ -704,11 +687,8 @@ apply(struct mgr *m, const struct msg_assignment *a)
 		break;
 	case ASSIGN_NETWORK:
 		/* a policy, declared ports, or both */
-		if (a->has_network) {
-			pthread_mutex_lock(&m->assign->egress_lock);
+		if (a->has_network)
 			egress_assignment(a);
-			pthread_mutex_unlock(&m->assign->egress_lock);
-		}
 		gateway_assignment(a);
 		break;
 	default:

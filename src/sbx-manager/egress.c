@@ -17,6 +17,13 @@
  *   - rewrites DNS to the gateway address to the upstream resolver
  *     (--egress-dns) and masquerades the rest to the worker's uplink.
  *
+ * Locking: the uplink of a slot is set up, changed and taken down under
+ * that slot's lock (a detach of a retired execution and the attach of the
+ * next one that got its slot never interleave); the uplinks of different
+ * slots are set up at once, their links and addresses by ip(8) in
+ * parallel, and only the nft(8) transactions on the shared table one at a
+ * time (nft_lock).
+ *
  * Everything here runs ip(8) and nft(8) with fixed argument vectors and
  * scripts built from validated binary values (addresses, prefixes, slot
  * numbers); no byte a sandbox or a client sent reaches them. The policy
@@ -26,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +67,28 @@ static struct {
 	struct net_cidr deny[EXTRA_DENY_MAX];  /* control plane, --egress-deny */
 	unsigned ndeny;
 } eg;
+
+static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t slot_lock[MGR_SLOTS_MAX];
+static pthread_once_t slot_lock_once = PTHREAD_ONCE_INIT;
+
+static void
+slot_lock_init(void)
+{
+	unsigned i;
+
+	for (i = 0; i < MGR_SLOTS_MAX; i++)
+		pthread_mutex_init(&slot_lock[i], NULL);
+}
+
+/* the lock of r's slot (r->slot < MGR_SLOTS_MAX, checked by the caller) */
+static pthread_mutex_t *
+lock_slot(const struct record *r)
+{
+	pthread_once(&slot_lock_once, slot_lock_init);
+	pthread_mutex_lock(&slot_lock[r->slot]);
+	return &slot_lock[r->slot];
+}
 
 static const char *const private4[] = {
 	"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", NULL
@@ -186,8 +216,12 @@ static int
 nft_script(const char *script)
 {
 	const char *argv[] = { eg.nft, "-f", "-", NULL };
+	int rc;
 
-	return run(0, script, argv);
+	pthread_mutex_lock(&nft_lock);
+	rc = run(0, script, argv);
+	pthread_mutex_unlock(&nft_lock);
+	return rc;
 }
 
 static void
@@ -592,17 +626,12 @@ egress_guest_pid(pid_t monitor)
 	return guest_pid(monitor);
 }
 
+static int attach_locked(const struct record *r, pid_t guest);
+
 int
 egress_attach(const struct record *r)
 {
-	char dev[16], h[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN], pidstr[16], hcidr[32], inner[256];
-	char tag[96];
-	const char *del[] = { eg.ip, "link", "del", dev, NULL };
-	const char *batch[] = { eg.ip, "-batch", "-", NULL };
-	char outer[512];
-	struct netpolicy p;
-	char *s;
-	size_t o;
+	pthread_mutex_t *l;
 	pid_t guest;
 	int rc;
 
@@ -612,6 +641,25 @@ egress_attach(const struct record *r)
 		log_warnx("egress: %s: no guest to attach", r->id.sandbox);
 		return -ESRCH;
 	}
+	l = lock_slot(r);
+	rc = attach_locked(r, guest);
+	pthread_mutex_unlock(l);
+	return rc;
+}
+
+static int
+attach_locked(const struct record *r, pid_t guest)
+{
+	char dev[16], h[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN], pidstr[16], hcidr[32], inner[256];
+	char tag[96];
+	const char *del[] = { eg.ip, "link", "del", dev, NULL };
+	const char *batch[] = { eg.ip, "-batch", "-", NULL };
+	char outer[512];
+	struct netpolicy p;
+	char *s;
+	size_t o;
+	int rc;
+
 	ifname(r->slot, dev);
 	/* a relaunch (new activation) of an execution whose uplink is
 	 * there: the namespace was kept (netns.c), and so are the uplink,
@@ -660,15 +708,27 @@ egress_attach(const struct record *r)
 	return 0;
 }
 
+static void detach_locked(const struct record *r);
+
 void
 egress_detach(const struct record *r)
+{
+	pthread_mutex_t *l;
+
+	if (!eg.on || r->slot >= MGR_SLOTS_MAX)
+		return;
+	l = lock_slot(r);
+	detach_locked(r);
+	pthread_mutex_unlock(l);
+}
+
+static void
+detach_locked(const struct record *r)
 {
 	char dev[16], *s;
 	const char *del[] = { eg.ip, "link", "del", dev, NULL };
 	size_t o = 0;
 
-	if (!eg.on || r->slot >= MGR_SLOTS_MAX)
-		return;
 	/* the slot went to another execution since: nothing here is ours */
 	if (owned_by(r) < 0)
 		return;
@@ -697,20 +757,30 @@ egress_apply(const struct record *r, const struct netpolicy *p)
 	size_t o;
 	int rc;
 
+	pthread_mutex_t *l;
+
 	if (!eg.on)
 		return 0;
+	if (r->slot >= MGR_SLOTS_MAX)
+		return -ENOENT;
+	l = lock_slot(r);
 	/* only the uplink of this execution (the policy file already holds
 	 * the new policy for its next attach) */
-	if (owned_by(r) != 1)
+	if (owned_by(r) != 1) {
+		pthread_mutex_unlock(l);
 		return -ENOENT;
-	if ((s = malloc(SCRIPT_MAX)) == NULL)
+	}
+	if ((s = malloc(SCRIPT_MAX)) == NULL) {
+		pthread_mutex_unlock(l);
 		return -ENOMEM;
+	}
 	/* flush and refill in one nft transaction: the new policy applies
 	 * from the next packet, to established flows too (no rule here
 	 * accepts by connection state) */
 	o = chain_rules(s, r->slot, p);
 	rc = o < SCRIPT_MAX ? nft_script(s) : -E2BIG;
 	free(s);
+	pthread_mutex_unlock(l);
 	if (rc == 0)
 		log_info("egress: %s policy applied: internet %s, %u allowed, %u denied",
 		    r->id.sandbox, p->internet ? "on" : "off", p->nallow, p->ndeny);

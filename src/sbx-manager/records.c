@@ -3,7 +3,15 @@
  * before anyone is told about it, so what admission reads is always
  * something that survives kill -9. One row per sandbox: installing a new
  * generation replaces the row, and a retired execution keeps its row (state
- * retired) so late requests get REFRESH_ROUTE rather than "unknown". */
+ * retired) so late requests get REFRESH_ROUTE rather than "unknown".
+ *
+ * Group commit: records_put queues its record and waits until it is
+ * committed. The first caller to find no commit running takes everything
+ * queued and commits it as one transaction (one fsync for the records of
+ * several lanes); the others wait for it, and those that queued while it
+ * was on disk go in the next one. So each record is still on disk before
+ * records_put returns, in the order the callers queued them, and the
+ * mirror (which admission reads) is never held across an fsync. */
 #include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -15,11 +23,24 @@
 #include "log.h"
 #include "sbx-manager.h"
 
+/* a record on its way to disk, on its caller's stack */
+struct pending {
+	struct pending *next;
+	struct record r;
+	int ret;
+	bool done;
+};
+
 struct mgr_records {
 	sqlite3 *db;
-	pthread_mutex_t lock;   /* the connection and the mirror */
+	pthread_mutex_t db_lock;        /* the connection */
+	pthread_mutex_t lock;           /* the mirror and the queue */
+	pthread_cond_t committed;       /* a group commit ended */
 	struct record *mirror;
 	size_t n, cap;
+	struct pending *head, *tail;    /* queued for the next commit */
+	struct pending *batch;          /* being committed; NULL when none */
+	uint64_t commits, written;      /* transactions and records (the log) */
 };
 
 /* Versioned migrations of records.db: entry i brings the file from
@@ -220,6 +241,8 @@ records_open(struct mgr *m, const char *path)
 	if ((rs = calloc(1, sizeof(*rs))) == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&rs->lock, NULL);
+	pthread_mutex_init(&rs->db_lock, NULL);
+	pthread_cond_init(&rs->committed, NULL);
 	m->records = rs;
 
 	/* 0600 from the first byte, -wal and -shm too: not a chmod after */
@@ -272,8 +295,13 @@ records_close(struct mgr *m)
 	if (rs == NULL)
 		return;
 	m->records = NULL;
+	if (rs->commits)
+		log_info("records: %llu records in %llu commits", (unsigned long long)rs->written,
+		    (unsigned long long)rs->commits);
 	sqlite3_close(rs->db);
 	free(rs->mirror);
+	pthread_cond_destroy(&rs->committed);
+	pthread_mutex_destroy(&rs->db_lock);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
 }
@@ -311,21 +339,13 @@ records_all(struct mgr *m, struct record **out, size_t *n)
 	return ret;
 }
 
-int
-records_put(struct mgr *m, const struct record *r)
+/* one INSERT OR REPLACE of r, inside the caller's transaction or as
+ * one of its own; db_lock held */
+static int
+put_one(sqlite3 *db, sqlite3_stmt *st, const struct record *r)
 {
-	struct mgr_records *rs = m->records;
-	sqlite3_stmt *st = NULL;
-	int ret = -EIO;
-
-	pthread_mutex_lock(&rs->lock);
-	if (sqlite3_prepare_v2(rs->db, "INSERT OR REPLACE INTO records (sandbox, generation,"
-	    " worker, substrate, activation, resident, state, epoch, slot, uid_base, template,"
-	    " memory_mb, pids, cpu_percent, bridge_pid, bridge_uid, bridge_start, exe_dev,"
-	    " exe_ino, exe_hash, run_dir, layer_dir, disk_mb, snapshot, serve_pid, serve_start)"
-	    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) !=
-	    SQLITE_OK)
-		goto out;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
 	sqlite3_bind_text(st, 1, r->id.sandbox, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)r->id.generation);
 	sqlite3_bind_text(st, 3, r->id.worker, -1, SQLITE_STATIC);
@@ -353,48 +373,170 @@ records_put(struct mgr *m, const struct record *r)
 	sqlite3_bind_int64(st, 25, r->serve_pid);
 	sqlite3_bind_int64(st, 26, (sqlite3_int64)r->serve_start);
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		log_warnx("records: commit %s: %s", r->id.sandbox, sqlite3_errmsg(rs->db));
-		goto out;
+		log_warnx("records: commit %s: %s", r->id.sandbox, sqlite3_errmsg(db));
+		return -EIO;
 	}
-	/* only a committed record becomes visible to admission */
-	ret = mirror_set(rs, r);
+	return 0;
+}
+
+/* commit every record of batch, setting each one's ret: in one
+ * transaction when there are several; should that fail, each alone, so
+ * that one record the database refuses fails only its own caller.
+ * db_lock held. */
+static void
+commit_batch(struct mgr_records *rs, struct pending *batch)
+{
+	sqlite3_stmt *st = NULL;
+	struct pending *p;
+	int ret = -EIO;
+
+	if (sqlite3_prepare_v2(rs->db, "INSERT OR REPLACE INTO records (sandbox, generation,"
+	    " worker, substrate, activation, resident, state, epoch, slot, uid_base, template,"
+	    " memory_mb, pids, cpu_percent, bridge_pid, bridge_uid, bridge_start, exe_dev,"
+	    " exe_ino, exe_hash, run_dir, layer_dir, disk_mb, snapshot, serve_pid, serve_start)"
+	    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) !=
+	    SQLITE_OK) {
+		log_warnx("records: %s", sqlite3_errmsg(rs->db));
+		for (p = batch; p != NULL; p = p->next)
+			p->ret = -EIO;
+		return;
+	}
+	if (batch->next != NULL) {
+		if (sqlite3_exec(rs->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK) {
+			ret = 0;
+			for (p = batch; p != NULL && ret == 0; p = p->next)
+				ret = put_one(rs->db, st, &p->r);
+			sqlite3_reset(st);
+			if (ret == 0 && sqlite3_exec(rs->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+				ret = -EIO;
+			if (ret != 0)
+				sqlite3_exec(rs->db, "ROLLBACK", NULL, NULL, NULL);
+		}
+		if (ret == 0) {
+			for (p = batch; p != NULL; p = p->next) {
+				p->ret = 0;
+				rs->written++;
+			}
+			rs->commits++;
+			goto out;
+		}
+		log_warnx("records: a group commit failed; committing its records one by one");
+	}
+	for (p = batch; p != NULL; p = p->next) {
+		if ((p->ret = put_one(rs->db, st, &p->r)) == 0) {
+			rs->written++;
+			rs->commits++;
+		}
+	}
 out:
 	sqlite3_finalize(st);
+}
+
+/* queue me and return once it is committed (or failed); rs->lock held
+ * on entry and on return */
+static int
+put_locked(struct mgr_records *rs, struct pending *me)
+{
+	struct pending *batch, *p;
+
+	if (rs->tail != NULL)
+		rs->tail->next = me;
+	else
+		rs->head = me;
+	rs->tail = me;
+	while (!me->done) {
+		if (rs->batch != NULL) {
+			/* a commit is on disk: ours goes in the next one */
+			pthread_cond_wait(&rs->committed, &rs->lock);
+			continue;
+		}
+		/* no commit running: this caller commits all that is queued
+		 * (its own record among them) */
+		batch = rs->batch = rs->head;
+		rs->head = rs->tail = NULL;
+		pthread_mutex_unlock(&rs->lock);
+		pthread_mutex_lock(&rs->db_lock);
+		commit_batch(rs, batch);
+		pthread_mutex_unlock(&rs->db_lock);
+		pthread_mutex_lock(&rs->lock);
+		/* only a committed record becomes visible to admission, in
+		 * commit order; each caller is woken once its record is there */
+		for (p = batch; p != NULL; p = p->next) {
+			if (p->ret == 0)
+				p->ret = mirror_set(rs, &p->r);
+			p->done = true;
+		}
+		rs->batch = NULL;
+		pthread_cond_broadcast(&rs->committed);
+	}
+	return me->ret;
+}
+
+int
+records_put(struct mgr *m, const struct record *r)
+{
+	struct mgr_records *rs = m->records;
+	struct pending me;
+	int ret;
+
+	memset(&me, 0, sizeof(me));
+	me.r = *r;
+	pthread_mutex_lock(&rs->lock);
+	ret = put_locked(rs, &me);
 	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }
 
+/* does a live (not retired / failed) record of another sandbox than
+ * sandbox hold slot s, committed or on its way to be? rs->lock held */
+static bool
+slot_taken(struct mgr_records *rs, const char *sandbox, uint32_t s)
+{
+	const struct pending *lists[2] = { rs->batch, rs->head }, *p;
+	size_t i;
+	int l;
+
+	for (i = 0; i < rs->n; i++)
+		if (rs->mirror[i].slot == s && rs->mirror[i].state != EXEC_RETIRED &&
+		    rs->mirror[i].state != EXEC_FAILED)
+			return true;
+	for (l = 0; l < 2; l++)
+		for (p = lists[l]; p != NULL; p = p->next)
+			if (p->r.slot == s && p->r.state != EXEC_RETIRED &&
+			    p->r.state != EXEC_FAILED && strcmp(p->r.id.sandbox, sandbox) != 0)
+				return true;
+	return false;
+}
+
 int
-records_free_slot(struct mgr *m, const char *sandbox, uint32_t *slot)
+records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window)
 {
 	struct mgr_records *rs = m->records;
-	uint32_t s;
-	size_t i;
-	bool used;
+	struct pending me;
 	struct record *own;
+	uint32_t s = 0;
+	int ret;
 
 	pthread_mutex_lock(&rs->lock);
 	/* a sandbox keeps its uid range across generations */
-	own = mirror_find(rs, sandbox);
-	if (own != NULL) {
-		*slot = own->slot;
+	if ((own = mirror_find(rs, r->id.sandbox)) != NULL)
+		s = own->slot;
+	else
+		while (s < MGR_SLOTS_MAX && slot_taken(rs, r->id.sandbox, s))
+			s++;
+	if (s == MGR_SLOTS_MAX) {
 		pthread_mutex_unlock(&rs->lock);
-		return 0;
-	}
-	for (s = 0; s < MGR_SLOTS_MAX; s++) {
-		used = false;
-		for (i = 0; i < rs->n && !used; i++)
-			if (rs->mirror[i].slot == s && rs->mirror[i].state != EXEC_RETIRED &&
-			    rs->mirror[i].state != EXEC_FAILED)
-				used = true;
-		if (!used)
-			break;
-	}
-	pthread_mutex_unlock(&rs->lock);
-	if (s == MGR_SLOTS_MAX)
 		return -ENOSPC;
-	*slot = s;
-	return 0;
+	}
+	r->slot = s;
+	r->uid_base = uid_base_for(uid_window, s);
+	/* queued under the same lock: the next install that looks for a
+	 * slot sees this one taken */
+	memset(&me, 0, sizeof(me));
+	me.r = *r;
+	ret = put_locked(rs, &me);
+	pthread_mutex_unlock(&rs->lock);
+	return ret;
 }
 
 int
@@ -404,7 +546,7 @@ records_meta_get(struct mgr *m, const char *key, uint64_t *val)
 	sqlite3_stmt *st = NULL;
 	int rc, ret = -EIO;
 
-	pthread_mutex_lock(&rs->lock);
+	pthread_mutex_lock(&rs->db_lock);
 	if (sqlite3_prepare_v2(rs->db, "SELECT v FROM meta WHERE k = ?", -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -416,7 +558,7 @@ records_meta_get(struct mgr *m, const char *key, uint64_t *val)
 		ret = -ENOENT;
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&rs->lock);
+	pthread_mutex_unlock(&rs->db_lock);
 	return ret;
 }
 
@@ -427,7 +569,7 @@ records_meta_set(struct mgr *m, const char *key, uint64_t val)
 	sqlite3_stmt *st = NULL;
 	int ret = -EIO;
 
-	pthread_mutex_lock(&rs->lock);
+	pthread_mutex_lock(&rs->db_lock);
 	if (sqlite3_prepare_v2(rs->db, "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
 	    -1, &st, NULL) != SQLITE_OK)
 		goto out;
@@ -437,6 +579,6 @@ records_meta_set(struct mgr *m, const char *key, uint64_t val)
 		ret = 0;
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&rs->lock);
+	pthread_mutex_unlock(&rs->db_lock);
 	return ret;
 }

@@ -123,12 +123,16 @@ int records_open(struct mgr *m, const char *path);
 void records_close(struct mgr *m);
 /* copy of the record of sandbox; -ENOENT when there is none */
 int records_get(struct mgr *m, const char *sandbox, struct record *out);
-/* commit r (insert or replace), then update the mirror; 0 or -EIO */
+/* commit r (insert or replace), then update the mirror; 0 or -EIO. On
+ * disk when it returns; the records of concurrent callers share a commit */
 int records_put(struct mgr *m, const struct record *r);
 /* every record, malloc'd array */
 int records_all(struct mgr *m, struct record **out, size_t *n);
-/* lowest slot not held by a live (not retired / failed) record of another sandbox */
-int records_free_slot(struct mgr *m, const char *sandbox, uint32_t *slot);
+/* records_put of a new install's r with its uid slot chosen in the same
+ * step: the sandbox's own when it has a record, else the lowest not held
+ * by a live (not retired / failed) record of another sandbox, committed or
+ * being committed; sets r->slot and r->uid_base. -ENOSPC when none is left */
+int records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window);
 int records_meta_get(struct mgr *m, const char *key, uint64_t *val);
 int records_meta_set(struct mgr *m, const char *key, uint64_t val);
 
