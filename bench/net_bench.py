@@ -26,6 +26,10 @@ run:
                         edge URL (the edge's one rebuilt attempt); that
                         first request beside the next one (cached route)
 
+SPACE_BENCH_EDGE_BASELINE=BIN adds a fourth HTTP path: a second space-edge
+from that binary (an earlier build, to compare against) beside space up's,
+on the same platform, control plane and credential, in the same rounds.
+
 Rounds are interleaved: every round runs each path once, in shuffled
 order. Figures are medians over the rounds of each round's figure, and the
 best round (the least disturbed by the rest of the machine).
@@ -34,6 +38,7 @@ import http.client
 import json
 import os
 import random
+import socket
 import subprocess
 import time
 
@@ -59,6 +64,9 @@ class Net:
         edge = plat.env["SPACE_EDGE_URL"].split("://", 1)[1].rstrip("/")
         self.edge = "127.0.0.1:" + edge.rsplit(":", 1)[1]
         self.host = "%d-%s.%s" % (HTTP_PORT, sbx, plat.env["SPACE_EDGE_DOMAIN"])
+        self.paths = list(PATHS)
+        self.edges = {"edge": (self.edge, self.host)}
+        self.base_proc = None
         self.caps = {}
 
     def api(self, method, path, body=None):
@@ -121,7 +129,8 @@ class Net:
             cap, gw, _ = self.cap(HTTP_PORT, "http")
             where = [gw, "sandbox", str(conns), str(reqs), mode, "-", cap, str(HTTP_PORT)]
         else:
-            where = [self.edge, self.host, str(conns), str(reqs), mode, "-", "-", "0"]
+            addr, host = self.edges[path]
+            where = [addr, host, str(conns), str(reqs), mode, "-", "-", "0"]
         return [self.tool, "http"] + where
 
     def http(self, path, conns, reqs, mode):
@@ -159,6 +168,36 @@ class Net:
         finally:
             c.close()
 
+    def start_baseline(self, binary):
+        """a second space-edge from another binary, on a free port"""
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        self.base_proc = subprocess.Popen(
+            [binary, "--listen", "127.0.0.1:%d" % port, "--control", self.plat.env["SPACE_API_URL"],
+             "--domain", "localhost:%d" % port, "--edge-credential-file",
+             os.path.join(self.plat.data, "edge", "credential"), "--user", "nobody"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1:%d" % port, timeout=2)
+                c.request("GET", "/healthz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("the baseline space-edge %s did not answer" % binary)
+        self.edges["edge_base"] = ("127.0.0.1:%d" % port, "%d-%s.localhost:%d" % (HTTP_PORT, self.sbx, port))
+        self.paths.append("edge_base")
+
+    def stop_baseline(self):
+        if self.base_proc:
+            self.base_proc.terminate()
+            self.base_proc.wait()
+
     def rebuilt(self):
         return self.metric("space_edge_route_rebuilt_total")
 
@@ -180,12 +219,14 @@ class Net:
 PATHS = ("direct", "netgtw", "edge")
 LABELS = {"direct": "direct (client in the sandbox's netns, 127.0.0.1)",
           "netgtw": "netgtw alone (listener + gateway, hello per conn.)",
-          "edge": "space-edge -> netgtw (Host name, public port)"}
+          "edge": "space-edge -> netgtw (Host name, public port)",
+          "edge_base": "the same, SPACE_BENCH_EDGE_BASELINE's space-edge"}
 
 
 def bench_http(P, n, rounds, lat_reqs, tput_reqs, conns):
     shapes = (("lat_keep", 1, lat_reqs, "keep"), ("lat_fresh", 1, max(20, lat_reqs // 3), "fresh"),
               ("tput_keep", conns, tput_reqs, "keep"), ("tput_fresh", conns, max(conns, tput_reqs // 4), "fresh"))
+    PATHS = n.paths     # noqa: N806 (with the baseline edge when there is one)
     for p in PATHS:             # warm-up: routes cached, capabilities fetched
         n.http(p, 1, 20, "keep")
     res = {(p, s[0]): [] for p in PATHS for s in shapes}
@@ -221,7 +262,7 @@ def bench_http(P, n, rounds, lat_reqs, tput_reqs, conns):
             m(p, "tput_fresh", "rps"), hi(p, "tput_fresh", "rps"), m(p, "tput_fresh", "p99")))
     P.log("the edge during these runs: %d connections, %d route resolutions at space-control, %d routes"
           " from its cache" % tuple(b - a for a, b in zip(before, after)))
-    d, g, e = (m(p, "lat_keep", "p50") for p in PATHS)
+    d, g, e = (m(p, "lat_keep", "p50") for p in ("direct", "netgtw", "edge"))
     P.log("ratios of medians, kept-alive latency: edge/direct %.1f, netgtw/direct %.1f, edge/netgtw %.2f;"
           " fresh: edge/direct %.1f, netgtw/direct %.1f" % (
               e / d, g / d, e / g, m("edge", "lat_fresh", "p50") / m("direct", "lat_fresh", "p50"),
@@ -235,8 +276,9 @@ def bench_http(P, n, rounds, lat_reqs, tput_reqs, conns):
                    "%.1fx / %.1fx" % (e / d, g / d)))
     fe, fg, fd = (m(p, "lat_fresh", "p50") for p in ("edge", "netgtw", "direct"))
     P.ROWS.append(("HTTP GET latency, fresh connection, median",
-                   "edge %.0f us; netgtw %.0f us" % (fe, fg), "direct %.0f us" % fd,
-                   "%.1fx / %.1fx" % (fe / fd, fg / fd)))
+                   "edge %.0f us; netgtw %.0f us" % (fe, fg) +
+                   ("; baseline edge %.0f us" % m("edge_base", "lat_fresh", "p50") if "edge_base" in PATHS else ""),
+                   "direct %.0f us" % fd, "%.1fx / %.1fx" % (fe / fd, fg / fd)))
     te, tg, td = (m(p, "tput_keep", "rps") for p in ("edge", "netgtw", "direct"))
     P.ROWS.append(("HTTP requests/s, %d kept-alive connections, median" % conns,
                    "edge %.0f; netgtw %.0f" % (te, tg), "direct %.0f" % td,
@@ -357,7 +399,12 @@ def bench_network(P, binsrc, tool, rounds, lat_reqs, tput_reqs, conns, tcp_mib, 
         plat.space("exec", sbx, "--", "chmod", "755", SVC)
         n.pid = None
         n.start_server()
-        bench_http(P, n, rounds, lat_reqs, tput_reqs, conns)
+        if os.environ.get("SPACE_BENCH_EDGE_BASELINE"):
+            n.start_baseline(os.environ["SPACE_BENCH_EDGE_BASELINE"])
+        try:
+            bench_http(P, n, rounds, lat_reqs, tput_reqs, conns)
+        finally:
+            n.stop_baseline()
         bench_tcp(P, n, rounds, tcp_mib)
         if moves > 0:
             bench_moves(P, n, moves)

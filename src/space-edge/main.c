@@ -225,6 +225,95 @@ peer_name(const struct sockaddr_storage *ss, char *out, size_t cap)
 	snprintf(out, cap, "%s", a);
 }
 
+/* Connections are accepted by the thread that serves them: threads wait
+ * in accept() on the listening socket (the kernel wakes one), so a new
+ * connection costs no hand-over to another thread and, while one waits,
+ * no thread creation. A thread that takes a connection while no other
+ * waits starts one more first; one that finishes goes back to accept()
+ * unless ACCEPT_IDLE_MAX already wait, else ends. */
+#define ACCEPT_IDLE_START       4
+#define ACCEPT_IDLE_MAX         16
+
+static atomic_uint acceptors_idle;
+
+static void *acceptor_thread(void *arg);
+
+static int
+acceptor_spawn(struct edge *e)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	atomic_fetch_add(&acceptors_idle, 1);
+	if ((rc = pthread_create(&t, &attr, acceptor_thread, e)) != 0)
+		atomic_fetch_sub(&acceptors_idle, 1);
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
+/* accept and serve, one connection at a time; returns when this thread
+ * is one waiting thread too many (never for the main thread) */
+static void *
+acceptor_run(struct edge *e, bool for_good)
+{
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct edge_conn_arg *a;
+		int fd, one = 1;
+
+		fd = accept4(e->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+				usleep(100000);
+			continue;
+		}
+		atomic_fetch_add(&e->st.conns_total, 1);
+		if (atomic_load(&e->st.conns_open) >= e->cfg.max_conns) {
+			static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+			    "Content-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n";
+			atomic_fetch_add(&e->st.refused[REF_TOO_MANY], 1);
+			(void)send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+			close(fd);
+			continue;
+		}
+		if ((a = calloc(1, sizeof(*a))) == NULL) {
+			close(fd);
+			continue;
+		}
+		/* answers go out as the gateway hands them over */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		a->e = e;
+		a->fd = fd;
+		peer_name(&ss, a->peer, sizeof(a->peer));
+		atomic_fetch_add(&e->st.conns_open, 1);
+		/* this thread is busy now: someone else waits in accept() */
+		if (atomic_fetch_sub(&acceptors_idle, 1) == 1)
+			(void)acceptor_spawn(e);
+		edge_conn_main(a);      /* frees a, closes fd */
+		if (!for_good && atomic_load(&acceptors_idle) >= ACCEPT_IDLE_MAX)
+			return NULL;
+		atomic_fetch_add(&acceptors_idle, 1);
+	}
+}
+
+static void *
+acceptor_thread(void *arg)
+{
+	return acceptor_run(arg, false);
+}
+
+static void *
+acceptor_main(struct edge *e)
+{
+	atomic_fetch_add(&acceptors_idle, 1);
+	return acceptor_run(e, true);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -248,7 +337,6 @@ main(int argc, char **argv)
 	static struct edge e;
 	const char *cred_file = NULL, *e2b_listen = NULL;
 	int e2b_fd = -1;
-	pthread_attr_t attr;
 	int o, i;
 
 	e.cfg.user = "nobody";
@@ -338,50 +426,9 @@ main(int argc, char **argv)
 		}
 		log_info("E2B API on %s", e2b_listen);
 	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 << 10);
 	log_info("listening on %s for *.%s (control %s)", e.cfg.listen, e.cfg.domain, e.cfg.control);
-
-	for (;;) {
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		struct edge_conn_arg *a;
-		pthread_t t;
-		int fd;
-
-		fd = accept4(e.listen_fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
-				usleep(100000);
-			continue;
-		}
-		atomic_fetch_add(&e.st.conns_total, 1);
-		if (atomic_load(&e.st.conns_open) >= e.cfg.max_conns) {
-			static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
-			    "Content-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n";
-			atomic_fetch_add(&e.st.refused[REF_TOO_MANY], 1);
-			(void)send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-			close(fd);
-			continue;
-		}
-		if ((a = calloc(1, sizeof(*a))) == NULL) {
-			close(fd);
-			continue;
-		}
-		{
-			/* answers go out as the gateway hands them over */
-			int one = 1;
-			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		}
-		a->e = &e;
-		a->fd = fd;
-		peer_name(&ss, a->peer, sizeof(a->peer));
-		atomic_fetch_add(&e.st.conns_open, 1);
-		if (pthread_create(&t, &attr, edge_conn_main, a) != 0) {
-			atomic_fetch_sub(&e.st.conns_open, 1);
-			close(fd);
-			free(a);
-		}
-	}
+	for (i = 1; i < ACCEPT_IDLE_START; i++)
+		(void)acceptor_spawn(&e);
+	(void)acceptor_main(&e);        /* the main thread accepts too, for good */
+	return 1;
 }
