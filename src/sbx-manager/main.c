@@ -28,7 +28,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
-	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096] [--layer-pool 4]\n"
+	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096] [--layer-pool 16]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
 	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID]\n"
 	    "       [--gateway-listen HOST:PORT [--gateway-uid UID]] [-v]\n");
@@ -171,7 +171,7 @@ main(int argc, char **argv)
 		return ctlchild_main(argc, argv);
 	cfg->api_gid = (gid_t)-1;
 	cfg->disk_mb = 4096;
-	cfg->layer_pool = 4;
+	cfg->layer_pool = 16;
 	cfg->api_conns = MGR_CONN_DEFAULT;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
 	while ((c = getopt_long(argc, argv, "v", opts, &optidx)) != -1) {
@@ -216,7 +216,8 @@ main(int argc, char **argv)
 		case 1101:
 			errno = 0;
 			cap2 = strtoul(optarg, &end, 10);
-			if (errno || *end || cap2 > 64)
+			/* no more than sandboxes a worker can hold */
+			if (errno || *end || cap2 > MGR_SLOTS_MAX)
 				usage();
 			cfg->layer_pool = (unsigned)cap2;
 			break;
