@@ -912,7 +912,54 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
                  "cat %.0f MB/s; bridge socket %.0f MB/s" % (m["cat"], br),
                  "%.2fx of cat / %.2fx of bridge" % (m["curl"] / m["cat"], m["curl"] / br)))
+    bench_bigwrite(plat, sbx, sock, claims, hostf, size, mib, runs)
     bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/big"]})
+
+
+def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs):
+    """The same file uploaded (curl PUT, the full path) beside `cat SRC >
+    FILE` on the host into the same layer directory, and beside that cat
+    followed by an fsync of FILE (fs.write acknowledges only once the
+    bytes and the name are on disk). The source is the host's copy of
+    the read's file, page cache warm."""
+    wt = Route(plat, sbx, access="exec,fs:r,fs:w")
+    wt.get()
+    ep = wt.endpoint.rstrip("/")
+    url = "%s/v1/sandboxes/%s/files?path=/home/user/up" % (ep, sbx)
+    dst = layer_path(plat, wt.route, "/home/user/catdst")
+
+    def curl():
+        out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-T", src,
+                              "-H", "Authorization: Bearer " + wt.get(), url],
+                             stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+        if out != "200":
+            raise RuntimeError("curl PUT: %s" % out)
+    def cat():
+        with open(dst, "wb") as f:
+            subprocess.run(["cat", src], stdout=f, check=True)
+    def cat_fsync():
+        with open(dst, "wb") as f:
+            subprocess.run(["cat", src], stdout=f, check=True)
+            os.fsync(f.fileno())
+    res = interleave(runs, {"curl": curl, "cat": cat, "cat_fsync": cat_fsync})
+    if os.path.getsize(layer_path(plat, wt.route, "/home/user/up")) != size:
+        raise RuntimeError("upload: wrong size")
+    mbs = {k: [size / 1e6 / (t / 1e6) for t in v] for k, v in res.items()}
+    log("")
+    log("== large file write: %d MiB, source in the page cache, %d interleaved runs (MB/s)" % (mib, runs))
+    log("%-62s %9s %9s %9s" % ("path", "median", "min", "max"))
+    for label, k in (("curl PUT files (full path, fsync before the answer)", "curl"),
+                     ("cat SRC > FILE in the layer directory on the host", "cat"),
+                     ("cat SRC > FILE, then fsync(FILE)", "cat_fsync")):
+        log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
+    m = {k: pct(v, 50) for k, v in mbs.items()}
+    log("ratios of medians: upload / cat %.2f, upload / (cat + fsync) %.2f" % (
+        m["curl"] / m["cat"], m["curl"] / m["cat_fsync"]))
+    ROWS.append(("%d MiB write throughput, median" % mib, "curl PUT %.0f MB/s" % m["curl"],
+                 "cat > file %.0f MB/s; with fsync %.0f MB/s" % (m["cat"], m["cat_fsync"]),
+                 "%.2fx of cat / %.2fx of cat+fsync" % (m["curl"] / m["cat"], m["curl"] / m["cat_fsync"])))
+    os.unlink(dst)
+    bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/up"]})
 
 
 def admit_rows(path):

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bearer.h"
+#include "fsplice.h"
 #include "claims.h"
 #include "headwatch.h"
 #include "httpedge.h"
@@ -93,8 +94,7 @@ struct req {
 	struct ws_stream *ws;
 	/* K_DOWNLOAD */
 	uint64_t size, sent;
-	struct frame cur;
-	size_t cur_off;
+	uint32_t cur_left;      /* payload bytes of the current DATA frame not yet read */
 };
 
 #define PREFIX "/v1/sandboxes/"
@@ -248,36 +248,43 @@ bad:
 	return respond_error(c, r, 502, "internal", NULL, "bad answer from the worker");
 }
 
+/* The body straight from the manager's socket into MHD's buffer: each
+ * header is read and checked (a DATA frame, its length within the type's
+ * limit, frame_hdr_decode), then its payload is read where MHD wants it,
+ * with no frame buffer of ours in between. */
 static ssize_t
 dl_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct req *r = cls;
-	size_t n;
+	uint16_t type;
+	uint32_t len;
+	size_t want;
+	ssize_t n;
 
 	(void)pos;
-	while (r->cur_off >= r->cur.len) {
-		frame_free(&r->cur);
-		memset(&r->cur, 0, sizeof(r->cur));
-		r->cur_off = 0;
-		if (frame_read(r->mfd, &r->cur) != 0)
+	while (r->cur_left == 0) {
+		if (fsplice_hdr_read(r->mfd, &type, &len) != 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (r->cur.type == MSG_END)
+		if (type == MSG_END)
 			return r->sent == r->size ? MHD_CONTENT_READER_END_OF_STREAM :
 			    MHD_CONTENT_READER_END_WITH_ERROR;
 		/* CANCEL (execution replaced) or anything else: cut the body
 		 * short, the client sees an incomplete transfer */
-		if (r->cur.type != MSG_DATA)
+		if (type != MSG_DATA)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
+		r->cur_left = len;
 	}
-	n = r->cur.len - r->cur_off;
-	if (n > max)
-		n = max;
-	if (r->sent + n > r->size)      /* more than announced */
+	want = r->cur_left < max ? r->cur_left : max;
+	if (r->sent + want > r->size)   /* more than announced */
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	memcpy(buf, r->cur.payload + r->cur_off, n);
-	r->cur_off += n;
-	r->sent += n;
-	return (ssize_t)n;
+	do
+		n = read(r->mfd, buf, want);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	r->cur_left -= (size_t)n;
+	r->sent += (uint64_t)n;
+	return n;
 }
 
 /* read the manager's first answer and map it */
@@ -756,7 +763,6 @@ done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
 	if (r->mfd >= 0)
 		close(r->mfd);
 	ws_free(r->ws);         /* answered, never upgraded */
-	frame_free(&r->cur);
 	free(r->body);
 	if (r->token) {
 		sodium_memzero(r->token, r->token_len);

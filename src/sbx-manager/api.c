@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "bearer.h"
+#include "fsplice.h"
 #include "log.h"
 #include "msg.h"
 #include "proto.h"
@@ -81,10 +82,38 @@ forward_error(int to, const struct frame *f, const struct route_identity *id)
 	return ret;
 }
 
+/* A large DATA frame where one is due (data_due), spliced from -> to
+ * after its header was checked (fsplice.h): 1 when one was moved; 0 when
+ * the next frame is something else, left unread for frame_read (peeked,
+ * not consumed); -errno when a side failed (sp->to_failed says which;
+ * -EPIPE for the destination). */
+static int
+relay_data(int from, int to, struct fsplice *sp, bool data_due)
+{
+	uint8_t hdr[FRAME_HDR_LEN];
+	uint16_t type;
+	uint32_t len;
+	ssize_t n;
+	int r;
+
+	sp->to_failed = false;
+	if (!data_due)
+		return 0;
+	n = recv(from, hdr, sizeof(hdr), MSG_PEEK | MSG_WAITALL);
+	if (n != (ssize_t)sizeof(hdr) || frame_hdr_decode(hdr, &type, &len) != 0 ||
+	    type != MSG_DATA || len < FSPLICE_MIN)
+		return 0;       /* frame_read reads (and refuses) it as before */
+	if ((r = fsplice_hdr_read(from, &type, &len)) < 0)
+		return r;
+	if ((r = fsplice_frame(sp, from, to, type, len)) < 0)
+		return sp->to_failed ? -EPIPE : r;
+	return 1;
+}
+
 /* relay one operation; both fds are verified and the lease is held */
 static void
 relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
-    const struct record *rec, const struct capability *cap, const char *what)
+    const struct record *rec, const struct capability *cap, const char *what, struct fsplice *sp)
 {
 	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
 	bool bridge_broken = false;
@@ -104,7 +133,11 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 			goto cancelled;
 		if (pf[0].revents) {
 			memset(&f, 0, sizeof(f));
-			if ((r = frame_read(bfd, &f)) != 0) {
+			if ((r = relay_data(bfd, cfd, sp, op == OP_FS_READ && got_resp)) == 1)
+				continue;       /* a DATA frame, spliced through */
+			if (r == 0)
+				r = frame_read(bfd, &f);
+			if (r != 0) {
 				if (lease_cancelled(m, l))
 					goto cancelled;
 				if (!got_resp)
@@ -163,7 +196,17 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 		}
 		if (pf[1].revents) {
 			memset(&f, 0, sizeof(f));
-			r = frame_read(cfd, &f);
+			r = 0;
+			if (upload && !upload_done &&
+			    (r = relay_data(cfd, bfd, sp, true)) == 1)
+				continue;
+			if (r == -EPIPE && sp->to_failed) {
+				/* the bridge ended the upload: its ERROR is read next */
+				bridge_broken = true;
+				continue;
+			}
+			if (r == 0)
+				r = frame_read(cfd, &f);
 			if (r != 0) {
 				if (lease_cancelled(m, l))
 					goto cancelled;
@@ -203,6 +246,7 @@ handle(struct mgr *m, int cfd)
 {
 	struct timeval tv = { .tv_sec = MGR_IO_TIMEOUT_S }, stv = { .tv_sec = 120 };
 	struct msg_request req = { 0 }, fwd_req;
+	struct fsplice sp = FSPLICE_INIT;
 	struct frame f = { 0 };
 	struct record rec, now_rec;
 	struct runtime_record rr;
@@ -326,8 +370,9 @@ handle(struct mgr *m, int cfd)
 		goto out;
 	}
 	metrics_inc(m, MC_ALLOW);
-	relay(m, cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap, op_name(req.op));
+	relay(m, cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap, op_name(req.op), &sp);
 out:
+	fsplice_free(&sp);
 	/* the lease goes before the fds: a canceller never touches a
 	 * descriptor number that was closed and reused */
 	lease_remove(m, l);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fsplice.h"
 #include "guest.h"
 #include "limits.h"
 #include "proto.h"
@@ -202,6 +203,7 @@ op_fs_write(int fd, json_t *args)
 	json_t *jm = json_object_get(args, "mode");
 	char tmp[SPACE_PATH_MAX + 64], *d = NULL, *b = NULL;
 	struct frame f = { 0 };
+	struct fsplice sp = FSPLICE_INIT;
 	struct stat st;
 	mode_t mode = FS_MODE_DEFAULT;
 	uint64_t size = 0;
@@ -234,14 +236,30 @@ op_fs_write(int fd, json_t *args)
 		goto out;
 	}
 	for (;;) {
-		if ((r = frame_read(fd, &f)) < 0)
+		uint16_t type;
+		uint32_t len;
+
+		if ((r = fsplice_hdr_read(fd, &type, &len)) < 0)
 			goto fail_quiet;        /* the bridge left: nothing to answer */
-		if (f.type == MSG_END)
+		if (type == MSG_END)
 			break;
-		if (f.type != MSG_DATA) {
+		if (type != MSG_DATA) {
 			send_error(fd, 400, "bad_request", "expected DATA or END");
 			goto fail_quiet;
 		}
+		if (len >= FSPLICE_MIN) {
+			/* socket -> pipe -> file: the bytes never pass
+			 * through this process */
+			if ((r = fsplice_move(&sp, fd, out, len)) < 0) {
+				if (sp.to_failed)
+					send_errno(fd, -r, "write");
+				goto fail_quiet;
+			}
+			size += len;
+			continue;
+		}
+		if ((r = fsplice_payload_read(fd, type, len, &f)) < 0)
+			goto fail_quiet;
 		for (size_t off = 0; off < f.len;) {
 			ssize_t n = write(out, f.payload + off, f.len - off);
 			if (n < 0 && errno == EINTR)
@@ -275,6 +293,7 @@ op_fs_write(int fd, json_t *args)
 fail_quiet:
 	unlink(tmp);
 out:
+	fsplice_free(&sp);
 	frame_free(&f);
 	if (out >= 0)
 		close(out);

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "claims.h"
+#include "fsplice.h"
 #include "host.h"
 #include "limits.h"
 #include "log.h"
@@ -172,10 +173,12 @@ guest_lost(struct host *h, int client)
 
 /* fs.write: client DATA* END -> guest, watching the guest for an early ERROR */
 static int
-relay_upload(struct host *h, int client, int guest, bool *answered)
+relay_upload(struct host *h, int client, int guest, struct fsplice *sp, bool *answered)
 {
 	struct frame f = { 0 };
 	struct pollfd p[2];
+	uint16_t type;
+	uint32_t len;
 	int r;
 
 	for (;;) {
@@ -204,14 +207,23 @@ relay_upload(struct host *h, int client, int guest, bool *answered)
 			frame_free(&f);
 			return -EPROTO;
 		}
-		if ((r = frame_read(client, &f)) < 0)
+		if ((r = fsplice_hdr_read(client, &type, &len)) < 0)
 			return r;       /* the client left: closing the guest side aborts */
-		if (f.type != MSG_DATA && f.type != MSG_END) {
+		if (type != MSG_DATA && type != MSG_END) {
 			frame_write_error(client, 400, "bad_request", NULL, "expected DATA or END");
 			*answered = true;
-			frame_free(&f);
 			return -EPROTO;
 		}
+		if (type == MSG_DATA && len >= FSPLICE_MIN) {
+			/* the header is checked: its bytes go through the kernel */
+			if ((r = fsplice_frame(sp, client, guest, type, len)) < 0 && !sp->to_failed)
+				return r;       /* the client left inside the frame */
+			if (r < 0)
+				return 0;       /* the guest side closed: its answer is read next */
+			continue;
+		}
+		if ((r = fsplice_payload_read(client, type, len, &f)) < 0)
+			return r;
 		r = frame_write(guest, f.type, f.payload, f.len);
 		if (f.type == MSG_END || r < 0) {
 			/* done, or the guest side closed: either way its answer
@@ -227,14 +239,26 @@ relay_upload(struct host *h, int client, int guest, bool *answered)
  * *clean once the guest's side of the operation is over (END or a
  * well-formed ERROR read), so that its channel may serve another */
 static int
-relay_download(struct host *h, int client, int guest, bool *clean)
+relay_download(struct host *h, int client, int guest, struct fsplice *sp, bool *clean)
 {
 	struct frame f = { 0 };
+	uint16_t type;
+	uint32_t len;
 	int r;
 
 	for (;;) {
-		if ((r = frame_read(guest, &f)) < 0)
+		if ((r = fsplice_hdr_read(guest, &type, &len)) < 0)
 			return r;       /* no END: the client sees a cut stream */
+		if (type == MSG_DATA && len >= FSPLICE_MIN) {
+			/* a DATA frame where DATA is due, its length within
+			 * the limit: the payload goes guest -> client through
+			 * a pipe, never through this process */
+			if ((r = fsplice_frame(sp, guest, client, type, len)) < 0)
+				return r;
+			continue;
+		}
+		if ((r = fsplice_payload_read(guest, type, len, &f)) < 0)
+			return r;
 		if (f.type == MSG_DATA) {
 			r = frame_write(client, MSG_DATA, f.payload, f.len);
 		} else if (f.type == MSG_END) {
@@ -259,6 +283,7 @@ static void
 serve(struct host *h, int client)
 {
 	struct frame f = { 0 }, g = { 0 };
+	struct fsplice sp = FSPLICE_INIT;
 	struct msg_request req = { 0 };
 	struct admit_request ar;
 	struct admit_result res;
@@ -353,7 +378,7 @@ serve(struct host *h, int client)
 	}
 	if (req.op == OP_FS_WRITE) {
 		set_timeouts(chan, BRIDGE_IDLE_SECONDS);
-		if (relay_upload(h, client, chan, &answered) < 0 || answered)
+		if (relay_upload(h, client, chan, &sp, &answered) < 0 || answered)
 			goto out;
 	}
 	/* an exec may run for its whole timeout: no idle limit on the answer */
@@ -381,7 +406,7 @@ serve(struct host *h, int client)
 		goto out;
 	}
 	if (req.op == OP_FS_READ)
-		relay_download(h, client, chan, &clean);
+		relay_download(h, client, chan, &sp, &clean);
 	else if (reuse)
 		clean = true;   /* its answer was the RESPONSE: nothing follows */
 	else if (msg_request_streams(&req)) {
@@ -393,6 +418,7 @@ serve(struct host *h, int client)
 		bridge_relay_stream(h, client, chan, req.op);
 	}
 out:
+	fsplice_free(&sp);
 	free(s);
 	msg_request_free(&req);
 	frame_free(&f);

@@ -70,6 +70,8 @@ confine(void)
 		"read", "write", "readv", "writev", "close", "poll", "ppoll",
 		"accept4", "recvfrom", "recvmsg", "sendto", "sendmsg", "shutdown",
 		"getsockopt", "setsockopt", "fcntl", "fstat", "newfstatat", "lseek",
+		/* file bodies pass socket -> pipe -> socket (fsplice.h) */
+		"pipe2", "splice",
 		"mmap", "munmap", "mprotect", "mremap", "madvise", "brk",
 		"futex", "set_robust_list", "rseq", "sched_yield", "getrandom",
 		"rt_sigprocmask", "rt_sigreturn", "sigaltstack", "restart_syscall",
