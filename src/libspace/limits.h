@@ -79,5 +79,7 @@
 #define SPACE_GWHELLO_MAX          4096       /* JSON of one gateway hello or answer frame, bytes (docs/network.md) */
 #define SPACE_GWHELLO_TIMEOUT      5          /* seconds a netgtw client has to send its whole hello (slowloris) */
 #define SPACE_PORTS_MAX            32         /* declared service ports of one sandbox */
+#define SPACE_JAIL_ORPHAN_WAIT     60         /* seconds a jail whose bridge is gone waits for the
+                                                 next activation's (docs/jail.md), then ends */
 
 #endif

@@ -32,6 +32,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "msg.h"
+#include "jailend.h"
 #include "netns.h"
 #include "sbx-manager.h"
 #include "snapshot.h"
@@ -173,8 +174,12 @@ stop_bridge(struct mgr *m, const struct record *rec)
 	}
 	pthread_mutex_unlock(&as->lock);
 	/* never signal a bare pid: it may belong to someone else now */
-	if (pfd < 0 && (pfd = bridge_pidfd_open_checked(rec)) < 0)
+	if (pfd < 0 && (pfd = bridge_pidfd_open_checked(rec)) < 0) {
+		/* no bridge: a jail it left waiting for the next one ends */
+		if (rec->run_dir[0])
+			jail_end_dir(rec->run_dir);
 		return;
+	}
 	/* up to the grace period: outside the lock */
 	bridge_stop(pfd);
 	waitid(P_PIDFD, (id_t)pfd, NULL, WEXITED | WNOHANG);

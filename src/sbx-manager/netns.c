@@ -30,6 +30,7 @@
 #include <linux/nsfs.h>
 
 #include "log.h"
+#include "jailend.h"
 #include "netns.h"
 #include "sbx-manager.h"
 
@@ -124,6 +125,8 @@ netns_release_dir(const char *run_dir)
 	struct stat st;
 	int i;
 
+	/* the execution ends: a jail kept for a next activation goes too */
+	jail_end_dir(run_dir);
 	snprintf(p, sizeof(p), "%s/netns", run_dir);
 	if (lstat(p, &st) != 0)
 		return;

@@ -6,7 +6,14 @@
  * MSG_OPEN on the control channel forks a child that becomes the sandbox
  * user and serves that one operation on the passed socket. As PID 1 it
  * reaps every orphan of the namespace; SIGTERM is forwarded to all
- * processes, then it exits, which makes the kernel kill what is left. */
+ * processes, then it exits, which makes the kernel kill what is left.
+ *
+ * The jail outlives its bridge (docs/jail.md): with --keep-fd, the bound
+ * RUNDIR/jail.sock, it listens there; when the control channel ends it
+ * waits (at most --orphan-wait-s) for the next activation's bridge to
+ * connect with an ATTACH (jailkeep.h): a new control channel, identity
+ * and secret, then the same challenge. Nobody came in time: it exits and
+ * the jail ends. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -29,6 +36,7 @@
 #include "guest.h"
 #include "tplimage.h"
 #include "guestmac.h"
+#include "jailkeep.h"
 #include "limits.h"
 #include "log.h"
 #include "msg.h"
@@ -48,11 +56,17 @@ __lsan_is_turned_off(void)
 }
 #endif
 
+/* seconds a bridge has to send its challenge on a new control channel */
+#define GUEST_CHALLENGE_WAIT_S 30
+
 struct guest {
 	char sandbox[SPACE_ID_MAX + 1];
 	uint64_t generation;
 	uint32_t activation;
 	int control, secret_fd;
+	int keep;                       /* listening RUNDIR/jail.sock, or -1 */
+	unsigned orphan_wait_s;         /* how long to wait for a new bridge */
+	uint64_t orphan_until;          /* monotonic ns; 0 while a bridge is attached */
 	struct guest_limits lim;
 };
 
@@ -60,7 +74,8 @@ static noreturn void
 usage(void)
 {
 	fprintf(stderr, "usage: spaced-guest --sandbox S --generation G --activation A "
-	    "--control-fd N --secret-fd N [--nproc N] [--nofile N] [--fsize-mb N]\n");
+	    "--control-fd N --secret-fd N [--keep-fd N] [--orphan-wait-s N]\n"
+	    "    [--nproc N] [--nofile N] [--fsize-mb N]\n");
 	exit(2);
 }
 
@@ -89,11 +104,14 @@ parse_args(struct guest *g, int argc, char **argv)
 		{ "nproc", required_argument, NULL, 'p' },
 		{ "nofile", required_argument, NULL, 'n' },
 		{ "fsize-mb", required_argument, NULL, 'f' },
+		{ "keep-fd", required_argument, NULL, 'K' },
+		{ "orphan-wait-s", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int ch;
 
-	g->control = g->secret_fd = -1;
+	g->control = g->secret_fd = g->keep = -1;
+	g->orphan_wait_s = SPACE_JAIL_ORPHAN_WAIT;
 	g->lim = (struct guest_limits){ 256, 1024, 1025 };
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
@@ -109,6 +127,8 @@ parse_args(struct guest *g, int argc, char **argv)
 		case 'p': g->lim.nproc = (unsigned)num_arg(optarg, 1u << 22); break;
 		case 'n': g->lim.nofile = (unsigned)num_arg(optarg, 1u << 20); break;
 		case 'f': g->lim.fsize_mb = (unsigned)num_arg(optarg, 1u << 30); break;
+		case 'K': g->keep = (int)num_arg(optarg, 1024); break;
+		case 'o': g->orphan_wait_s = (unsigned)num_arg(optarg, 86400); break;
 		default: usage();
 		}
 	}
@@ -147,7 +167,12 @@ answer_challenge(struct guest *g, const uint8_t secret[GUEST_SECRET_LEN])
 	int r;
 
 	memset(&rep, 0, sizeof(rep));
-	if ((r = frame_read(g->control, &f)) < 0)
+	/* a bridge that never challenges must not hold PID 1 forever */
+	struct timeval tv = { .tv_sec = GUEST_CHALLENGE_WAIT_S }, none = { 0 };
+	(void)setsockopt(g->control, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = frame_read(g->control, &f);
+	(void)setsockopt(g->control, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	if (r < 0)
 		return r;
 	r = -EPROTO;
 	if (f.type != MSG_CHALLENGE || msg_challenge_decode(f.payload, f.len, &ch, &why) != 0)
@@ -169,6 +194,60 @@ out:
 		msg_wipe_free(out);
 	frame_free(&f);
 	return r;
+}
+
+/* the next activation's bridge connected to RUNDIR/jail.sock: take its
+ * control channel if it names this execution and a later activation, and
+ * answer its challenge with its secret. Only root of the host can reach
+ * the socket (a 0700 root directory outside the jail's mount namespace). */
+static void
+attach(struct guest *g)
+{
+	struct jailkeep_attach a;
+	struct timeval tv = { .tv_sec = 2 };
+	const char *why = NULL;
+	int conn, fd = -1, r;
+
+	if ((conn = accept4(g->keep, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		return;
+	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = jailkeep_recv(conn, &a, &fd, &why);
+	close(conn);
+	if (r < 0) {
+		log_warnx("jail.sock: refused: %s", why != NULL ? why : strerror(-r));
+		return;
+	}
+	if (strcmp(a.sandbox, g->sandbox) != 0 || a.generation != g->generation ||
+	    a.activation <= g->activation) {
+		log_warnx("jail.sock: refused %s generation %" PRIu64 " activation %" PRIu32
+		    " (this is %s generation %" PRIu64 " activation %" PRIu32 ")",
+		    a.sandbox, a.generation, a.activation, g->sandbox, g->generation,
+		    g->activation);
+		sodium_memzero(&a, sizeof(a));
+		close(fd);
+		return;
+	}
+	if (g->control >= 0) {
+		log_info("activation %" PRIu32 " takes over from %" PRIu32,
+		    a.activation, g->activation);
+		close(g->control);
+	}
+	g->control = fd;
+	g->activation = a.activation;
+	r = answer_challenge(g, a.secret);
+	sodium_memzero(&a, sizeof(a));
+	if (r < 0) {
+		log_warnx("activation %" PRIu32 ": challenge failed: %s", g->activation,
+		    strerror(-r));
+		close(g->control);
+		g->control = -1;
+		if (g->orphan_until == 0)
+			g->orphan_until = now_mono_ns() +
+			    (uint64_t)g->orphan_wait_s * 1000000000u;
+		return;
+	}
+	g->orphan_until = 0;
+	log_info("serving activation %" PRIu32 " (the jail was kept)", g->activation);
 }
 
 static pid_t procman_pid = -1;
@@ -195,7 +274,10 @@ procman_start(struct guest *g, int sigfd)
 		return;
 	}
 	if (pid == 0) {
-		close(g->control);
+		if (g->control >= 0)
+			close(g->control);
+		if (g->keep >= 0)
+			close(g->keep);
 		close(sigfd);
 		close(sv[0]);
 		if (guest_procman_fd >= 0)
@@ -245,6 +327,8 @@ start_op(struct guest *g, int opfd, int sigfd)
 	if (pid > 0)
 		return;
 	close(g->control);
+	if (g->keep >= 0)
+		close(g->keep);
 	close(sigfd);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -258,7 +342,7 @@ main(int argc, char **argv)
 {
 	struct guest g;
 	uint8_t secret[GUEST_SECRET_LEN];
-	struct pollfd pfd[2];
+	struct pollfd pfd[3];
 	sigset_t mask;
 	int sigfd, r, quit = 0;
 
@@ -278,6 +362,13 @@ main(int argc, char **argv)
 		fatalx("cannot read the activation secret: %s", strerror(-r));
 	if ((r = confine_guest(&g.lim)) < 0)
 		fatalx("cannot confine: %s", strerror(-r));
+	/* the rendezvous of later activations: listened on by PID 1 itself,
+	 * so a connecting bridge's SO_PEERCRED names this process */
+	if (g.keep >= 0 && listen(g.keep, 4) < 0) {
+		log_warn("listen on jail.sock: the jail ends with this bridge");
+		close(g.keep);
+		g.keep = -1;
+	}
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
@@ -299,14 +390,32 @@ main(int argc, char **argv)
 	procman_start(&g, sigfd);
 
 	while (!quit) {
-		pfd[0] = (struct pollfd){ .fd = g.control, .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
-		if (poll(pfd, 2, -1) < 0) {
+		int n = 0, ci = -1, ki = -1, timeout = -1;
+
+		pfd[n++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+		if (g.control >= 0) {
+			ci = n;
+			pfd[n++] = (struct pollfd){ .fd = g.control, .events = POLLIN };
+		}
+		if (g.keep >= 0) {
+			ki = n;
+			pfd[n++] = (struct pollfd){ .fd = g.keep, .events = POLLIN };
+		}
+		if (g.control < 0) {
+			uint64_t now = now_mono_ns();
+			if (now >= g.orphan_until) {
+				log_warnx("no bridge came back within %u s: the jail ends",
+				    g.orphan_wait_s);
+				break;
+			}
+			timeout = (int)((g.orphan_until - now) / 1000000u) + 1;
+		}
+		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
 		}
-		if (pfd[1].revents & POLLIN) {
+		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD)
@@ -317,12 +426,22 @@ main(int argc, char **argv)
 					break;
 			}
 		}
-		if (!quit && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+		if (!quit && ci >= 0 && (pfd[ci].revents & (POLLIN | POLLHUP | POLLERR))) {
 			struct frame f = { 0 };
 			int opfd = -1;
 
 			r = frame_read_fd(g.control, &f, &opfd);
-			if (r < 0) {
+			if (r < 0 && g.keep >= 0) {
+				/* the bridge is gone; the jail waits for the
+				 * next activation's (bounded) */
+				log_info("control channel of activation %" PRIu32 " closed (%s): "
+				    "waiting up to %u s for the next bridge", g.activation,
+				    strerror(-r), g.orphan_wait_s);
+				close(g.control);
+				g.control = -1;
+				g.orphan_until = now_mono_ns() +
+				    (uint64_t)g.orphan_wait_s * 1000000000u;
+			} else if (r < 0) {
 				/* the bridge is gone: without it nobody can
 				 * reach this execution, so it ends */
 				log_info("control channel closed: %s", strerror(-r));
@@ -337,6 +456,8 @@ main(int argc, char **argv)
 				close(opfd);
 			frame_free(&f);
 		}
+		if (!quit && ki >= 0 && (pfd[ki].revents & POLLIN))
+			attach(&g);
 	}
 	/* forward the stop to every process of the namespace, give them a
 	 * moment, then our exit kills the rest */
@@ -349,6 +470,9 @@ main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 	}
 	close(sigfd);
-	close(g.control);
+	if (g.control >= 0)
+		close(g.control);
+	if (g.keep >= 0)
+		close(g.keep);
 	return 0;
 }

@@ -100,12 +100,15 @@ mkdir_one(const char *p)
 	return 0;
 }
 
+static int kill_all(const char *dir);
+
 /* the execution's own group: a leftover of a crashed bridge may be
- * reused when empty, but a live one belongs to another bridge of the
- * same execution, and sharing it would let one's stop kill the other.
- * A bridge relaunched right after the previous one died finds the dead
- * jail's processes still there for a few milliseconds (the kernel tears
- * the pid namespace down after its init): wait a bounded time for that. */
+ * reused when empty. A bridge relaunched right after the previous one
+ * died finds the dead jail's processes still there for a few milliseconds
+ * (the kernel tears the pid namespace down after its init): wait a
+ * bounded time for that. Still busy: a jail kept for a next activation
+ * that this bridge could not attach to (docs/jail.md). The caller holds
+ * the layer's lock, so no live bridge owns it: it is killed. */
 static int
 mkdir_exec(const char *p)
 {
@@ -116,14 +119,18 @@ mkdir_exec(const char *p)
 		return 0;
 	if (errno != EEXIST)
 		return -errno;
-	for (i = 0; i < CG_BUSY_WAIT_MS / 5; i++) {
+	for (i = 0; i < 2 * CG_BUSY_WAIT_MS / 5; i++) {
 		if ((r = read_str(p, "cgroup.procs", buf, sizeof(buf))) < 0)
 			return r;
 		if (buf[0] == '\0')
 			return 0;
+		if (i == CG_BUSY_WAIT_MS / 5) {
+			log_warnx("cgroup %s still holds a jail no bridge serves: killed", p);
+			kill_all(p);
+		}
 		usleep(5000);
 	}
-	log_warnx("cgroup %s is in use by another bridge", p);
+	log_warnx("cgroup %s is still in use", p);
 	return -EBUSY;
 }
 
@@ -195,6 +202,37 @@ cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l
 fail:
 	log_warnx("cgroup setup failed: %s", strerror(-r));
 	cgroup_destroy(cg);
+	return r;
+}
+
+/* the execution's group as a previous bridge made it, still holding the
+ * kept jail (docs/jail.md, "The jail outlives its bridge"): the same
+ * paths cgroup_create computes, nothing made or written */
+int
+cgroup_adopt(struct cgroup *cg, const char *name)
+{
+	char own[300];
+	int r, i;
+
+	memset(cg, 0, sizeof(*cg));
+	cg->v2 = access(CG_ROOT "/cgroup.controllers", F_OK) == 0;
+	for (i = 0; i < (cg->v2 ? 1 : CG__N); i++) {
+		if ((r = own_path(cg->v2 ? "" : cg_v1_name[i], own, sizeof(own))) < 0)
+			goto fail;
+		if (cg->v2)
+			snprintf(cg->path[0], sizeof(cg->path[0]), CG_ROOT "%s/space/%s", own, name);
+		else
+			snprintf(cg->path[i], sizeof(cg->path[i]), CG_ROOT "/%s%s/space/%s",
+			    cg_v1_name[i], own, name);
+		if (access(cg->path[i], F_OK) < 0) {
+			r = -errno;
+			goto fail;
+		}
+		cg->made[i] = true;
+	}
+	return 0;
+fail:
+	memset(cg, 0, sizeof(*cg));
 	return r;
 }
 

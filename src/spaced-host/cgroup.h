@@ -21,6 +21,7 @@ struct cgroup_limits {
 /* create space/<name> under this process's own cgroup of each controller
  * and write the limits; 0 or -errno */
 int cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l);
+int cgroup_adopt(struct cgroup *cg, const char *name);
 int cgroup_add(const struct cgroup *cg, pid_t pid);
 int cgroup_oom_kills(const struct cgroup *cg, uint64_t *n);
 /* kill what is left inside, then remove the directories */

@@ -223,6 +223,31 @@ layer_open(struct layer *s, const struct substrate_config *cfg)
 	return 0;
 }
 
+/* the layer of a kept jail (docs/jail.md): take its lock (a live bridge
+ * holds it: -EBUSY) and adopt the mount the previous bridge left at
+ * RUNDIR/rw, to unmount it when the jail ends; -ENOENT: no image yet. */
+int
+layer_adopt(struct layer *s, const struct substrate_config *cfg)
+{
+	char img[1024];
+	struct stat a, b;
+
+	snprintf(img, sizeof(img), "%s/disk.img", cfg->layer_dir);
+	s->mkfs_ns = 0;
+	s->mounted = false;
+	if ((s->lock_fd = open(img, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		log_warnx("layer %s is in use by another bridge", img);
+		close(s->lock_fd);
+		s->lock_fd = -1;
+		return -EBUSY;
+	}
+	snprintf(s->rw, sizeof(s->rw), "%s/rw", cfg->run_dir);
+	s->mounted = stat(s->rw, &a) == 0 && stat(cfg->run_dir, &b) == 0 && a.st_dev != b.st_dev;
+	return 0;
+}
+
 void
 layer_close(struct layer *s)
 {

@@ -25,5 +25,6 @@ struct layer {
  * uid range, ensure home/ and tmp/; 0 or -errno (then call layer_close) */
 int layer_open(struct layer *l, const struct substrate_config *cfg);
 /* unmount and unlock; idempotent */
+int layer_adopt(struct layer *l, const struct substrate_config *cfg);
 void layer_close(struct layer *l);
 #endif

@@ -51,7 +51,7 @@ usage(void)
 	    "    --resident R --substrate jail --template host --run-dir DIR\n"
 	    "    --layer-dir DIR --uid-base N [--memory-mb 512] [--pids 256]\n"
 	    "    [--cpu-percent 100] [--disk-mb 4096] [--guest PATH] [--nameserver IPV4]\n"
-	    "    [--netns PATH] [-v]\n");
+	    "    [--netns PATH] [--orphan-wait-s 60] [-v]\n");
 	exit(2);
 }
 
@@ -91,7 +91,7 @@ static void
 parse_args(struct host *h, struct opts *o, int argc, char **argv)
 {
 	enum { O_SBX = 1, O_GEN, O_ACT, O_WRK, O_RES, O_SST, O_TPL, O_RUN, O_LAYER,
-	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS, O_TPLIMG, O_NETNS };
+	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS, O_TPLIMG, O_NETNS, O_ORPHAN };
 	static const struct option opts[] = {
 		{ "sandbox", required_argument, NULL, O_SBX },
 		{ "generation", required_argument, NULL, O_GEN },
@@ -111,6 +111,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		{ "nameserver", required_argument, NULL, O_NS },
 		{ "template-image", required_argument, NULL, O_TPLIMG },
 		{ "netns", required_argument, NULL, O_NETNS },
+		{ "orphan-wait-s", required_argument, NULL, O_ORPHAN },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct substrate_config *c = &h->cfg;
@@ -121,6 +122,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 	c->pids = 256;
 	c->cpu_percent = 100;
 	c->disk_mb = 4096;
+	c->orphan_wait_s = SPACE_JAIL_ORPHAN_WAIT;
 	while ((ch = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (ch) {
 		case O_SBX: copy_id(id->sandbox, sizeof(id->sandbox), "sandbox", optarg); break;
@@ -150,6 +152,7 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		}
 		case O_TPLIMG: c->template_image = optarg; break;
 		case O_NETNS: c->netns = optarg; break;
+		case O_ORPHAN: c->orphan_wait_s = (unsigned)num_arg("orphan-wait-s", optarg, 1, 86400); break;
 		case 'v': o->verbose = 1; break;
 		default: usage();
 		}
@@ -295,7 +298,7 @@ main(int argc, char **argv)
 	struct opts o = { 0 };
 	uint8_t secret[GUEST_SECRET_LEN];
 	char sock[PATH_MAX];
-	struct pollfd p[2];
+	struct pollfd p[3];
 	sigset_t mask;
 	int lfd = -1, sigfd, r, rc = 1, mon[2] = { -1, -1 }, control = -1;
 	pid_t serve = -1;
@@ -387,7 +390,9 @@ main(int argc, char **argv)
 	while (!stopping) {
 		p[0] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
 		p[1] = (struct pollfd){ .fd = mon[0], .events = POLLIN };
-		if (poll(p, 2, -1) < 0) {
+		/* a kept jail's guest is not our child: its pidfd */
+		p[2] = (struct pollfd){ .fd = h.ops->guest_fd(h.sub), .events = POLLIN };
+		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_warn("poll");
@@ -415,6 +420,12 @@ main(int argc, char **argv)
 					rc = 0;
 				}
 			}
+		}
+		if (!stopping && p[2].fd >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+			h.ops->guest_reaped(h.sub, 0);
+			log_warnx("the kept guest of %s generation %" PRIu64 " is gone",
+			    h.rec.id.sandbox, h.rec.id.generation);
+			stopping = true;
 		}
 		if (!stopping && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
 		    !on_serve_msg(&h, mon[0], serve, &ready))

@@ -40,6 +40,8 @@ struct substrate_config {
 	char nameserver[16];            /* resolv.conf's, "" = none (docs/network.md) */
 	const char *netns;              /* the execution's network namespace to join
 	                                 * (kept across activations), or NULL: a new one */
+	unsigned orphan_wait_s;         /* how long a jail whose bridge is gone waits
+	                                 * for the next one (docs/jail.md) */
 };
 
 struct substrate;
@@ -47,14 +49,19 @@ struct substrate;
 struct substrate_ops {
 	const char *name;
 	bool passes_fds;                /* control channel can carry SCM_RIGHTS */
-	/* start the guest; *control gets the host end of the control channel
-	 * (O_CLOEXEC). 0 or -errno; on failure everything made is undone. */
+	/* start the guest, or attach to the one a previous bridge of this
+	 * execution left running (docs/jail.md); *control gets the host end
+	 * of the control channel (O_CLOEXEC). 0 or -errno; on failure
+	 * everything made is undone. */
 	int (*launch)(const struct substrate_config *cfg,
 	    const uint8_t secret[GUEST_SECRET_LEN], struct substrate **out, int *control);
 	/* the host pid whose exit means the guest is gone */
 	pid_t (*guest_pid)(const struct substrate *s);
 	/* note that the guest pid was reaped by the caller (SIGCHLD) */
 	void (*guest_reaped)(struct substrate *s, int wstatus);
+	/* an fd readable once a guest that is not our child (a kept jail,
+	 * attached to by this bridge) is gone; -1 when SIGCHLD tells */
+	int (*guest_fd)(const struct substrate *s);
 	/* number of OOM kills in the execution so far (-errno if unknown) */
 	int (*oom_kills)(const struct substrate *s, uint64_t *n);
 	/* stop the guest (kill, wait), release cgroups, mounts, devices;

@@ -13,7 +13,13 @@
  *   error pipe EOF = exec happened  <-----  (or an error line, then exit)
  *
  * What the guest does to itself after exec (capabilities, no_new_privs,
- * seccomp, rlimits) is in src/spaced-guest/confine.c. */
+ * seccomp, rlimits) is in src/spaced-guest/confine.c.
+ *
+ * The jail outlives its bridge (docs/jail.md): the first bridge binds
+ * RUNDIR/jail.sock and hands it to the guest, which listens there. A
+ * later bridge of the same execution (the next activation) finds the
+ * guest listening, takes the layer's lock, and attaches: a new control
+ * channel, identity and secret (jailkeep.h) instead of a new jail. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,12 +30,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <linux/openat2.h>
 #include <unistd.h>
@@ -37,6 +46,7 @@
 #include <sodium.h>
 
 #include "cgroup.h"
+#include "jailkeep.h"
 #include "layer.h"
 #include "limits.h"
 #include "log.h"
@@ -47,6 +57,9 @@
 #define JAIL_ROOT       "/tmp"          /* where the new root is assembled, inside the child's mount ns */
 #define GUEST_FD_CONTROL 3
 #define GUEST_FD_SECRET  4
+#define GUEST_FD_KEEP    5
+/* how long the stop of a kept jail waits for its guest to exit */
+#define KEPT_STOP_WAIT_MS 5000
 
 struct substrate {
 	pid_t pid;                      /* host pid of the guest; 0 once reaped */
@@ -54,6 +67,9 @@ struct substrate {
 	struct layer layer;
 	struct tpl_mount tpl;           /* a template other than host */
 	bool templated;
+	bool adopted;                   /* the jail of a previous bridge (not our child) */
+	int pidfd;                      /* the adopted guest's; -1 */
+	char keep[1100];                /* RUNDIR/jail.sock */
 };
 
 /* ---- child side: runs in the new namespaces, reports errors on a pipe ---- */
@@ -408,7 +424,7 @@ place_fd(int fd, int target)
 
 struct child_args {
 	const struct substrate_config *cfg;
-	int sync_fd, err_fd, control_fd, secret_fd, exe_fd;
+	int sync_fd, err_fd, control_fd, secret_fd, exe_fd, keep_fd;
 	const char *root_path;          /* the template's overlay, or NULL */
 };
 
@@ -416,8 +432,8 @@ static noreturn void
 child_main(struct child_args *a)
 {
 	const struct substrate_config *cfg = a->cfg;
-	char gen[24], act[16], nproc[16], fsize[24], nofile[16], c;
-	char *argv[20];
+	char gen[24], act[16], nproc[16], fsize[24], nofile[16], orphan[16], c;
+	char *argv[24];
 	char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
 	int n = 0, nul;
 
@@ -454,11 +470,14 @@ child_main(struct child_args *a)
 	a->control_fd = fcntl(a->control_fd, F_DUPFD_CLOEXEC, 10);
 	a->secret_fd = fcntl(a->secret_fd, F_DUPFD_CLOEXEC, 10);
 	a->exe_fd = fcntl(a->exe_fd, F_DUPFD_CLOEXEC, 10);
+	a->keep_fd = fcntl(a->keep_fd, F_DUPFD_CLOEXEC, 10);
 	child_err_fd = fcntl(a->err_fd, F_DUPFD_CLOEXEC, 10);
-	if (a->control_fd < 0 || a->secret_fd < 0 || a->exe_fd < 0 || child_err_fd < 0)
+	if (a->control_fd < 0 || a->secret_fd < 0 || a->exe_fd < 0 || a->keep_fd < 0 ||
+	    child_err_fd < 0)
 		child_die("dup");
 	place_fd(a->control_fd, GUEST_FD_CONTROL);
 	place_fd(a->secret_fd, GUEST_FD_SECRET);
+	place_fd(a->keep_fd, GUEST_FD_KEEP);
 
 	snprintf(gen, sizeof(gen), "%" PRIu64, cfg->generation);
 	snprintf(act, sizeof(act), "%" PRIu32, cfg->activation);
@@ -467,12 +486,15 @@ child_main(struct child_args *a)
 	 * ENOSPC from the image first; this is the second fence */
 	snprintf(fsize, sizeof(fsize), "%u", cfg->disk_mb + 1);
 	snprintf(nofile, sizeof(nofile), "%u", 1024u);
+	snprintf(orphan, sizeof(orphan), "%u", cfg->orphan_wait_s);
 	argv[n++] = "spaced-guest";
 	argv[n++] = "--sandbox";        argv[n++] = (char *)cfg->sandbox;
 	argv[n++] = "--generation";     argv[n++] = gen;
 	argv[n++] = "--activation";     argv[n++] = act;
 	argv[n++] = "--control-fd";     argv[n++] = "3";
 	argv[n++] = "--secret-fd";      argv[n++] = "4";
+	argv[n++] = "--keep-fd";        argv[n++] = "5";
+	argv[n++] = "--orphan-wait-s";  argv[n++] = orphan;
 	argv[n++] = "--nproc";          argv[n++] = nproc;
 	argv[n++] = "--fsize-mb";       argv[n++] = fsize;
 	argv[n++] = "--nofile";         argv[n++] = nofile;
@@ -502,6 +524,142 @@ write_proc(pid_t pid, const char *file, const char *val)
 }
 
 
+/* RUNDIR/jail.sock, bound (not listening: the guest listens, so that a
+ * connecting bridge's SO_PEERCRED names the guest); 0600 in the 0700 root
+ * directory, outside the jail's mount namespace: only root of the host
+ * can connect */
+static int
+keep_bind(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	unlink(path);
+	old = umask(077);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || chmod(path, 0600) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* kill a kept guest we are not the parent of and wait (bounded) for its
+ * exit; its parent (the service manager, or init) reaps it */
+static void
+kept_kill(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	if (pidfd_send_signal(pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		log_warn("kill the kept guest");
+	while (poll(&p, 1, KEPT_STOP_WAIT_MS) < 0 && errno == EINTR)
+		;
+}
+
+/* Attach to the jail a previous bridge of this execution left (its guest
+ * listening on RUNDIR/jail.sock). 0: *control is the new channel; -ENOENT:
+ * no jail to attach to (launch one); other -errno: fail. A jail found but
+ * not usable is killed, and -ENOENT returned, so a new one is launched. */
+static int
+jail_attach(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRET_LEN],
+    struct substrate *s, int *control)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct jailkeep_attach at;
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	struct pollfd p;
+	char name[SPACE_ID_MAX + 32];
+	int conn = -1, pidfd = -1, sv[2] = { -1, -1 }, r;
+
+	if (strlen(s->keep) >= sizeof(sa.sun_path))
+		return -ENOENT;
+	memcpy(sa.sun_path, s->keep, strlen(s->keep) + 1);
+	/* the layer's lock first: held, a live bridge owns the jail */
+	if ((r = layer_adopt(&s->layer, cfg)) < 0)
+		return r == -EBUSY ? r : -ENOENT;
+	if ((conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0 ||
+	    connect(conn, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -ENOENT;            /* nobody listens: the jail is gone */
+		goto out;
+	}
+	/* the listener's credentials: the guest (PID 1 of the jail), in our
+	 * pid namespace; alive as long as the connection is not hung up */
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || cr.pid <= 0 ||
+	    (pidfd = pidfd_open(cr.pid, 0)) < 0) {
+		r = -ENOENT;
+		goto out;
+	}
+	p = (struct pollfd){ .fd = conn, .events = 0 };
+	if (poll(&p, 1, 0) != 0) {
+		r = -ENOENT;            /* hung up: the pid may be another's */
+		goto out;
+	}
+	snprintf(name, sizeof(name), "%s.g%" PRIu64, cfg->sandbox, cfg->generation);
+	if (cgroup_adopt(&s->cg, name) < 0) {
+		log_warnx("kept jail of %s g%" PRIu64 ": its cgroup is gone; a new jail",
+		    cfg->sandbox, cfg->generation);
+		kept_kill(pidfd);
+		r = -ENOENT;
+		goto out;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = -errno;
+		goto out;
+	}
+	memset(&at, 0, sizeof(at));
+	snprintf(at.sandbox, sizeof(at.sandbox), "%s", cfg->sandbox);
+	at.generation = cfg->generation;
+	at.activation = cfg->activation;
+	memcpy(at.secret, secret, GUEST_SECRET_LEN);
+	r = jailkeep_send(conn, &at, sv[1]);
+	sodium_memzero(&at, sizeof(at));
+	if (r < 0) {
+		log_warnx("kept jail of %s g%" PRIu64 ": cannot attach (%s); a new jail",
+		    cfg->sandbox, cfg->generation, strerror(-r));
+		kept_kill(pidfd);
+		memset(&s->cg, 0, sizeof(s->cg));
+		r = -ENOENT;
+		goto out;
+	}
+	if (s->templated)
+		template_adopt(&s->tpl, cfg);
+	s->adopted = true;
+	s->pid = cr.pid;
+	s->pidfd = pidfd;
+	pidfd = -1;
+	*control = sv[0];
+	sv[0] = -1;
+	log_info("jail of %s g%" PRIu64 " kept: activation %" PRIu32 " attached to its guest "
+	    "(pid %d)", cfg->sandbox, cfg->generation, cfg->activation, (int)cr.pid);
+	r = 0;
+out:
+	if (r < 0) {
+		/* the lock only: a mount left behind is the new launch's
+		 * (layer_open detaches a dead bridge's mounts) */
+		s->layer.mounted = false;
+		layer_close(&s->layer);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	if (conn >= 0)
+		close(conn);
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	return r;
+}
+
 static int
 jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRET_LEN],
     struct substrate **out, int *control)
@@ -512,7 +670,7 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	uint8_t sec[GUEST_SECRET_LEN];
 	char name[SPACE_ID_MAX + 32], map[64], errbuf[512];
 	int sv[2] = { -1, -1 }, syncp[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	int secp[2] = { -1, -1 }, exe = -1, cwd = -1, r, st, keep = -1, home = -1;
+	int secp[2] = { -1, -1 }, exe = -1, cwd = -1, r, st, keep = -1, home = -1, kfd = -1;
 	ssize_t n;
 	pid_t pid;
 	/* where the start's time goes, for the log (docs/benchmarks.md) */
@@ -523,11 +681,25 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	s->layer.lock_fd = -1;
+	s->pidfd = -1;
+	s->templated = strcmp(cfg->template_name, "host") != 0;
+	snprintf(s->keep, sizeof(s->keep), "%s/" JAILKEEP_SOCK, cfg->run_dir);
+	if ((r = jail_attach(cfg, secret, s, control)) == 0) {
+		*out = s;
+		return 0;
+	}
+	if (r != -ENOENT) {
+		free(s);
+		return r;
+	}
+	s->templated = false;
 	snprintf(name, sizeof(name), "%s.g%" PRIu64, cfg->sandbox, cfg->generation);
-	if ((r = cgroup_create(&s->cg, name, &lim)) < 0)
+	/* the layer's lock first: holding it, a group still in use is a
+	 * jail no live bridge serves (cgroup.c) */
+	if ((r = layer_open(&s->layer, cfg)) < 0)
 		goto fail;
 	t_cg = now_mono_ns();
-	if ((r = layer_open(&s->layer, cfg)) < 0)
+	if ((r = cgroup_create(&s->cg, name, &lim)) < 0)
 		goto fail;
 	if (strcmp(cfg->template_name, "host") != 0) {
 		s->templated = true;
@@ -548,6 +720,11 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		r = -errno;
 		goto fail;
 	}
+	if ((kfd = keep_bind(s->keep)) < 0) {
+		r = kfd;
+		log_warnx("cannot bind %s: %s", s->keep, strerror(-r));
+		goto fail;
+	}
 	/* the execution's network namespace, kept across activations
 	 * (sbx-manager made it): the child is cloned in it, we go back */
 	if (cfg->netns != NULL &&
@@ -562,7 +739,7 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		r = -errno;
 		goto fail;
 	}
-	a = (struct child_args){ cfg, syncp[0], errp[1], sv[1], secp[0], exe,
+	a = (struct child_args){ cfg, syncp[0], errp[1], sv[1], secp[0], exe, kfd,
 	    s->templated ? s->tpl.root : NULL };
 	/* raw clone without a stack argument behaves like fork(); the child
 	 * only runs child_main, which ends in exec or _exit */
@@ -597,6 +774,9 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	sv[1] = -1;
 	close(secp[0]);
 	secp[0] = -1;
+	/* the listening end is the guest's alone */
+	close(kfd);
+	kfd = -1;
 
 	/* uid/gid 0..65534 inside are uid_base.. on the host: root inside is
 	 * an unprivileged host uid, distinct per sandbox (the last id of the
@@ -644,11 +824,11 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		close(home);
 	{
 		uint64_t t_exec = now_mono_ns();
-		log_info("jail of %s g%" PRIu64 " in %.1f ms: cgroup %.1f, layer %.1f (mkfs %.1f), "
-		    "clone and id maps %.1f, jail setup to the guest's exec %.1f",
+		log_info("jail of %s g%" PRIu64 " in %.1f ms: layer %.1f (mkfs %.1f), cgroup "
+		    "%.1f, clone and id maps %.1f, jail setup to the guest's exec %.1f",
 		    cfg->sandbox, cfg->generation, (double)(t_exec - t0) / 1e6,
-		    (double)(t_cg - t0) / 1e6, (double)(t_layer - t_cg) / 1e6,
-		    (double)s->layer.mkfs_ns / 1e6, (double)(t_clone - t_layer) / 1e6,
+		    (double)(t_cg - t0) / 1e6, (double)s->layer.mkfs_ns / 1e6,
+		    (double)(t_layer - t_cg) / 1e6, (double)(t_clone - t_layer) / 1e6,
 		    (double)(t_exec - t_clone) / 1e6);
 	}
 	*out = s;
@@ -665,7 +845,7 @@ fail:
 	}
 	{
 		int fds[] = { sv[0], sv[1], syncp[0], syncp[1], errp[0], errp[1],
-		    secp[0], secp[1], exe, cwd, keep, home };
+		    secp[0], secp[1], exe, cwd, keep, home, kfd };
 		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
@@ -674,6 +854,7 @@ fail:
 		template_unmount(&s->tpl);
 	layer_close(&s->layer);
 	cgroup_destroy(&s->cg);
+	unlink(s->keep);
 	free(s);
 	return r;
 }
@@ -691,6 +872,14 @@ jail_guest_reaped(struct substrate *s, int wstatus)
 	s->pid = 0;
 }
 
+/* a kept guest is not our child (no SIGCHLD): its pidfd, readable when
+ * it exits */
+static int
+jail_guest_fd(const struct substrate *s)
+{
+	return s->adopted && s->pid > 0 ? s->pidfd : -1;
+}
+
 static int
 jail_oom_kills(const struct substrate *s, uint64_t *n)
 {
@@ -702,13 +891,19 @@ jail_stop(struct substrate *s)
 {
 	int st;
 
-	if (s->pid > 0) {
+	if (s->pid > 0 && s->adopted) {
+		/* the kept guest: by its pidfd, never a bare pid */
+		kept_kill(s->pidfd);
+		s->pid = 0;
+	} else if (s->pid > 0) {
 		/* killing PID 1 of the namespace kills every process in it */
 		kill(s->pid, SIGKILL);
 		while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
 			;
 		s->pid = 0;
 	}
+	/* no later bridge may attach to what is being torn down */
+	unlink(s->keep);
 	cgroup_destroy(&s->cg);
 	if (s->templated)
 		template_unmount(&s->tpl);
@@ -719,6 +914,8 @@ jail_stop(struct substrate *s)
 static void
 jail_free(struct substrate *s)
 {
+	if (s->pidfd >= 0)
+		close(s->pidfd);
 	free(s);
 }
 
@@ -728,6 +925,7 @@ const struct substrate_ops substrate_jail = {
 	.launch = jail_launch,
 	.guest_pid = jail_guest_pid,
 	.guest_reaped = jail_guest_reaped,
+	.guest_fd = jail_guest_fd,
 	.oom_kills = jail_oom_kills,
 	.stop = jail_stop,
 	.free = jail_free,

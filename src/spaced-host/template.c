@@ -263,6 +263,18 @@ template_mount(struct tpl_mount *t, const struct substrate_config *cfg, const ch
 	return 0;
 }
 
+/* the mounts a previous bridge of this run directory made for the kept
+ * jail: ours to unmount when it ends */
+void
+template_adopt(struct tpl_mount *t, const struct substrate_config *cfg)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->ro, sizeof(t->ro), "%s/tpl", cfg->run_dir);
+	snprintf(t->lower, sizeof(t->lower), "%s/lower", cfg->run_dir);
+	snprintf(t->root, sizeof(t->root), "%s/root", cfg->run_dir);
+	t->ro_mounted = t->lower_mounted = t->root_mounted = true;
+}
+
 void
 template_unmount(struct tpl_mount *t)
 {

@@ -19,5 +19,6 @@ struct tpl_mount {
  * the mounted writable layer at layer_rw. 0 or -errno (-EBADMSG: the
  * image is not the one named); on failure call template_unmount. */
 int  template_mount(struct tpl_mount *t, const struct substrate_config *cfg, const char *layer_rw);
+void template_adopt(struct tpl_mount *t, const struct substrate_config *cfg);
 void template_unmount(struct tpl_mount *t);
 #endif

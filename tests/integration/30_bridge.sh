@@ -227,13 +227,20 @@ check "bridge exit status is non-zero after guest death (got $rc)" test "$rc" -n
 check "no guest was relaunched" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
 check "layer unmounted after guest death" sh -c "! grep -q ' $W/$SB/run/rw ' /proc/mounts"
 
-# ---- a bridge killed with SIGKILL: the next one recovers the layer ----
-start_host "$SB" "$UB"
+# ---- a bridge killed with SIGKILL: its jail waits (bounded) for the next
+# activation's bridge (docs/jail.md); none comes, it ends; the next bridge
+# recovers the layer ----
+start_host "$SB" "$UB" --orphan-wait-s 2
 HP=$(eval echo \$PID_$SB)
 call exec "$SB" "$C" '{"argv":["sh","-c","echo again >> /home/user/persist"]}' >/dev/null
+check "the guest listens on RUNDIR/jail.sock, owner-only" test "$(stat -c %a "$W/$SB/run/jail.sock")" = 600
 kill -9 "$HP"; wait "$HP" 2>/dev/null
-i=0; while ps -eo uid= | awk -v u=$UB '$1 >= u && $1 < u + 65536' | grep -q . && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-check "SIGKILL of the bridge ends its guest" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
+i=0; while ! grep -q "waiting up to 2 s for the next bridge" "$W/$SB/log" && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+check "SIGKILL of the bridge: its guest waits for the next activation's bridge" \
+	grep -q "waiting up to 2 s for the next bridge" "$W/$SB/log"
+i=0; while ps -eo uid= | awk -v u=$UB '$1 >= u && $1 < u + 65536' | grep -q . && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+check "... none came: the jail ended by itself" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
+check "... and said why" grep -q "no bridge came back within 2 s: the jail ends" "$W/$SB/log"
 check "... and leaves its layer mounted" grep -q " $W/$SB/run/rw " /proc/mounts
 DIR=second LAYER="$W/$SB/layer" start_host "$SB" "$UB"
 is "a new bridge (new run dir) starts on the same layer" "$(cut -d" " -f1 "$W/second/ready")" "ready"

@@ -2,21 +2,18 @@
 # Gateway connections across an activation-only change (docs/network.md,
 # "The network namespace belongs to the execution"). The sandbox's network
 # namespace is made once per execution and every activation's jail joins
-# it; its bridge is killed (-9) and relaunched as activation + 1. A
-# WebSocket through the gateway to a server in that namespace keeps
-# exchanging messages across the relaunch; the gateway is the same
-# process; a new open with the old activation's capability is refused
-# with refresh_route, the new one's is admitted (to a server the new
-# jail runs). A gateway killed on its own is started again. A move (a
-# generation change) still closes a WebSocket with 4409, and the
+# it; its bridge is killed (-9) and relaunched as activation + 1. The
+# jail itself is kept too (docs/jail.md, "The jail outlives its bridge"):
+# the relaunched bridge attaches to the same guest. A WebSocket through
+# the gateway to a server the sandbox runs (`space exec`) keeps exchanging
+# messages across the relaunch; that server's pid and the sandbox's files
+# are intact; so is a server placed into the namespace from the worker's
+# side; the gateway is the same process; a new open with the old
+# activation's capability is refused with refresh_route (at the gateway
+# and at node-api), the new one's is admitted. A gateway killed on its
+# own is started again. A move (a generation change) still closes a
+# WebSocket with 4409, the old jail's processes are gone, and the
 # namespace is released.
-#
-# What does not survive, on the jail substrate: the jail's own processes
-# (the guest is PID 1 of the jail's pid namespace, and it ends with its
-# bridge), so a server started with `space exec` before the relaunch is
-# gone after it, and so is a connection to it: the server that outlives
-# the relaunch here is one the test places into the sandbox's namespace
-# from the worker's side, unprivileged (uid 65534).
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
@@ -44,6 +41,13 @@ netgtws() {
 gwpid() { for p in $(netgtws); do grep -q "$1" "/proc/$p/cmdline" && echo "$p"; done | head -1; }
 # the namespace inode of a process, of a file
 nsino() { readlink "/proc/$1/ns/net" | tr -dc 0-9; }
+# the host pid of the jail's process whose command line has STRING
+jproc() {
+	for p in /proc/[0-9]*; do
+		[ "$(nsino "${p#/proc/}")" = "$(stat -L -c %i "$NS")" ] &&
+			tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "$1" && echo "${p#/proc/}"
+	done | head -1
+}
 # the guest of a bridge monitor: its child in another network namespace
 guest() {
 	for c in $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
@@ -68,8 +72,8 @@ check "space-control up" start_ctl
 check "worker w1 up, gateway on $GP1" add_worker 1 w1 "$NP1" --gateway-listen "127.0.0.1:$GP1"
 check "worker w2 up, gateway on $GP2" add_worker 2 w2 "$NP2" --gateway-listen "127.0.0.1:$GP2"
 
-is "create a sandbox with ports 8080 and 8090" \
-	"$(cpost /v1/sandboxes '{"worker":"w1","ports":[{"port":8080},{"port":8090}]}')" 201
+is "create a sandbox with ports 8080, 8090 and 8091" \
+	"$(cpost /v1/sandboxes '{"worker":"w1","ports":[{"port":8080},{"port":8090},{"port":8091}]}')" 201
 S=$(jget id)
 check "running" wait_state "$S" running 20
 NS=$T/w1/run/$S.g1/netns
@@ -90,6 +94,18 @@ NU=http://127.0.0.1:$NP1
 CAP=$(route "$S")
 is "copy the servers in" "$(napi PUT 'files?path=/home/user/srv.py' --data-binary @"$SPACE_TOP/tests/tools/sbx_servers.py")" 200
 sp exec "$S" --background --timeout 600 -- python3 /home/user/srv.py >/dev/null
+# a WebSocket echo server the sandbox itself runs
+is "copy the WebSocket server in" "$(napi PUT 'files?path=/home/user/gwws.py' --data-binary @"$WS")" 200
+is "a file of the sandbox's" "$(napi PUT 'files?path=/home/user/keep.txt' --data-binary 'kept across activations')" 200
+sp exec "$S" --background --timeout 600 -- /usr/bin/python3 /home/user/gwws.py server 8091 >/dev/null
+i=0; while [ $i -lt 100 ]; do
+	J1=$(svc "$S" 8091 http)
+	[ "$(ws once "127.0.0.1:$GP1" "$J1" 8091)" = "ok echo" ] && break
+	sleep 0.1; i=$((i + 1))
+done
+is "a WebSocket through the gateway to the sandbox's own server" "$(ws once "127.0.0.1:$GP1" "$J1" 8091)" "ok echo"
+JS=$(jproc "gwws.py server 8091")
+check "that server is a process of the jail (pid $JS on the host)" test -n "$JS"
 i=0; while [ $i -lt 100 ]; do
 	C1=$(svc "$S" 8090 http)
 	[ "$(ws once "127.0.0.1:$GP1" "$C1" 8090)" = "ok echo" ] && break
@@ -104,26 +120,34 @@ done
 is "HTTP to the jail's server" "$(gw "127.0.0.1:$GP1" "$H1" 8080 http http /)" "ok 200 hello from the sandbox"
 
 # ---- an activation-only change: the bridge killed, relaunched ----
-mkdir "$T/k1"
+mkdir "$T/k1" "$T/j1"
 ws keep "127.0.0.1:$GP1" "$C1" 8090 "$T/k1" >"$T/k1/end" &
 K1=$!
+ws keep "127.0.0.1:$GP1" "$J1" 8091 "$T/j1" >"$T/j1/end" &
+KJ=$!
 W82=$(svc "$S" 8082 http)
 check "a WebSocket kept open and exchanging" grows "$T/k1" 3
+check "a WebSocket to the sandbox's own server kept open and exchanging" grows "$T/j1" 3
 act=$(wsql w1 "SELECT activation FROM records WHERE sandbox='$S'")
 kill -9 "$BP"
 i=0; while [ "$(wsql w1 "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" != "serving $((act + 1))" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
 is "the bridge was relaunched as activation $((act + 1))" \
 	"$(wsql w1 "SELECT state || ' ' || activation FROM records WHERE sandbox='$S'")" "serving $((act + 1))"
 BP2=$(wsql w1 "SELECT bridge_pid FROM records WHERE sandbox='$S'")
-G2=$(guest "$BP2")
-check "a new jail (a new guest)" test -n "$G2" -a "$G2" != "$G1"
-is "... in the same network namespace" "$(nsino "$G2")" "$(stat -L -c %i "$NS")"
+check "the new bridge attached to the kept jail" grep -q "jail of $S g1 kept: activation $((act + 1)) attached to its guest (pid $G1)" "$T/mgr_w1.log"
+check "the jail's guest is the same process" test -d "/proc/$G1"
+is "... in the same network namespace" "$(nsino "$G1")" "$(stat -L -c %i "$NS")"
 check "the WebSocket goes on exchanging messages after the relaunch" grows "$T/k1" 5
+check "the WebSocket to the sandbox's own server too" grows "$T/j1" 5
+is "that server is the same process" "$(jproc "gwws.py server 8091")" "$JS"
 is "the gateway is the same process" "$(gwpid "$S")" "$GW"
 check "sbx-manager logged the gateway kept" grep -q "gateway: $S g1 kept for activation $((act + 1))" "$T/mgr_w1.log"
 touch "$T/k1/stop"; wait "$K1"
 case "$(cat "$T/k1/end")" in "open "*) k1=open ;; *) k1=$(cat "$T/k1/end") ;; esac
 is "... and was still open when the client stopped" "$k1" open
+touch "$T/j1/stop"; wait "$KJ"
+case "$(cat "$T/j1/end")" in "open "*) j1=open ;; *) j1=$(cat "$T/j1/end") ;; esac
+is "... the one to the sandbox's server too" "$j1" open
 
 is "a new open with the old activation's capability -> refresh_route" \
 	"$(ws once "127.0.0.1:$GP1" "$(fresh "$C1")" 8090)" "error refresh_route activation_mismatch"
@@ -134,16 +158,16 @@ i=0; while [ $i -lt 100 ]; do
 done
 is "a new capability names activation $((act + 1))" "$(jget route.activation)" "$((act + 1))"
 is "... and is admitted" "$(ws once "127.0.0.1:$GP1" "$C2" 8090)" "ok echo"
-is "the jail's own server did not survive its guest" "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" \
-	"error unavailable nothing listens on port 8080 in the sandbox"
+OLDCAP=$(fresh "$CAP")
 CAP=$(route "$S")
-sp exec "$S" --background --timeout 600 -- python3 /home/user/srv.py >/dev/null
-i=0; while [ $i -lt 100 ]; do
-	case "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" in ok*) break ;; esac
-	sleep 0.1; i=$((i + 1))
-done
-is "a server the new jail runs, through the kept gateway" "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" \
+is "the sandbox's files are intact" "$(napi GET 'files?path=/home/user/keep.txt')" 200
+is "... their content" "$(cat "$T/body")" "kept across activations"
+is "the jail's own HTTP server survived its bridge" "$(gw "127.0.0.1:$GP1" "$(svc "$S" 8080 http)" 8080 http http /)" \
 	"ok 200 hello from the sandbox"
+CAP=$OLDCAP
+is "the old activation's capability at node-api -> 409" "$(napi GET 'files?path=/home/user/keep.txt')" 409
+is "... refresh_route activation_mismatch" "$(jget error) $(jget reason)" "refresh_route activation_mismatch"
+CAP=$(route "$S")
 is "the old capability for it -> refresh_route" "$(gw "127.0.0.1:$GP1" "$(fresh "$H1")" 8080 http http /)" \
 	"error refresh_route activation_mismatch"
 
@@ -170,6 +194,9 @@ is "move to w2 -> 202" "$(cpost "/v1/sandboxes/$S/move" '{"to":"w2"}')" 202
 wait "$K2"
 is "the move closed the WebSocket with 4409" "$(cat "$T/k2/end")" "close 4409"
 check "running on w2" wait_state "$S" running 30
+i=0; while { [ -d "/proc/$JS" ] || [ -d "/proc/$G1" ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "the old jail's server is gone (pid $JS)" test ! -d "/proc/$JS"
+check "... and its guest (pid $G1)" test ! -d "/proc/$G1"
 i=0; while mountpoint -q "$NS" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 check "the namespace of generation 1 was released on w1" sh -c "! mountpoint -q '$NS'"
 is "no mount of w1's run directories left" "$(grep -c " $T/w1/run/" /proc/self/mountinfo)" 0
