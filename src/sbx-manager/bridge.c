@@ -16,8 +16,10 @@
  *                  serving process being a fork of the monitor) a process
  *                  that exec'd another program keeps its pid and start
  *                  time, not its exe;
- *   binary hash    what the binary was at start; checked again when a
- *                  restarted sbx-manager adopts a bridge.
+ *   binary hash    what the binary was at start (the bridge is exec'd
+ *                  from a descriptor of spaced-host, whose hash is kept
+ *                  while the file is unchanged: exe_hash_of); checked
+ *                  again when a restarted sbx-manager adopts a bridge.
  * The on-disk spaced-host must also still be the file the bridge was
  * started from: a binary replaced on disk means the code we vouch for is
  * no longer the code we would run, so we stop trusting the bridge
@@ -26,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -147,6 +150,69 @@ out:
 	return ret;
 }
 
+/* The hash of spaced-host, kept between spawns. The bridge is started
+ * from a descriptor of the file (execveat), so the process runs the inode
+ * that descriptor names; its hash is taken again only when that inode, or
+ * its size, mtime or ctime, differ from the ones the kept hash was taken
+ * of. A write to the file changes its mtime and ctime (a ctime cannot be
+ * set from user space), so a kept hash is of the content that runs. A
+ * hash is kept only of a file whose ctime is at least EXE_SETTLED_S old
+ * when it is taken: a write in the same clock tick as an earlier one
+ * (timestamps are as coarse as the kernel's tick) would otherwise leave
+ * the ctime unchanged. */
+#define EXE_SETTLED_S 2
+static struct {
+	pthread_mutex_t mu;
+	bool valid;
+	struct stat key;
+	char hex[MGR_HASH_HEX + 1];
+} exe_cache = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static bool
+same_file_state(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	    a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	    a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* the hash of the file fd (which before, at *before, was in this state),
+ * run by pid (its /proc/PID/exe, the same inode): the kept one when the
+ * file is unchanged since it was taken, else taken now through the
+ * process's exe and kept when the file has settled */
+static int
+exe_hash_of(int fd, const struct stat *before, pid_t pid, char hex[MGR_HASH_HEX + 1])
+{
+	char exe[64];
+	struct stat now, after;
+	struct timespec rt;
+	int ret;
+
+	if (fstat(fd, &now) != 0)
+		return -errno;
+	pthread_mutex_lock(&exe_cache.mu);
+	if (exe_cache.valid && same_file_state(before, &now) &&
+	    same_file_state(&exe_cache.key, &now)) {
+		memcpy(hex, exe_cache.hex, MGR_HASH_HEX + 1);
+		pthread_mutex_unlock(&exe_cache.mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&exe_cache.mu);
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if ((ret = hash_file(exe, hex)) != 0)
+		return ret;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	if (fstat(fd, &after) == 0 && same_file_state(&now, &after) &&
+	    after.st_ctim.tv_sec + EXE_SETTLED_S < rt.tv_sec) {
+		pthread_mutex_lock(&exe_cache.mu);
+		exe_cache.key = after;
+		memcpy(exe_cache.hex, hex, MGR_HASH_HEX + 1);
+		exe_cache.valid = true;
+		pthread_mutex_unlock(&exe_cache.mu);
+	}
+	return 0;
+}
+
 /* 0; -ESRCH the monitor is gone; -EPERM its pid is another process now;
  * -EACCES it is the monitor we launched but no longer a bridge we trust
  * (another binary, or its serving process gone or replaced) */
@@ -252,9 +318,9 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
 	char line[64], ns[16], img[1200], nsp[PATH_MAX + 16];
 	size_t got = 0;
-	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull;
+	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull, exefd = -1;
 	pid_t pid;
-	struct stat st, disk;
+	struct stat st, disk, xst;
 	uint64_t deadline;
 	struct pollfd pf[2];
 
@@ -302,6 +368,13 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	}
 	ret = -EIO;
 
+	/* the bridge runs this descriptor's file: what is hashed (or found
+	 * unchanged since it was) is what runs */
+	if ((exefd = open(m->cfg.spaced_host, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    fstat(exefd, &xst) != 0) {
+		*why = "cannot open spaced-host";
+		goto out;
+	}
 	if (pipe2(pfd, O_CLOEXEC) != 0)
 		goto out;
 	pid = fork();
@@ -314,12 +387,15 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 		devnull = open("/dev/null", O_RDONLY);
 		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(pfd[1], 1) < 0)
 			_exit(127);
-		close_range(3, ~0u, 0);
+		/* the binary's descriptor as 3, closed by the exec */
+		if (exefd != 3 && dup3(exefd, 3, O_CLOEXEC) < 0)
+			_exit(127);
+		close_range(4, ~0u, 0);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
-		execv(m->cfg.spaced_host, argv);
+		execveat(3, "", argv, environ, AT_EMPTY_PATH);
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -391,9 +467,21 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	r->bridge_pid = pid;
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
 	if (proc_start_time(pid, &r->bridge_start) != 0 ||
-	    stat(exe, &st) != 0 || hash_file(exe, r->exe_hash) != 0) {
+	    stat(exe, &st) != 0) {
 		/* our unreaped child's /proc entries are there while it
 		 * lives: failing to read them means it died */
+		*why = "cannot read the bridge's process identity";
+		ret = -ECHILD;
+		goto fail;
+	}
+	/* it runs the file we opened (a child that exec'd something else
+	 * would show another inode), whose hash is then the bridge's */
+	if (st.st_dev != xst.st_dev || st.st_ino != xst.st_ino) {
+		*why = "bridge runs another executable than spaced-host";
+		ret = -EACCES;
+		goto fail;
+	}
+	if (exe_hash_of(exefd, &xst, pid, r->exe_hash) != 0) {
 		*why = "cannot read the bridge's process identity";
 		ret = -ECHILD;
 		goto fail;
@@ -443,6 +531,8 @@ fail:
 		waitid(P_PIDFD, (id_t)pidfd, NULL, WEXITED | WNOHANG);
 	}
 out:
+	if (exefd >= 0)
+		close(exefd);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (pfd[0] >= 0)

@@ -133,6 +133,42 @@ is "the activation 3 capability -> 409 refresh_route activation_mismatch" "$(nap
 CAP=$(route "$S")
 is "served by activation 4" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 
+# ---- 4b. the binary changed in place between two bridges ----
+# sbx-manager keeps the binary's hash between spawns, keyed by its inode,
+# size, mtime and ctime (bridge.c). The file is changed in place (same
+# inode; a running bridge would make the write fail with ETXTBSY, so the
+# sandbox goes first): the next bridge must record the new content's
+# hash, also when the change keeps the size.
+bhash() { b2sum -l 256 "$BIN/spaced-host" | cut -d' ' -f1; }
+kill_wait() {
+	_p=$(sql "select bridge_pid from records where sandbox='$1'")
+	curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$1"
+	gone "$_p"
+}
+check "sandbox killed, its bridge gone" kill_wait "$S"
+INO=$(stat -c %i "$BIN/spaced-host")
+printf a >>"$BIN/spaced-host"
+# settled (older than 2 s), so the next bridge's hash is kept
+sleep 3
+is "create T1 on the changed binary" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "T1 running" wait_state "$S" running 20
+H1=$(sql "select exe_hash from records where sandbox='$S'")
+is "T1's recorded hash is the changed file's" "$H1" "$(bhash)"
+check "T1 killed" kill_wait "$S"
+SZ=$(stat -c %s "$BIN/spaced-host")
+printf b | dd of="$BIN/spaced-host" bs=1 seek=$((SZ - 1)) conv=notrunc 2>/dev/null
+is "changed again in place: same inode" "$(stat -c %i "$BIN/spaced-host")" "$INO"
+is "... same size" "$(stat -c %s "$BIN/spaced-host")" "$SZ"
+is "create T2" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "T2 running" wait_state "$S" running 20
+H2=$(sql "select exe_hash from records where sandbox='$S'")
+is "T2's recorded hash is the file's new content, not the kept one" "$H2" "$(bhash)"
+check "... which differs from T1's" test "$H2" != "$H1"
+CAP=$(route "$S")
+is "T2 serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+
 # ---- 5. a bridge that lies about what it serves ----
 # A stand-in spaced-host (compiled here against libspace) that speaks the
 # protocol but answers exec as another generation, and fs.stat with DATA
