@@ -185,9 +185,10 @@ port, host = int(sys.argv[1]), sys.argv[2]
 s = socket.create_connection(("127.0.0.1", port))
 s.settimeout(20)
 f = s.makefile("rb")
-def req(field):
+def head(field):
     extra = "" if field == "-" else field + "\r\n"
-    s.sendall(("GET /k HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (host, extra)).encode())
+    return ("GET /k HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (host, extra)).encode()
+def answer():
     line = f.readline()
     if not line:
         return "closed"
@@ -200,11 +201,22 @@ def req(field):
             n = int(l.split(b":")[1])
     f.read(n)
     return line.split()[1].decode()
+def req(field):
+    s.sendall(head(field))
+    return answer()
 out = []
 for step in sys.argv[3:]:
     kind, _, arg = step.partition(" ")
     if kind == "req":
         out.append(req(arg))
+    elif kind == "pipe":
+        # both heads in one write, before any answer
+        fields = arg.split("|")
+        s.sendall(b"".join(head(x) for x in fields))
+        for x in fields:
+            out.append(answer())
+            if out[-1] == "closed":
+                break
     elif kind == "sh":
         subprocess.run(arg, shell=True, check=True, stdout=subprocess.DEVNULL)
     elif kind == "until":
@@ -232,6 +244,11 @@ is "the token, then another sandbox's token: 200, 403, closed" \
 is "the owner's key, then a made-up key: 200, 401, closed" \
 	"$(conn "$H0" "req Authorization: Bearer $SPACE_API_KEY" \
 	    "req Authorization: Bearer sk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")" "200 401 closed"
+is "pipelined, the token then none: the first answered, then 401, closed" \
+	"$(conn "$H0" "pipe X-Space-Traffic-Token: $TT|-")" "200 401 closed"
+is "pipelined, the token three times: three answers, kept open" \
+	"$(conn "$H0" "pipe X-Space-Traffic-Token: $TT|X-Space-Traffic-Token: $TT|X-Space-Traffic-Token: $TT")" \
+	"200 200 200 open"
 is "the token, then the owner's key, then the token: each authorized and served, kept open" \
 	"$(conn "$H0" "req X-Space-Traffic-Token: $TT" "req Authorization: Bearer $SPACE_API_KEY" \
 	    "req X-Space-Traffic-Token: $TT")" "200 200 200 open"
