@@ -493,6 +493,16 @@ fsync_parent(const char *path)
 	return err;
 }
 
+void
+fd_writeback_ahead(int fd, uint64_t *started, uint64_t written)
+{
+	if (written < *started + FD_WRITEBACK_STEP)
+		return;
+	(void)sync_file_range(fd, (off_t)*started, (off_t)(written - *started),
+	    SYNC_FILE_RANGE_WRITE);
+	*started = written;
+}
+
 int
 fd_write_all(int fd, const void *buf, size_t len)
 {

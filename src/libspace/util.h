@@ -45,6 +45,13 @@ int read_file(const char *path, size_t max, char **out, size_t *len);
 /* write all len bytes to fd, retrying EINTR and short writes; 0, -errno,
  * or -EIO when write() makes no progress */
 int fd_write_all(int fd, const void *buf, size_t len);
+/* A large file written in order and fsync'd at its end: once *started
+ * lags written by FD_WRITEBACK_STEP, the kernel is asked to start writing
+ * that range to the disk (sync_file_range, not waiting), so the final
+ * fsync waits for the tail only and the disk works while the bytes still
+ * arrive. Advisory: a failure is ignored (the fsync reports it). */
+#define FD_WRITEBACK_STEP (8u << 20)
+void fd_writeback_ahead(int fd, uint64_t *started, uint64_t written);
 /* write atomically (tmp + fsync + rename + fsync dir) with mode */
 int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);

@@ -150,6 +150,11 @@ int  template_path(const struct mgr *m, const char *digest, char *path, size_t c
  * 0 or -errno with *why (-EBADMSG: the bytes had another digest) */
 int  template_ensure(const struct mgr *m, const char *digest, char *path, size_t cap, const char **why);
 void template_sweep(struct mgr *m);
+/* fetchpipe.c: the bytes from the control client's pipe rfd into fd,
+ * each piece given to update(h) first; they end when the child closes
+ * its end. 0, -EFBIG (more than max), -ETIMEDOUT (nothing for a minute:
+ * longer than the child's own stall limit) or -errno */
+int  fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void *, size_t), void *h);
 /* snapblob.c: archives by digest to and from the control plane. put
  * uploads CACHE/DIGEST.snap; fetch makes CACHE/DIGEST.snap present,
  * downloading and verifying it when missing. 0 or -errno with *why

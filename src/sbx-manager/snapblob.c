@@ -12,7 +12,6 @@
  * again, entry by entry, before it creates anything. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,44 +75,10 @@ put_once(struct mgr *m, const char *digest, const char **why)
 	return r;
 }
 
-/* the bytes from the control client's pipe into fd, hashed as they come;
- * they end when the child closes its end. 0, -EFBIG, -ETIMEDOUT or -errno */
-static int
-take_bytes(int rfd, int fd, struct snapshot_hash *h)
+static void
+hash_update(void *h, const void *p, size_t n)
 {
-	static __thread char buf[65536];
-	struct pollfd p = { .fd = rfd, .events = POLLIN };
-	ssize_t n, w;
-	size_t off;
-	int r;
-
-	for (;;) {
-		if ((r = poll(&p, 1, 60 * 1000)) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ETIMEDOUT;
-		if ((n = read(rfd, buf, sizeof(buf))) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return 0;
-		if (h->size + (uint64_t)n > SPACE_ARCHIVE_MAX)
-			return -EFBIG;
-		snapshot_hash_update(h, buf, (size_t)n);
-		for (off = 0; off < (size_t)n; off += (size_t)w)
-			if ((w = write(fd, buf + off, (size_t)n - off)) < 0) {
-				if (errno == EINTR) {
-					w = 0;
-					continue;
-				}
-				return -errno;
-			}
-	}
+	snapshot_hash_update(h, p, n);
 }
 
 static int
@@ -156,7 +121,7 @@ fetch_once(struct mgr *m, const char *digest, const char **why)
 	}
 	close(p[1]);
 	p[1] = -1;
-	rb = take_bytes(p[0], fd, &h);
+	rb = fetch_pipe(p[0], fd, SPACE_ARCHIVE_MAX, hash_update, &h);
 	close(p[0]);
 	p[0] = -1;      /* a child still writing gets EPIPE */
 	r = ctlproc_wait(m, k, 90, &ans);

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,45 +39,10 @@ template_path(const struct mgr *m, const char *digest, char *path, size_t cap)
 	return 0;
 }
 
-/* the bytes from the control client's pipe into fd, hashed as they come;
- * they end when the child closes its end. 0, -EFBIG, -ETIMEDOUT (nothing
- * for as long as the child's own stall limit and more) or -errno */
-static int
-take_bytes(int rfd, int fd, struct tpl_hash *h)
+static void
+hash_update(void *h, const void *p, size_t n)
 {
-	char buf[65536];
-	struct pollfd p = { .fd = rfd, .events = POLLIN };
-	ssize_t n, w;
-	size_t off;
-	int r;
-
-	for (;;) {
-		if ((r = poll(&p, 1, 60 * 1000)) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ETIMEDOUT;
-		if ((n = read(rfd, buf, sizeof(buf))) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return 0;
-		if (h->size + (uint64_t)n > TPL_IMAGE_MAX)
-			return -EFBIG;
-		tpl_hash_update(h, buf, (size_t)n);
-		for (off = 0; off < (size_t)n; off += (size_t)w)
-			if ((w = write(fd, buf + off, (size_t)n - off)) < 0) {
-				if (errno == EINTR) {
-					w = 0;
-					continue;
-				}
-				return -errno;
-			}
-	}
+	tpl_hash_update(h, p, n);
 }
 
 /* The control client fetches the image and writes it into a pipe; this
@@ -119,7 +83,7 @@ template_ensure(const struct mgr *m, const char *digest, char *path, size_t cap,
 		goto out;
 	close(p[1]);
 	p[1] = -1;
-	rb = take_bytes(p[0], fd, &h);
+	rb = fetch_pipe(p[0], fd, TPL_IMAGE_MAX, hash_update, &h);
 	close(p[0]);
 	p[0] = -1;      /* a child still writing gets EPIPE */
 	r = ctlproc_wait((struct mgr *)m, k, 90, &ans);
