@@ -255,6 +255,10 @@ http_call(struct ctlc *c, const char *method, const char *path, const char *body
 		/* no total timeout (images are large); a stalled transfer ends */
 		curl_easy_setopt(cu, CURLOPT_LOW_SPEED_LIMIT, 1024L);
 		curl_easy_setopt(cu, CURLOPT_LOW_SPEED_TIME, 30L);
+		/* large pieces: fewer calls per byte of an archive or image
+		 * (libcurl's defaults are 16 KiB down, 64 KiB up) */
+		curl_easy_setopt(cu, CURLOPT_BUFFERSIZE, 512L << 10);
+		curl_easy_setopt(cu, CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10);
 	} else
 		curl_easy_setopt(cu, CURLOPT_TIMEOUT, timeout_s);
 	curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT, 5L);
