@@ -32,12 +32,23 @@
 #include "log.h"
 #include "snapshot.h"
 #include "templates.h"
+#include "upsink.h"
 #include "util.h"
 
-struct asink {
-	int fd;
-	char tmp[PATH_MAX + 96];
-	struct snapshot_hash h;
+static void
+hash_init(void *h)
+{
+	snapshot_hash_init(h);
+}
+
+static void
+hash_update(void *h, const void *p, size_t n)
+{
+	snapshot_hash_update(h, p, n);
+}
+
+static const struct upsink_kind archive_kind = {
+	.what = "snapshot archive", .suffix = ".tmp.XXXXXX", .init = hash_init, .update = hash_update,
 };
 
 static int
@@ -69,67 +80,34 @@ apath(const struct ctl *c, const char *digest, char *out, size_t cap)
 int
 archive_blobs_sink(struct req *r, const char *p, size_t n)
 {
-	struct asink *s = r->sink;
 	char path[PATH_MAX + 80];
-	uint64_t max = (uint64_t)r->ctl->cfg.archive_max_mb << 20;
-	size_t off = 0;
-	ssize_t w;
 
-	if (s == NULL) {
+	if (r->sink == NULL) {
 		if (!snapshot_digest_valid(r->params[1])) {
 			reply_error(r, 400, "bad_request", "a digest is %d lowercase hex characters",
 			    SNAPSHOT_DIGEST_HEX);
 			return -1;
 		}
-		if ((s = calloc(1, sizeof(*s))) == NULL ||
-		    apath(r->ctl, r->params[1], path, sizeof(path)) < 0 ||
-		    (size_t)snprintf(s->tmp, sizeof(s->tmp), "%s.tmp.XXXXXX", path) >= sizeof(s->tmp) ||
-		    (s->fd = mkostemp(s->tmp, O_CLOEXEC)) < 0) {
-			free(s);
+		if (apath(r->ctl, r->params[1], path, sizeof(path)) < 0) {
 			reply_error(r, 500, "internal", "cannot store the archive");
 			return -1;
 		}
-		snapshot_hash_init(&s->h);
-		r->sink = s;
-	}
-	if (s->h.size + n > max) {
-		reply_error(r, 413, "too_large", "a snapshot archive is at most %llu bytes here",
-		    (unsigned long long)max);
-		return -1;
-	}
-	snapshot_hash_update(&s->h, p, n);
-	while (off < n) {
-		if ((w = write(s->fd, p + off, n - off)) < 0) {
-			if (errno == EINTR)
-				continue;
-			reply_error(r, errno == ENOSPC ? 507 : 500, "internal",
-			    "cannot store the archive: %s", strerror(errno));
+		if (upsink_open(r, &archive_kind, path) < 0)
 			return -1;
-		}
-		off += (size_t)w;
 	}
-	return 0;
+	return upsink_write(r, &archive_kind, (uint64_t)r->ctl->cfg.archive_max_mb << 20, p, n);
 }
 
 void
 archive_blobs_sink_end(struct req *r)
 {
-	struct asink *s = r->sink;
-
-	if (s == NULL)
-		return;
-	if (s->fd >= 0)
-		close(s->fd);
-	if (s->tmp[0])
-		unlink(s->tmp);
-	free(s);
-	r->sink = NULL;
+	upsink_end(r);
 }
 
 void
 api_archive_blob_put(struct req *r)
 {
-	struct asink *s = r->sink;
+	struct upsink *s = r->sink;
 	char got[SNAPSHOT_DIGEST_HEX + 1], path[PATH_MAX + 80], d[PATH_MAX + 16];
 	int dfd;
 
@@ -142,7 +120,7 @@ api_archive_blob_put(struct req *r)
 		reply_error(r, 400, "bad_request", "the body is the archive");
 		return;
 	}
-	if (snapshot_hash_final(&s->h, r->params[1], got) != 0) {
+	if (snapshot_hash_final(&s->h.archive, r->params[1], got) != 0) {
 		log_warnx("worker %s: an upload of archive %s was not it (its body is %s): refused",
 		    r->params[0], r->params[1], got);
 		reply_error(r, 400, "digest_mismatch",
@@ -164,9 +142,9 @@ api_archive_blob_put(struct req *r)
 	 * archive is not collected before the worker reports it */
 	api_archive_seen(r->ctl, r->params[1]);
 	log_info("worker %s: archive %s stored (%llu bytes)", r->params[0], r->params[1],
-	    (unsigned long long)s->h.size);
+	    (unsigned long long)s->size);
 	reply_json(r, 201, json_pack("{s:s,s:I}", "digest", r->params[1],
-	    "size", (json_int_t)s->h.size));
+	    "size", (json_int_t)s->size));
 }
 
 void

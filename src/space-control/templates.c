@@ -29,12 +29,23 @@
 #include "log.h"
 #include "templates.h"
 #include "tplimage.h"
+#include "upsink.h"
 #include "util.h"
 
-struct sink {
-	int fd;
-	char tmp[PATH_MAX + 64];
-	struct tpl_hash h;
+static void
+hash_init(void *h)
+{
+	tpl_hash_init(h);
+}
+
+static void
+hash_update(void *h, const void *p, size_t n)
+{
+	tpl_hash_update(h, p, n);
+}
+
+static const struct upsink_kind image_kind = {
+	.what = "template image", .suffix = ".XXXXXX", .init = hash_init, .update = hash_update,
 };
 
 static int
@@ -118,69 +129,33 @@ templates_resolve(const struct ctl *c, const char *name, char digest[TPL_DIGEST_
 int
 templates_sink(struct req *r, const char *p, size_t n)
 {
-	struct sink *s = r->sink;
 	char path[PATH_MAX + 64];
-	size_t off = 0;
-	ssize_t w;
 
-	if (s == NULL) {
+	if (r->sink == NULL) {
 		if (!tpl_digest_valid(r->params[0])) {
 			reply_error(r, 400, "bad_request", "a digest is 64 lowercase hex characters");
 			return -1;
 		}
-		if ((s = calloc(1, sizeof(*s))) == NULL ||
-		    blob_path(r->ctl, r->params[0], path, sizeof(path)) < 0) {
-			free(s);
+		if (blob_path(r->ctl, r->params[0], path, sizeof(path)) < 0) {
 			reply_error(r, 500, "internal", "cannot store the image");
 			return -1;
 		}
-		if ((size_t)snprintf(s->tmp, sizeof(s->tmp), "%s.XXXXXX", path) >= sizeof(s->tmp) ||
-		    (s->fd = mkostemp(s->tmp, O_CLOEXEC)) < 0) {
-			free(s);
-			reply_error(r, 500, "internal", "cannot store the image");
+		if (upsink_open(r, &image_kind, path) < 0)
 			return -1;
-		}
-		tpl_hash_init(&s->h);
-		r->sink = s;
 	}
-	if (s->h.size + n > TPL_IMAGE_MAX) {
-		reply_error(r, 413, "too_large", "a template image is at most %llu bytes",
-		    (unsigned long long)TPL_IMAGE_MAX);
-		return -1;
-	}
-	tpl_hash_update(&s->h, p, n);
-	while (off < n) {
-		if ((w = write(s->fd, p + off, n - off)) < 0) {
-			if (errno == EINTR)
-				continue;
-			reply_error(r, errno == ENOSPC ? 507 : 500, "internal",
-			    "cannot store the image: %s", strerror(errno));
-			return -1;
-		}
-		off += (size_t)w;
-	}
-	return 0;
+	return upsink_write(r, &image_kind, TPL_IMAGE_MAX, p, n);
 }
 
 void
 templates_sink_end(struct req *r)
 {
-	struct sink *s = r->sink;
-
-	if (s == NULL)
-		return;
-	if (s->fd >= 0)
-		close(s->fd);
-	if (s->tmp[0])
-		unlink(s->tmp);
-	free(s);
-	r->sink = NULL;
+	upsink_end(r);
 }
 
 void
 api_template_blob_put(struct req *r)
 {
-	struct sink *s = r->sink;
+	struct upsink *s = r->sink;
 	char got[TPL_DIGEST_HEX + 1], path[PATH_MAX + 64];
 
 	if (!tpl_digest_valid(r->params[0])) {
@@ -191,7 +166,7 @@ api_template_blob_put(struct req *r)
 		reply_error(r, 400, "bad_request", "the body is the image");
 		return;
 	}
-	tpl_hash_final(&s->h, got);
+	tpl_hash_final(&s->h.image, got);
 	if (strcmp(got, r->params[0]) != 0) {
 		reply_error(r, 400, "digest_mismatch", "the body's SHA-256 is %s", got);
 		return;
@@ -202,7 +177,7 @@ api_template_blob_put(struct req *r)
 		return;
 	}
 	s->tmp[0] = '\0';
-	reply_json(r, 201, json_pack("{s:s,s:I}", "digest", got, "size", (json_int_t)s->h.size));
+	reply_json(r, 201, json_pack("{s:s,s:I}", "digest", got, "size", (json_int_t)s->size));
 }
 
 void

@@ -1,0 +1,45 @@
+/* A streamed upload (templates.c: images, archive_blobs.c: snapshot
+ * archives): its body goes into a temporary file beside its final name,
+ * hashed as it arrives and bounded; the route's handler then compares the
+ * hash with the path's digest and renames the file into place, or the
+ * end of the request removes it. Memory: one struct, whatever the size. */
+#ifndef SPACE_CONTROL_UPSINK_H
+#define SPACE_CONTROL_UPSINK_H
+
+#include <linux/limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+#include "tplimage.h"
+
+struct req;
+
+struct upsink_kind {
+	const char *what;               /* in errors: "template image" */
+	const char *suffix;             /* of the temporary name, ends in XXXXXX */
+	void (*init)(void *h);
+	void (*update)(void *h, const void *p, size_t n);
+};
+
+struct upsink {
+	int fd;
+	char tmp[PATH_MAX + 96];
+	uint64_t size;                  /* bytes taken */
+	uint64_t flushed;               /* of them, handed to the disk */
+	union {                         /* the kind's hash state */
+		struct tpl_hash image;
+		struct snapshot_hash archive;
+	} h;
+};
+
+/* r->sink for path (the final name): made at the first piece; 0, or -1
+ * with the reply made (500) */
+int  upsink_open(struct req *r, const struct upsink_kind *k, const char *path);
+/* one piece of the body: 0, or -1 with the reply made (413 beyond max,
+ * 507 disk full, 500) */
+int  upsink_write(struct req *r, const struct upsink_kind *k, uint64_t max, const char *p, size_t n);
+/* the end of the request: a file not renamed into place is removed */
+void upsink_end(struct req *r);
+
+#endif
