@@ -74,6 +74,7 @@ struct snap_out {
 	int fd;
 	int err;                /* first failure, negative errno */
 	uint64_t written;       /* compressed bytes in the file */
+	uint64_t flushed;       /* of them, handed to the disk (fd_writeback_ahead) */
 	uint64_t stream;        /* tar bytes compressed */
 	uint64_t max, stream_max;
 	ZSTD_CCtx *z;
@@ -84,11 +85,16 @@ struct snap_out {
 static int
 out_put(struct snap_out *o, const void *p, size_t n)
 {
+	int r;
+
 	if (o->max && o->written + n + SNAP_TRAILER_LEN > o->max)
 		return -EFBIG;
 	crypto_generichash_update(&o->h, p, n);
+	if ((r = fd_write_all(o->fd, p, n)) < 0)
+		return r;
 	o->written += n;
-	return fd_write_all(o->fd, p, n);
+	fd_writeback_ahead(o->fd, &o->flushed, o->written);
+	return 0;
 }
 
 /* compresses in (with ZSTD_e_end: finishes the frame) */
@@ -553,6 +559,13 @@ snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes
 		r = -ENOMEM;
 		goto out;
 	}
+	/* compression on a thread of zstd's own, in pieces of a bounded
+	 * size, while this one reads, archives, hashes and writes; the same
+	 * tree still gives the same bytes (zstd's output does not depend on
+	 * the timing of its workers). A libzstd without threads compresses
+	 * here, as before. */
+	if (!ZSTD_isError(ZSTD_CCtx_setParameter(o->z, ZSTD_c_nbWorkers, SPACE_SNAPSHOT_ZSTD_WORKERS)))
+		(void)ZSTD_CCtx_setParameter(o->z, ZSTD_c_jobSize, SPACE_SNAPSHOT_ZSTD_JOB);
 	if ((lfd = open(layer_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		r = -errno;
 		goto out;
