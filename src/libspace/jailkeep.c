@@ -51,7 +51,7 @@ jailkeep_decode(const uint8_t *b, size_t n, struct jailkeep_attach *a, const cha
 		*why = "wrong length";
 	else if (get_le(b, 4) != JAILKEEP_MAGIC)
 		*why = "wrong magic";
-	else if ((l = b[16]) == 0 || l > SPACE_ID_MAX)
+	else if ((l = b[16]) == 0 || l > SPACE_ID_MAX || memchr(b + 17, 0, l) != NULL)
 		*why = "bad sandbox length";
 	else {
 		for (size_t i = 17 + l; i < 17 + SPACE_ID_MAX; i++)
