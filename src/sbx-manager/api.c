@@ -110,13 +110,28 @@ relay_data(int from, int to, struct fsplice *sp, bool data_due)
 	return 1;
 }
 
-/* relay one operation; both fds are verified and the lease is held */
-static void
+/* what relay() left of the bridge connection */
+enum relay_end {
+	RELAY_CLOSE,    /* close it */
+	RELAY_KEEP,     /* the operation's frames ended with its answer: it may carry another */
+	RELAY_RETRY,    /* a kept connection the bridge had closed: nothing was read or sent */
+};
+
+/* relay one operation; both fds are verified and the lease is held.
+ * kept: bfd is a kept connection (bridgepool.c). The bridge closes a kept
+ * connection only while it waits for the first byte of a REQUEST, and
+ * answers every REQUEST it read; so a kept connection that ends before
+ * any frame of an answer did not carry this operation to the bridge, and
+ * the operation (not an upload: nothing of the client was read) may go
+ * on a fresh one. */
+static enum relay_end
 relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
-    const struct record *rec, const struct capability *cap, const char *what, struct fsplice *sp)
+    const struct record *rec, const struct capability *cap, const char *what, struct fsplice *sp,
+    bool kept)
 {
 	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
-	bool bridge_broken = false;
+	bool bridge_broken = false, any = false;
+	enum relay_end end = RELAY_CLOSE;
 	struct pollfd pf[2];
 	struct frame f;
 	int r;
@@ -140,11 +155,14 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 			if (r != 0) {
 				if (lease_cancelled(m, l))
 					goto cancelled;
+				if (kept && !any && !upload && r == -ECONNRESET)
+					return RELAY_RETRY;
 				if (!got_resp)
 					frame_write_error(cfd, 503, "unavailable", NULL,
 					    "bridge connection lost");
 				break;
 			}
+			any = true;
 			switch (f.type) {
 			case MSG_RESPONSE:
 				if (got_resp || !upload_done)
@@ -166,6 +184,9 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 					stream_relay(m, cfd, bfd, l, rec->id.sandbox);
 					goto out;
 				}
+				/* an answer-only operation ends with it */
+				if (op != OP_FS_READ && !upload)
+					end = RELAY_KEEP;
 				if (r != 0 || op != OP_FS_READ)
 					goto out;
 				continue;
@@ -174,6 +195,8 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 				if (op != OP_FS_READ || !got_resp)
 					goto bridge_violation;
 				r = forward(cfd, &f);
+				if (f.type == MSG_END)
+					end = RELAY_KEEP;
 				if (r != 0 || f.type == MSG_END) {
 					frame_free(&f);
 					goto out;
@@ -185,6 +208,8 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 				 * node-api can set X-Space-Generation / -Worker */
 				forward_error(cfd, &f, &rec->id);
 				frame_free(&f);
+				if (!upload && !streams)
+					end = RELAY_KEEP;
 				goto out;
 			case MSG_CANCEL:
 				forward(cfd, &f);
@@ -237,8 +262,30 @@ bridge_violation:
 	goto out;
 cancelled:
 	frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
+	return RELAY_CLOSE;
 out:
-	return;
+	return streams || upload ? RELAY_CLOSE : end;
+}
+
+/* a fresh connection to the verified bridge of rec, HELLO done; -EPERM
+ * when it is not the bridge we recorded, -EPROTO when it refused us,
+ * another -errno when unreachable (*why set) */
+static int
+bridge_open(struct mgr *m, const struct record *rec, const char **why)
+{
+	struct timeval btv = { .tv_sec = MGR_IO_TIMEOUT_S }, stv = { .tv_sec = 120 };
+	enum proto_role peer;
+	int bfd;
+
+	if ((bfd = bridge_connect(m, rec, why)) < 0)
+		return bfd;
+	setsockopt(bfd, SOL_SOCKET, SO_RCVTIMEO, &btv, sizeof(btv));
+	setsockopt(bfd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv));
+	if (proto_hello_client(bfd, ROLE_SBX_MANAGER, &peer) < 0 || peer != ROLE_SPACED_HOST) {
+		close(bfd);
+		return -EPROTO;
+	}
+	return bfd;
 }
 
 static void
@@ -258,7 +305,8 @@ handle(struct mgr *m, int cfd)
 	char *fwd_s = NULL;
 	size_t fwd_len;
 	const char *why;
-	bool have;
+	bool have, kept, keepable = false, fresh_only = false, counted = false;
+	uint64_t sock_dev = 0, sock_ino = 0;
 	int bfd = -1, r;
 
 	setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -329,7 +377,34 @@ handle(struct mgr *m, int cfd)
 		frame_write_refusal(cfd, res);
 		goto out;
 	}
-	if ((bfd = bridge_connect(m, &rec, &why)) < 0) {
+	/* the claims travel as the claims object, verified here once */
+	fwd_req = (struct msg_request){ .op = req.op, .claims = cap, .args = req.args };
+	memcpy(fwd_req.sandbox, req.sandbox, sizeof(fwd_req.sandbox));
+	if ((r = msg_request_encode(&fwd_req, MSG_FORM_CLAIMS, &fwd_s, &fwd_len)) != 0) {
+		if (r == -EMSGSIZE)
+			frame_write_error(cfd, 413, "too_large", NULL, "request too large");
+		else
+			frame_write_error(cfd, 500, "internal", NULL, "cannot build request");
+		goto out;
+	}
+again:
+	/* a kept connection of exactly this execution (bridgepool.c), or a
+	 * fresh one, verified and greeted */
+	kept = !fresh_only && (bfd = bpool_take(m, &rec, &sock_dev, &sock_ino)) >= 0;
+	if (kept) {
+		keepable = true;
+	} else if ((bfd = bridge_open(m, &rec, &why)) >= 0) {
+		/* the socket file reached; a kept connection is tied to it */
+		keepable = bridge_sock_id(&rec, &sock_dev, &sock_ino) == 0;
+	}
+	if (!kept && bfd < 0) {
+		if (bfd == -EPROTO) {
+			/* the verified bridge refused us (at its own limit, stopping) */
+			frame_write_error(cfd, 503, "unavailable", NULL,
+			    "the execution refused the operation");
+			bfd = -1;
+			goto out;
+		}
 		metrics_inc(m, bfd == -EPERM ? MC_BRIDGE_REFUSED : MC_BRIDGE_UNREACHABLE);
 		metrics_bridge_refusal(m, why);
 		audit_refusal("bridge", op_name(req.op), req.sandbox, &cap, &rec, "unavailable", why);
@@ -344,33 +419,36 @@ handle(struct mgr *m, int cfd)
 		frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
 		goto out;
 	}
-	{
-		struct timeval btv = { .tv_sec = MGR_IO_TIMEOUT_S };
-		setsockopt(bfd, SOL_SOCKET, SO_RCVTIMEO, &btv, sizeof(btv));
-		setsockopt(bfd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv));
-	}
-	if (proto_hello_client(bfd, ROLE_SBX_MANAGER, &peer) < 0 || peer != ROLE_SPACED_HOST) {
-		/* the verified bridge refused us (at its own limit, stopping) */
-		frame_write_error(cfd, 503, "unavailable", NULL,
-		    "the execution refused the operation");
-		goto out;
-	}
-	/* the claims travel as the claims object, verified here once */
-	fwd_req = (struct msg_request){ .op = req.op, .claims = cap, .args = req.args };
-	memcpy(fwd_req.sandbox, req.sandbox, sizeof(fwd_req.sandbox));
-	if ((r = msg_request_encode(&fwd_req, MSG_FORM_CLAIMS, &fwd_s, &fwd_len)) != 0) {
-		if (r == -EMSGSIZE)
-			frame_write_error(cfd, 413, "too_large", NULL, "request too large");
-		else
-			frame_write_error(cfd, 500, "internal", NULL, "cannot build request");
-		goto out;
-	}
 	if (frame_write_json(bfd, MSG_REQUEST, fwd_s) != 0) {
+		if (kept)
+			goto retry;     /* the bridge had closed it: nothing reached it */
 		frame_write_error(cfd, 503, "unavailable", NULL, "bridge connection lost");
 		goto out;
 	}
-	metrics_inc(m, MC_ALLOW);
-	relay(m, cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap, op_name(req.op), &sp);
+	if (!counted)
+		metrics_inc(m, MC_ALLOW);
+	counted = true;
+	switch (relay(m, cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap,
+	    op_name(req.op), &sp, kept)) {
+	case RELAY_KEEP:
+		if (!keepable)
+			break;
+		lease_set_bridge(m, l, -1);
+		bpool_give(m, &rec, bfd, sock_dev, sock_ino);
+		bfd = -1;
+		break;
+	case RELAY_RETRY:
+		goto retry;
+	case RELAY_CLOSE:
+		break;
+	}
+	goto out;
+retry:
+	lease_set_bridge(m, l, -1);
+	close(bfd);
+	bfd = -1;
+	fresh_only = true;
+	goto again;
 out:
 	fsplice_free(&sp);
 	/* the lease goes before the fds: a canceller never touches a

@@ -558,6 +558,27 @@ bridge_stop(int pidfd)
 }
 
 int
+bridge_sock_id(const struct record *r, uint64_t *dev, uint64_t *ino)
+{
+	struct stat st;
+	int dfd, ret = 0;
+
+	/* the same private directory bridge_connect insists on */
+	dfd = open(r->run_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	if (fstat(dfd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0 ||
+	    fstatat(dfd, "bridge.sock", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode))
+		ret = -EPERM;
+	close(dfd);
+	if (ret == 0) {
+		*dev = (uint64_t)st.st_dev;
+		*ino = (uint64_t)st.st_ino;
+	}
+	return ret;
+}
+
+int
 bridge_connect(const struct mgr *m, const struct record *r, const char **why)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

@@ -35,7 +35,7 @@ lease_init(struct mgr *m)
 		return -ENOMEM;
 	pthread_mutex_init(&ls->lock, NULL);
 	m->leases = ls;
-	return 0;
+	return bpool_init(m);
 }
 
 struct lease *
@@ -137,6 +137,9 @@ lease_cancel_before(struct mgr *m, const char *sandbox, uint64_t epoch)
 		n++;
 	}
 	pthread_mutex_unlock(&ls->lock);
+	/* kept bridge connections of the old execution go too (bridgepool.c
+	 * would refuse them anyway: their epoch is older) */
+	bpool_drop(m, sandbox);
 	return n;
 }
 

@@ -33,6 +33,8 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_CONN_LIMIT] = "space_sbxmgr_connection_limit_total",
 	[MC_RECLAIMS] = "space_sbxmgr_reclaimed_executions_total",
 	[MC_ARCHIVES_COLLECTED] = "space_sbxmgr_archives_collected_total",
+	[MC_BRIDGE_KEPT_USED] = "space_sbxmgr_bridge_kept_used_total",
+	[MC_BRIDGE_KEPT_DROPPED] = "space_sbxmgr_bridge_kept_dropped_total",
 };
 
 struct mgr_metrics {

@@ -96,6 +96,7 @@ struct mgr_assign;      /* assign.c */
 struct mgr_control;     /* control.c */
 struct mgr_reclaim;     /* reclaim.c */
 struct mgr_ctlproc;     /* ctlproc.c */
+struct mgr_bpool;       /* bridgepool.c */
 
 /* One sbx-manager: made by main, handed to every thread and function that
  * needs it; nothing of it is a process-wide global. cfg and verifier are
@@ -116,6 +117,7 @@ struct mgr {
 	struct mgr_control *control;
 	struct mgr_reclaim *reclaim;
 	struct mgr_ctlproc *ctlproc;
+	struct mgr_bpool *bpool;
 };
 
 /* records.c */
@@ -135,6 +137,20 @@ int records_all(struct mgr *m, struct record **out, size_t *n);
 int records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window);
 int records_meta_get(struct mgr *m, const char *key, uint64_t *val);
 int records_meta_set(struct mgr *m, const char *key, uint64_t val);
+
+/* bridgepool.c: kept bridge connections, each tied to one execution */
+int  bpool_init(struct mgr *m);
+/* a kept connection to the bridge of exactly r (identity, epoch, serving
+ * process), idle and not hung up, the bridge still passing
+ * bridge_identity_check and its socket file the one connected to (its
+ * ids in *sock_dev, *sock_ino); -1 when there is none */
+int  bpool_take(struct mgr *m, const struct record *r, uint64_t *sock_dev, uint64_t *sock_ino);
+/* keep fd (whose last operation ended cleanly) for r, connected through
+ * the socket file sock_dev/sock_ino, or close it */
+void bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev,
+    uint64_t sock_ino);
+/* close every kept connection of sandbox (replaced or retired) */
+void bpool_drop(struct mgr *m, const char *sandbox);
 
 /* bridge.c */
 /* spawn spaced-host for r and wait for "ready"; fills the bridge fields.
@@ -165,6 +181,9 @@ int  snapblob_fetch(struct mgr *m, const char *digest, const char **why);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */
 int bridge_connect(const struct mgr *m, const struct record *r, const char **why);
+/* the socket file on the bridge's path (in its private run directory):
+ * a kept connection is used only while it is still the one connected to */
+int bridge_sock_id(const struct record *r, uint64_t *dev, uint64_t *ino);
 /* the process identity checks alone (pid alive, start time, exe) */
 int bridge_identity_check(const struct mgr *m, const struct record *r, const char **why);
 /* BLAKE2b of /proc/PID/exe against the hash recorded at start */
@@ -267,7 +286,7 @@ enum mgr_counter {
 	MC_REQUESTS, MC_ALLOW, MC_BAD_REQUEST, MC_BRIDGE_REFUSED, MC_BRIDGE_UNREACHABLE,
 	MC_SERVING_MISMATCH, MC_LEASES_CANCELLED, MC_INSTALLS, MC_INSTALL_FAILED,
 	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC_RECLAIMS,
-	MC_ARCHIVES_COLLECTED, MC__COUNT
+	MC_ARCHIVES_COLLECTED, MC_BRIDGE_KEPT_USED, MC_BRIDGE_KEPT_DROPPED, MC__COUNT
 };
 int metrics_init(struct mgr *m);
 void metrics_inc(struct mgr *m, enum mgr_counter c);

@@ -17,6 +17,7 @@
 #include "fsplice.h"
 #include "guest.h"
 #include "limits.h"
+#include "msg.h"
 #include "proto.h"
 #include "util.h"
 
@@ -85,6 +86,85 @@ opt_bool(json_t *args, const char *key, bool *out)
 	return true;
 }
 
+/* A file this small (most reads) is read whole first and answered with
+ * its RESPONSE, DATA and END in one write: the bridge is woken once, not
+ * once per frame. Only when what was read is the whole file its size
+ * announced (EOF seen); anything else (a /proc file with no size, a file
+ * that grew) goes the streamed way from its start. */
+#define FS_READ_SMALL (64u << 10)
+
+/* read until EOF or cap bytes; the count, or -errno */
+static ssize_t
+read_upto(int f, char *buf, size_t cap)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < cap) {
+		n = read(f, buf + got, cap - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* 1 when answered whole, 0 when the streamed way must answer (the file is
+ * back at offset 0), -1 when the operation is over (an error answered, or
+ * the bridge left) */
+static int
+read_small(int fd, int f, const struct stat *st, char *buf)
+{
+	json_t *res = json_pack("{s:I}", "size", (json_int_t)st->st_size);
+	struct msg_response m = { .result = res };
+	uint8_t *out;
+	char *js = NULL;
+	size_t jn, total;
+	ssize_t got;
+	int r;
+
+	if ((got = read_upto(f, buf, FS_READ_SMALL + 1)) < 0) {
+		json_decref(res);
+		send_errno(fd, (int)-got, "read");
+		return -1;
+	}
+	if ((off_t)got != st->st_size || res == NULL ||
+	    msg_response_encode(&m, MSG_FORM_GUEST, &js, &jn) != 0)
+		goto streamed;
+	total = FRAME_HDR_LEN + jn + (got ? FRAME_HDR_LEN + (size_t)got : 0) + FRAME_HDR_LEN;
+	if ((out = malloc(total)) == NULL)
+		goto streamed;
+	json_decref(res);
+	frame_hdr_encode(out, MSG_RESPONSE, (uint32_t)jn);
+	memcpy(out + FRAME_HDR_LEN, js, jn);
+	total = FRAME_HDR_LEN + jn;
+	if (got) {
+		frame_hdr_encode(out + total, MSG_DATA, (uint32_t)got);
+		memcpy(out + total + FRAME_HDR_LEN, buf, (size_t)got);
+		total += FRAME_HDR_LEN + (size_t)got;
+	}
+	frame_hdr_encode(out + total, MSG_END, 0);
+	total += FRAME_HDR_LEN;
+	free(js);
+	r = fd_write_all(fd, out, total);
+	free(out);
+	if (r < 0)
+		guest_op_broken = true;         /* the bridge left mid-answer */
+	return r < 0 ? -1 : 1;
+streamed:
+	json_decref(res);
+	free(js);
+	if (lseek(f, 0, SEEK_SET) < 0) {
+		send_errno(fd, errno, "seek");
+		return -1;
+	}
+	return 0;
+}
+
 void
 op_fs_read(int fd, json_t *args)
 {
@@ -119,6 +199,8 @@ op_fs_read(int fd, json_t *args)
 		send_error(fd, 500, "internal", "out of memory");
 		goto out;
 	}
+	if (st.st_size <= (off_t)FS_READ_SMALL && read_small(fd, f, &st, buf) != 0)
+		goto out;
 	if (send_result(fd, json_pack("{s:I}", "size", (json_int_t)st.st_size)) < 0)
 		goto out;
 	/* streamed chunk by chunk: memory stays at one chunk whatever the

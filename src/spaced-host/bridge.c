@@ -107,11 +107,59 @@ chan_open(struct host *h)
 	return sp[0];
 }
 
+/* Frames for the client, gathered while the guest has more ready and
+ * written together: a small read's RESPONSE, DATA and END reach
+ * sbx-manager in one write (one wake-up, not three). Bounded by OBUF_MAX;
+ * a larger frame is written on its own. */
+#define OBUF_MAX (64u << 10)
+
+struct obuf {
+	uint8_t *p;
+	size_t n;
+};
+
+static int
+obuf_flush(struct obuf *o, int fd)
+{
+	size_t off = 0;
+	ssize_t k;
+
+	while (off < o->n) {
+		k = send(fd, o->p + off, o->n - off, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		off += (size_t)k;
+	}
+	o->n = 0;
+	return 0;
+}
+
+static int
+obuf_add(struct obuf *o, int fd, uint16_t type, const void *payload, size_t len)
+{
+	int r;
+
+	if (o->n + FRAME_HDR_LEN + len > OBUF_MAX && (r = obuf_flush(o, fd)) < 0)
+		return r;
+	if (FRAME_HDR_LEN + len > OBUF_MAX)
+		return frame_write(fd, type, payload, len);
+	if (o->p == NULL && (o->p = malloc(OBUF_MAX)) == NULL)
+		return frame_write(fd, type, payload, len);
+	frame_hdr_encode(o->p + o->n, type, (uint32_t)len);
+	if (len)
+		memcpy(o->p + o->n + FRAME_HDR_LEN, payload, len);
+	o->n += FRAME_HDR_LEN + len;
+	return 0;
+}
+
 /* the guest's RESPONSE {"status":200,"result":{...}} -> ours, with
- * "serving" (and oom_killed for an exec whose command the kernel killed) */
+ * "serving" (and oom_killed for an exec whose command the kernel killed);
+ * into o when there is one, else written at once */
 static int
 relay_response(struct host *h, int client, const struct frame *f, bool check_oom,
-    uint64_t oom_before)
+    uint64_t oom_before, struct obuf *o)
 {
 	struct msg_response m;
 	const char *why;
@@ -133,7 +181,7 @@ relay_response(struct host *h, int client, const struct frame *f, bool check_oom
 	r = msg_response_encode(&m, MSG_FORM_CLAIMS, &s, &n);
 	msg_response_free(&m);
 	if (r == 0)
-		r = frame_write(client, MSG_RESPONSE, s, n);
+		r = o ? obuf_add(o, client, MSG_RESPONSE, s, n) : frame_write(client, MSG_RESPONSE, s, n);
 	free(s);
 	return r;
 }
@@ -237,79 +285,120 @@ relay_upload(struct host *h, int client, int guest, struct fsplice *sp, bool *an
 
 /* fs.read after RESPONSE: DATA* then END (or ERROR) from the guest;
  * *clean once the guest's side of the operation is over (END or a
- * well-formed ERROR read), so that its channel may serve another */
+ * well-formed ERROR read), so that its channel may serve another; *whole
+ * once the client's side is (that END or ERROR written to it) */
 static int
-relay_download(struct host *h, int client, int guest, struct fsplice *sp, bool *clean)
+relay_download(struct host *h, int client, int guest, struct fsplice *sp, bool *clean,
+    bool *whole, struct obuf *o)
 {
 	struct frame f = { 0 };
+	struct pollfd p;
 	uint16_t type;
 	uint32_t len;
 	int r;
 
 	for (;;) {
-		if ((r = fsplice_hdr_read(guest, &type, &len)) < 0)
+		/* what is gathered goes out once the guest has nothing more ready */
+		p = (struct pollfd){ .fd = guest, .events = POLLIN };
+		if (o->n > 0 && poll(&p, 1, 0) == 0 && (r = obuf_flush(o, client)) < 0)
+			return r;
+		if ((r = fsplice_hdr_read(guest, &type, &len)) < 0) {
+			obuf_flush(o, client);
 			return r;       /* no END: the client sees a cut stream */
+		}
 		if (type == MSG_DATA && len >= FSPLICE_MIN) {
 			/* a DATA frame where DATA is due, its length within
 			 * the limit: the payload goes guest -> client through
-			 * a pipe, never through this process */
-			if ((r = fsplice_frame(sp, guest, client, type, len)) < 0)
+			 * a pipe, never through this process (after what was
+			 * gathered before it) */
+			if ((r = obuf_flush(o, client)) < 0 ||
+			    (r = fsplice_frame(sp, guest, client, type, len)) < 0)
 				return r;
 			continue;
 		}
-		if ((r = fsplice_payload_read(guest, type, len, &f)) < 0)
+		if ((r = fsplice_payload_read(guest, type, len, &f)) < 0) {
+			obuf_flush(o, client);
 			return r;
+		}
 		if (f.type == MSG_DATA) {
-			r = frame_write(client, MSG_DATA, f.payload, f.len);
+			r = obuf_add(o, client, MSG_DATA, f.payload, f.len);
 		} else if (f.type == MSG_END) {
 			*clean = true;
-			r = frame_write(client, MSG_END, NULL, 0);
+			if ((r = obuf_add(o, client, MSG_END, NULL, 0)) == 0)
+				r = obuf_flush(o, client);
+			*whole = r == 0;
 			frame_free(&f);
 			return r;
 		} else if (f.type == MSG_ERROR) {
-			r = relay_error(client, &f);
+			if ((r = obuf_flush(o, client)) == 0)
+				r = relay_error(client, &f);
 			*clean = r != -EPROTO;
+			*whole = r == 0;
 			frame_free(&f);
 			return r < 0 ? r : -EIO;
 		} else
 			r = -EPROTO;
 		frame_free(&f);
-		if (r < 0)
+		if (r < 0) {
+			obuf_flush(o, client);
 			return r;
+		}
 	}
 }
 
-static void
-serve(struct host *h, int client)
+/* Wait for the first byte of the connection's next REQUEST: 1 when there
+ * is one (or the peer closed: the read that follows says which), 0 when
+ * the connection should end: idle too long, or the execution ended (the
+ * guest's control channel or the monitor hung up), so that a kept
+ * connection never holds up the serving process's exit. Never after a
+ * byte of a request was read: sbx-manager may send a REQUEST again on a
+ * fresh connection only because a kept one closes with nothing read. */
+static int
+wait_next(struct host *h, int client)
 {
-	struct frame f = { 0 }, g = { 0 };
+	struct pollfd p[3];
+	int r;
+
+	for (;;) {
+		p[0] = (struct pollfd){ .fd = client, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = h->control, .events = POLLIN };
+		p[2] = (struct pollfd){ .fd = h->mon, .events = 0 };
+		r = poll(p, 3, BRIDGE_IDLE_SECONDS * 1000);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || atomic_load(&h->guest_dead) ||
+		    (p[1].revents & (POLLIN | POLLHUP | POLLERR)) ||
+		    (p[2].revents & (POLLHUP | POLLERR)))
+			return 0;
+		return (p[0].revents & (POLLIN | POLLHUP | POLLERR)) ? 1 : 0;
+	}
+}
+
+/* One REQUEST of the connection (frame f, read by the caller). True when
+ * the connection may carry another: the operation was one whose frames
+ * end with its answer (not an upload, not a stream) and that answer
+ * reached sbx-manager whole, so nothing of it is left on the connection. */
+static bool
+serve_op(struct host *h, int client, struct frame *f)
+{
+	struct frame g = { 0 };
 	struct fsplice sp = FSPLICE_INIT;
+	struct obuf o = { 0 };
 	struct msg_request req = { 0 };
 	struct admit_request ar;
 	struct admit_result res;
-	enum proto_role peer;
 	const char *why = NULL;
 	size_t slen;
 	char *s = NULL;
 	int chan = -1, r;
 	uint64_t oom_before = 0;
-	bool answered = false, reuse = false, pooled = false, clean = false;
+	bool answered = false, reuse = false, pooled = false, clean = false, whole = false;
 
-	set_timeouts(client, BRIDGE_IDLE_SECONDS);
-	if (proto_hello_server(client, ROLE_SPACED_HOST, &peer) < 0)
-		goto out;
-	if (peer != ROLE_SBX_MANAGER) {
-		frame_write_error(client, 403, "forbidden", NULL,
-		    "only sbx-manager talks to a bridge");
-		goto out;
-	}
-	if ((r = frame_read(client, &f)) < 0)
-		goto out;
-	if (f.type != MSG_REQUEST) {
+	if (f->type != MSG_REQUEST) {
 		frame_write_error(client, 400, "bad_request", NULL, "expected REQUEST");
 		goto out;
 	}
-	r = msg_request_decode(f.payload, f.len, MSG_FORM_CLAIMS, &req, &why);
+	r = msg_request_decode(f->payload, f->len, MSG_FORM_CLAIMS, &req, &why);
 	if (r == -EACCES) {
 		/* claims we cannot read are refused like a bad token */
 		struct admit_error e = admit_error_code((struct admit_result){ ADMIT_DENY,
@@ -391,11 +480,14 @@ serve(struct host *h, int client)
 		goto out;
 	}
 	if (g.type == MSG_ERROR) {
-		clean = relay_error(client, &g) != -EPROTO;
+		r = relay_error(client, &g);
+		clean = r != -EPROTO;
+		whole = r == 0;
 		goto out;
 	}
 	if (g.type != MSG_RESPONSE ||
-	    (r = relay_response(h, client, &g, req.op == OP_EXEC, oom_before)) == -EPROTO) {
+	    (r = relay_response(h, client, &g, req.op == OP_EXEC, oom_before,
+	    req.op == OP_FS_READ ? &o : NULL)) == -EPROTO) {
 		frame_write_error(client, 500, "internal", NULL, "bad answer from the guest");
 		goto out;
 	}
@@ -406,9 +498,11 @@ serve(struct host *h, int client)
 		goto out;
 	}
 	if (req.op == OP_FS_READ)
-		relay_download(h, client, chan, &sp, &clean);
+		relay_download(h, client, chan, &sp, &clean, &whole, &o);
 	else if (reuse)
-		clean = true;   /* its answer was the RESPONSE: nothing follows */
+		clean = whole = true;   /* its answer was the RESPONSE: nothing follows */
+	else if (req.op == OP_EXEC && !msg_request_streams(&req))
+		whole = true;   /* the same, on a channel that is not kept */
 	else if (msg_request_streams(&req)) {
 		/* a stream may stay idle for hours (a shell): no idle limit */
 		struct timeval tv = { 0, 0 };
@@ -419,19 +513,46 @@ serve(struct host *h, int client)
 	}
 out:
 	fsplice_free(&sp);
+	free(o.p);
 	free(s);
 	msg_request_free(&req);
-	frame_free(&f);
 	frame_free(&g);
 	if (chan >= 0 && reuse && clean)
 		chan_give(h, chan);
 	else if (chan >= 0)
 		close(chan);
+	return whole && req.op != OP_FS_WRITE && !msg_request_streams(&req);
 }
 
+/* One connection of sbx-manager: the peer's HELLO once, then one REQUEST
+ * after another while each ends cleanly (sbx-manager keeps such a
+ * connection for the next operation of the same execution, docs/jail.md
+ * "Kept connections"). Every REQUEST is decoded and admitted on its own. */
 void
-bridge_serve(struct host *h, int fd)
+bridge_serve(struct host *h, int client)
 {
-	serve(h, fd);
-	close(fd);
+	struct frame f = { 0 };
+	enum proto_role peer;
+
+	set_timeouts(client, BRIDGE_IDLE_SECONDS);
+	if (proto_hello_server(client, ROLE_SPACED_HOST, &peer) < 0)
+		goto out;
+	if (peer != ROLE_SBX_MANAGER) {
+		frame_write_error(client, 403, "forbidden", NULL,
+		    "only sbx-manager talks to a bridge");
+		goto out;
+	}
+	for (;;) {
+		bool again;
+
+		if (frame_read(client, &f) < 0)
+			break;
+		again = serve_op(h, client, &f);
+		frame_free(&f);
+		if (!again || wait_next(h, client) == 0)
+			break;
+	}
+out:
+	frame_free(&f);
+	close(client);
 }

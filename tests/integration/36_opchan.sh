@@ -154,4 +154,97 @@ C2=$($SPC claims --sandbox other --gen 1 --worker w1 --resident r1)
 o=$($SPC call "$SOCK" fs.read "$SB" "$C2" '{"path":"/home/user/a"}')
 is "a capability of another sandbox is refused at the bridge" "$(f "$o" frame) $(f "$o" body.status)" "ERROR 403"
 is "the bridge still serves" "$(f "$(call fs.stat '{"path":"/home/user/a"}')" body.result.size)" "4096"
+
+# ---- kept connections: one connection, several operations ----
+# sbx-manager keeps a bridge connection for the next operation of the same
+# execution (docs/jail.md "Kept connections"): after HELLO, REQUEST after
+# REQUEST, each decoded and admitted on its own; a refused one, an upload
+# or a frame that is not a REQUEST ends the connection. Small reads come as
+# RESPONSE, DATA and END together: sizes around that bound, and an empty
+# file, must still read whole.
+head -c 65536 /dev/urandom >"$W/s64"
+head -c 65537 /dev/urandom >"$W/s64p"
+: >"$W/empty"
+is "write a 64 KiB file" "$(f "$(call fs.write '{"path":"/home/user/s64"}' "$W/s64")" body.result.size)" "65536"
+is "write 64 KiB + 1" "$(f "$(call fs.write '{"path":"/home/user/s64p"}' "$W/s64p")" body.result.size)" "65537"
+is "write an empty file" "$(f "$(call fs.write '{"path":"/home/user/empty"}' "$W/empty")" body.result.size)" "0"
+python3 - "$SOCK" "$SB" "$C" "$C2" "$W" >"$W/kept" <<'EOF'
+import json, socket, sys
+sys.path.insert(0, __import__("os").environ["SPACE_TOP"] + "/tests/tools")
+import spc
+sock, sbx, claims, other, w = sys.argv[1:6]
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(60)
+    s.connect(sock)
+    spc.send_frame(s, "HELLO", json.dumps({"role": "sbx-manager", "min": 1, "max": 1}))
+    assert spc.recv_frame(s)[0] == "HELLO"
+    return s
+def req(s, op, args, cl=claims):
+    spc.send_frame(s, "REQUEST", json.dumps({"op": op, "sandbox": sbx, "claims": json.loads(cl), "args": args}))
+def answer(s, download=False):
+    name, body = spc.recv_frame(s)
+    data, ended = b"", False
+    doc = json.loads(body) if body else None
+    if name == "RESPONSE" and download:
+        while True:
+            n2, b2 = spc.recv_frame(s)
+            if n2 == "END":
+                ended = True
+                break
+            if n2 != "DATA":
+                break
+            data += b2
+    return name, doc, data, ended
+def closed(s):
+    try:
+        return s.recv(1) == b""
+    except OSError:
+        return True
+want = {k: open(w + "/" + k, "rb").read() for k in ("a", "b", "s64", "s64p", "empty")}
+out = []
+s = conn()
+for k in ("a", "s64", "s64p", "empty", "b", "a"):
+    req(s, "fs.read", {"path": "/home/user/" + k})
+    name, doc, data, ended = answer(s, True)
+    out.append("read-%s:%s" % (k, "ok" if name == "RESPONSE" and ended and data == want[k] else "BAD"))
+req(s, "fs.stat", {"path": "/home/user/b"})
+name, doc, _, _ = answer(s)
+out.append("stat:%s" % (doc["result"]["size"] if name == "RESPONSE" else name))
+req(s, "exec", {"argv": ["sh", "-c", "echo kept"]})
+name, doc, _, _ = answer(s)
+out.append("exec:%s" % (doc["result"]["stdout"].strip() if name == "RESPONSE" else name))
+req(s, "fs.read", {"path": "/home/user/none"})
+name, doc, _, _ = answer(s, True)
+out.append("404:%s" % (doc["status"] if name == "ERROR" else name))
+req(s, "fs.read", {"path": "/home/user/b"})
+name, doc, data, ended = answer(s, True)
+out.append("after-404:%s" % ("ok" if ended and data == want["b"] else "BAD"))
+# a refused request (claims of another sandbox) ends the connection
+req(s, "fs.read", {"path": "/home/user/a"}, other)
+name, doc, _, _ = answer(s)
+out.append("refused:%s:%s" % (doc["status"] if name == "ERROR" else name, closed(s)))
+s.close()
+# an upload ends it (DATA of a refused upload may still be in flight)
+s = conn()
+req(s, "fs.write", {"path": "/home/user/up"})
+spc.send_frame(s, "DATA", b"x")
+spc.send_frame(s, "END")
+name, doc, _, _ = answer(s)
+out.append("write:%s:%s" % (doc["result"]["size"] if name == "RESPONSE" else name, closed(s)))
+s.close()
+# a second frame that is not a REQUEST: 400 and the end
+s = conn()
+req(s, "fs.stat", {"path": "/home/user/a"})
+answer(s)
+spc.send_frame(s, "DATA", b"zz")
+name, doc, _, _ = answer(s)
+out.append("not-request:%s:%s" % (doc["status"] if name == "ERROR" else name, closed(s)))
+s.close()
+print(" ".join(out))
+EOF
+is "one connection carries reads (4 KiB, 64 KiB, 64 KiB + 1, empty), a stat, an exec, a 404 and a read, each its own; a refused request ends it" \
+    "$(cat "$W/kept")" \
+    "read-a:ok read-s64:ok read-s64p:ok read-empty:ok read-b:ok read-a:ok stat:5000 exec:kept 404:404 after-404:ok refused:403:True write:1:True not-request:400:True"
+is "the bridge still serves after them" "$(f "$(call fs.stat '{"path":"/home/user/b"}')" body.result.size)" "5000"
 done_testing

@@ -38,6 +38,12 @@ CAP=$(route "$S")
 RUN=$W/run/$S.g1
 BPID=$(sql "select bridge_pid from records where sandbox='$S'")
 is "control: the real bridge serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+# sbx-manager keeps a bridge connection for the next operation of the same
+# execution (docs/jail.md "Kept connections"); every check below must hold
+# with one kept, not only on fresh connections
+mgr_metric() { sleep 2.5; curl -s "$NU/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+is "a second operation -> 200" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+check "... carried by the kept bridge connection" test "$(mgr_metric space_sbxmgr_bridge_kept_used_total)" -ge 1
 
 # ---- 1. another process listening on the bridge path ----
 # The real bridge is stopped (SIGSTOP, so nothing notices it is gone) and
@@ -72,6 +78,8 @@ is "... unavailable" "$(jget error)" unavailable
 sleep 0.5
 is "the fake listener received no byte at all" "$(wc -c <"$T/fake.bytes")" 0
 check "refusal audited: SO_PEERCRED names another process" refusal_logged 'peer is not the recorded bridge (SO_PEERCRED)'
+check "the kept connection to the real bridge was closed, not used past the fake" \
+	test "$(mgr_metric space_sbxmgr_bridge_kept_dropped_total)" -ge 1
 kill "$FAKE"; wait "$FAKE" 2>/dev/null; FAKE=
 rm -f "$RUN/bridge.sock"
 mv "$RUN/bridge.sock.real" "$RUN/bridge.sock"
@@ -124,14 +132,24 @@ is "served by activation 3" "$(napi POST exec --data-binary '{"argv":["true"]}')
 
 # ---- 4. a bridge that dies while sbx-manager runs ----
 # relaunched as activation + 1 (the same relaunch as after a restart); the
-# capability for activation 3 is refused with activation_mismatch
+# capability for activation 3 is refused with activation_mismatch. Kept
+# connections to activation 3 exist when it dies: the next operation lands
+# on activation 4 (its guest is another process), never on them.
 BPID=$(sql "select bridge_pid from records where sandbox='$S'")
+guest_start() { napi POST exec --data-binary '{"argv":["sh","-c","cut -d\" \" -f22 /proc/1/stat"]}' >/dev/null; jget stdout; }
+G3=$(guest_start)
+napi GET 'fs/stat?path=/home/user' >/dev/null
+used3=$(mgr_metric space_sbxmgr_bridge_kept_used_total)
+check "activation 3's guest started at tick $G3; operations on kept connections ($used3)" test -n "$G3" -a "$used3" -ge 2
 kill -9 "$BPID"
 i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "4|serving" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 is "its death is noticed: relaunched as activation 4" "$(sql "select activation, state from records where sandbox='$S'")" "4|serving"
 is "the activation 3 capability -> 409 refresh_route activation_mismatch" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 activation_mismatch"
 CAP=$(route "$S")
 is "served by activation 4" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+G4=$(guest_start)
+check "... by activation 4's guest (started at tick $G4), not activation 3's" test -n "$G4" -a "$G4" != "$G3"
+is "a file operation too" "$(napi GET 'fs/stat?path=/home/user')" 200
 
 # ---- 4b. the binary changed in place between two bridges ----
 # sbx-manager keeps the binary's hash between spawns, keyed by its inode,

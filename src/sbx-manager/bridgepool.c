@@ -1,0 +1,187 @@
+/* Kept bridge connections (docs/jail.md "Kept connections"). A connection
+ * to a bridge that carried an operation cleanly to its end (api.c) may
+ * carry the next operation of the same execution: the connect, the
+ * checks of the bridge's identity (SO_PEERCRED, /proc, sock_diag) and the
+ * HELLO are then paid once per connection instead of once per operation.
+ * Every operation is still admitted here against the committed record and
+ * again by the bridge against its own.
+ *
+ * A kept connection is tied to the execution it was verified for: the
+ * record's identity {sandbox, generation, worker, resident, activation},
+ * its epoch and the serving process (pid and start time). It is handed out
+ * only for an operation admitted on a record equal in all of these, and
+ * only after the checks of a fresh connection that need no connect pass
+ * again (bpool_take), so a
+ * connection of an older execution (a move, a bridge relaunch, a retire)
+ * never carries an operation of a newer one; lease_cancel_before (every
+ * replacement and retire) also closes those of the sandbox at once. A kept
+ * connection that became readable or hung up (the bridge ended, or sent
+ * something nobody asked for) is closed, never used. Bounded: at most
+ * BPOOL_PER_SBX per sandbox and BPOOL_MAX in all, each idle at most
+ * BPOOL_IDLE_S (less than the bridge's own idle limit, so a bridge never
+ * closes a connection we are about to use for having been idle). */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sbx-manager.h"
+#include "util.h"
+
+#define BPOOL_MAX     64
+#define BPOOL_PER_SBX 2
+#define BPOOL_IDLE_S  30
+
+struct bpool_entry {
+	struct route_identity id;
+	uint64_t epoch;
+	pid_t serve_pid;
+	uint64_t serve_start;
+	uint64_t sock_dev, sock_ino;    /* the socket file it was connected through */
+	uint64_t since;         /* monotonic ns, when it went idle */
+	int fd;
+};
+
+struct mgr_bpool {
+	pthread_mutex_t lock;
+	struct bpool_entry e[BPOOL_MAX];
+	unsigned n;
+};
+
+int
+bpool_init(struct mgr *m)
+{
+	struct mgr_bpool *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	m->bpool = p;
+	return 0;
+}
+
+static bool
+entry_for(const struct bpool_entry *e, const struct record *r)
+{
+	return route_identity_equal(&e->id, &r->id) && e->epoch == r->epoch &&
+	    e->serve_pid == r->serve_pid && e->serve_start == r->serve_start;
+}
+
+/* entry i leaves the pool (the last one takes its place); its fd is returned */
+static int
+entry_remove(struct mgr_bpool *p, unsigned i)
+{
+	int fd = p->e[i].fd;
+
+	p->e[i] = p->e[--p->n];
+	return fd;
+}
+
+int
+bpool_take(struct mgr *m, const struct record *r, uint64_t *sock_dev, uint64_t *sock_ino)
+{
+	struct mgr_bpool *p = m->bpool;
+	int closing[BPOOL_MAX], nclose = 0, fd = -1;
+	uint64_t now = now_mono_ns(), sdev = 0, sino = 0, dev, ino;
+	const char *why;
+	unsigned i;
+
+	if (p == NULL)
+		return -1;
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->n;) {
+		struct bpool_entry *e = &p->e[i];
+		struct pollfd pf;
+
+		if (strcmp(e->id.sandbox, r->id.sandbox) != 0) {
+			i++;
+			continue;
+		}
+		/* another execution of this sandbox, or idle too long: closed */
+		if (!entry_for(e, r) || now - e->since > (uint64_t)BPOOL_IDLE_S * 1000000000u) {
+			closing[nclose++] = entry_remove(p, i);
+			continue;
+		}
+		pf = (struct pollfd){ .fd = e->fd, .events = POLLIN };
+		if (poll(&pf, 1, 0) != 0) {
+			closing[nclose++] = entry_remove(p, i);
+			continue;
+		}
+		sdev = e->sock_dev;
+		sino = e->sock_ino;
+		fd = entry_remove(p, i);
+		break;
+	}
+	pthread_mutex_unlock(&p->lock);
+	/* what a fresh connection would check of the bridge, but the
+	 * connect: the recorded processes still the bridge, running the
+	 * recorded binary, not replaced on disk; and the socket file on its
+	 * path still the one this connection reached (someone else's
+	 * listener there is refused on a fresh connection, and must not be
+	 * hidden by a kept one) */
+	if (fd >= 0 && (bridge_identity_check(m, r, &why) != 0 ||
+	    bridge_sock_id(r, &dev, &ino) != 0 || dev != sdev || ino != sino)) {
+		closing[nclose++] = fd;
+		fd = -1;
+	}
+	while (nclose > 0) {
+		metrics_inc(m, MC_BRIDGE_KEPT_DROPPED);
+		close(closing[--nclose]);
+	}
+	if (fd >= 0) {
+		metrics_inc(m, MC_BRIDGE_KEPT_USED);
+		*sock_dev = sdev;
+		*sock_ino = sino;
+	}
+	return fd;
+}
+
+void
+bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uint64_t sock_ino)
+{
+	struct mgr_bpool *p = m->bpool;
+	unsigned i, same = 0;
+
+	if (p == NULL || atomic_load(&m->stopping)) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->n; i++)
+		if (strcmp(p->e[i].id.sandbox, r->id.sandbox) == 0)
+			same++;
+	if (same >= BPOOL_PER_SBX || p->n >= BPOOL_MAX) {
+		pthread_mutex_unlock(&p->lock);
+		close(fd);
+		return;
+	}
+	p->e[p->n++] = (struct bpool_entry){ .id = r->id, .epoch = r->epoch,
+	    .serve_pid = r->serve_pid, .serve_start = r->serve_start,
+	    .sock_dev = sock_dev, .sock_ino = sock_ino, .since = now_mono_ns(), .fd = fd };
+	pthread_mutex_unlock(&p->lock);
+}
+
+void
+bpool_drop(struct mgr *m, const char *sandbox)
+{
+	struct mgr_bpool *p = m->bpool;
+	int closing[BPOOL_MAX], nclose = 0;
+	unsigned i;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->n;) {
+		if (strcmp(p->e[i].id.sandbox, sandbox) == 0)
+			closing[nclose++] = entry_remove(p, i);
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	while (nclose > 0) {
+		metrics_inc(m, MC_BRIDGE_KEPT_DROPPED);
+		close(closing[--nclose]);
+	}
+}
