@@ -4,8 +4,9 @@
  *
  *   node-api --HELLO, REQUEST{op,sandbox,token,args}--> here  (msg.h)
  *   admit_token() against the committed record     (non-ALLOW: ERROR, stop)
+ *   lease; a kept connection of this execution (bridgepool.c), or
  *   connect + verify the bridge (bridge.c)          (failure: 503, stop)
- *   lease, then HELLO, REQUEST{op,sandbox,claims,args} --> bridge
+ *   and HELLO; REQUEST{op,sandbox,claims,args} --> bridge
  *   relay frames both ways, checking their types and the "serving"
  *   identity of the RESPONSE against the record. */
 #include <errno.h>
