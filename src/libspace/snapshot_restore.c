@@ -290,6 +290,7 @@ entry_data(struct snap_pass *p, const struct snap_entry *e, int fd, const char *
 	const void *buf;
 	size_t n;
 	la_int64_t off, pos = 0;
+	uint64_t flushed = 0;
 	int r;
 
 	while ((r = archive_read_data_block(p->a, &buf, &n, &off)) == ARCHIVE_OK) {
@@ -307,6 +308,9 @@ entry_data(struct snap_pass *p, const struct snap_entry *e, int fd, const char *
 					return -errno;
 				done += (size_t)w;
 			}
+			/* the restore ends with syncfs: the disk starts on
+			 * what is written so far (offsets only grow) */
+			fd_writeback_ahead(fd, &flushed, (uint64_t)off + n);
 		}
 		pos = off + (la_int64_t)n;
 	}
