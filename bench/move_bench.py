@@ -8,7 +8,9 @@ bench/platform.py on a platform of its own (`space up --workers 2`):
                           the other worker, timed to the sandbox running
                           there (API, 20 ms polls), --move-runs times back
                           and forth; after the last move the file's
-                          SHA-256 inside the sandbox must be the one before
+                          SHA-256 inside the sandbox must be the one before;
+                          a small file changes before each move, so every
+                          move makes and transfers a new archive
   baseline                `cp` of a host file of the same size and kind in
                           the platform's data directory (same disk), and
                           `sync` of the copy (a move's archive is fsync'd
@@ -93,7 +95,12 @@ def bench_moves(P, binsrc, mib, runs):
             if os.path.getsize(host) != mib << 20:
                 raise RuntimeError("the host file is %d bytes" % os.path.getsize(host))
             moves, cps, sizes = [], [], []
-            for _ in range(runs):
+            for i in range(runs):
+                # a new archive every time (a few bytes change, as in a
+                # sandbox that ran): a move back to a worker that still
+                # caches the archive of the same files would skip the
+                # transfer
+                _exec(plat, sbx, "echo %d >/home/user/stamp" % i)
                 t, size = _move(P, plat, ctl, sbx)
                 moves.append(t)
                 sizes.append(size)
