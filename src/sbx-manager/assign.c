@@ -244,6 +244,11 @@ wait_layer_free(const struct record *r)
 	char img[PATH_MAX + 16];
 	int fd, i;
 
+	/* a jail kept for the next activation holds the layer on purpose:
+	 * the next bridge attaches to it (docs/jail.md); a stale socket of
+	 * one that ended is handled by that bridge's own layer recovery */
+	if (jail_kept(r->run_dir))
+		return;
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	if ((fd = open(img, O_RDONLY | O_CLOEXEC)) < 0)
 		return;

@@ -11,12 +11,14 @@
  * with it. A bridge stopped with SIGTERM has already done this and
  * unlinked the socket: then nothing is there. */
 #include <errno.h>
+#include <linux/limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -58,4 +60,14 @@ jail_end_dir(const char *run_dir)
 		close(pidfd);
 	close(fd);
 	unlink(sa.sun_path);
+}
+
+bool
+jail_kept(const char *run_dir)
+{
+	char p[PATH_MAX + 16];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/" JAILKEEP_SOCK, run_dir);
+	return lstat(p, &st) == 0 && S_ISSOCK(st.st_mode);
 }
