@@ -81,6 +81,18 @@ def bench_concurrent(P, plat, n):
     lat = [running[s] - t_post[i] for i, s in ids.items() if s in running]
     wall = (max(running[s] for s in ids.values() if s in running) - t0) if lat else float("nan")
     phases = _concurrent_phases(plat, list(ids.values()))
+    # records.db's group commit: how many records each transaction carried
+    # (sbx-manager rewrites its metrics every 2 s)
+    time.sleep(2.5)
+    commits = {}
+    try:
+        with open(os.path.join(plat.data, "w1", "metrics.prom")) as f:
+            for line in f:
+                for k in ("space_sbxmgr_record_commits_total", "space_sbxmgr_records_written_total"):
+                    if line.startswith(k + " "):
+                        commits[k] = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
     # kill them all, wait until the worker has let them go
     for s in ids.values():
         ctl.req("DELETE", "/v1/sandboxes/" + s, None, auth)
@@ -125,6 +137,10 @@ def bench_concurrent(P, plat, n):
     for k, xs in phases:
         if xs:
             P.log("%-62s %9.0f %9.0f %9.0f" % (k, P.pct(xs, 50), P.pct(xs, 99), max(xs)))
+    if len(commits) == 2:
+        P.log("worker records.db since its start: %d records in %d commits (%.2f per commit)" % (
+            commits["space_sbxmgr_records_written_total"], commits["space_sbxmgr_record_commits_total"],
+            commits["space_sbxmgr_records_written_total"] / max(1, commits["space_sbxmgr_record_commits_total"])))
     if lat:
         P.ROWS.append(("%d concurrent creates: p99 to running (issue 17: under 1 s)" % n,
                        "%.0f ms (median %.0f); %.1f creates/s" % (P.pct(lat, 99) / 1000, P.pct(lat, 50) / 1000,

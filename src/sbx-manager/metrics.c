@@ -35,6 +35,9 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_ARCHIVES_COLLECTED] = "space_sbxmgr_archives_collected_total",
 	[MC_BRIDGE_KEPT_USED] = "space_sbxmgr_bridge_kept_used_total",
 	[MC_BRIDGE_KEPT_DROPPED] = "space_sbxmgr_bridge_kept_dropped_total",
+	/* records.db transactions, and the records they wrote (group commit) */
+	[MC_RECORD_COMMITS] = "space_sbxmgr_record_commits_total",
+	[MC_RECORDS_WRITTEN] = "space_sbxmgr_records_written_total",
 };
 
 struct mgr_metrics {

@@ -435,9 +435,10 @@ out:
 /* queue me and return once it is committed (or failed); rs->lock held
  * on entry and on return */
 static int
-put_locked(struct mgr_records *rs, struct pending *me)
+put_locked(struct mgr *m, struct mgr_records *rs, struct pending *me)
 {
 	struct pending *batch, *p;
+	uint64_t commits, written;
 
 	if (rs->tail != NULL)
 		rs->tail->next = me;
@@ -456,8 +457,16 @@ put_locked(struct mgr_records *rs, struct pending *me)
 		rs->head = rs->tail = NULL;
 		pthread_mutex_unlock(&rs->lock);
 		pthread_mutex_lock(&rs->db_lock);
+		commits = rs->commits;
+		written = rs->written;
 		commit_batch(rs, batch);
+		commits = rs->commits - commits;
+		written = rs->written - written;
 		pthread_mutex_unlock(&rs->db_lock);
+		while (m->metrics != NULL && commits-- > 0)
+			metrics_inc(m, MC_RECORD_COMMITS);
+		while (m->metrics != NULL && written-- > 0)
+			metrics_inc(m, MC_RECORDS_WRITTEN);
 		pthread_mutex_lock(&rs->lock);
 		/* only a committed record becomes visible to admission, in
 		 * commit order; each caller is woken once its record is there */
@@ -482,7 +491,7 @@ records_put(struct mgr *m, const struct record *r)
 	memset(&me, 0, sizeof(me));
 	me.r = *r;
 	pthread_mutex_lock(&rs->lock);
-	ret = put_locked(rs, &me);
+	ret = put_locked(m, rs, &me);
 	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }
@@ -534,7 +543,7 @@ records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window)
 	 * slot sees this one taken */
 	memset(&me, 0, sizeof(me));
 	me.r = *r;
-	ret = put_locked(rs, &me);
+	ret = put_locked(m, rs, &me);
 	pthread_mutex_unlock(&rs->lock);
 	return ret;
 }

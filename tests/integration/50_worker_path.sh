@@ -104,6 +104,12 @@ sleep 2.5       # sbx-manager rewrites metrics.prom every 2 s
 curl -s "$NU/metrics" >"$T/metrics"
 check "metrics: node-api requests by route and status" grep -q '^space_nodeapi_requests_total{route="exec",status="200"} ' "$T/metrics"
 check "metrics: sbx-manager admissions (appended)" grep -q '^space_sbxmgr_admission_total{outcome="allow",reason="ok"} ' "$T/metrics"
+# records.db: every record written is counted once, in a commit of one or
+# more records (group commit), so there are at least as many as commits
+RC=$(sed -n 's/^space_sbxmgr_record_commits_total \([0-9]*\)$/\1/p' "$T/metrics")
+RW=$(sed -n 's/^space_sbxmgr_records_written_total \([0-9]*\)$/\1/p' "$T/metrics")
+check "metrics: records.db commits counted ($RC)" test "${RC:-0}" -ge 2
+check "metrics: records written ($RW), no fewer than commits" test "${RW:-0}" -ge "${RC:-1}"
 
 # ---- restart: the bridge is adopted, not relaunched ----
 crash M1
