@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -610,4 +611,19 @@ mkdir_p(const char *path, mode_t mode)
 out:
 	free(buf);
 	return err;
+}
+
+long
+nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return -errno;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return -errno;
+	}
+	return rl.rlim_cur > (rlim_t)0x7fffffff ? 0x7fffffff : (long)rl.rlim_cur;
 }

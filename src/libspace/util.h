@@ -55,4 +55,9 @@ void fd_writeback_ahead(int fd, uint64_t *started, uint64_t written);
 /* write atomically (tmp + fsync + rename + fsync dir) with mode */
 int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
+/* a daemon that holds descriptors per sandbox (sbx-manager, node-api):
+ * the soft RLIMIT_NOFILE raised to the hard one (a service manager's
+ * default soft limit of 1024 would stop a worker short of its capacity).
+ * Returns the soft limit now in force, or -errno. */
+long nofile_raise(void);
 #endif

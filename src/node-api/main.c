@@ -156,6 +156,8 @@ main(int argc, char **argv)
 	if (optind != argc || listen_spec == NULL || !ncfg.manager_socket[0] || !ncfg.worker_id[0])
 		usage();
 	log_init("node-api", verbose);
+	/* two descriptors per client connection and per relayed operation */
+	(void)nofile_raise();
 	if (sodium_init() < 0)
 		fatalx("sodium_init");
 	/* capabilities pass through jansson here (bearer.h) */

@@ -38,7 +38,9 @@
 #include "snapshot.h"
 #include "util.h"
 
-#define LIVE_MAX 1024
+/* bridges watched at once: a full worker's, and those of executions
+ * retiring or relaunched beside them */
+#define LIVE_MAX ((int)MGR_CAPACITY_MAX + 256)
 /* a bridge that dies while serving: relaunches per generation and window */
 #define RELAUNCH_MAX 3
 #define RELAUNCH_WINDOW_S 60

@@ -52,7 +52,8 @@
 
 #define EGRESS_SUPERNET  0x0ac80000u    /* 10.200.0.0/14: all workers of a machine */
 #define EGRESS_SUPER_LEN 14
-#define EGRESS_PER_WORKER 1024u         /* a /22 per uid window: 256 slots of a /30 */
+#define EGRESS_PER_WORKER 1024u         /* a /22 per uid window: 256 slots of a /30 (a worker
+                                         * of K windows has K consecutive /22s) */
 #define EXTRA_DENY_MAX   32
 #define SCRIPT_MAX       (64u << 10)
 
@@ -69,7 +70,7 @@ static struct {
 } eg;
 
 static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t slot_lock[MGR_SLOTS_MAX];
+static pthread_mutex_t slot_lock[MGR_CAPACITY_MAX];
 static pthread_once_t slot_lock_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -77,11 +78,11 @@ slot_lock_init(void)
 {
 	unsigned i;
 
-	for (i = 0; i < MGR_SLOTS_MAX; i++)
+	for (i = 0; i < MGR_CAPACITY_MAX; i++)
 		pthread_mutex_init(&slot_lock[i], NULL);
 }
 
-/* the lock of r's slot (r->slot < MGR_SLOTS_MAX, checked by the caller) */
+/* the lock of r's slot (r->slot < the worker's slots, checked by the caller) */
 static pthread_mutex_t *
 lock_slot(const struct record *r)
 {
@@ -344,7 +345,8 @@ egress_init(struct mgr *m)
 		log_warnx("egress: ip(8) and nft(8) are needed (packages iproute2, nftables)");
 		return -ENOENT;
 	}
-	if (eg.m->cfg.uid_window >= 255)
+	/* a /22 per window in the /14: the worker's slots, over its windows */
+	if (eg.m->cfg.uid_window + eg.m->cfg.uid_windows > 256)
 		return -ERANGE;
 	eg.base = EGRESS_SUPERNET + eg.m->cfg.uid_window * EGRESS_PER_WORKER;
 	snprintf(eg.table, sizeof(eg.table), "space_w%02x", eg.m->cfg.uid_window);
@@ -616,7 +618,7 @@ void
 egress_nameserver(const struct record *r, char out[16])
 {
 	out[0] = '\0';
-	if (eg.on && eg.dns[0] && r->slot < MGR_SLOTS_MAX)
+	if (eg.on && eg.dns[0] && r->slot < eg.m->cfg.uid_windows * MGR_SLOTS_MAX)
 		addr4(eg.base + r->slot * 4 + 1, out);
 }
 
@@ -637,7 +639,7 @@ egress_attach(const struct record *r)
 
 	if (!eg.on)
 		return 0;
-	if (r->slot >= MGR_SLOTS_MAX || (guest = guest_pid(r->bridge_pid)) <= 0) {
+	if (r->slot >= eg.m->cfg.uid_windows * MGR_SLOTS_MAX || (guest = guest_pid(r->bridge_pid)) <= 0) {
 		log_warnx("egress: %s: no guest to attach", r->id.sandbox);
 		return -ESRCH;
 	}
@@ -715,7 +717,7 @@ egress_detach(const struct record *r)
 {
 	pthread_mutex_t *l;
 
-	if (!eg.on || r->slot >= MGR_SLOTS_MAX)
+	if (!eg.on || r->slot >= eg.m->cfg.uid_windows * MGR_SLOTS_MAX)
 		return;
 	l = lock_slot(r);
 	detach_locked(r);
@@ -761,7 +763,7 @@ egress_apply(const struct record *r, const struct netpolicy *p)
 
 	if (!eg.on)
 		return 0;
-	if (r->slot >= MGR_SLOTS_MAX)
+	if (r->slot >= eg.m->cfg.uid_windows * MGR_SLOTS_MAX)
 		return -ENOENT;
 	l = lock_slot(r);
 	/* only the uplink of this execution (the policy file already holds

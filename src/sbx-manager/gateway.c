@@ -80,7 +80,7 @@ static struct {
 	char root_hex[65];
 	struct mgr *m;
 	pthread_mutex_t lock;
-	struct gw gws[MGR_SLOTS_MAX];
+	struct gw gws[MGR_CAPACITY_MAX];
 	int wake;
 	/* one attach or detach at a time (a lane, the restart of a dead
 	 * gateway); never taken by the check thread */
@@ -277,7 +277,7 @@ reidentify(const struct record *r)
 	int i, n, kept = 0;
 
 	pthread_mutex_lock(&gt.lock);
-	for (i = 0; i < (int)MGR_SLOTS_MAX; i++) {
+	for (i = 0; i < (int)MGR_CAPACITY_MAX; i++) {
 		struct gw *g = &gt.gws[i];
 
 		if (!g->used || g->closing || g->dead || strcmp(g->sandbox, r->id.sandbox) != 0 ||
@@ -381,7 +381,7 @@ attach_locked(const struct record *r)
 	close(sv[1]);
 	close(ls);
 	pthread_mutex_lock(&gt.lock);
-	for (i = 0; i < (int)MGR_SLOTS_MAX && slot < 0; i++)
+	for (i = 0; i < (int)MGR_CAPACITY_MAX && slot < 0; i++)
 		if (!gt.gws[i].used)
 			slot = i;
 	if (slot < 0) {
@@ -436,10 +436,10 @@ detach_locked(const char *sandbox)
 	int i;
 
 	pthread_mutex_lock(&gt.lock);
-	for (i = 0; i < (int)MGR_SLOTS_MAX; i++)
+	for (i = 0; i < (int)MGR_CAPACITY_MAX; i++)
 		if (gt.gws[i].used && !gt.gws[i].closing && strcmp(gt.gws[i].sandbox, sandbox) == 0)
 			break;
-	if (i == (int)MGR_SLOTS_MAX) {
+	if (i == (int)MGR_CAPACITY_MAX) {
 		pthread_mutex_unlock(&gt.lock);
 		return;
 	}
@@ -592,8 +592,9 @@ restart_dead(const struct gw *g)
 static void *
 check_thread(void *arg)
 {
-	struct pollfd pf[MGR_SLOTS_MAX + 1];
-	int idx[MGR_SLOTS_MAX + 1];
+	/* one thread: static, not 12 KiB of its stack */
+	static struct pollfd pf[MGR_CAPACITY_MAX + 1];
+	static int idx[MGR_CAPACITY_MAX + 1];
 	eventfd_t v;
 	int n, i;
 
@@ -603,7 +604,7 @@ check_thread(void *arg)
 		pf[n] = (struct pollfd){ .fd = gt.wake, .events = POLLIN };
 		idx[n++] = -1;
 		pthread_mutex_lock(&gt.lock);
-		for (i = 0; i < (int)MGR_SLOTS_MAX; i++) {
+		for (i = 0; i < (int)MGR_CAPACITY_MAX; i++) {
 			/* a dead one hangs up for ever: polled again only to
 			 * be freed once its detach marked it closing */
 			if (!gt.gws[i].used || (gt.gws[i].dead && !gt.gws[i].closing))

@@ -222,7 +222,7 @@ int
 layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why)
 {
 	char img[PATH_MAX + 16], fin[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32];
-	char owner[64];
+	char owner[128];
 	int fd, ret;
 	char *const mkfs[] = { (char *)tool("/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"), "-q", "-F",
 	    "-E", owner, "-m", "0", img, NULL };
@@ -243,7 +243,10 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	snprintf(img, sizeof(img), "%s/disk.img.part", r->layer_dir);
 	snprintf(fin, sizeof(fin), "%s/disk.img", r->layer_dir);
 	snprintf(mnt, sizeof(mnt), "%s/restore", r->run_dir);
-	snprintf(owner, sizeof(owner), "root_owner=%u:%u", r->uid_base, r->uid_base);
+	/* a fresh sparse file: its journal reads as zeros unwritten
+	 * (spaced-host's layer.c makes its images the same way) */
+	snprintf(owner, sizeof(owner), "root_owner=%u:%u,lazy_itable_init=1,lazy_journal_init=1",
+	    r->uid_base, r->uid_base);
 	/* a fresh image every time: a half-restored one from an interrupted
 	 * attempt is not trusted (nor left mounted) */
 	umount2(mnt, MNT_DETACH);

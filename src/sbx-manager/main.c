@@ -160,6 +160,7 @@ main(int argc, char **argv)
 	struct group *gr;
 	int c, sig, verbose = 0, r, optidx = 0, cred_fd;
 	unsigned long cap = 0, cap2;
+	long nofile;
 	/* the one state of this process; it lives as long as the process */
 	static struct mgr mgr = { .api_fd = -1 };
 	struct mgr *m = &mgr;
@@ -185,7 +186,7 @@ main(int argc, char **argv)
 		case 'n':
 			errno = 0;
 			cap = strtoul(optarg, &end, 10);
-			if (errno || *end || cap == 0 || cap > MGR_SLOTS_MAX)
+			if (errno || *end || cap == 0 || cap > MGR_CAPACITY_MAX)
 				usage();
 			break;
 		case 'a':
@@ -243,6 +244,13 @@ main(int argc, char **argv)
 	if (!id_valid(cfg->worker_id))
 		fatalx("invalid --worker-id");
 	cfg->capacity = (unsigned)cap;
+	/* per sandbox: its bridge's pidfd (and the monitor's copy), its
+	 * gateway's channel and pidfd; per node-api connection two */
+	nofile = nofile_raise();
+	if (nofile >= 0 && (unsigned long)nofile < 4ul * cfg->capacity + 2ul * cfg->api_conns + 256)
+		log_warnx("RLIMIT_NOFILE is %ld: too few descriptors for --capacity %u and "
+		    "--api-conns %u (need about %lu)", nofile, cfg->capacity, cfg->api_conns,
+		    4ul * cfg->capacity + 2ul * cfg->api_conns + 256);
 	/* the local cache of archives (made here, or fetched by digest from
 	 * the control plane): private to this worker, DATA/snapshots unless
 	 * given (docs/worker.md section 9) */
@@ -280,8 +288,10 @@ main(int argc, char **argv)
 
 	make_dirs(cfg);
 	load_incarnation(cfg, resident);
-	if ((r = uid_window_claim(cfg->data_dir, &cfg->uid_window)) != 0)
-		fatalx("cannot claim a host uid window: %s", strerror(-r));
+	if ((r = uid_window_claim(cfg->data_dir, uid_windows_for(cfg->capacity), &cfg->uid_window,
+	    &cfg->uid_windows)) != 0)
+		fatalx("cannot claim the host uid windows for --capacity %u: %s", cfg->capacity,
+		    strerror(-r));
 	snprintf(path, sizeof(path), "%s/records.db", cfg->data_dir);
 	if (records_open(m, path) != 0)
 		fatalx("cannot open %s", path);

@@ -496,25 +496,33 @@ records_put(struct mgr *m, const struct record *r)
 	return ret;
 }
 
-/* does a live (not retired / failed) record of another sandbox than
- * sandbox hold slot s, committed or on its way to be? rs->lock held */
-static bool
-slot_taken(struct mgr_records *rs, const char *sandbox, uint32_t s)
+/* the first slot below nslots that no live (not retired / failed) record
+ * of another sandbox than `sandbox` holds, committed or on its way to be;
+ * nslots when none. One pass over the records, not one per slot: a full
+ * worker of 1,000 sandboxes would otherwise compare a million times per
+ * install. rs->lock held */
+static uint32_t
+first_free_slot(struct mgr_records *rs, const char *sandbox, uint32_t nslots)
 {
 	const struct pending *lists[2] = { rs->batch, rs->head }, *p;
+	uint8_t used[MGR_CAPACITY_MAX / 8] = { 0 };
+	uint32_t s;
 	size_t i;
 	int l;
 
 	for (i = 0; i < rs->n; i++)
-		if (rs->mirror[i].slot == s && rs->mirror[i].state != EXEC_RETIRED &&
+		if (rs->mirror[i].slot < nslots && rs->mirror[i].state != EXEC_RETIRED &&
 		    rs->mirror[i].state != EXEC_FAILED)
-			return true;
+			used[rs->mirror[i].slot / 8] |= (uint8_t)(1u << (rs->mirror[i].slot % 8));
 	for (l = 0; l < 2; l++)
 		for (p = lists[l]; p != NULL; p = p->next)
-			if (p->r.slot == s && p->r.state != EXEC_RETIRED &&
+			if (p->r.slot < nslots && p->r.state != EXEC_RETIRED &&
 			    p->r.state != EXEC_FAILED && strcmp(p->r.id.sandbox, sandbox) != 0)
-				return true;
-	return false;
+				used[p->r.slot / 8] |= (uint8_t)(1u << (p->r.slot % 8));
+	for (s = 0; s < nslots; s++)
+		if (!(used[s / 8] & (1u << (s % 8))))
+			break;
+	return s;
 }
 
 int
@@ -523,17 +531,18 @@ records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window)
 	struct mgr_records *rs = m->records;
 	struct pending me;
 	struct record *own;
-	uint32_t s = 0;
+	uint32_t s, nslots = m->cfg.uid_windows * MGR_SLOTS_MAX;
 	int ret;
 
+	if (nslots > MGR_CAPACITY_MAX)
+		nslots = MGR_CAPACITY_MAX;
 	pthread_mutex_lock(&rs->lock);
 	/* a sandbox keeps its uid range across generations */
 	if ((own = mirror_find(rs, r->id.sandbox)) != NULL)
 		s = own->slot;
 	else
-		while (s < MGR_SLOTS_MAX && slot_taken(rs, r->id.sandbox, s))
-			s++;
-	if (s == MGR_SLOTS_MAX) {
+		s = first_free_slot(rs, r->id.sandbox, nslots);
+	if (s >= nslots) {
 		pthread_mutex_unlock(&rs->lock);
 		return -ENOSPC;
 	}

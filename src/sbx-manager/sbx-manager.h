@@ -33,8 +33,10 @@
 
 #define MGR_UID_BASE0        200000u
 #define MGR_UID_RANGE        65536u
-#define MGR_SLOTS_MAX        256u       /* sandboxes with live uid ranges per worker */
-#define MGR_WINDOWS_MAX      255        /* workers per host (uidrange.c) */
+#define MGR_SLOTS_MAX        256u       /* uid slots of one host uid window (uidrange.c) */
+#define MGR_WINDOWS_MAX      255        /* host uid windows per host (uidrange.c) */
+#define MGR_WINDOWS_PER_WORKER 4        /* the most one worker claims */
+#define MGR_CAPACITY_MAX     (MGR_SLOTS_MAX * MGR_WINDOWS_PER_WORKER)  /* --capacity: 1024 */
 #define MGR_READY_TIMEOUT_MS 20000
 #define MGR_STOP_GRACE_MS    5000
 #define MGR_CONN_DEFAULT     1024       /* concurrent node-api connections (--api-conns) */
@@ -56,7 +58,8 @@ struct mgr_config {
 	gid_t api_gid;                  /* (gid_t)-1: root only */
 	char spaced_host[PATH_MAX];
 	char incarnation[SPACE_ID_MAX + 1];
-	uint32_t uid_window;
+	uint32_t uid_window;             /* the first of this worker's host uid windows */
+	uint32_t uid_windows;            /* how many (slots: uid_windows * MGR_SLOTS_MAX) */
 	uint32_t disk_mb;               /* default writable layer size */
 	unsigned layer_pool;            /* fresh layer images kept ready (layerpool.c) */
 	char snapshot_dir[1024];        /* this worker's archive cache (DATA/snapshots by default) */
@@ -323,7 +326,8 @@ uint64_t reclaim_du(const char *dir);   /* bytes allocated beneath dir */
 
 /* uidrange.c */
 /* the window of data_dir on this host, claimed once and kept */
-int uid_window_claim(const char *data_dir, uint32_t *window);
+int uid_window_claim(const char *data_dir, unsigned want, uint32_t *window, uint32_t *count);
+unsigned uid_windows_for(unsigned capacity);
 uint32_t uid_base_for(uint32_t window, uint32_t slot);
 
 /* refusals.c: refusals counted per sandbox and outcome, reported with

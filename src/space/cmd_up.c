@@ -37,11 +37,11 @@
 	"  so explicitly). Running it again on DIR continues where it stopped.\n" \
 	"  --store: space-control's store (sqlite:PATH or postgres://...; default\n" \
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE.\n" \
-	"  --capacity: sandboxes each worker takes (default 16, at most 256)."
+	"  --capacity: sandboxes each worker takes (default 16, at most 1024)."
 
 #define READY_TIMEOUT_MS 30000
 #define UP_CAPACITY      16             /* sandboxes per worker (--capacity) */
-#define UP_CAPACITY_MAX  256            /* sbx-manager's MGR_SLOTS_MAX */
+#define UP_CAPACITY_MAX  1024           /* sbx-manager's MGR_CAPACITY_MAX */
 #define UP_API_USER      "nobody"       /* node-api's default --user */
 #define KEY_MAX          1024
 
