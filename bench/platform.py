@@ -57,6 +57,7 @@ import create_bench  # noqa: E402  (bench/create_bench.py)
 import net_bench  # noqa: E402  (bench/net_bench.py)
 import control_bench  # noqa: E402  (bench/control_bench.py)
 import move_bench  # noqa: E402  (bench/move_bench.py)
+import density_bench  # noqa: E402  (bench/density_bench.py)
 
 P = sys.modules[__name__]   # the helpers below, for stream_bench
 
@@ -1015,9 +1016,15 @@ def main():
     ap.add_argument("--ctl-creates", type=int, default=200, help="creates per store set-up")
     ap.add_argument("--ctl-routes", type=int, default=600, help="capability issues per store set-up")
     ap.add_argument("--ctl-clients", type=int, default=8, help="client threads of the store set-ups")
+    ap.add_argument("--density", type=int, default=1000,
+                    help="idle sandboxes on one worker (the density part, at most 1022)")
+    ap.add_argument("--density-steps", default="1,100,500",
+                    help="levels measured on the way to --density")
+    ap.add_argument("--density-rounds", type=int, default=200, help="latency rounds per level")
+    ap.add_argument("--density-creates", type=int, default=5, help="creates timed per level")
     ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
-                    "create,timeline,concurrent,memory,templates,streams,idlestreams,network,stores,move"
-                    " (default all)")
+                    "create,timeline,concurrent,memory,templates,streams,idlestreams,network,stores,move,"
+                    "density (default all)")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     ap.add_argument("--summary-md", help="also write the final table there, as Markdown")
     a = ap.parse_args()
@@ -1026,6 +1033,7 @@ def main():
         a.stream_iters, a.stream_mib, a.stream_runs, a.streams = 20, 32, 1, 100
         a.template_runs = 3
         a.concurrent = 10
+        a.density, a.density_steps, a.density_rounds, a.density_creates = 20, "1,10", 20, 2
         a.net_rounds, a.net_reqs, a.net_tput, a.tcp_mib, a.moves = 1, 50, 400, 32, 1
         a.ctl_creates, a.ctl_routes = 40, 120
         a.move_mib, a.move_runs = 64, 1
@@ -1134,6 +1142,11 @@ def main():
         if want("stores"):
             control_bench.bench_stores(P, a.bin, a.ctl_creates, a.ctl_routes, a.ctl_clients)
             done("stores")
+        if want("density") and a.density > 0:
+            density_bench.bench_density(P, a.bin, min(a.density, 1022),
+                                        [int(x) for x in a.density_steps.split(",") if x.strip()],
+                                        a.density_rounds, a.density_creates)
+            done("density")
     except (RuntimeError, AssertionError, OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
         log("bench: platform: %s: %s" % (type(e).__name__, e))
         rc = 1

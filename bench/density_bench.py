@@ -1,0 +1,317 @@
+"""Many idle sandboxes on one worker (issue 17, target 6), measured by
+bench/platform.py on a platform of its own (`space up --workers 1
+--capacity N`), with `--only density` (and in a full run):
+
+  levels          sandboxes are created up to each level of --density-steps
+                  (default 1,100,500,N), 20 at a time over the API, each
+                  running and given one exec `true` (as a used sandbox
+                  would have had), then left idle 2 s before the level is
+                  measured
+  memory          per sandbox: PSS and RSS summed over all its processes
+                  (its bridge's tree: spaced-host, spaced-guest and any
+                  child; and its netgtw gateway, a child of sbx-manager),
+                  shared pages counted proportionally; its memory cgroup's
+                  charge; the daemons' PSS (space-control, sbx-manager,
+                  node-api, netgtw's listener, space up) and its growth per
+                  sandbox since the first level
+  latency         at each level, on the first sandbox, interleaved rounds
+                  of: admission (POST exec with a capability that lacks
+                  `exec`: node-api and sbx-manager verify the signature,
+                  compare it with the record and refuse it, 403, nothing
+                  reaches the bridge), a 4 KiB read (HTTP GET files, full
+                  path), and GET /healthz on node-api (the client and HTTP
+                  alone); then --density-creates creates to first exec
+                  (API, 5 ms polls, the sandbox killed after)
+  host            loop devices, network namespaces (nsfs mounts) and
+                  mounts of the platform at each level, and once stopped
+                  (what teardown left)
+
+Every sandbox asks for 16 MiB of memory, 1 % of a CPU and a 256 MiB layer:
+placement counts the declared sizes against the worker's (memory not
+overcommitted, CPU tenfold, disk twofold), so 1,000 of the defaults (512
+MiB, 100 %, 4 GiB) do not fit on a 24 GiB, 2-core, 250 GB machine
+(docs/benchmarks.md, section "Density", has the numbers each limit
+allows). The time of the whole part is said at its end; on 2 cores under
+a load of about 5 the 1,000 took about ten minutes.
+"""
+import json
+import os
+import time
+
+BODY = json.dumps({"resources": {"memory_mb": 16, "cpu_percent": 1, "disk_mb": 256}})
+
+
+def _auth(plat):
+    return {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
+
+
+def _create_batch(P, plat, ctl, n, wait=600):
+    """n sandboxes POSTed, then waited for until running; their ids"""
+    ids = []
+    for _ in range(n):
+        st, data, _ = ctl.req("POST", "/v1/sandboxes", BODY, _auth(plat))
+        if st != 201:
+            raise RuntimeError("POST /v1/sandboxes: %d %s" % (st, data[:300]))
+        ids.append(json.loads(data)["id"])
+    left = set(ids)
+    end = time.time() + wait
+    while left:
+        for s in list(left):
+            st, data, _ = ctl.req("GET", "/v1/sandboxes/" + s, None, _auth(plat))
+            state = json.loads(data).get("state") if st == 200 else None
+            if state == "running":
+                left.discard(s)
+            elif state not in ("creating",):
+                raise RuntimeError("sandbox %s: %d %s" % (s, st, data[:300]))
+        if left and time.time() > end:
+            raise RuntimeError("%d sandboxes not running after %d s" % (len(left), wait))
+        if left:
+            time.sleep(0.2)
+    return ids
+
+
+def _route(plat, ctl, sbx, access):
+    st, data, _ = ctl.req("POST", "/v1/sandboxes/%s/routes" % sbx, json.dumps({"access": access}),
+                          _auth(plat))
+    if st not in (200, 201):
+        raise RuntimeError("route %s: %d %s" % (sbx, st, data[:300]))
+    return json.loads(data)
+
+
+def _exec_true(P, plat, ctl, sbx):
+    r = _route(plat, ctl, sbx, ["exec"])
+    na = P.Http(r["endpoint"].split("://", 1)[1].rstrip("/"))
+    st, data, _ = na.req("POST", "/v1/sandboxes/%s/exec" % sbx, '{"argv":["true"]}',
+                         {"Authorization": "Bearer " + r["capability"], "Content-Type": "application/json"})
+    if na.c:
+        na.c.close()
+    if st != 200 or json.loads(data)["exit_code"] != 0:
+        raise RuntimeError("exec in %s: %d %s" % (sbx, st, data[:300]))
+
+
+def _gateways(P, plat):
+    """sandbox id -> pid of its netgtw gateway (children of sbx-manager)"""
+    out = {}
+    for p in P.pids_where(lambda p: " gateway " in P.cmdline(p) and "--sandbox" in P.cmdline(p)):
+        a = P.cmdline(p).split()
+        if plat.bin not in a[0]:
+            continue
+        try:
+            out[a[a.index("--sandbox") + 1]] = p
+        except (ValueError, IndexError):
+            pass
+    return out
+
+
+def _daemons(P, plat):
+    out = {}
+    for k, v in P.daemon_mem(plat).items():
+        out[k] = v
+    for p in P.pids_where(lambda p: " listen " in P.cmdline(p) and "netgtw" in P.cmdline(p).split(" ", 1)[0]):
+        if plat.bin in P.cmdline(p):
+            a, b = P.mem_kb(p)
+            pss, rss = out.get("netgtw listen", (0, 0))
+            out["netgtw listen"] = (pss + a, rss + b)
+    return out
+
+
+def _host_counts(plat):
+    loops = 0
+    try:
+        for d in os.listdir("/sys/block"):
+            if d.startswith("loop"):
+                try:
+                    with open("/sys/block/%s/loop/backing_file" % d) as f:
+                        if f.read().startswith(plat.t + "/"):
+                            loops += 1
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    mounts = nsfs = 0
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if parts[4].startswith(plat.t + "/"):
+                mounts += 1
+                if " - nsfs " in line:
+                    nsfs += 1
+    return loops, nsfs, mounts
+
+
+def _measure(P, plat, ids, gws):
+    """(per-sandbox list of (PSS, RSS, procs) in KiB, cgroup charges KiB)"""
+    bridges = {}
+    for b in plat.bridges(top=True):
+        cl = P.cmdline(b)
+        for tok in cl.split():
+            if tok.startswith("sbx_"):
+                bridges[tok] = b
+                break
+    per, cg = [], []
+    for s in ids:
+        b = bridges.get(s)
+        if b is None:
+            raise RuntimeError("no bridge for %s" % s)
+        pss, rss, n = P.mem_tree(b)
+        g = gws.get(s)
+        if g is not None:
+            a, c = P.mem_kb(g)
+            pss, rss, n = pss + a, rss + c, n + 1
+        per.append((pss, rss, n))
+        c = P.cgroup_mem_kb(b)
+        if c is not None:
+            cg.append(c)
+    return per, cg
+
+
+def bench_density(P, binsrc, count, steps, rounds, creates):
+    t_start = time.time()
+    load0 = os.getloadavg()
+    levels = sorted(set([1] + [s for s in steps if 1 <= s <= count] + [count]))
+    plat = P.Platform(binsrc, capacity=min(1024, count + creates + 2), workers=1)
+    results = []
+    try:
+        plat.start()
+        P.log("")
+        P.log("density: space up, one worker, capacity %d, data in %s; levels %s" % (
+            plat.capacity, plat.data, ",".join(map(str, levels))))
+        ctl = P.Http("127.0.0.1:%d" % plat.port)
+        ids = []
+        for lvl in levels:
+            t0 = time.time()
+            while len(ids) < lvl:
+                batch = _create_batch(P, plat, ctl, min(20, lvl - len(ids)))
+                for s in batch:
+                    _exec_true(P, plat, ctl, s)
+                ids += batch
+            t_fill = time.time() - t0
+            time.sleep(2)
+            gws = _gateways(P, plat)
+            per, cg = _measure(P, plat, ids, gws)
+            daemons = _daemons(P, plat)
+            host = _host_counts(plat)
+            # latency on the first sandbox: admission (refused for its
+            # access), a 4 KiB read, the client + HTTP alone
+            probe = ids[0]
+            rr = _route(plat, ctl, probe, ["exec", "fs:r"])
+            if lvl == levels[0]:
+                _exec_via(P, rr, probe, "head -c 4096 /dev/urandom > /home/user/f4k")
+            rn = _route(plat, ctl, probe, ["fs:r"])
+            hp = rr["endpoint"].split("://", 1)[1].rstrip("/")
+            h, hh = P.Http(hp), P.Http(hp)
+            t_routes = [time.time()]
+
+            def fresh():
+                if time.time() - t_routes[0] > 60:
+                    rr.update(_route(plat, ctl, probe, ["exec", "fs:r"]))
+                    rn.update(_route(plat, ctl, probe, ["fs:r"]))
+                    t_routes[0] = time.time()
+
+            def admit():
+                fresh()
+                st, data, _ = h.req("POST", "/v1/sandboxes/%s/exec" % probe, '{"argv":["true"]}',
+                                    {"Authorization": "Bearer " + rn["capability"],
+                                     "Content-Type": "application/json"})
+                if st != 403:
+                    raise RuntimeError("exec without the exec right: %d %s" % (st, data[:200]))
+
+            def read():
+                fresh()
+                st, _, n = h.req("GET", "/v1/sandboxes/%s/files?path=/home/user/f4k" % probe, None,
+                                 {"Authorization": "Bearer " + rr["capability"]})
+                if st != 200 or n != 4096:
+                    raise RuntimeError("read 4 KiB: %d, %d bytes" % (st, n))
+
+            def health():
+                st, _, _ = hh.req("GET", "/healthz")
+                if st != 200:
+                    raise RuntimeError("healthz: %d" % st)
+            fns = {"admit": admit, "read": read, "healthz": health}
+            P.interleave(max(5, rounds // 10), fns)
+            lat = P.interleave(rounds, fns)
+            cr = []
+            for _ in range(creates):
+                _, b = P.api_create_exec(plat, ctl, BODY)
+                cr.append(b)
+            results.append({"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
+                            "lat": lat, "create": cr, "fill": t_fill, "load": os.getloadavg()[0],
+                            "gws": len(gws)})
+            _report_level(P, results[-1])
+    finally:
+        before = time.time()
+        plat.stop()
+        t_stop = time.time() - before
+    left = _host_counts(plat)
+    _report(P, results, left, t_stop, time.time() - t_start, load0)
+
+
+def _exec_via(P, r, sbx, script):
+    na = P.Http(r["endpoint"].split("://", 1)[1].rstrip("/"))
+    st, data, _ = na.req("POST", "/v1/sandboxes/%s/exec" % sbx, json.dumps({"argv": ["sh", "-c", script]}),
+                         {"Authorization": "Bearer " + r["capability"], "Content-Type": "application/json"})
+    if na.c:
+        na.c.close()
+    if st != 200 or json.loads(data)["exit_code"] != 0:
+        raise RuntimeError("exec in %s: %d %s" % (sbx, st, data[:300]))
+
+
+def _avg(xs, i):
+    return sum(x[i] for x in xs) / len(xs) if xs else 0.0
+
+
+def _report_level(P, r):
+    per = r["per"]
+    P.log("density: %d sandboxes (filled in %.0f s, load %.1f): per sandbox PSS %.2f MiB, RSS %.2f, %.1f procs"
+          " (%d with a gateway); cgroup %.2f MiB; admit %.0f us, read 4 KiB %.0f us, healthz %.0f us,"
+          " create %.0f ms; loop devices %d, netns %d, mounts %d" % (
+              r["level"], r["fill"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+              r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
+              P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
+              P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
+
+
+def _report(P, results, left, t_stop, total, load0):
+    if not results:
+        return
+    P.log("")
+    P.log("== density: idle sandboxes on one worker (medians; memory in MiB per sandbox, PSS summed over its"
+          " processes: bridge, guest, gateway)")
+    P.log("%8s %8s %8s %6s %8s %10s %10s %10s %10s %6s" % (
+        "sandboxes", "PSS", "RSS", "procs", "cgroup", "admit us", "read us", "healthz us", "create ms",
+        "load"))
+    for r in results:
+        per = r["per"]
+        P.log("%8d %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f" % (
+            r["level"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+            (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
+            P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
+            P.pct(r["create"], 50) / 1000, r["load"]))
+    a, z = results[0], results[-1]
+    P.log("daemons' PSS (MiB) at %d -> at %d sandboxes, growth per sandbox (KiB):" % (a["level"], z["level"]))
+    dn = max(1, z["level"] - a["level"])
+    growth = 0.0
+    for k in sorted(set(a["daemons"]) | set(z["daemons"])):
+        x, y = a["daemons"].get(k, (0, 0))[0], z["daemons"].get(k, (0, 0))[0]
+        growth += (y - x) / dn
+        P.log("  %-30s %8.2f -> %8.2f   %+7.1f" % (k, x / 1024, y / 1024, (y - x) / dn))
+    P.log("host objects of the platform at %d: loop devices %d, nsfs mounts %d, mounts %d;"
+          " after the stop (%.0f s): %d, %d, %d" % (z["level"], z["host"][0], z["host"][1], z["host"][2],
+                                                  t_stop, left[0], left[1], left[2]))
+    P.log("density part: %.0f s in all; load average %.1f at the start, %.1f at the end" % (
+        total, load0[0], os.getloadavg()[0]))
+    def ratio(k):
+        return P.pct(z["lat"][k], 50) / P.pct(a["lat"][k], 50)
+    mem = _avg(z["per"], 0) / 1024 + growth / 1024
+    P.ROWS.append(("idle memory per sandbox at %d: PSS of its processes + daemons' growth (cgroup charge)"
+                   % z["level"], "%.2f + %.2f MiB (%.2f)" % (
+                       _avg(z["per"], 0) / 1024, growth / 1024,
+                       (sum(z["cg"]) / len(z["cg"]) / 1024) if z["cg"] else 0),
+                   "issue 17: at most 1 MiB", "%.2f MiB" % mem))
+    P.ROWS.append(("admission / 4 KiB read / create at %d vs at %d sandboxes, medians" % (z["level"], a["level"]),
+                   "%.0f us / %.0f us / %.0f ms" % (P.pct(z["lat"]["admit"], 50), P.pct(z["lat"]["read"], 50),
+                                                    P.pct(z["create"], 50) / 1000),
+                   "%.0f us / %.0f us / %.0f ms" % (P.pct(a["lat"]["admit"], 50), P.pct(a["lat"]["read"], 50),
+                                                    P.pct(a["create"], 50) / 1000),
+                   "%.2fx / %.2fx / %.2fx" % (ratio("admit"), ratio("read"),
+                                              P.pct(z["create"], 50) / P.pct(a["create"], 50))))
