@@ -33,7 +33,7 @@ KINDS = (
 
 
 def _exec(plat, sbx, script, timeout=600):
-    return plat.space("exec", sbx, "--", "sh", "-c", script, timeout=timeout)
+    return plat.space("exec", sbx, "--timeout", str(timeout), "--", "sh", "-c", script, timeout=timeout + 30)
 
 
 def _api(P, plat, ctl, method, path, body=None):
