@@ -86,8 +86,32 @@ drain_copy(struct fsplice *s, int to, size_t held)
 	return 0;
 }
 
+static void
+pipe_drop(struct fsplice *s)
+{
+	if (s->p[0] >= 0)
+		close(s->p[0]);
+	if (s->p[1] >= 0)
+		close(s->p[1]);
+	s->p[0] = s->p[1] = -1;
+}
+
+static int move(struct fsplice *s, int from, int to, size_t len);
+
 int
 fsplice_move(struct fsplice *s, int from, int to, size_t len)
+{
+	int r = move(s, from, to, len);
+
+	/* bytes of a failed move may be left in the pipe: never carry
+	 * them into another frame */
+	if (r < 0)
+		pipe_drop(s);
+	return r;
+}
+
+static int
+move(struct fsplice *s, int from, int to, size_t len)
 {
 	size_t held = 0;
 	ssize_t n;
@@ -190,12 +214,17 @@ fsplice_payload_read(int fd, uint16_t type, uint32_t len, struct frame *f)
 void
 fsplice_free(struct fsplice *s)
 {
-	if (s->p[0] >= 0)
-		close(s->p[0]);
-	if (s->p[1] >= 0)
-		close(s->p[1]);
+	pipe_drop(s);
 	free(s->buf);
-	s->p[0] = s->p[1] = -1;
 	s->cap = 0;
 	s->buf = NULL;
+}
+
+void
+fsplice_sockbufs(int fd)
+{
+	int v = (int)SPACE_BULK_SOCKBUF;
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
 }

@@ -52,4 +52,8 @@ int fsplice_frame(struct fsplice *s, int from, int to, uint16_t type, uint32_t l
  * as frame_read would have filled it: 0, -EPROTO on EOF inside, -errno */
 int fsplice_payload_read(int fd, uint16_t type, uint32_t len, struct frame *f);
 void fsplice_free(struct fsplice *s);
+/* a socket that carries a file body gets SPACE_BULK_SOCKBUF of send and
+ * receive buffer (best effort, capped by the system's maximum): fewer
+ * wake-ups per MiB at every hop; kernel memory, bounded per socket */
+void fsplice_sockbufs(int fd);
 #endif

@@ -21,6 +21,7 @@
 #define SPACE_FRAME_JSON_MAX    (64u << 10) /* JSON payload of a control frame */
 #define SPACE_FRAME_OP_MAX      (4u << 20)  /* REQUEST / RESPONSE: exec stdin and outputs ride in them */
 #define SPACE_CHUNK             (256u << 10) /* file data chunk size on the wire */
+#define SPACE_BULK_SOCKBUF      (1u << 20)  /* send / receive buffer of a socket carrying a file body */
 
 #define SPACE_HTTP_BODY_MAX     (1u << 20)  /* buffered JSON request bodies */
 #define SPACE_HTTP_URL_MAX      4096

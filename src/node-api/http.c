@@ -84,6 +84,8 @@ struct req {
 	/* manager connection */
 	int mfd;
 	bool upload_broken;
+	uint8_t *ubuf;          /* K_UPLOAD: the DATA frame being gathered, SPACE_CHUNK */
+	size_t ulen;
 	/* routes with a process id in the path */
 	bool has_pid;
 	uint32_t pid;
@@ -309,6 +311,8 @@ open_manager(struct MHD_Connection *c, struct req *r, json_t *args)
 		return respond_error(c, r, 413, "too_large", NULL, "request too large");
 	if (r->mfd < 0)
 		return respond_error(c, r, 503, "unavailable", NULL, NULL);
+	if (r->rt->kind == K_DOWNLOAD || r->rt->kind == K_UPLOAD)
+		fsplice_sockbufs(r->mfd);
 	return MHD_YES;
 }
 
@@ -670,17 +674,33 @@ handler(void *cls, struct MHD_Connection *c, const char *url, const char *method
 		return MHD_NO;
 	if (r->rt->kind == K_UPLOAD) {
 		if (n) {
-			/* straight through: one DATA frame per piece MHD hands us */
+			/* the pieces MHD hands us (a few KiB to tens of KiB)
+			 * are gathered into DATA frames of one chunk: every
+			 * hop behind moves a chunk per frame (spliced, see
+			 * fsplice.h) instead of a frame per piece */
+			if (r->ubuf == NULL && !r->upload_broken &&
+			    (r->ubuf = malloc(SPACE_CHUNK)) == NULL)
+				r->upload_broken = true;
 			for (off = 0; off < n && !r->upload_broken; off += chunk) {
-				chunk = n - off > SPACE_CHUNK ? SPACE_CHUNK : n - off;
-				if (frame_write(r->mfd, MSG_DATA, upload_data + off, chunk) != 0)
-					r->upload_broken = true;
+				chunk = SPACE_CHUNK - r->ulen;
+				if (chunk > n - off)
+					chunk = n - off;
+				memcpy(r->ubuf + r->ulen, upload_data + off, chunk);
+				r->ulen += chunk;
+				if (r->ulen == SPACE_CHUNK) {
+					if (frame_write(r->mfd, MSG_DATA, r->ubuf, r->ulen) != 0)
+						r->upload_broken = true;
+					r->ulen = 0;
+				}
 			}
 			/* after a refusal the rest of the body is read and
 			 * dropped: MHD cannot answer in the middle of a body */
 			*upload_data_size = 0;
 			return MHD_YES;
 		}
+		if (!r->upload_broken && r->ulen > 0 &&
+		    frame_write(r->mfd, MSG_DATA, r->ubuf, r->ulen) != 0)
+			r->upload_broken = true;
 		if (!r->upload_broken)
 			frame_write(r->mfd, MSG_END, NULL, 0);
 		return finish(c, r);
@@ -764,6 +784,7 @@ done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
 		close(r->mfd);
 	ws_free(r->ws);         /* answered, never upgraded */
 	free(r->body);
+	free(r->ubuf);
 	if (r->token) {
 		sodium_memzero(r->token, r->token_len);
 		free(r->token);

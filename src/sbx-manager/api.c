@@ -429,6 +429,10 @@ again:
 	if (!counted)
 		metrics_inc(m, MC_ALLOW);
 	counted = true;
+	if (req.op == OP_FS_READ || req.op == OP_FS_WRITE) {
+		fsplice_sockbufs(cfd);
+		fsplice_sockbufs(bfd);
+	}
 	switch (relay(m, cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap,
 	    op_name(req.op), &sp, kept)) {
 	case RELAY_KEEP:

@@ -201,6 +201,7 @@ op_fs_read(int fd, json_t *args)
 	}
 	if (st.st_size <= (off_t)FS_READ_SMALL && read_small(fd, f, &st, buf) != 0)
 		goto out;
+	fsplice_sockbufs(fd);
 	if (send_result(fd, json_pack("{s:I}", "size", (json_int_t)st.st_size)) < 0)
 		goto out;
 	/* streamed chunk by chunk: memory stays at one chunk whatever the
@@ -317,6 +318,7 @@ op_fs_write(int fd, json_t *args)
 		send_errno(fd, errno, "create");
 		goto out;
 	}
+	fsplice_sockbufs(fd);
 	for (;;) {
 		uint16_t type;
 		uint32_t len;

@@ -465,6 +465,10 @@ serve_op(struct host *h, int client, struct frame *f)
 		guest_lost(h, client);
 		goto out;
 	}
+	if (req.op == OP_FS_READ || req.op == OP_FS_WRITE) {
+		fsplice_sockbufs(client);
+		fsplice_sockbufs(chan);
+	}
 	if (req.op == OP_FS_WRITE) {
 		set_timeouts(chan, BRIDGE_IDLE_SECONDS);
 		if (relay_upload(h, client, chan, &sp, &answered) < 0 || answered)
