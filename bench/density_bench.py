@@ -149,11 +149,21 @@ def _measure(P, plat, ids, gws):
                 bridges[tok] = b
                 break
     per, cg = [], []
+    by = {}         # process name -> [PSS KiB, RSS KiB, count], summed
     for s in ids:
         b = bridges.get(s)
         if b is None:
             raise RuntimeError("no bridge for %s" % s)
         pss, rss, n = P.mem_tree(b)
+        for q in P.tree(b) + ([gws[s]] if s in gws else []):
+            try:
+                with open("/proc/%d/comm" % q) as f:
+                    name = f.read().strip()
+            except OSError:
+                continue
+            a, c = P.mem_kb(q)
+            e = by.setdefault(name, [0, 0, 0])
+            e[0], e[1], e[2] = e[0] + a, e[1] + c, e[2] + 1
         g = gws.get(s)
         if g is not None:
             a, c = P.mem_kb(g)
@@ -162,7 +172,7 @@ def _measure(P, plat, ids, gws):
         c = P.cgroup_mem_kb(b)
         if c is not None:
             cg.append(c)
-    return per, cg
+    return per, cg, by
 
 
 def bench_density(P, binsrc, count, steps, rounds, creates):
@@ -188,7 +198,7 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
             t_fill = time.time() - t0
             time.sleep(2)
             gws = _gateways(P, plat)
-            per, cg = _measure(P, plat, ids, gws)
+            per, cg, by = _measure(P, plat, ids, gws)
             daemons = _daemons(P, plat)
             host = _host_counts(plat)
             # latency on the first sandbox: admission (refused for its
@@ -236,7 +246,7 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
                 cr.append(b)
             results.append({"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
                             "lat": lat, "create": cr, "fill": t_fill, "load": os.getloadavg()[0],
-                            "gws": len(gws)})
+                            "gws": len(gws), "by": by})
             _report_level(P, results[-1])
     finally:
         before = time.time()
@@ -288,6 +298,10 @@ def _report(P, results, left, t_stop, total, load0):
             P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
             P.pct(r["create"], 50) / 1000, r["load"]))
     a, z = results[0], results[-1]
+    P.log("per process of a sandbox at %d (by name; PSS and RSS in MiB per sandbox):" % z["level"])
+    for name, (pss, rss, n) in sorted(z["by"].items(), key=lambda kv: -kv[1][0]):
+        P.log("  %-30s %8.2f %8.2f   (%d processes)" % (name, pss / 1024.0 / z["level"],
+                                                       rss / 1024.0 / z["level"], n))
     P.log("daemons' PSS (MiB) at %d -> at %d sandboxes, growth per sandbox (KiB):" % (a["level"], z["level"]))
     dn = max(1, z["level"] - a["level"])
     growth = 0.0
