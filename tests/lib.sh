@@ -27,9 +27,23 @@ kill9() { [ "${1:-0}" -gt 1 ] 2>/dev/null && kill -9 "$1"; }
 alive() { [ "$1" -gt 0 ] 2>/dev/null && [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 # rnd N: a random number in 0..N-1
 rnd() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % $1 )); }
-# desc PID: every descendant of PID; guest_of BRIDGE-PID: its spaced-guest
+# desc PID: every descendant of PID; guest_of BRIDGE-PID: its spaced-guest,
+# a descendant of the bridge that made the jail; a relaunched bridge
+# attached to a kept jail (docs/jail.md) has none, so then the guest of the
+# same sandbox and generation among all processes
 desc() { for _d in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$_d"; desc "$_d"; done; }
-guest_of() { for _g in $(desc "$1"); do [ "$(cat /proc/"$_g"/comm 2>/dev/null)" = spaced-guest ] && { echo "$_g"; return 0; }; done; return 1; }
+argv_of() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
+guest_of() {
+	for _g in $(desc "$1"); do [ "$(cat /proc/"$_g"/comm 2>/dev/null)" = spaced-guest ] && { echo "$_g"; return 0; }; done
+	_a=$(argv_of "$1")
+	_s=$(echo "$_a" | sed -n 's/.*--sandbox \([^ ]*\) .*/\1/p')
+	_n=$(echo "$_a" | sed -n 's/.*--generation \([0-9]*\) .*/\1/p')
+	[ -n "$_s" ] && [ -n "$_n" ] || return 1
+	for _g in $(pgrep -x spaced-guest); do
+		case " $(argv_of "$_g")" in *" --sandbox $_s --generation $_n "*) echo "$_g"; return 0 ;; esac
+	done
+	return 1
+}
 
 # jget KEY[.KEY|.INDEX...] [FILE]: one value of a JSON file (default
 # $T/body): strings bare, objects and lists as JSON with sorted keys (so
