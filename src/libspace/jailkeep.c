@@ -1,7 +1,10 @@
 /* The jail's rendezvous message (jailkeep.h). */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -164,4 +167,36 @@ jailkeep_recv(int sock, struct jailkeep_attach *a, int *fd, const char **why)
 		*fd = -1;
 	}
 	return r;
+}
+
+int
+jailkeep_reach(const char *path, int *conn, int *pidfd, pid_t *pid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	struct pollfd p;
+	int fd, pfd = -1;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENOENT;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
+		return -ENOENT;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || cr.pid <= 0 ||
+	    (pfd = pidfd_open(cr.pid, 0)) < 0)
+		goto gone;
+	p = (struct pollfd){ .fd = fd, .events = 0 };
+	if (poll(&p, 1, 0) != 0)
+		goto gone;      /* hung up: the pid may be another's */
+	*conn = fd;
+	*pidfd = pfd;
+	*pid = cr.pid;
+	return 0;
+gone:
+	if (pfd >= 0)
+		close(pfd);
+	close(fd);
+	return -ENOENT;
 }

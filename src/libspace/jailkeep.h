@@ -17,6 +17,7 @@
 #define SPACE_JAILKEEP_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "guestmac.h"
 #include "limits.h"
@@ -41,4 +42,11 @@ int jailkeep_send(int sock, const struct jailkeep_attach *a, int fd);
  * (-EPROTO with *why for anything but exactly one well-formed message
  * with exactly one descriptor); the buffer is wiped */
 int jailkeep_recv(int sock, struct jailkeep_attach *a, int *fd, const char **why);
+/* Reach the kept guest listening at path: connect, take the listener's pid
+ * from SO_PEERCRED (the guest listens itself, so it is PID 1 of the jail),
+ * open a pidfd for it, and check the connection is not hung up after the
+ * pidfd was opened (so the pid was the live guest's, not a reused one).
+ * 0 with *conn, *pidfd and *pid set; -ENOENT when no live guest is there
+ * (nothing to close then). */
+int jailkeep_reach(const char *path, int *conn, int *pidfd, pid_t *pid);
 #endif

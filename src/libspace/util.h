@@ -60,4 +60,10 @@ int mkdir_p(const char *path, mode_t mode);
  * default soft limit of 1024 would stop a worker short of its capacity).
  * Returns the soft limit now in force, or -errno. */
 long nofile_raise(void);
+/* A unix socket of type (SOCK_STREAM, SOCK_SEQPACKET) bound, not listening,
+ * at path, mode 0600: connecting needs write permission, so only its owner
+ * (root, in the 0700 root run directories it is used in) can connect. A
+ * socket left at path is replaced: the directory is the caller's. The
+ * descriptor (close-on-exec), or -errno. */
+int unix_bind_private(const char *path, int type);
 #endif

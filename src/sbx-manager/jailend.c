@@ -17,9 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/pidfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "jailend.h"
@@ -31,35 +29,27 @@
 void
 jail_end_dir(const char *run_dir)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
+	char path[PATH_MAX];
 	struct pollfd p;
-	int fd, pidfd = -1;
+	int fd, pidfd;
+	pid_t pid;
 
-	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" JAILKEEP_SOCK, run_dir) >=
-	    sizeof(sa.sun_path))
+	if ((size_t)snprintf(path, sizeof(path), "%s/" JAILKEEP_SOCK, run_dir) >= sizeof(path))
 		return;
-	if (access(sa.sun_path, F_OK) != 0)
+	if (access(path, F_OK) != 0)
 		return;
-	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
-		return;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && cr.pid > 0 &&
-	    (pidfd = pidfd_open(cr.pid, 0)) >= 0) {
-		p = (struct pollfd){ .fd = fd, .events = 0 };
-		if (poll(&p, 1, 0) == 0 && pidfd_send_signal(pidfd, SIGKILL, NULL, 0) == 0) {
+	if (jailkeep_reach(path, &fd, &pidfd, &pid) == 0) {
+		if (pidfd_send_signal(pidfd, SIGKILL, NULL, 0) == 0) {
 			log_info("jail: %s: the kept jail without a bridge ended (guest pid %d)",
-			    run_dir, (int)cr.pid);
+			    run_dir, (int)pid);
 			p = (struct pollfd){ .fd = pidfd, .events = POLLIN };
 			while (poll(&p, 1, JAILEND_WAIT_MS) < 0 && errno == EINTR)
 				;
 		}
-	}
-	if (pidfd >= 0)
 		close(pidfd);
-	close(fd);
-	unlink(sa.sun_path);
+		close(fd);
+	}
+	unlink(path);
 }
 
 bool

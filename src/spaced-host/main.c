@@ -187,36 +187,6 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 	c->guest_path = o->guest;
 }
 
-/* bind (not listen) RUNDIR/bridge.sock: binding needs root in the 0700
- * directory; listen() is left to the serving process, so the listener's
- * credentials are its own */
-static int
-bind_socket(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	mode_t old;
-	int fd, r;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return -errno;
-	/* a socket left by a previous bridge of this directory: the
-	 * directory is ours (0700, root), so nobody else can have put it */
-	unlink(path);
-	old = umask(077);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	/* connecting needs write permission: only the owner (root) has it */
-	if (r < 0 || chmod(path, 0600) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
 /* the monitor's start and the end of the substrate's launch (the log) */
 static uint64_t t_main, t_launched;
 
@@ -341,7 +311,10 @@ main(int argc, char **argv)
 		fatalx("cannot launch the guest (%s): %s", h.ops->name, strerror(-r));
 	}
 	snprintf(sock, sizeof(sock), "%s/bridge.sock", h.cfg.run_dir);
-	if ((lfd = bind_socket(sock)) < 0) {
+	/* bound, not listening: binding needs root in the 0700 directory;
+	 * listen() is left to the serving process, so the listener's
+	 * credentials are its own */
+	if ((lfd = unix_bind_private(sock, SOCK_STREAM)) < 0) {
 		sodium_memzero(secret, sizeof(secret));
 		log_warnx("cannot bind %s: %s", sock, strerror(-lfd));
 		goto stop;

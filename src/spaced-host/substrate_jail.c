@@ -524,34 +524,6 @@ write_proc(pid_t pid, const char *file, const char *val)
 }
 
 
-/* RUNDIR/jail.sock, bound (not listening: the guest listens, so that a
- * connecting bridge's SO_PEERCRED names the guest); 0600 in the 0700 root
- * directory, outside the jail's mount namespace: only root of the host
- * can connect */
-static int
-keep_bind(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	mode_t old;
-	int fd, r;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
-		return -errno;
-	unlink(path);
-	old = umask(077);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (r < 0 || chmod(path, 0600) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
 /* kill a kept guest we are not the parent of and wait (bounded) for its
  * exit; its parent (the service manager, or init) reaps it */
 static void
@@ -573,37 +545,18 @@ static int
 jail_attach(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRET_LEN],
     struct substrate *s, int *control)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct jailkeep_attach at;
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	struct pollfd p;
 	char name[SPACE_ID_MAX + 32];
+	pid_t gpid = 0;
 	int conn = -1, pidfd = -1, sv[2] = { -1, -1 }, r;
 
-	if (strlen(s->keep) >= sizeof(sa.sun_path))
-		return -ENOENT;
-	memcpy(sa.sun_path, s->keep, strlen(s->keep) + 1);
 	/* the layer's lock first: held, a live bridge owns the jail */
 	if ((r = layer_adopt(&s->layer, cfg)) < 0)
 		return r == -EBUSY ? r : -ENOENT;
-	if ((conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0 ||
-	    connect(conn, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -ENOENT;            /* nobody listens: the jail is gone */
+	/* the listener: the guest (PID 1 of the jail), in our pid namespace;
+	 * nobody there: the jail is gone */
+	if ((r = jailkeep_reach(s->keep, &conn, &pidfd, &gpid)) < 0)
 		goto out;
-	}
-	/* the listener's credentials: the guest (PID 1 of the jail), in our
-	 * pid namespace; alive as long as the connection is not hung up */
-	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || cr.pid <= 0 ||
-	    (pidfd = pidfd_open(cr.pid, 0)) < 0) {
-		r = -ENOENT;
-		goto out;
-	}
-	p = (struct pollfd){ .fd = conn, .events = 0 };
-	if (poll(&p, 1, 0) != 0) {
-		r = -ENOENT;            /* hung up: the pid may be another's */
-		goto out;
-	}
 	snprintf(name, sizeof(name), "%s.g%" PRIu64, cfg->sandbox, cfg->generation);
 	if (cgroup_adopt(&s->cg, name) < 0) {
 		log_warnx("kept jail of %s g%" PRIu64 ": its cgroup is gone; a new jail",
@@ -634,13 +587,13 @@ jail_attach(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	if (s->templated)
 		template_adopt(&s->tpl, cfg);
 	s->adopted = true;
-	s->pid = cr.pid;
+	s->pid = gpid;
 	s->pidfd = pidfd;
 	pidfd = -1;
 	*control = sv[0];
 	sv[0] = -1;
 	log_info("jail of %s g%" PRIu64 " kept: activation %" PRIu32 " attached to its guest "
-	    "(pid %d)", cfg->sandbox, cfg->generation, cfg->activation, (int)cr.pid);
+	    "(pid %d)", cfg->sandbox, cfg->generation, cfg->activation, (int)gpid);
 	r = 0;
 out:
 	if (r < 0) {
@@ -720,7 +673,10 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		r = -errno;
 		goto fail;
 	}
-	if ((kfd = keep_bind(s->keep)) < 0) {
+	/* bound, not listening: the guest listens, so that a connecting
+	 * bridge's SO_PEERCRED names the guest; only root of the host can
+	 * connect (outside the jail's mount namespace) */
+	if ((kfd = unix_bind_private(s->keep, SOCK_SEQPACKET)) < 0) {
 		r = kfd;
 		log_warnx("cannot bind %s: %s", s->keep, strerror(-r));
 		goto fail;
