@@ -5,7 +5,8 @@
  * - gateway_init binds --gateway-listen and starts `netgtw listen` under
  *   --gateway-uid with it; the listener hands each connection to
  *   D/gw/SANDBOX.sock.
- * - gateway_attach (after an execution serves) binds D/gw/SANDBOX.sock
+ * - gateway_attach (after an execution serves, when it declares a port;
+ *   or when its first port is declared) binds D/gw/SANDBOX.sock
  *   (replacing the previous execution's atomically), then starts `netgtw
  *   gateway` inside the sandbox's network namespace under --gateway-uid,
  *   no capabilities, no_new_privs, with that socket and a SEQPACKET pair
@@ -20,8 +21,9 @@
  *   activation ({"activation":N} on its channel), so its own check
  *   refuses the old activation's capabilities from then on (ours does
  *   from the record's commit on).
- * - gateway_detach (retire, replacement, failure, stop) stops the
- *   gateway: its connections end there (a leased stream).
+ * - gateway_detach (retire, replacement, failure, stop, the last port
+ *   removed) stops the gateway: its connections end there (a leased
+ *   stream).
  * - a gateway that dies on its own is started again (a log line), once
  *   its channel hung up, if its execution still serves.
  * The gateway's uid is one per worker, not per sandbox: gateways are not
@@ -89,6 +91,8 @@ static struct {
 	.attach_mu = PTHREAD_MUTEX_INITIALIZER };
 
 static void detach_locked(const char *sandbox);
+static int reidentify(const struct record *r);
+static int attach_locked(const struct record *r);
 
 int
 gateway_option(const char *name, const char *arg)
@@ -157,6 +161,7 @@ ports_save(const char *sandbox, const struct msg_assignment *a)
 		log_warnx("gateway: %s: cannot save its declared ports", sandbox);
 }
 
+/* port 0: any declared port at all */
 static bool
 port_declared(const char *sandbox, uint16_t port)
 {
@@ -172,7 +177,7 @@ port_declared(const char *sandbox, uint16_t port)
 		v = strtoul(s, &end, 10);
 		if (end == s || (*end != '\n' && *end != '\0'))
 			break;
-		if (v == port) {
+		if (port == 0 ? v > 0 : v == port) {
 			found = true;
 			break;
 		}
@@ -202,6 +207,21 @@ gateway_assignment(const struct msg_assignment *a)
 	}
 	ports_save(a->id.sandbox, a);
 	log_info("gateway: %s declares %u port(s)", a->id.sandbox, a->nports);
+	/* the gateway runs while ports are declared: the first one starts
+	 * it, the last one's removal stops it. Under attach_mu, after the
+	 * save: an install committing serving meanwhile either is seen
+	 * here or reads the saved ports in its own attach. */
+	if (!gt.on)
+		return;
+	pthread_mutex_lock(&gt.attach_mu);
+	if (records_get(gt.m, a->id.sandbox, &r) == 0 && r.state == EXEC_SERVING &&
+	    r.id.generation == a->id.generation) {
+		if (a->nports == 0)
+			detach_locked(r.id.sandbox);
+		else if (!reidentify(&r))
+			(void)attach_locked(&r);
+	}
+	pthread_mutex_unlock(&gt.attach_mu);
 }
 
 /* ---- processes ---- */
@@ -301,8 +321,6 @@ reidentify(const struct record *r)
 	return kept;
 }
 
-static int attach_locked(const struct record *r);
-
 void
 gateway_activation(const struct record *r)
 {
@@ -341,6 +359,15 @@ attach_locked(const struct record *r)
 	pid_t guest, pid;
 
 	detach_locked(r->id.sandbox);   /* an earlier execution's, or a dead one */
+	/* none for an execution without a declared port (most of them):
+	 * the first declaration starts it (gateway_assignment); until then
+	 * the listener answers refresh_route no_record, and the control
+	 * plane issues no service capability for an undeclared port */
+	if (!port_declared(r->id.sandbox, 0)) {
+		log_debug("gateway: %s g%llu: no declared port, none started", r->id.sandbox,
+		    (unsigned long long)r->id.generation);
+		return 0;
+	}
 	/* the execution's kept namespace (netns.c); a bridge started
 	 * without one (an older sbx-manager's): its guest's */
 	if ((ns = netns_open(r)) < 0) {

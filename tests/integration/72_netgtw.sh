@@ -93,10 +93,24 @@ is "an expired capability" "$(gw "127.0.0.1:$GP1" "$EXP" 8080 http http /)" "err
 # one character of the signature changed
 TAMP=$(python3 -c 'import sys; t=sys.argv[1]; b=t.split("."); s=b[2]; i=len(s)-10; b[2]=s[:i]+("A" if s[i]!="A" else "B")+s[i+1:]; print(".".join(b))' "$C")
 is "a tampered capability" "$(gw "127.0.0.1:$GP1" "$TAMP" 8080 http http /)" "error deny bad_signature"
-is "create a second sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1","ports":[{"port":8080}]}')" 201
+# a gateway runs only while the sandbox declares a port
+is "create a second sandbox on w1, no port" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 S2=$(jget id)
 check "second sandbox running" wait_state "$S2" running 20
+gw_of() { for p in $(netgtws); do argv_of "$p" | grep -q -- "--sandbox $1 " && echo "$p"; done; }
+# until_ok N CMD...: CMD succeeds within N tenths of a second
+until_ok() { _n=$1; shift; _i=0; while [ $_i -lt "$_n" ]; do "$@" && return 0; sleep 0.1; _i=$((_i + 1)); done; return 1; }
+has_gw() { [ -n "$(gw_of "$1")" ]; }
+no_gw() { [ -z "$(gw_of "$1")" ]; }
+check "no gateway process for a sandbox without a declared port" no_gw "$S2"
+is "... its gateway socket is absent" "$(ls "$T/w1/gw/" | grep -c "$S2")" 0
+is "... a hello for it: refresh_route no_record" "$(gw "127.0.0.1:$GP1" "$(route "$S2")" 8080 http http /)" \
+	"error refresh_route no_record"
+is "declare 8080 later" "$(sp port expose "$S2" 8080 >/dev/null; echo $?)" 0
+check "... a gateway starts for it" until_ok 100 has_gw "$S2"
 C2=$(svc "$S2" 8080 http)
+is "... it refuses a control capability as before" "$(gw "127.0.0.1:$GP1" "$(route "$S2")" 8080 http http /)" \
+	"error deny wrong_audience"
 is "another sandbox's capability for port 8080 does not reach this sandbox's server" \
 	"$(gw "127.0.0.1:$GP1" "$C2" 8080 http http /)" "error unavailable nothing listens on port 8080 in the sandbox"
 is "S's capability at w2's gateway (no such execution there)" "$(gw "127.0.0.1:$GP2" "$C" 8080 http http /)" \
@@ -107,6 +121,11 @@ is "an oversized hello" "$(gw "127.0.0.1:$GP1" raw 5347573100100000)" \
 	"error bad_request not a gateway hello (SGW1, length 1..4096)"
 is "a hello that is not the right JSON" "$(gw "127.0.0.1:$GP1" raw 53475731000000027b7d)" "error bad_request bad_members"
 is "a slow hello is cut off" "$(gw "127.0.0.1:$GP1" raw 53475731)" "error timeout no complete hello in time"
+sp port rm "$S2" 8080 >/dev/null
+check "the last port removed: its gateway stops" until_ok 100 no_gw "$S2"
+is "... the capability issued before: refresh_route no_record" "$(gw "127.0.0.1:$GP1" "$C2" 8080 http http /)" \
+	"error refresh_route no_record"
+check "... S's gateway still runs" has_gw "$S"
 check "sbx-manager w1 unharmed" alive "$M1"
 C=$(svc "$S" 8080 http)
 is "the gateway still serves after the attacks" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 hello from the sandbox"
