@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -387,6 +388,10 @@ main(int argc, char **argv)
 		log_warnx("template file " TPL_META_PATH " is malformed: ignored");
 	if (r < 0)
 		fatalx("challenge failed: %s", strerror(-r));
+	/* the set-up's heap (the seccomp filter's build above all) is free
+	 * now: give its pages back before the process manager and every
+	 * operation fork from us, or each idle sandbox keeps them */
+	(void)malloc_trim(0);
 	procman_start(&g, sigfd);
 
 	while (!quit) {
