@@ -236,10 +236,14 @@ def bench_timeline(P, plat, runs):
         t2 = time.time()
         st, data, _ = ctl.req("POST", "/v1/sandboxes/%s/routes" % sbx, '{"access":["exec"]}', auth)
         r = json.loads(data)
+        t2r = time.time()
         na = P.Http(r["endpoint"].split("://", 1)[1].rstrip("/"))
-        st, data, _ = na.req("POST", "/v1/sandboxes/%s/exec" % sbx, '{"argv":["true"]}',
-                             {"Authorization": "Bearer " + r["capability"], "Content-Type": "application/json"})
+        hx = {"Authorization": "Bearer " + r["capability"], "Content-Type": "application/json"}
+        st, data, _ = na.req("POST", "/v1/sandboxes/%s/exec" % sbx, '{"argv":["true"]}', hx)
         t3 = time.time()
+        # the same exec again on the same connection: what a warm one costs
+        na.req("POST", "/v1/sandboxes/%s/exec" % sbx, '{"argv":["true"]}', hx)
+        t4 = time.time()
         if na.c:
             na.c.close()
         ctl.req("DELETE", "/v1/sandboxes/" + sbx, None, auth)
@@ -262,6 +266,14 @@ def bench_timeline(P, plat, runs):
             add("sbx-manager: record 'starting' commit", _ms_after(m, "record starting"))
             spawn = _ms_after(m, "bridge spawned to ready and checked")
             add("sbx-manager: bridge spawned to ready and checked", spawn)
+            sp = next((m2 for t2_, p2, m2 in ev if p2 == "sbx-manager" and m2.startswith("bridge of ")
+                       and " spawned in " in m2), None)
+            if sp:
+                add("  network namespace (made or claimed)", _ms_after(sp, "network namespace"))
+                add("  template image ensured", _ms_after(sp, "template"))
+                add("  fork (or spawn) of spaced-host", _ms_after(sp, "fork"))
+                add("  exec to ready (incl. spaced-host main to ready)", _ms_after(sp, "exec to ready"))
+                add("  sbx-manager's checks after ready", _ms_after(sp, "checks"))
             if ready:
                 rd = _ms_after(ready, "ready")
                 add("  spaced-host exec + sbx-manager's checks of it", spawn - rd if spawn and rd else None)
@@ -280,6 +292,9 @@ def bench_timeline(P, plat, runs):
         if reported is not None:
             add("running seen by the client (2 ms polls)", (t2 - reported) * 1e3)
         add("route + first exec `true`", (t3 - t2) * 1e3)
+        add("  route (POST routes to space-control)", (t2r - t2) * 1e3)
+        add("  first exec `true` (new connection to node-api)", (t3 - t2r) * 1e3)
+        add("  second exec `true` (same connection)", (t4 - t3) * 1e3)
     P.log("")
     P.log("== where a create's time goes (milliseconds, %d creates one at a time; medians; "
           "log times have 1 ms resolution)" % runs)
@@ -288,13 +303,17 @@ def bench_timeline(P, plat, runs):
              "long-poll wake + assignment to sbx-manager's lane",
              "sbx-manager: assignment checks + first record commit", "sbx-manager: record 'starting' commit",
              "sbx-manager: bridge spawned to ready and checked",
+             "  network namespace (made or claimed)", "  template image ensured",
+             "  fork (or spawn) of spaced-host", "  exec to ready (incl. spaced-host main to ready)",
+             "  sbx-manager's checks after ready",
              "  spaced-host exec + sbx-manager's checks of it", "  spaced-host: main to ready",
              "    jail: cgroup", "    jail: layer (mkfs + loop mount + dirs)", "      of which mkfs",
              "    jail: clone + id maps + cgroup join", "    jail: setup in the child to the guest's exec",
              "    guest challenge + serving process ready",
              "sbx-manager: record 'serving' commit", "sbx-manager: network attach",
              "report to space-control (commit)", "running seen by the client (2 ms polls)",
-             "route + first exec `true`"]
+             "route + first exec `true`", "  route (POST routes to space-control)",
+             "  first exec `true` (new connection to node-api)", "  second exec `true` (same connection)"]
     for k in order:
         if k in rows:
             P.log("%-62s %9.1f %9.1f" % (k, P.pct(rows[k], 50), P.pct(rows[k], 90)))

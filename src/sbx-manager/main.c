@@ -20,6 +20,7 @@
 #include "log.h"
 #include "paseto.h"
 #include "sbx-manager.h"
+#include "netns.h"
 #include "util.h"
 #include "verifier.h"
 
@@ -29,6 +30,7 @@ usage(void)
 	fprintf(stderr, "usage: sbx-manager --data-dir D --control URL --worker-id ID\n"
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096] [--layer-pool 16]\n"
+	    "       [--netns-pool 8]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
 	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID]\n"
 	    "       [--gateway-listen HOST:PORT [--gateway-uid UID]] [-v]\n");
@@ -151,6 +153,7 @@ main(int argc, char **argv)
 		{ "gateway-listen", required_argument, NULL, 1004 },
 		{ "gateway-uid", required_argument, NULL, 1005 },
 		{ "layer-pool", required_argument, NULL, 1101 },
+		{ "netns-pool", required_argument, NULL, 1102 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -173,6 +176,7 @@ main(int argc, char **argv)
 	cfg->api_gid = (gid_t)-1;
 	cfg->disk_mb = 4096;
 	cfg->layer_pool = 16;
+	cfg->netns_pool = 8;
 	cfg->api_conns = MGR_CONN_DEFAULT;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
 	while ((c = getopt_long(argc, argv, "v", opts, &optidx)) != -1) {
@@ -221,6 +225,13 @@ main(int argc, char **argv)
 			if (errno || *end || cap2 > MGR_SLOTS_MAX)
 				usage();
 			cfg->layer_pool = (unsigned)cap2;
+			break;
+		case 1102:
+			errno = 0;
+			cap2 = strtoul(optarg, &end, 10);
+			if (errno || *end || cap2 > MGR_SLOTS_MAX)
+				usage();
+			cfg->netns_pool = (unsigned)cap2;
 			break;
 		case 1001: case 1002: case 1003:
 			if (egress_option(opts[optidx].name, optarg) != 0)
@@ -318,6 +329,7 @@ main(int argc, char **argv)
 	if (gateway_init(m) != 0)
 		fatalx("gateway: cannot start netgtw's listener");
 	layerpool_start(m);
+	netnspool_start(m);
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile(m);
 	/* finish what a crash cut short before anything new is retired */
@@ -341,6 +353,8 @@ main(int argc, char **argv)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
 	atomic_store(&m->stopping, true);
+	/* the pool's namespaces are nobody's: not left bound */
+	netnspool_stop();
 	log_info("stopping on signal %d; bridges keep running and are adopted on restart", sig);
 	/* the records are committed as they change: nothing to flush. The
 	 * other threads may be inside a blocking read; leave. The control

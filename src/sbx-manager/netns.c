@@ -73,6 +73,12 @@ netns_ensure(const struct record *r, char *out, size_t cap)
 	if ((fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
 		return -errno;
 	close(fd);
+	/* one made ahead of time (netnspool.c), if the pool has one */
+	if (netnspool_claim(out) == 0 && held(out)) {
+		log_info("netns: %s g%llu: network namespace from the pool", r->id.sandbox,
+		    (unsigned long long)r->id.generation);
+		return 0;
+	}
 	if ((pid = fork()) < 0)
 		return -errno;
 	if (pid == 0) {

@@ -17,4 +17,14 @@ int netns_open(const struct record *r);
  * process and interface in it); idempotent */
 void netns_release(const struct record *r);
 void netns_release_dir(const char *run_dir);
+
+struct mgr;
+/* netnspool.c: namespaces made ahead of creates. start: wipe the pool
+ * directory, start the thread that fills it (nothing when cfg.netns_pool
+ * is 0); claim: bind a pooled namespace onto dst (an existing empty file)
+ * and remove it from the pool, 0 or -errno (-ENOENT: the pool is empty);
+ * stop: unbind what the pool holds */
+void netnspool_start(struct mgr *m);
+int netnspool_claim(const char *dst);
+void netnspool_stop(void);
 #endif

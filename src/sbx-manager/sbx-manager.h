@@ -62,6 +62,7 @@ struct mgr_config {
 	uint32_t uid_windows;            /* how many (slots: uid_windows * MGR_SLOTS_MAX) */
 	uint32_t disk_mb;               /* default writable layer size */
 	unsigned layer_pool;            /* fresh layer images kept ready (layerpool.c) */
+	unsigned netns_pool;            /* network namespaces kept ready (netnspool.c) */
 	char snapshot_dir[1024];        /* this worker's archive cache (DATA/snapshots by default) */
 	unsigned snapshot_gc_grace;     /* seconds: younger archives are never offered */
 };
