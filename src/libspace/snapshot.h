@@ -7,8 +7,9 @@
  * stored nor filled on restore), directories, symlinks and overlay
  * whiteouts with their permission bits and mtimes; ownership is not
  * recorded (the substrate assigns it when it resumes the layer). The name is
- * the digest of everything before the trailer, so a restore verifies the
- * whole file before it creates anything. */
+ * the digest of everything before the trailer, so a restore holds the
+ * whole file to its name (and removes what it extracted when it does not
+ * match). */
 #ifndef SPACE_SNAPSHOT_H
 #define SPACE_SNAPSHOT_H
 #include <stdbool.h>
@@ -35,19 +36,41 @@ struct snapshot_stats {
 int snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats);
 
-/* Verifies store_dir/<digest>.snap (BLAKE2b-256 recomputed and compared in
- * constant time with the name and the trailer) and parses every entry
- * before creating anything, then extracts it into dest_dir, which must be
- * missing (it is created 0755) or empty. Extraction never follows a
- * symlink and never writes outside dest_dir. max_bytes (0: no bound) is the
- * quota of the layer it restores into: the decompressed stream may not
- * exceed what snapshot_create could have written under it. On any failure
- * what was extracted is removed again and dest_dir is left as it was found.
- * Returns 0, -EINVAL for a malformed digest string, -ENOENT when there is no
- * such archive, -EBADMSG when it fails verification or is malformed,
+/* Restores store_dir/<digest>.snap into dest_dir, which must be missing
+ * (it is created 0755) or empty, in one pass: every entry is checked
+ * before it is created, the body's BLAKE2b-256 is recomputed while it is
+ * extracted and compared in constant time with the name and the trailer
+ * at the end. Extraction never follows a symlink and never writes outside
+ * dest_dir. max_bytes (0: no bound) is the quota of the layer it restores
+ * into: the decompressed stream may not exceed what snapshot_create could
+ * have written under it. What was extracted is not trusted until this
+ * returns 0: on any failure it is removed again and dest_dir is left as it
+ * was found (a caller extracting into a mounted image discards the image
+ * as well). Returns 0, -EINVAL for a malformed digest string, -ENOENT when
+ * there is no such archive, -EBADMSG when it fails verification or is
+ * malformed (also when a damaged archive made an entry fail first),
  * -ENOTEMPTY when dest_dir has content, or another negative errno; *why
  * (may be NULL) gets a static reason for a refused archive. */
 int snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir,
+    uint64_t max_bytes, struct snapshot_stats *stats, const char **why);
+
+/* An archive still arriving (a download into a cache), restored while it
+ * does: snapshot_restore_feed reads fd (pread from offset 0) as far as
+ * more() says was written. more(ctx, have, &end) blocks until more than
+ * have bytes were written or the transfer ended, and returns how many
+ * bytes were written (*end set when that is all of them), or a negative
+ * errno when the transfer failed. The last SNAP_TRAILER_LEN bytes written
+ * so far are never read as body. */
+struct snapshot_feed {
+	int fd;
+	int64_t (*more)(void *ctx, uint64_t have, bool *end);
+	void *ctx;
+};
+/* snapshot_restore over a feed: the same checks and the same cleanup;
+ * the digest and the trailer are checked when the transfer has ended, and
+ * a failed transfer fails the restore (-EBADMSG) and removes what it
+ * extracted. */
+int snapshot_restore_feed(const struct snapshot_feed *f, const char *digest, const char *dest_dir,
     uint64_t max_bytes, struct snapshot_stats *stats, const char **why);
 
 /* The most tar stream a layer of quota max_bytes can produce (file data

@@ -1,5 +1,6 @@
-/* Snapshot archives, the restore side: verify everything, then extract
- * beneath one directory fd. Format: docs/recovery.md; create: snapshot.c.
+/* Snapshot archives, the restore side: one pass that checks every entry
+ * before it creates it, hashes the body while it extracts, and removes
+ * everything again when the archive fails at any point. Format: docs/recovery.md; create: snapshot.c.
  *
  * libarchive parses the tar stream; zstd decompression is done here, in
  * the read callback, so that the bytes libarchive ever sees are counted
@@ -37,8 +38,11 @@
 /* ---- input: file -> hash -> zstd -> tar stream, bounded ---- */
 
 struct snap_in {
-	int fd;
-	uint64_t remain;        /* compressed body bytes not read yet */
+	int fd;                 /* read with pread at off */
+	uint64_t off;           /* body bytes read */
+	uint64_t limit;         /* body bytes that may be read now */
+	bool final;             /* limit is the body's end */
+	const struct snapshot_feed *feed;       /* an archive still arriving */
 	uint64_t out_total, out_max;
 	size_t zret;            /* last ZSTD_decompressStream answer: 0 at a frame end */
 	bool flush;             /* the last call filled obuf: call again before reading */
@@ -58,6 +62,33 @@ in_fail(struct archive *a, struct snap_in *rd, const char *why)
 	return -1;
 }
 
+/* An archive still arriving: waits until more of it was written, or it
+ * ended. All but the last SNAP_TRAILER_LEN bytes written so far are body
+ * that may be read; at the end the body's length is final. */
+static int
+feed_wait(struct snap_in *rd)
+{
+	bool end = false;
+	int64_t got = rd->feed->more(rd->feed->ctx, rd->limit + SNAP_TRAILER_LEN, &end);
+
+	if (got < 0) {
+		rd->why = "the archive's transfer failed";
+		return -1;
+	}
+	if (end && (uint64_t)got <= SNAP_TRAILER_LEN) {
+		rd->why = "not a snapshot archive";
+		return -1;
+	}
+	if ((uint64_t)got < rd->limit + SNAP_TRAILER_LEN ||
+	    (!end && (uint64_t)got == rd->limit + SNAP_TRAILER_LEN)) {
+		rd->why = "the archive's transfer went backwards";
+		return -1;
+	}
+	rd->limit = (uint64_t)got > SNAP_TRAILER_LEN ? (uint64_t)got - SNAP_TRAILER_LEN : 0;
+	rd->final = end;
+	return 0;
+}
+
 static la_ssize_t
 in_read_cb(struct archive *a, void *ctx, const void **buf)
 {
@@ -71,20 +102,25 @@ in_read_cb(struct archive *a, void *ctx, const void **buf)
 			size_t want = sizeof(rd->ibuf);
 			ssize_t n;
 
-			if (rd->remain == 0) {
+			if (rd->off == rd->limit && !rd->final) {
+				if (feed_wait(rd) < 0)
+					return in_fail(a, rd, rd->why);
+				continue;
+			}
+			if (rd->off == rd->limit) {
 				if (rd->zret != 0)
 					return in_fail(a, rd, "compressed stream cut short");
 				return 0;
 			}
-			if (want > rd->remain)
-				want = (size_t)rd->remain;
+			if (want > rd->limit - rd->off)
+				want = (size_t)(rd->limit - rd->off);
 			do
-				n = read(rd->fd, rd->ibuf, want);
+				n = pread(rd->fd, rd->ibuf, want, (off_t)rd->off);
 			while (n < 0 && errno == EINTR);
 			if (n <= 0)
 				return in_fail(a, rd, "archive shorter than its size");
 			crypto_generichash_update(&rd->h, rd->ibuf, (size_t)n);
-			rd->remain -= (uint64_t)n;
+			rd->off += (uint64_t)n;
 			rd->in.src = rd->ibuf;
 			rd->in.size = (size_t)n;
 			rd->in.pos = 0;
@@ -116,8 +152,8 @@ struct snap_entry {
 	const char *target;                     /* AE_IFLNK, owned by libarchive */
 };
 
-/* One pass over the archive: a fresh decompressor and tar reader over the
- * body, hashing it again. */
+/* The pass over the archive: a decompressor and tar reader over the
+ * body, hashing it. */
 struct snap_pass {
 	struct archive *a;
 	struct snap_in *rd;
@@ -129,9 +165,10 @@ pass_open(struct snap_pass *p, struct snap_in *rd, uint64_t body, uint64_t out_m
 {
 	memset(p, 0, sizeof(*p));
 	p->rd = rd;
-	if (lseek(rd->fd, 0, SEEK_SET) < 0)
-		return -errno;
-	rd->remain = body;
+	rd->off = 0;
+	/* a file: its body is known; an archive arriving: none of it yet */
+	rd->limit = rd->feed ? 0 : body;
+	rd->final = rd->feed == NULL;
 	rd->out_total = 0;
 	rd->out_max = out_max;
 	rd->zret = 1;
@@ -322,15 +359,15 @@ entry_data(struct snap_pass *p, const struct snap_entry *e, int fd, const char *
 }
 
 /* Ends a pass: the rest of the body is read (a tar reader stops at its
- * end marker), the frame must be complete, and the body hash must equal
- * the name and the trailer. */
+ * end marker), the frame must be complete, the body hash must equal the
+ * name, and the bytes after the body must be the trailer naming it. */
 static int
-pass_check(struct snap_pass *p, const unsigned char want[SNAPSHOT_DIGEST_LEN],
-    const unsigned char trailer[SNAP_TRAILER_LEN], const char **why)
+pass_check(struct snap_pass *p, const unsigned char want[SNAPSHOT_DIGEST_LEN], const char **why)
 {
-	unsigned char got[SNAPSHOT_DIGEST_LEN];
+	unsigned char got[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], expect[SNAP_TRAILER_LEN];
 	const void *dummy;
 	la_ssize_t n;
+	ssize_t t;
 
 	while ((n = in_read_cb(p->a, p->rd, &dummy)) > 0)
 		;
@@ -339,39 +376,18 @@ pass_check(struct snap_pass *p, const unsigned char want[SNAPSHOT_DIGEST_LEN],
 		return -EBADMSG;
 	}
 	crypto_generichash_final(&p->rd->h, got, sizeof(got));
+	do
+		t = pread(p->rd->fd, trailer, sizeof(trailer), (off_t)p->rd->limit);
+	while (t < 0 && errno == EINTR);
+	snap_trailer(expect, want);
 	/* constant-time: the name is public, but no comparison of digests
 	 * should leak how much of a forged archive matched */
-	if (sodium_memcmp(got, want, sizeof(got)) != 0 ||
-	    sodium_memcmp(trailer + 8, want, sizeof(got)) != 0) {
+	if (t != (ssize_t)sizeof(trailer) || sodium_memcmp(got, want, sizeof(got)) != 0 ||
+	    sodium_memcmp(trailer, expect, sizeof(trailer)) != 0) {
 		*why = "digest does not match the archive";
 		return -EBADMSG;
 	}
 	return 0;
-}
-
-/* Pass 1: read the whole archive, hash it and parse every entry and its
- * data, creating nothing. A tampered or malformed archive stops here. */
-static int
-verify_pass(struct snap_in *rd, uint64_t body, uint64_t out_max,
-    const unsigned char want[SNAPSHOT_DIGEST_LEN], const unsigned char trailer[SNAP_TRAILER_LEN],
-    struct snap_entry *e, const char **why)
-{
-	struct snap_pass p;
-	int r;
-
-	if ((r = pass_open(&p, rd, body, out_max)) < 0) {
-		if (r == -EBADMSG)
-			*why = rd->why;
-		goto out;
-	}
-	while ((r = next_entry(&p, e, why)) == 1)
-		if (e->type == AE_IFREG && (r = entry_data(&p, e, -1, why)) < 0)
-			goto out;
-	if (r == 0)
-		r = pass_check(&p, want, trailer, why);
-out:
-	pass_close(&p);
-	return r;
 }
 
 /* Opens the directory of path's parent beneath root, one component at a
@@ -558,12 +574,17 @@ dir_is_empty(int dfd)
 	return empty;
 }
 
-/* Pass 2: extract, hashing again; the archive is re-verified at the end so
- * a file swapped on shared storage between the passes cannot slip in. */
+/* The one pass: every entry is checked (next_entry) before it is
+ * created, and the body's hash is compared with the name and the trailer
+ * at the end. Until then what was extracted is not trusted: the caller
+ * removes it on any failure (snapshot_restore), and sbx-manager extracts
+ * into a fresh image it publishes only after this returned 0. When an
+ * entry cannot be extracted, the rest of the archive is still read and
+ * hashed: a damaged archive is reported as such (-EBADMSG), whatever
+ * entry the damage made fail first. */
 static int
 extract_pass(struct snap_restore *x, struct snap_in *rd, uint64_t body, uint64_t out_max,
-    const unsigned char want[SNAPSHOT_DIGEST_LEN], const unsigned char trailer[SNAP_TRAILER_LEN],
-    int root, struct snap_entry *e, struct snapshot_stats *st, const char **why)
+    const unsigned char want[SNAPSHOT_DIGEST_LEN], int root, struct snap_entry *e, struct snapshot_stats *st, const char **why)
 {
 	struct snap_pass p;
 	int r;
@@ -574,13 +595,21 @@ extract_pass(struct snap_restore *x, struct snap_in *rd, uint64_t body, uint64_t
 		goto out;
 	}
 	while ((r = next_entry(&p, e, why)) == 1) {
-		if ((r = extract_entry(x, &p, root, e, why)) < 0)
+		if ((r = extract_entry(x, &p, root, e, why)) < 0) {
+			const char *own = *why, *dwhy = NULL;
+
+			if (r != -EBADMSG && pass_check(&p, want, &dwhy) < 0) {
+				*why = dwhy ? dwhy : "digest does not match the archive";
+				r = -EBADMSG;
+			} else
+				*why = own;
 			goto out;
+		}
 		if (e->type == AE_IFREG)
 			st->bytes += (uint64_t)e->size;
 	}
 	if (r == 0)
-		r = pass_check(&p, want, trailer, why);
+		r = pass_check(&p, want, why);
 	st->entries = p.seen;
 out:
 	pass_close(&p);
@@ -611,6 +640,103 @@ out:
 	return 0;
 }
 
+/* Extracts rd's archive into dest_dir (missing or empty), removing
+ * everything again on failure. */
+static int
+restore_into(struct snap_in *rd, const unsigned char want[SNAPSHOT_DIGEST_LEN], uint64_t body,
+    const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+{
+	struct snap_restore *x = NULL;
+	struct snap_entry *e = NULL;
+	struct snapshot_stats st = { 0 };
+	uint64_t out_max = snapshot_stream_max(max_bytes);
+	int root = -1, r;
+	bool made_dest = false, populated = false;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL || (e = calloc(1, sizeof(*e))) == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (mkdir(dest_dir, 0755) == 0)
+		made_dest = true;
+	else if (errno != EEXIST) {
+		r = -errno;
+		goto out;
+	}
+	/* O_NOFOLLOW: dest itself must be a real directory */
+	if ((root = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!made_dest && (r = dir_is_empty(root)) <= 0) {
+		r = r == 0 ? -ENOTEMPTY : r;
+		goto out;
+	}
+	populated = true;
+	if ((r = extract_pass(x, rd, body, out_max, want, root, e, &st, why)) < 0) {
+		if (r == -EBADMSG && *why == NULL)
+			*why = "malformed archive";
+		goto out;
+	}
+	populated = false;
+	if (stats)
+		*stats = st;
+	r = 0;
+out:
+	if (populated) {
+		/* leave dest as we found it: missing, or empty */
+		if (remove_tree(root) < 0)
+			log_warnx("snapshot restore: could not clean %s", dest_dir);
+		if (made_dest)
+			rmdir(dest_dir);
+	} else if (made_dest && r < 0)
+		rmdir(dest_dir);
+	if (root >= 0)
+		close(root);
+	if (x) {
+		free(x->dirs);
+		free(x->names);
+	}
+	free(x);
+	free(e);
+	return r;
+}
+
+/* the digest, exactly 64 lowercase hex digits: it can never become a path */
+static int
+restore_digest(const char *digest, unsigned char want[SNAPSHOT_DIGEST_LEN], const char **why)
+{
+	if (digest == NULL || strlen(digest) != SNAPSHOT_DIGEST_HEX ||
+	    strspn(digest, "0123456789abcdef") != SNAPSHOT_DIGEST_HEX ||
+	    hex_decode(digest, SNAPSHOT_DIGEST_HEX, want, SNAPSHOT_DIGEST_LEN) != SNAPSHOT_DIGEST_LEN) {
+		*why = "digest is not 64 lowercase hex digits";
+		return -EINVAL;
+	}
+	if (sodium_init() < 0)
+		return -EIO;
+	return 0;
+}
+
+static struct snap_in *
+in_new(void)
+{
+	struct snap_in *rd = calloc(1, sizeof(*rd));
+
+	if (rd && (rd->z = ZSTD_createDCtx()) == NULL) {
+		free(rd);
+		rd = NULL;
+	}
+	return rd;
+}
+
+static void
+in_free(struct snap_in *rd)
+{
+	if (rd)
+		ZSTD_freeDCtx(rd->z);
+	free(rd);
+}
+
 int
 snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir,
     uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
@@ -618,30 +744,18 @@ snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir
 	unsigned char want[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], expect[SNAP_TRAILER_LEN];
 	char name[PATH_MAX];
 	struct snap_in *rd = NULL;
-	struct snap_restore *x = NULL;
-	struct snap_entry *e = NULL;
-	struct snapshot_stats st = { 0 };
 	const char *dummy;
 	struct stat sb;
-	uint64_t body, out_max = snapshot_stream_max(max_bytes);
+	uint64_t body;
 	ssize_t n;
-	int fd = -1, root = -1, r;
-	bool made_dest = false, populated = false;
+	int fd = -1, r;
 
 	if (why == NULL)
 		why = &dummy;
 	*why = NULL;
-	/* exactly 64 lowercase hex digits: the name can never become a path */
-	if (digest == NULL || strlen(digest) != SNAPSHOT_DIGEST_HEX ||
-	    strspn(digest, "0123456789abcdef") != SNAPSHOT_DIGEST_HEX ||
-	    hex_decode(digest, SNAPSHOT_DIGEST_HEX, want, sizeof(want)) != SNAPSHOT_DIGEST_LEN) {
-		*why = "digest is not 64 lowercase hex digits";
-		return -EINVAL;
-	}
-	if (sodium_init() < 0)
-		return -EIO;
-	if ((rd = calloc(1, sizeof(*rd))) == NULL || (x = calloc(1, sizeof(*x))) == NULL ||
-	    (e = calloc(1, sizeof(*e))) == NULL || (rd->z = ZSTD_createDCtx()) == NULL) {
+	if ((r = restore_digest(digest, want, why)) < 0)
+		return r;
+	if ((rd = in_new()) == NULL) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -663,7 +777,8 @@ snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir
 		goto out;
 	}
 	body = (uint64_t)sb.st_size - SNAP_TRAILER_LEN;
-	/* the trailer: a skippable frame holding the digest the name says */
+	/* the trailer: a skippable frame holding the digest the name says
+	 * (checked again, with the body's hash, at the end) */
 	do
 		n = pread(fd, trailer, sizeof(trailer), (off_t)body);
 	while (n < 0 && errno == EINTR);
@@ -678,59 +793,33 @@ snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir
 		goto out;
 	}
 	rd->fd = fd;
-	if ((r = verify_pass(rd, body, out_max, want, trailer, e, why)) < 0) {
-		if (*why == NULL)
-			*why = "malformed archive";
-		goto out;
-	}
-
-	if (mkdir(dest_dir, 0755) == 0)
-		made_dest = true;
-	else if (errno != EEXIST) {
-		r = -errno;
-		goto out;
-	}
-	/* O_NOFOLLOW: dest itself must be a real directory */
-	if ((root = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!made_dest && (r = dir_is_empty(root)) <= 0) {
-		r = r == 0 ? -ENOTEMPTY : r;
-		goto out;
-	}
-	populated = true;
-	if ((r = extract_pass(x, rd, body, out_max, want, trailer, root, e, &st, why)) < 0) {
-		/* the first pass accepted it: the file changed in between */
-		if (r == -EBADMSG && *why == NULL)
-			*why = "archive changed while it was restored";
-		goto out;
-	}
-	populated = false;
-	if (stats)
-		*stats = st;
-	r = 0;
+	r = restore_into(rd, want, body, dest_dir, max_bytes, stats, why);
 out:
-	if (populated) {
-		/* leave dest as we found it: missing, or empty */
-		if (remove_tree(root) < 0)
-			log_warnx("snapshot restore: could not clean %s", dest_dir);
-		if (made_dest)
-			rmdir(dest_dir);
-	} else if (made_dest && r < 0)
-		rmdir(dest_dir);
-	if (root >= 0)
-		close(root);
 	if (fd >= 0)
 		close(fd);
-	if (x) {
-		free(x->dirs);
-		free(x->names);
-	}
-	if (rd)
-		ZSTD_freeDCtx(rd->z);
-	free(x);
-	free(e);
-	free(rd);
+	in_free(rd);
+	return r;
+}
+
+int
+snapshot_restore_feed(const struct snapshot_feed *f, const char *digest, const char *dest_dir,
+    uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+{
+	unsigned char want[SNAPSHOT_DIGEST_LEN];
+	struct snap_in *rd;
+	const char *dummy;
+	int r;
+
+	if (why == NULL)
+		why = &dummy;
+	*why = NULL;
+	if ((r = restore_digest(digest, want, why)) < 0)
+		return r;
+	if ((rd = in_new()) == NULL)
+		return -ENOMEM;
+	rd->fd = f->fd;
+	rd->feed = f;
+	r = restore_into(rd, want, 0, dest_dir, max_bytes, stats, why);
+	in_free(rd);
 	return r;
 }

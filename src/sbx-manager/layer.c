@@ -270,6 +270,24 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	rmdir(lf);
 	ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt, (uint64_t)r->disk_mb << 20,
 	    NULL, why);
+	if (ret == -EBADMSG) {
+		const char *fwhy = NULL;
+
+		/* the cache's copy is not fsync'd when it is fetched (nor
+		 * trusted): one that fails (a crash left it short, the disk
+		 * damaged it) is dropped and fetched again, once; the restore
+		 * left mnt empty. The control plane's copy is verified by
+		 * hash on the way in and again here. */
+		log_warnx("archive %s: the cached copy failed verification (%s): fetching it again",
+		    digest, *why ? *why : "-");
+		snapblob_drop((struct mgr *)m, digest);
+		if ((ret = snapblob_fetch((struct mgr *)m, digest, &fwhy)) == 0) {
+			*why = NULL;
+			ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt,
+			    (uint64_t)r->disk_mb << 20, NULL, why);
+		} else
+			*why = fwhy;
+	}
 	if (ret == 0) {
 		if (chown_restored(mnt, r->uid_base + JAIL_USER_UID) != 0) {
 			*why = "cannot give the restored files to the sandbox user";

@@ -181,6 +181,8 @@ int  fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void
  * (fetch: -ENOENT unknown there, -EBADMSG the bytes had another digest) */
 int  snapblob_put(struct mgr *m, const char *digest, const char **why);
 int  snapblob_fetch(struct mgr *m, const char *digest, const char **why);
+/* removes CACHE/DIGEST.snap (a copy that failed verification) */
+void snapblob_drop(struct mgr *m, const char *digest);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */

@@ -89,7 +89,7 @@ fetch_once(struct mgr *m, const char *digest, const char **why)
 	char path[PATH_MAX + 80], tmp[PATH_MAX + 96], got[SNAPSHOT_DIGEST_HEX + 1];
 	struct snapshot_hash h;
 	struct stat st;
-	int fd = -1, dfd = -1, p[2] = { -1, -1 }, r, rb;
+	int fd = -1, p[2] = { -1, -1 }, r, rb;
 
 	*why = "snapshot download from the control plane failed";
 	if (!snapshot_digest_valid(digest)) {
@@ -143,15 +143,14 @@ fetch_once(struct mgr *m, const char *digest, const char **why)
 		r = -EBADMSG;
 		goto out;
 	}
-	if (fchmod(fd, 0444) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
+	/* not fsync'd: the cache's copy of an archive the control plane
+	 * keeps durably is verified again by the restore, which drops a copy
+	 * a crash left short or damaged and fetches it again (layer.c) */
+	if (fchmod(fd, 0444) < 0 || rename(tmp, path) < 0) {
 		r = -errno;
 		goto out;
 	}
 	tmp[0] = '\0';
-	if ((dfd = open(m->cfg.snapshot_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		(void)fsync(dfd);
-		close(dfd);
-	}
 	log_info("archive %s fetched from the control plane (%llu bytes)", digest,
 	    (unsigned long long)h.size);
 	r = 0;
@@ -205,4 +204,16 @@ int
 snapblob_fetch(struct mgr *m, const char *digest, const char **why)
 {
 	return retried(m, digest, why, fetch_once);
+}
+
+void
+snapblob_drop(struct mgr *m, const char *digest)
+{
+	char path[PATH_MAX + 80];
+
+	if (!snapshot_digest_valid(digest))
+		return;
+	snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warn("archive %s: cannot drop the cached copy", digest);
 }

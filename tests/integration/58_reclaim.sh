@@ -115,12 +115,27 @@ check "S3 running" wait_state "$S3" running 20
 is "pause S3 -> 202" "$(cpost "/v1/sandboxes/$S3/pause" '{}')" 202
 check "S3 paused" wait_state "$S3" paused 60
 P3=$(jget snapshot "$T/sbx")
+# the worker's cached copy damaged (a crash, the disk): the restore
+# refuses it, drops it and fetches the control plane's copy again
 chmod u+w "$W/snapshots/$P3.snap"
 printf 'X' | dd of="$W/snapshots/$P3.snap" bs=1 seek=64 conv=notrunc 2>/dev/null
+is "resume S3 with its cached archive damaged -> 202" "$(cpost "/v1/sandboxes/$S3/resume" '{}')" 202
+check "S3 running (the damaged cached copy was fetched again)" wait_state "$S3" running 60
+check "... the log says why" grep -q "archive $P3: the cached copy failed verification" "$T/mgr_w1.log"
+check "... and the cache holds the good copy again" cmp -s "$W/snapshots/$P3.snap" "$T/c/archives/$P3.snap"
+is "pause S3 again -> 202" "$(cpost "/v1/sandboxes/$S3/pause" '{}')" 202
+check "S3 paused" wait_state "$S3" paused 60
+P3=$(jget snapshot "$T/sbx")
+# now the control plane's copy is damaged too: nothing good to fetch
+for f in "$W/snapshots/$P3.snap" "$T/c/archives/$P3.snap"; do
+	chmod u+w "$f"
+	printf 'X' | dd of="$f" bs=1 seek=64 conv=notrunc 2>/dev/null
+done
 is "resume S3 from its tampered archive -> 202" "$(cpost "/v1/sandboxes/$S3/resume" '{}')" 202
-check "S3 failed (the restore refused the archive)" wait_state "$S3" failed 60
-check "the failed execution's layer is reclaimed (its archive is the whole of it)" wait_gone "$W/exec/$S3.g2"
-check "... and its run directory" wait_gone "$W/run/$S3.g2"
+check "S3 failed (the restore refused the archive, the download too)" wait_state "$S3" failed 60
+check "... the download of the tampered copy was refused" grep -q "archive $P3: the control plane sent bytes of digest" "$T/mgr_w1.log"
+check "the failed execution's layer is reclaimed (its archive is the whole of it)" wait_gone "$W/exec/$S3.g3"
+check "... and its run directory" wait_gone "$W/run/$S3.g3"
 is "kill S3" "$(killsbx "$S3")" 200
 
 # ---- the snapshot store, collected by reference ----

@@ -500,7 +500,7 @@ test_tamper(void)
 	why = NULL;
 	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	is_int(r, -EBADMSG, "tampered archive refused (%s)", why ? why : "-");
-	ok(!exists(dest), "nothing extracted: destination not even created");
+	ok(!exists(dest), "nothing left: the destination it made is removed again");
 
 	/* the same bytes renamed to their new digest: the trailer still
 	 * names the original content, so it is refused too */
@@ -690,6 +690,39 @@ test_hostile(void)
 	h_start(&h);
 	h_file(&h, "nodir/x", 0644, "two");
 	hostile("entry beneath a missing directory", &h, -ENOENT, NULL);
+
+	/* the restore extracts as it verifies (one pass): when an entry
+	 * fails first, the rest is still hashed, and a damaged archive is
+	 * reported as damaged, not as the entry's error */
+	h_start(&h);
+	h_file(&h, "a", 0644, "extracted before the failure");
+	h_file(&h, "nodir/x", 0644, "two");
+	h_store(&h, store, dg);
+	{
+		char ap[512], dd[300];
+		int afd;
+
+		snprintf(ap, sizeof(ap), "%s/%s.snap", store, dg);
+		chmod(ap, 0644);
+		afd = open(ap, O_RDWR | O_CLOEXEC);
+		ok(afd >= 0 && lseek(afd, -1, SEEK_END) > 0 && write(afd, "\xff", 1) == 1,
+		    "the archive's trailer damaged (last byte)");
+		if (afd >= 0)
+			close(afd);
+		path_join(dd, sizeof(dd), top, "hdamaged");
+		why = NULL;
+		r = snapshot_restore(store, dg, dd, 0, NULL, &why);
+		is_int(r, -EBADMSG, "an entry fails first in a damaged archive: -EBADMSG (%s)",
+		    why ? why : "-");
+		ok(!exists(dd), "... and what was extracted before is removed");
+		/* into an existing empty directory: left empty */
+		mkdir(dd, 0755);
+		r = snapshot_restore(store, dg, dd, 0, NULL, &why);
+		is_int(r, -EBADMSG, "the same into an existing empty directory");
+		path_join(ap, sizeof(ap), dd, "a");
+		ok(exists(dd) && !exists(ap), "... which is left there, empty");
+		rmdir(dd);
+	}
 
 	h_start(&h);
 	h_file(&h, "suid", 04755, "#!/bin/sh\n");
@@ -951,6 +984,120 @@ test_layer_symlinks(void)
 	}
 }
 
+/* a transfer as snapshot_restore_feed sees it: the bytes of a file,
+ * revealed step bytes at a time; fail_at > 0 fails the transfer once that
+ * much was shown */
+struct feed_sim {
+	uint64_t size, shown, fail_at;
+	size_t step;
+	unsigned calls;
+};
+
+static int64_t
+feed_more(void *ctx, uint64_t have, bool *end)
+{
+	struct feed_sim *f = ctx;
+
+	f->calls++;
+	if (f->fail_at && f->shown >= f->fail_at)
+		return -EIO;
+	f->shown = f->shown + f->step > f->size ? f->size : f->shown + f->step;
+	if (f->shown <= have && f->shown < f->size)
+		f->shown = have + 1 > f->size ? f->size : have + 1;
+	*end = f->shown == f->size;
+	return (int64_t)f->shown;
+}
+
+static int
+feed_restore(const char *file, uint64_t size, size_t step, uint64_t fail_at, const char *digest,
+    const char *dest, const char **why, unsigned *calls)
+{
+	struct feed_sim sim = { .size = size, .step = step, .fail_at = fail_at };
+	struct snapshot_feed f = { .more = feed_more, .ctx = &sim };
+	int r;
+
+	if ((f.fd = open(file, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	*why = NULL;
+	r = snapshot_restore_feed(&f, digest, dest, 0, NULL, why);
+	close(f.fd);
+	if (calls)
+		*calls = sim.calls;
+	return r;
+}
+
+/* a restore while the archive arrives (a download): the same result as
+ * from the file, and every damage of the transfer refused with nothing
+ * left behind */
+static void
+test_feed(void)
+{
+	char layer[300], store[300], dest[300], p[512], bad[512];
+	char dg[SNAPSHOT_DIGEST_HEX + 1], other[SNAPSHOT_DIGEST_HEX + 1];
+	const char *why = NULL;
+	unsigned char *all = NULL;
+	unsigned calls = 0;
+	size_t len = 0;
+	int r;
+
+	path_join(layer, sizeof(layer), top, "layer");
+	path_join(store, sizeof(store), top, "fstore");
+	path_join(dest, sizeof(dest), top, "fdest");
+	r = snapshot_create(layer, store, 0, dg, NULL);
+	is_int(r, 0, "archive to restore while it arrives");
+	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
+	read_file(p, 64u << 20, (char **)&all, &len);
+	ok(len > 4096, "archive read (%zu bytes)", len);
+
+	r = feed_restore(p, len, 4093, 0, dg, dest, &why, &calls);
+	is_int(r, 0, "restored while it arrives, 4093 bytes at a time (%s)", why ? why : "-");
+	ok(calls > len / 4093, "... waiting for the transfer %u times", calls);
+	is_int(tree_diff(layer, dest, true), 0, "... the tree equals the original");
+	{
+		char cmd[700];
+		snprintf(cmd, sizeof(cmd), "chmod -R u+rwx %s; rm -rf %s", dest, dest);
+		if (system(cmd) != 0)
+			diag("could not remove %s", dest);
+	}
+	r = feed_restore(p, len, 1u << 20, 0, dg, dest, &why, NULL);
+	is_int(r, 0, "... and in one piece");
+	{
+		char cmd[700];
+		snprintf(cmd, sizeof(cmd), "chmod -R u+rwx %s; rm -rf %s", dest, dest);
+		if (system(cmd) != 0)
+			diag("could not remove %s", dest);
+	}
+
+	r = feed_restore(p, len, 4093, len / 2, dg, dest, &why, NULL);
+	is_int(r, -EBADMSG, "a transfer that fails half way: refused (%s)", why ? why : "-");
+	ok(!exists(dest), "... what was extracted is removed");
+
+	r = feed_restore(p, len - 100, 4093, 0, dg, dest, &why, NULL);
+	is_int(r, -EBADMSG, "a transfer cut short (it ends 100 bytes early): refused (%s)",
+	    why ? why : "-");
+	ok(!exists(dest), "... what was extracted is removed");
+
+	r = feed_restore(p, 30, 4093, 0, dg, dest, &why, NULL);
+	is_int(r, -EBADMSG, "a transfer of 30 bytes: refused (%s)", why ? why : "-");
+	ok(!exists(dest), "... nothing left");
+
+	path_join(bad, sizeof(bad), top, "fbad.snap");
+	all[len / 2] ^= 0x40;
+	write_bytes(bad, all, len, 0444);
+	all[len / 2] ^= 0x40;
+	r = feed_restore(bad, len, 4093, 0, dg, dest, &why, NULL);
+	is_int(r, -EBADMSG, "one byte changed in the middle of the transfer: refused (%s)",
+	    why ? why : "-");
+	ok(!exists(dest), "... what was extracted is removed");
+
+	memset(other, 'a', SNAPSHOT_DIGEST_HEX);
+	other[SNAPSHOT_DIGEST_HEX] = '\0';
+	r = feed_restore(p, len, 4093, 0, other, dest, &why, NULL);
+	is_int(r, -EBADMSG, "intact bytes of another digest: refused (%s)", why ? why : "-");
+	ok(!exists(dest), "... what was extracted is removed");
+	free(all);
+}
+
 int
 main(void)
 {
@@ -963,6 +1110,7 @@ main(void)
 		return 1;
 	test_round_trip();
 	test_tamper();
+	test_feed();
 	test_stream();
 	test_hostile();
 	test_layer_symlinks();
