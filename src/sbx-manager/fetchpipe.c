@@ -66,7 +66,7 @@ fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void *, s
 			}
 		if (r < 0)
 			break;
-		/* the caller fsyncs at the end: the disk starts now */
+		/* a caller that fsyncs at the end waits for the tail only */
 		fd_writeback_ahead(fd, &flushed, total);
 	}
 	free(buf);

@@ -218,12 +218,64 @@ chown_restored(const char *dir, uid_t uid)
 	return r;
 }
 
+/* The archive into the mounted fresh image (mnt, empty). Read along its
+ * download when one was started (*dl, consumed): the bytes are hashed by
+ * the download and again by the restore, and the image is used only if
+ * both found the digest. Otherwise from the cache, where a copy that fails
+ * is dropped and fetched again, once: the cache's copy is not fsync'd
+ * when it is fetched (nor trusted). A failed restore leaves mnt empty. */
+static int
+restore_archive(const struct mgr *m0, const struct record *r, const char *digest, const char *mnt,
+    struct snapblob_dl **dl, int rfd, const char **why)
+{
+	struct mgr *m = (struct mgr *)m0;
+	uint64_t quota = (uint64_t)r->disk_mb << 20;
+	const char *fwhy = NULL;
+	int ret, fr;
+
+	if (*dl != NULL) {
+		struct snapshot_feed f = { .fd = rfd, .more = snapblob_more, .ctx = *dl };
+
+		ret = snapshot_restore_feed(&f, digest, mnt, quota, NULL, why);
+		fr = snapblob_follow_end(*dl, &fwhy);
+		*dl = NULL;
+		if (fr == 0)
+			return ret;     /* the bytes were the digest: the restore decides */
+		if (fr != -EAGAIN) {
+			*why = fwhy;
+			return fr;
+		}
+		/* the control plane went away during the download: fetched
+		 * again with the usual retries, then restored from the cache */
+		log_info("archive %s: download cut short, fetching it again", digest);
+		if ((ret = snapblob_fetch(m, digest, why)) != 0)
+			return ret;
+		*why = NULL;
+		return snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
+	}
+	ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
+	if (ret == -EBADMSG) {
+		log_warnx("archive %s: the cached copy failed verification (%s): fetching it again",
+		    digest, *why ? *why : "-");
+		snapblob_drop(m, digest);
+		if ((ret = snapblob_fetch(m, digest, &fwhy)) != 0) {
+			*why = fwhy;
+			return ret;
+		}
+		*why = NULL;
+		ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
+	}
+	return ret;
+}
+
 int
 layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why)
 {
 	char img[PATH_MAX + 16], fin[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32];
 	char owner[128];
-	int fd, ret;
+	struct snapblob_dl *dl = NULL;
+	const char *dwhy = NULL;
+	int fd, ret, rfd = -1;
 	char *const mkfs[] = { (char *)tool("/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"), "-q", "-F",
 	    "-E", owner, "-m", "0", img, NULL };
 
@@ -232,10 +284,12 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 		*why = "no snapshot store on this worker (--snapshot-dir)";
 		return -ENOTSUP;
 	}
-	/* the archive into this worker's cache first, fetched by digest from
-	 * the control plane when missing and verified as it arrives: a
-	 * download that fails or does not match builds nothing */
-	if ((ret = snapblob_fetch((struct mgr *)m, digest, why)) != 0)
+	/* an archive the cache lacks is downloaded by digest from the
+	 * control plane while the image is made and restored as it arrives
+	 * (restore_archive); when no download can start now, it is fetched
+	 * first with the usual retries: one that fails builds nothing */
+	if (snapblob_follow((struct mgr *)m, digest, &dl, &rfd, &dwhy) < 0 &&
+	    (ret = snapblob_fetch((struct mgr *)m, digest, why)) != 0)
 		return ret;
 	/* built under another name and renamed into place when complete: a
 	 * restore interrupted by a crash leaves no disk.img a bridge could
@@ -252,8 +306,10 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	umount2(mnt, MNT_DETACH);
 	unlink(img);
 	unlink(fin);
-	if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
-		return -errno;
+	if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
 	ret = ftruncate(fd, (off_t)r->disk_mb << 20) == 0 ? 0 : -errno;
 	close(fd);
 	if (ret != 0 || (ret = run(mkfs)) != 0)
@@ -268,26 +324,7 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	 * what it needs (home, tmp) when it mounts the layer */
 	snprintf(lf, sizeof(lf), "%s/lost+found", mnt);
 	rmdir(lf);
-	ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt, (uint64_t)r->disk_mb << 20,
-	    NULL, why);
-	if (ret == -EBADMSG) {
-		const char *fwhy = NULL;
-
-		/* the cache's copy is not fsync'd when it is fetched (nor
-		 * trusted): one that fails (a crash left it short, the disk
-		 * damaged it) is dropped and fetched again, once; the restore
-		 * left mnt empty. The control plane's copy is verified by
-		 * hash on the way in and again here. */
-		log_warnx("archive %s: the cached copy failed verification (%s): fetching it again",
-		    digest, *why ? *why : "-");
-		snapblob_drop((struct mgr *)m, digest);
-		if ((ret = snapblob_fetch((struct mgr *)m, digest, &fwhy)) == 0) {
-			*why = NULL;
-			ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt,
-			    (uint64_t)r->disk_mb << 20, NULL, why);
-		} else
-			*why = fwhy;
-	}
+	ret = restore_archive(m, r, digest, mnt, &dl, rfd, why);
 	if (ret == 0) {
 		if (chown_restored(mnt, r->uid_base + JAIL_USER_UID) != 0) {
 			*why = "cannot give the restored files to the sandbox user";
@@ -304,6 +341,10 @@ fail_dir:
 		ret = -errno;
 	}
 fail:
+	if (dl != NULL)         /* the image failed before the restore began */
+		(void)snapblob_follow_end(dl, &dwhy);
+	if (rfd >= 0)
+		close(rfd);
 	if (ret != 0)
 		unlink(img);
 	return ret;

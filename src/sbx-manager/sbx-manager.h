@@ -183,6 +183,17 @@ int  snapblob_put(struct mgr *m, const char *digest, const char **why);
 int  snapblob_fetch(struct mgr *m, const char *digest, const char **why);
 /* removes CACHE/DIGEST.snap (a copy that failed verification) */
 void snapblob_drop(struct mgr *m, const char *digest);
+/* A download a restore reads while it arrives (layer.c): 1 when the
+ * cache has the archive (nothing started), 0 when it started (*dl, and
+ * *rfd a descriptor of the file it is written into), or -errno (-EAGAIN:
+ * no control client now). snapblob_more is a snapshot_feed's more();
+ * snapblob_follow_end waits for the download's end, frees dl and returns
+ * its result (0: the bytes were the digest and are in the cache now). */
+struct snapblob_dl;
+int  snapblob_follow(struct mgr *m, const char *digest, struct snapblob_dl **dl, int *rfd,
+    const char **why);
+int64_t snapblob_more(void *ctx, uint64_t have, bool *end);
+int  snapblob_follow_end(struct snapblob_dl *dl, const char **why);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */

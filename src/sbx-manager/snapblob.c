@@ -11,6 +11,7 @@
  * descriptor opened read-only here. snapshot_restore verifies the archive
  * again, entry by entry, before it creates anything. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,58 +76,112 @@ put_once(struct mgr *m, const char *digest, const char **why)
 	return r;
 }
 
+/* One download into the cache. A restore may read the temporary file
+ * while it grows (snapblob_follow): it is told how much was written, and
+ * at the end whether the bytes were the digest. */
+struct snapblob_dl {
+	struct mgr *m;
+	char digest[SNAPSHOT_DIGEST_HEX + 1];
+	char path[PATH_MAX + 80], tmp[PATH_MAX + 96];
+	int fd, p[2];
+	struct ctl_call *k;
+	struct snapshot_hash h;
+	/* what a restore reading along is told (follow only) */
+	bool follow, done;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t written;
+	int result;
+	const char *why;
+	pthread_t t;
+};
+
+/* each piece is hashed, then written: what was hashed before it is in
+ * the file */
 static void
-hash_update(void *h, const void *p, size_t n)
+dl_update(void *arg, const void *p, size_t n)
 {
-	snapshot_hash_update(h, p, n);
+	struct snapblob_dl *d = arg;
+
+	if (d->follow) {
+		pthread_mutex_lock(&d->mu);
+		d->written = d->h.size;
+		pthread_cond_broadcast(&d->cv);
+		pthread_mutex_unlock(&d->mu);
+	}
+	snapshot_hash_update(&d->h, p, n);
 }
 
+/* 1 when the cache has it, 0 when the download started, or -errno */
 static int
-fetch_once(struct mgr *m, const char *digest, const char **why)
+dl_begin(struct snapblob_dl *d, struct mgr *m, const char *digest, const char **why)
 {
-	struct ctlmsg req = { .type = CTL_SNAPSHOT_GET }, ans = { 0 };
-	struct ctl_call *k = NULL;
-	char path[PATH_MAX + 80], tmp[PATH_MAX + 96], got[SNAPSHOT_DIGEST_HEX + 1];
-	struct snapshot_hash h;
+	struct ctlmsg req = { .type = CTL_SNAPSHOT_GET };
 	struct stat st;
-	int fd = -1, p[2] = { -1, -1 }, r, rb;
+	int r;
 
+	d->m = m;
+	d->fd = d->p[0] = d->p[1] = -1;
+	d->tmp[0] = '\0';
 	*why = "snapshot download from the control plane failed";
 	if (!snapshot_digest_valid(digest)) {
 		*why = "bad snapshot digest";
 		return -EINVAL;
 	}
-	snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
+	memcpy(d->digest, digest, SNAPSHOT_DIGEST_HEX + 1);
+	snprintf(d->path, sizeof(d->path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
 	/* made or fetched here (whatever is under the name: the restore
 	 * opens it without following a link and verifies it again) */
-	if (lstat(path, &st) == 0)
-		return 0;
+	if (lstat(d->path, &st) == 0)
+		return 1;
 	if (mkdir(m->cfg.snapshot_dir, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	/* ".tmp.": what archive_gc.c deletes when a writer died */
-	snprintf(tmp, sizeof(tmp), "%s/.tmp.fetch.XXXXXX", m->cfg.snapshot_dir);
-	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-		tmp[0] = '\0';
+	snprintf(d->tmp, sizeof(d->tmp), "%s/.tmp.fetch.XXXXXX", m->cfg.snapshot_dir);
+	if ((d->fd = mkostemp(d->tmp, O_CLOEXEC)) < 0) {
+		d->tmp[0] = '\0';
 		return -errno;
 	}
-	snapshot_hash_init(&h);
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		r = -errno;
-		goto out;
-	}
+	snapshot_hash_init(&d->h);
+	if (pipe2(d->p, O_CLOEXEC) < 0)
+		return -errno;
 	memcpy(req.digest, digest, SNAPSHOT_DIGEST_HEX + 1);
-	if ((r = ctlproc_start(m, &req, p[1], NULL, &k)) < 0) {
-		r = r == -EIO ? -EAGAIN : r;      /* no control client at the moment */
-		goto out;
-	}
-	close(p[1]);
-	p[1] = -1;
-	rb = fetch_pipe(p[0], fd, SPACE_ARCHIVE_MAX, hash_update, &h);
-	close(p[0]);
-	p[0] = -1;      /* a child still writing gets EPIPE */
-	r = ctlproc_wait(m, k, 90, &ans);
+	if ((r = ctlproc_start(m, &req, d->p[1], NULL, &d->k)) < 0)
+		return r == -EIO ? -EAGAIN : r;   /* no control client at the moment */
+	close(d->p[1]);
+	d->p[1] = -1;
+	return 0;
+}
+
+static void
+dl_close(struct snapblob_dl *d)
+{
+	if (d->p[0] >= 0)
+		close(d->p[0]);
+	if (d->p[1] >= 0)
+		close(d->p[1]);
+	if (d->fd >= 0)
+		close(d->fd);
+	if (d->tmp[0])
+		unlink(d->tmp);
+	d->p[0] = d->p[1] = d->fd = -1;
+	d->tmp[0] = '\0';
+}
+
+/* the transfer of a started download, checked and renamed into place */
+static int
+dl_body(struct snapblob_dl *d, const char **why)
+{
+	struct ctlmsg ans = { 0 };
+	char got[SNAPSHOT_DIGEST_HEX + 1];
+	int r, rb;
+
+	rb = fetch_pipe(d->p[0], d->fd, SPACE_ARCHIVE_MAX, dl_update, d);
+	close(d->p[0]);
+	d->p[0] = -1;   /* a child still writing gets EPIPE */
+	r = ctlproc_wait(d->m, d->k, 90, &ans);
 	if (r < 0 || ans.result != CTL_OK || rb < 0) {
-		log_warnx("archive %s: download from the control plane: %s (HTTP %u)", digest,
+		log_warnx("archive %s: download from the control plane: %s (HTTP %u)", d->digest,
 		    r < 0 ? "no answer" : rb < 0 ? strerror(-rb) : ans.result == CTL_MALFORMED ?
 		    "too large" : "refused", (unsigned)ans.status);
 		*why = ans.status == 404 ? "no such snapshot on the control plane" :
@@ -136,34 +191,141 @@ fetch_once(struct mgr *m, const char *digest, const char **why)
 		    r < 0 || ans.status == 0 || ans.status >= 500 ? -EAGAIN : -EIO;
 		goto out;
 	}
-	if (snapshot_hash_final(&h, digest, got) != 0) {
-		log_warnx("archive %s: the control plane sent bytes of digest %s: refused", digest,
+	if (snapshot_hash_final(&d->h, d->digest, got) != 0) {
+		log_warnx("archive %s: the control plane sent bytes of digest %s: refused", d->digest,
 		    got);
 		*why = "snapshot archive digest mismatch";
 		r = -EBADMSG;
 		goto out;
 	}
 	/* not fsync'd: the cache's copy of an archive the control plane
-	 * keeps durably is verified again by the restore, which drops a copy
-	 * a crash left short or damaged and fetches it again (layer.c) */
-	if (fchmod(fd, 0444) < 0 || rename(tmp, path) < 0) {
+	 * keeps durably is verified again by every restore, which drops a
+	 * copy a crash left short or damaged and fetches it again (layer.c) */
+	if (fchmod(d->fd, 0444) < 0 || rename(d->tmp, d->path) < 0) {
 		r = -errno;
 		goto out;
 	}
-	tmp[0] = '\0';
-	log_info("archive %s fetched from the control plane (%llu bytes)", digest,
-	    (unsigned long long)h.size);
+	d->tmp[0] = '\0';
+	log_info("archive %s fetched from the control plane (%llu bytes)", d->digest,
+	    (unsigned long long)d->h.size);
 	r = 0;
 out:
 	ctlmsg_clear(&ans);
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
-	if (fd >= 0)
-		close(fd);
-	if (tmp[0])
-		unlink(tmp);
+	return r;
+}
+
+static int
+fetch_once(struct mgr *m, const char *digest, const char **why)
+{
+	struct snapblob_dl *d;
+	int r;
+
+	if ((d = calloc(1, sizeof(*d))) == NULL)
+		return -ENOMEM;
+	if ((r = dl_begin(d, m, digest, why)) == 0)
+		r = dl_body(d, why);
+	dl_close(d);
+	free(d);
+	return r < 0 ? r : 0;
+}
+
+static void *
+dl_thread(void *arg)
+{
+	struct snapblob_dl *d = arg;
+	const char *why = NULL;
+	int r = dl_body(d, &why);
+
+	pthread_mutex_lock(&d->mu);
+	d->result = r;
+	d->why = why;
+	d->written = d->h.size;
+	d->done = true;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+int
+snapblob_follow(struct mgr *m, const char *digest, struct snapblob_dl **out, int *rfd,
+    const char **why)
+{
+	struct snapblob_dl *d;
+	int r;
+
+	*out = NULL;
+	*rfd = -1;
+	if ((d = calloc(1, sizeof(*d))) == NULL)
+		return -ENOMEM;
+	if ((r = dl_begin(d, m, digest, why)) != 0)
+		goto fail;
+	/* the reader's own descriptor: the file keeps its bytes whatever
+	 * happens to its name (renamed into place, or unlinked) */
+	if ((*rfd = open(d->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	d->follow = true;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	if ((r = -pthread_create(&d->t, NULL, dl_thread, d)) < 0) {
+		pthread_mutex_destroy(&d->mu);
+		pthread_cond_destroy(&d->cv);
+		goto fail;
+	}
+	*out = d;
+	return 0;
+fail:
+	if (*rfd >= 0)
+		close(*rfd);
+	*rfd = -1;
+	if (d->k != NULL && d->p[0] >= 0) {
+		/* started: let the child finish into a closed pipe */
+		struct ctlmsg ans = { 0 };
+
+		close(d->p[0]);
+		d->p[0] = -1;
+		(void)ctlproc_wait(m, d->k, 90, &ans);
+		ctlmsg_clear(&ans);
+	}
+	dl_close(d);
+	free(d);
+	return r;
+}
+
+int64_t
+snapblob_more(void *ctx, uint64_t have, bool *end)
+{
+	struct snapblob_dl *d = ctx;
+	int64_t r;
+
+	pthread_mutex_lock(&d->mu);
+	while (!d->done && d->written <= have)
+		pthread_cond_wait(&d->cv, &d->mu);
+	if (d->done) {
+		*end = true;
+		r = d->result < 0 ? d->result : (int64_t)d->written;
+	} else {
+		*end = false;
+		r = (int64_t)d->written;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
+int
+snapblob_follow_end(struct snapblob_dl *d, const char **why)
+{
+	int r;
+
+	pthread_join(d->t, NULL);
+	r = d->result;
+	if (r < 0)
+		*why = d->why;
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
+	dl_close(d);
+	free(d);
 	return r;
 }
 

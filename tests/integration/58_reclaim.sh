@@ -123,19 +123,32 @@ is "resume S3 with its cached archive damaged -> 202" "$(cpost "/v1/sandboxes/$S
 check "S3 running (the damaged cached copy was fetched again)" wait_state "$S3" running 60
 check "... the log says why" grep -q "archive $P3: the cached copy failed verification" "$T/mgr_w1.log"
 check "... and the cache holds the good copy again" cmp -s "$W/snapshots/$P3.snap" "$T/c/archives/$P3.snap"
+# the cache without it: the restore reads the archive while it arrives
 is "pause S3 again -> 202" "$(cpost "/v1/sandboxes/$S3/pause" '{}')" 202
 check "S3 paused" wait_state "$S3" paused 60
 P3=$(jget snapshot "$T/sbx")
-# now the control plane's copy is damaged too: nothing good to fetch
-for f in "$W/snapshots/$P3.snap" "$T/c/archives/$P3.snap"; do
-	chmod u+w "$f"
-	printf 'X' | dd of="$f" bs=1 seek=64 conv=notrunc 2>/dev/null
-done
+rm -f "$W/snapshots/$P3.snap"
+N0=$(grep -c "archive $P3 fetched from the control plane" "$T/mgr_w1.log")
+is "resume S3, its archive only on the control plane -> 202" "$(cpost "/v1/sandboxes/$S3/resume" '{}')" 202
+check "S3 running (restored while the archive arrived)" wait_state "$S3" running 60
+check "... the log says it was fetched" \
+	test "$(grep -c "archive $P3 fetched from the control plane" "$T/mgr_w1.log")" -gt "$N0"
+check "... and the cache holds it" cmp -s "$W/snapshots/$P3.snap" "$T/c/archives/$P3.snap"
+is "pause S3 a third time -> 202" "$(cpost "/v1/sandboxes/$S3/pause" '{}')" 202
+check "S3 paused" wait_state "$S3" paused 60
+P3=$(jget snapshot "$T/sbx")
+# now the control plane's copy is damaged in its middle and the cache
+# has none: the restore reading along must not keep what it extracted
+rm -f "$W/snapshots/$P3.snap"
+f="$T/c/archives/$P3.snap"
+chmod u+w "$f"
+printf 'X' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc 2>/dev/null
 is "resume S3 from its tampered archive -> 202" "$(cpost "/v1/sandboxes/$S3/resume" '{}')" 202
-check "S3 failed (the restore refused the archive, the download too)" wait_state "$S3" failed 60
+check "S3 failed (the download and the restore refused the archive)" wait_state "$S3" failed 60
 check "... the download of the tampered copy was refused" grep -q "archive $P3: the control plane sent bytes of digest" "$T/mgr_w1.log"
-check "the failed execution's layer is reclaimed (its archive is the whole of it)" wait_gone "$W/exec/$S3.g3"
-check "... and its run directory" wait_gone "$W/run/$S3.g3"
+check "... and nothing of it entered the cache" test ! -e "$W/snapshots/$P3.snap"
+check "the failed execution's layer is reclaimed (its archive is the whole of it)" wait_gone "$W/exec/$S3.g4"
+check "... and its run directory" wait_gone "$W/run/$S3.g4"
 is "kill S3" "$(killsbx "$S3")" 200
 
 # ---- the snapshot store, collected by reference ----
