@@ -427,6 +427,67 @@ def bridge_read_null(sock, sbx, claims, path):
         s.close()
 
 
+# ---- CPU time by process, for the large transfers ----
+
+def proc_cpu(p):
+    """(name, CPU seconds of the process and its reaped children) from
+    /proc/PID/stat; None for a process gone."""
+    try:
+        with open("/proc/%d/stat" % p) as f:
+            st = f.read()
+    except OSError:
+        return None
+    name = st[st.index("(") + 1:st.rindex(")")]
+    f = st.rsplit(")", 1)[1].split()
+    # fields 14-17 of proc(5): utime stime cutime cstime
+    return name, sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def platform_cpu(plat, extra=()):
+    """CPU seconds by process name over every process of the platform (the
+    daemons, the bridges and what runs under them: the guests), and extra
+    pids by their own names."""
+    pids = set(tree(plat.up.pid)) if plat.up else set()
+    for b in plat.bridges(top=True):
+        pids.update(tree(b))
+    pids.update(extra)
+    out = {}
+    for q in pids:
+        r = proc_cpu(q)
+        if r:
+            out[r[0]] = out.get(r[0], 0.0) + r[1]
+    return out
+
+
+def client_cpu():
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def metered(fn, acc, plat, extra=()):
+    """fn, with the CPU it made each process spend added to acc
+    (name -> seconds; "client" is this process's children: curl, cat)."""
+    def run():
+        a, c = platform_cpu(plat, extra), client_cpu()
+        fn()
+        b, d = platform_cpu(plat, extra), client_cpu()
+        for k in b:
+            acc[k] = acc.get(k, 0.0) + max(0.0, b[k] - a.get(k, 0.0))
+        acc["client"] = acc.get("client", 0.0) + d - c
+    return run
+
+
+def log_cpu(title, accs, nbytes):
+    """CPU milliseconds per GiB moved, by process, for each variant."""
+    gib = nbytes / float(1 << 30)
+    log("")
+    log("== %s: CPU ms per GiB moved, by process (summed over the runs; load-robust where wall time is not)" % title)
+    for label, acc in accs:
+        parts = sorted(((v / gib * 1000, k) for k, v in acc.items() if v > 0), reverse=True)
+        tot = sum(x for x, _ in parts)
+        log("%-40s total %6.0f: %s" % (label, tot, ", ".join("%s %.0f" % (k, x) for x, k in parts if x >= 1)))
+
+
 def now_us():
     return time.perf_counter_ns() / 1000.0
 
@@ -890,11 +951,21 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     def cat():
         with open(os.devnull, "wb") as nul:
             subprocess.run(["cat", hostf], stdout=nul, check=True)
-    fns = {"curl": curl, "cli": cli, "bridge": bridge, "cat": cat}
+    cpu_full, cpu_ceil, cpu_cat = {}, {}, {}
+    fns = {"curl": metered(curl, cpu_full, plat), "cli": cli, "bridge": bridge,
+           "cat": metered(cat, cpu_cat, plat)}
     if framecat and os.access(framecat, os.X_OK):
         fns["bridge_c"] = bridge_c
+    ceil = Ceiling(os.path.join(os.path.dirname(framecat or ""), "bench_sendfile"), hostf,
+                   layer_path(plat, r, "/home/user/ceildst"))
+    if ceil.start():
+        fns["ceil"] = metered(ceil.get, cpu_ceil, plat, [ceil.p.pid])
     cat()               # page cache warm: every variant reads cached pages
-    res = interleave(runs, fns)
+    try:
+        res = interleave(runs, fns)
+    except BaseException:
+        ceil.stop()
+        raise
     mbs = {k: [size / 1e6 / (t / 1e6) for t in v] for k, v in res.items()}
     log("")
     log("== large file read: %d MiB, page cache warm, %d interleaved runs (MB/s, 1 MB = 10^6 bytes)" % (mib, runs))
@@ -903,6 +974,7 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
                      ("space fs read > /dev/null (CLI, with its route request)", "cli"),
                      ("fs.read straight to the bridge socket (python client)", "bridge"),
                      ("fs.read straight to the bridge socket (C, bench_framecat)", "bridge_c"),
+                     ("curl GET from a bare sendfile server (bench_sendfile)", "ceil"),
                      ("cat of the layer file on the host > /dev/null", "cat")):
         if k in mbs:
             log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
@@ -910,14 +982,71 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     br = m.get("bridge_c", m["bridge"])
     log("ratios of medians: full path (curl) / cat %.2f, bridge / cat %.2f, full / bridge %.2f" % (
         m["curl"] / m["cat"], br / m["cat"], m["curl"] / br))
+    if "ceil" in m:
+        log("ceiling (curl from a bare sendfile server) / cat %.2f, full path / ceiling %.2f" % (
+            m["ceil"] / m["cat"], m["curl"] / m["ceil"]))
+        ROWS.append(("%d MiB read, bare sendfile server, median" % mib, "curl %.0f MB/s" % m["curl"],
+                     "curl from bench_sendfile %.0f MB/s" % m["ceil"],
+                     "%.2fx of the bare server" % (m["curl"] / m["ceil"])))
+    log_cpu("large file read", [("full path (curl GET files)", cpu_full),
+                                ("bare sendfile server (curl GET)", cpu_ceil),
+                                ("cat > /dev/null", cpu_cat)], size * runs)
     ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
                  "cat %.0f MB/s; bridge socket %.0f MB/s" % (m["cat"], br),
                  "%.2fx of cat / %.2fx of bridge" % (m["curl"] / m["cat"], m["curl"] / br)))
-    bench_bigwrite(plat, sbx, sock, claims, hostf, size, mib, runs)
+    try:
+        bench_bigwrite(plat, sbx, sock, claims, hostf, size, mib, runs, ceil)
+    finally:
+        ceil.stop()
     bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/big"]})
 
 
-def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs):
+class Ceiling:
+    """bench/bench_sendfile: the large file over HTTP (libmicrohttpd, as in
+    node-api) with no hop behind it; GET sends src with sendfile, PUT writes
+    dst and fsyncs before answering."""
+    def __init__(self, binary, src, dst):
+        self.bin, self.src, self.dst, self.p = binary, src, dst, None
+
+    def start(self):
+        if not os.access(self.bin, os.X_OK):
+            log("bench: bigfile: no %s (make bench builds it): no ceiling line" % self.bin)
+            return False
+        self.port = control_bench.free_port()
+        self.p = subprocess.Popen([self.bin, str(self.port), self.src, self.dst],
+                                  stdout=subprocess.PIPE)
+        if self.p.stdout.readline().strip() != b"ready":
+            self.stop()
+            return False
+        return True
+
+    def url(self):
+        return "http://127.0.0.1:%d/f" % self.port
+
+    def get(self):
+        out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                              self.url()], stdout=subprocess.PIPE, check=True).stdout.decode().split()
+        if out[0] != "200":
+            raise RuntimeError("bench_sendfile GET: %s" % out)
+
+    def put(self):
+        out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-T", self.src,
+                              self.url()], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+        if out != "200":
+            raise RuntimeError("bench_sendfile PUT: %s" % out)
+
+    def stop(self):
+        if self.p:
+            self.p.kill()
+            self.p.wait()
+            self.p = None
+        try:
+            os.unlink(self.dst)
+        except OSError:
+            pass
+
+
+def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
     """The same file uploaded (curl PUT, the full path) beside `cat SRC >
     FILE` on the host into the same layer directory, and beside that cat
     followed by an fsync of FILE (fs.write acknowledges only once the
@@ -942,7 +1071,12 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs):
         with open(dst, "wb") as f:
             subprocess.run(["cat", src], stdout=f, check=True)
             os.fsync(f.fileno())
-    res = interleave(runs, {"curl": curl, "cat": cat, "cat_fsync": cat_fsync})
+    cpu_full, cpu_ceil, cpu_cat = {}, {}, {}
+    fns = {"curl": metered(curl, cpu_full, plat), "cat": cat,
+           "cat_fsync": metered(cat_fsync, cpu_cat, plat)}
+    if ceil and ceil.p:
+        fns["ceil"] = metered(ceil.put, cpu_ceil, plat, [ceil.p.pid])
+    res = interleave(runs, fns)
     if os.path.getsize(layer_path(plat, wt.route, "/home/user/up")) != size:
         raise RuntimeError("upload: wrong size")
     mbs = {k: [size / 1e6 / (t / 1e6) for t in v] for k, v in res.items()}
@@ -950,12 +1084,20 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs):
     log("== large file write: %d MiB, source in the page cache, %d interleaved runs (MB/s)" % (mib, runs))
     log("%-62s %9s %9s %9s" % ("path", "median", "min", "max"))
     for label, k in (("curl PUT files (full path, fsync before the answer)", "curl"),
+                     ("curl PUT to a bare server, write + fsync (bench_sendfile)", "ceil"),
                      ("cat SRC > FILE in the layer directory on the host", "cat"),
                      ("cat SRC > FILE, then fsync(FILE)", "cat_fsync")):
-        log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
+        if k in mbs:
+            log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
     m = {k: pct(v, 50) for k, v in mbs.items()}
     log("ratios of medians: upload / cat %.2f, upload / (cat + fsync) %.2f" % (
         m["curl"] / m["cat"], m["curl"] / m["cat_fsync"]))
+    if "ceil" in m:
+        log("ceiling (curl PUT to a bare server) / cat %.2f, upload / ceiling %.2f" % (
+            m["ceil"] / m["cat"], m["curl"] / m["ceil"]))
+    log_cpu("large file write", [("full path (curl PUT files)", cpu_full),
+                                 ("bare server (curl PUT, write + fsync)", cpu_ceil),
+                                 ("cat SRC > FILE + fsync", cpu_cat)], size * runs)
     ROWS.append(("%d MiB write throughput, median" % mib, "curl PUT %.0f MB/s" % m["curl"],
                  "cat > file %.0f MB/s; with fsync %.0f MB/s" % (m["cat"], m["cat_fsync"]),
                  "%.2fx of cat / %.2fx of cat+fsync" % (m["curl"] / m["cat"], m["curl"] / m["cat_fsync"])))
