@@ -312,6 +312,41 @@ u64str(char *buf, size_t cap, uint64_t v)
 	snprintf(buf, cap, "%llu", (unsigned long long)v);
 }
 
+/* start spaced-host from exefd with argv, stdin /dev/null (devnull), stdout
+ * out, in a session of its own: its pid, or -1.
+ *
+ * vfork: the child shares our memory until its exec, so starting it copies
+ * none of this multi-threaded process's page tables (a fork did, on every
+ * create: docs/benchmarks.md). Only the calling thread waits for the exec.
+ * The child makes system calls only and writes nothing of ours but errno
+ * (the same thread-local slot); no handler of ours can run in it
+ * (sbx-manager installs none: its signals are blocked and taken by
+ * sigwait). A function of its own, so no variable of the caller lives in
+ * a register the child could clobber. */
+static pid_t __attribute__((noinline))
+spawn_bridge(int exefd, int devnull, int out, char **argv)
+{
+	pid_t pid = vfork();
+
+	if (pid != 0)
+		return pid;
+	/* own session: a bridge outlives a restart of sbx-manager and must
+	 * not get the signals of its process group */
+	setsid();
+	if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0)
+		_exit(127);
+	/* the binary's descriptor as 3, closed by the exec */
+	if (exefd != 3 && dup3(exefd, 3, O_CLOEXEC) < 0)
+		_exit(127);
+	close_range(4, ~0u, 0);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	execveat(3, "", argv, environ, AT_EMPTY_PATH);
+	_exit(127);
+}
+
 int
 bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why)
 {
@@ -379,29 +414,15 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 		*why = "cannot open spaced-host";
 		goto out;
 	}
-	if (pipe2(pfd, O_CLOEXEC) != 0)
+	if (pipe2(pfd, O_CLOEXEC) != 0 ||
+	    (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
 		goto out;
-	pid = fork();
-	if (pid < 0)
+	pid = spawn_bridge(exefd, devnull, pfd[1], argv);
+	if (pid < 0) {
+		close(devnull);
 		goto out;
-	if (pid == 0) {
-		/* own session: a bridge outlives a restart of sbx-manager and
-		 * must not get the signals of its process group */
-		setsid();
-		devnull = open("/dev/null", O_RDONLY);
-		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(pfd[1], 1) < 0)
-			_exit(127);
-		/* the binary's descriptor as 3, closed by the exec */
-		if (exefd != 3 && dup3(exefd, 3, O_CLOEXEC) < 0)
-			_exit(127);
-		close_range(4, ~0u, 0);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		execveat(3, "", argv, environ, AT_EMPTY_PATH);
-		_exit(127);
 	}
+	close(devnull);
 	t_fork = now_mono_ns();
 	close(pfd[1]);
 	pfd[1] = -1;

@@ -145,6 +145,28 @@ run(pid_t netns_of, const char *script, const char *const argv[])
 	return run_out(netns_of, script, argv, NULL, 0);
 }
 
+/* argv with stdin in0 and stdout out1 (left as it is when -1), in the
+ * network namespace nsfd (when >= 0): its pid or -1. vfork: the child
+ * shares our memory until its exec, so no page table of this
+ * multi-threaded process is copied per ip or nft run (docs/worker.md);
+ * it makes system calls only and writes nothing of ours but errno, and no
+ * handler of ours can run in it (sbx-manager installs none). A function
+ * of its own: no variable of the caller can be clobbered by the child. */
+static pid_t __attribute__((noinline))
+spawn_in(int nsfd, int in0, int out1, const char *const argv[])
+{
+	pid_t pid = vfork();
+
+	if (pid != 0)
+		return pid;
+	if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
+		_exit(126);
+	if (dup2(in0, 0) < 0 || (out1 >= 0 && dup2(out1, 1) < 0))
+		_exit(126);
+	execv(argv[0], (char *const *)argv);
+	_exit(127);
+}
+
 /* run(), with up to cap - 1 bytes of its stdout in out (NUL-terminated) */
 static int
 run_out(pid_t netns_of, const char *script, const char *const argv[], char *out, size_t cap)
@@ -168,23 +190,17 @@ run_out(pid_t netns_of, const char *script, const char *const argv[], char *out,
 			close(nsfd);
 		return -errno;
 	}
-	pid = fork();
+	/* stdout: the pipe, or /dev/null (none if it cannot be opened) */
+	dn = po[1] >= 0 ? po[1] : open("/dev/null", O_WRONLY | O_CLOEXEC);
+	pid = spawn_in(nsfd, in[0], dn, argv);
+	if (dn >= 0 && dn != po[1])
+		close(dn);
 	if (pid < 0) {
 		close(in[0]);
 		close(in[1]);
 		if (nsfd >= 0)
 			close(nsfd);
 		return -errno;
-	}
-	if (pid == 0) {
-		/* async-signal-safe calls only: we are a fork of a threaded process */
-		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
-			_exit(126);
-		dn = po[1] >= 0 ? po[1] : open("/dev/null", O_WRONLY);
-		if (dup2(in[0], 0) < 0 || (dn >= 0 && dup2(dn, 1) < 0))
-			_exit(126);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
 	}
 	close(in[0]);
 	if (nsfd >= 0)

@@ -233,7 +233,11 @@ pidfd_open_(pid_t pid)
 }
 
 /* in the child: become gt.uid, nothing more; then exec. Only system
- * calls between fork and exec (the parent has threads). */
+ * calls between fork and exec (the parent has threads); the changes of
+ * ids are the raw system calls, for this thread alone (glibc's wrappers
+ * would signal every thread of the process to change theirs too, and a
+ * vfork child shares our memory, so it would take our threads for its
+ * own). */
 static void
 child_exec(int netns, int fd3, int fd4, char *const argv[])
 {
@@ -251,8 +255,9 @@ child_exec(int netns, int fd3, int fd4, char *const argv[])
 	if ((a >= 0 && dup2(a, 3) != 3) || (b >= 0 && dup2(b, 4) != 4))
 		_exit(121);
 	(void)syscall(SYS_close_range, b >= 0 ? 5 : 4, ~0u, 0);
-	if (setgroups(0, NULL) != 0 || setresgid(gt.uid, gt.uid, gt.uid) != 0 ||
-	    setresuid(gt.uid, gt.uid, gt.uid) != 0)
+	if (syscall(SYS_setgroups, 0, NULL) != 0 ||
+	    syscall(SYS_setresgid, gt.uid, gt.uid, gt.uid) != 0 ||
+	    syscall(SYS_setresuid, gt.uid, gt.uid, gt.uid) != 0)
 		_exit(122);
 	/* ends with us (a restarted sbx-manager starts them again) */
 	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -260,6 +265,23 @@ child_exec(int netns, int fd3, int fd4, char *const argv[])
 		_exit(123);
 	(void)prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	execv(gt.exe, argv);
+	_exit(127);
+}
+
+/* a gateway process (child_exec): its pid or -1. vfork: the child shares
+ * our memory until its exec, so no page table of this multi-threaded
+ * process is copied per sandbox's gateway (docs/worker.md); it makes
+ * system calls only and no handler of ours can run in it (sbx-manager
+ * installs none). A function of its own: no variable of the caller can be
+ * clobbered by the child. */
+static pid_t __attribute__((noinline))
+spawn_gw(int netns, int fd3, int fd4, char *const argv[])
+{
+	pid_t pid = vfork();
+
+	if (pid != 0)
+		return pid;
+	child_exec(netns, fd3, fd4, argv);
 	_exit(127);
 }
 
@@ -398,12 +420,9 @@ attach_locked(const struct record *r)
 	    chmod(tmp, 0600) != 0 || listen(ls, 64) != 0 || stat(tmp, &st) != 0 ||
 	    rename(tmp, final) != 0)
 		goto fail;
-	if ((pid = fork()) < 0)
+	/* sv[0] is close-on-exec: the gateway never holds our end */
+	if ((pid = spawn_gw(ns, sv[1], ls, argv)) < 0)
 		goto fail;
-	if (pid == 0) {
-		close(sv[0]);
-		child_exec(ns, sv[1], ls, argv);
-	}
 	close(ns);
 	close(sv[1]);
 	close(ls);
