@@ -1,5 +1,6 @@
 /* Template image digests: SHA-256 through libsodium (tplimage.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -47,23 +48,37 @@ tpl_hash_final(struct tpl_hash *h, char hex[TPL_DIGEST_HEX + 1])
 int
 tpl_digest_fd(int fd, char hex[TPL_DIGEST_HEX + 1], uint64_t *size)
 {
-	static __thread uint8_t buf[1 << 16];
+	/* on the heap for the call, not thread-local: a static TLS buffer
+	 * is zeroed into every thread of every process linking this file
+	 * (64 KiB resident per thread, per sandbox's bridge) */
+	enum { BUF = 1 << 16 };
+	uint8_t *buf = malloc(BUF);
 	struct tpl_hash h;
 	ssize_t n;
+	int rc = 0;
 
+	if (buf == NULL)
+		return -ENOMEM;
 	tpl_hash_init(&h);
 	for (;;) {
-		n = pread(fd, buf, sizeof(buf), (off_t)h.size);
+		n = pread(fd, buf, BUF, (off_t)h.size);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return -errno;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
 		if (n == 0)
 			break;
-		if (h.size + (uint64_t)n > TPL_IMAGE_MAX)
-			return -EFBIG;
+		if (h.size + (uint64_t)n > TPL_IMAGE_MAX) {
+			rc = -EFBIG;
+			break;
+		}
 		tpl_hash_update(&h, buf, (size_t)n);
 	}
+	free(buf);
+	if (rc != 0)
+		return rc;
 	if (size)
 		*size = h.size;
 	tpl_hash_final(&h, hex);

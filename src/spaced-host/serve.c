@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -168,18 +169,26 @@ struct conn {
 	int fd;
 };
 
+/* an operation's thread: its stack size */
+#define CONN_STACK (256u << 10)
+
 static void *
 conn_thread(void *arg)
 {
 	struct conn *c = arg;
 	struct host *h = c->h;
+	bool idle;
 
 	bridge_serve(h, c->fd);
 	free(c);
 	pthread_mutex_lock(&h->mu);
-	h->active--;
+	idle = --h->active == 0;
 	pthread_cond_broadcast(&h->idle);
 	pthread_mutex_unlock(&h->mu);
+	/* idle again: what the operations freed goes back to the kernel,
+	 * not kept per sandbox (a thousand idle ones on a worker) */
+	if (idle)
+		(void)malloc_trim(0);
 	return NULL;
 }
 
@@ -221,7 +230,7 @@ accept_one(struct host *h, int lfd)
 	*c = (struct conn){ h, fd };
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 << 10);
+	pthread_attr_setstacksize(&attr, CONN_STACK);
 	if (pthread_create(&t, &attr, conn_thread, c) != 0) {
 		pthread_attr_destroy(&attr);
 		free(c);
