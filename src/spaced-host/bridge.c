@@ -9,6 +9,7 @@
  * sandbox, so every frame it sends is checked against what the operation
  * allows at that point before it is passed on. */
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,15 +358,24 @@ static int
 wait_next(struct host *h, int client)
 {
 	struct pollfd p[3];
+	bool trimmed = false;
 	int r;
 
 	for (;;) {
 		p[0] = (struct pollfd){ .fd = client, .events = POLLIN };
 		p[1] = (struct pollfd){ .fd = h->control, .events = POLLIN };
 		p[2] = (struct pollfd){ .fd = h->mon, .events = 0 };
-		r = poll(p, 3, BRIDGE_IDLE_SECONDS * 1000);
+		/* a kept connection that idles a second gives the heap the
+		 * operations freed back to the kernel (an idle sandbox keeps
+		 * its connection, not its buffers), then waits the rest */
+		r = poll(p, 3, trimmed ? (BRIDGE_IDLE_SECONDS - 1) * 1000 : 1000);
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r == 0 && !trimmed) {
+			(void)malloc_trim(0);
+			trimmed = true;
+			continue;
+		}
 		if (r <= 0 || atomic_load(&h->guest_dead) ||
 		    (p[1].revents & (POLLIN | POLLHUP | POLLERR)) ||
 		    (p[2].revents & (POLLHUP | POLLERR)))
