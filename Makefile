@@ -47,6 +47,13 @@ LIBS_netgtw        := -lsodium -ljansson -lwslay
 ifneq ($(SAN),1)
 LDFLAGS_spaced-guest := -static-pie
 endif
+# spaced-host starts on every create's path (and every relaunch): its own
+# libraries are linked in (only libc stays shared), so its start maps and
+# relocates one library instead of five (docs/benchmarks.md, "Third
+# round"). The sanitizer build keeps them shared.
+ifneq ($(SAN),1)
+LIBS_spaced-host   := -Wl,-Bstatic -lsodium -ljansson -lseccomp -lcap -Wl,-Bdynamic
+endif
 LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
               -luv -larchive -lzstd -lwslay -lnettle -lpthread -lm
 
