@@ -20,9 +20,12 @@ bench/platform.py on a platform of its own (`space up --workers 2`):
 The page cache is not dropped for either: the layer's data and the host
 file are both freshly written, so both read from memory and both write
 to the disk. Each move also reports the archive's size (what travels).
+MOVE_BENCH_LOGS=DIR keeps the daemons' logs of each kind there (log
+timestamps show where a move's time went).
 """
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -109,6 +112,10 @@ def bench_moves(P, binsrc, mib, runs):
             if got != want:
                 raise RuntimeError("%s: the data changed across %d moves: %s, was %s" % (kind, runs, got, want))
             os.unlink(host)
+            keep = os.environ.get("MOVE_BENCH_LOGS")
+            if keep:
+                # where each move's time went: the daemons' logs (timestamps)
+                shutil.copytree(os.path.join(plat.data, "logs"), os.path.join(keep, kind), dirs_exist_ok=True)
             plat.space("kill", sbx, check=False)
             m, c = P.pct(moves, 50), P.pct(cps, 50)
             asz = [s for s in sizes if s]
