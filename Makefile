@@ -156,18 +156,24 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
+# The builds that test, test-san and fuzz start use every core unless the
+# command line chose (-j): CI runs the three from a fresh clone, one after
+# another, and a serial build leaves a core idle for minutes.
+JOBS     ?= $(shell nproc 2>/dev/null || echo 1)
+SUB_JOBS  = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS))
+
 up: deps all
 	$(B)/bin/space up $(UP_ARGS)
 
 test: deps
-	$(MAKE) all
+	$(MAKE) $(SUB_JOBS) all
 	sh tests/run.sh $(B)
 
 unit: all
 	sh tests/run.sh $(B) unit
 
 test-san: deps
-	$(MAKE) B=build-san SAN=1 all
+	$(MAKE) $(SUB_JOBS) B=build-san SAN=1 all
 	SPACE_SAN=1 sh tests/run.sh build-san
 
 # libFuzzer harnesses, built by clang: the library is compiled once into
@@ -189,7 +195,8 @@ build-fuzz/%: tests/fuzz/%.c build-fuzz/libspace.a
 
 fuzz-build: deps $(FUZZ_BINS)
 
-fuzz: fuzz-build
+fuzz: deps
+	$(MAKE) $(SUB_JOBS) fuzz-build
 	sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 bench: deps

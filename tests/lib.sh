@@ -158,31 +158,43 @@ rdigest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 # check that it is there.
 # run_scripts LABEL "NN NN ..." ENV=VALUE...: runs each listed test script
 # again (tests/integration/NN_*.sh) with the given environment, one result
-# line per script: ok when every check of it passed and it ran at least one;
-# otherwise its failing checks and the end of its output. The logs go to $L;
-# a script's daemon logs kept on failure are named after the caller and it
-# (lib_platform.sh's PLATFORM_TEST: "5h-27").
+# line per script, in the list's order: ok when every check of it passed
+# and it ran at least one; otherwise its failing checks and the end of its
+# output. The logs go to $L; a script's daemon logs kept on failure are
+# named after the caller and it (lib_platform.sh's PLATFORM_TEST: "5h-27").
+# RUN_SCRIPTS_JOBS (default 1) scripts run at once: each has its own
+# directory, ports and daemons (and store), so a caller whose scripts
+# mostly wait on leases and timeouts sets more; the results are printed
+# once all have ended, still in the list's order.
 run_scripts() {
 	_label=$1; _list=$2; shift 2
+	: >"$L/.scripts"
 	for _n in $_list; do
 		for _t in "$SPACE_TOP"/tests/integration/${_n}_*.sh; do
-			[ -f "$_t" ] || continue
-			_name=$(basename "$_t" .sh)
-			_t0=$(date +%s)
-			env PLATFORM_TEST="$(basename "$0" .sh | cut -d_ -f1)-$_n" "$@" \
-			    timeout -k 10 600 sh "$_t" >"$L/$_name.log" 2>&1
-			_rc=$?
-			_p=$(grep -c '^ok ' "$L/$_name.log")
-			_f=$(grep -c '^not ok ' "$L/$_name.log")
-			if [ "$_rc" = 0 ] && [ "$_f" = 0 ] && [ "$_p" -gt 0 ]; then
-				ok "$_name $_label: $_p checks ($(( $(date +%s) - _t0 )) s)"
-			else
-				not_ok "$_name $_label: $_p passed, $_f failed, exit $_rc"
-				grep -E '^not ok |^#' "$L/$_name.log" | head -20 | sed 's/^/#   /'
-				tail -5 "$L/$_name.log" | sed 's/^/#   | /'
-			fi
+			[ -f "$_t" ] && echo "$_t" >>"$L/.scripts"
 		done
 	done
+	# each script: its log, then "EXIT-STATUS SECONDS" in $L/NAME.rc
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	env "$@" _rs_L="$L" _rs_caller="$(basename "$0" .sh | cut -d_ -f1)" \
+	    xargs -r -d '\n' -n 1 -P "${RUN_SCRIPTS_JOBS:-1}" sh -c '
+		_name=$(basename "$1" .sh); _t0=$(date +%s)
+		PLATFORM_TEST="$_rs_caller-${_name%%_*}" timeout -k 10 600 sh "$1" >"$_rs_L/$_name.log" 2>&1
+		echo "$? $(( $(date +%s) - _t0 ))" >"$_rs_L/$_name.rc"' run_scripts <"$L/.scripts"
+	while read -r _t; do
+		_name=$(basename "$_t" .sh)
+		_rc=255 _secs=0
+		[ -f "$L/$_name.rc" ] && read -r _rc _secs <"$L/$_name.rc"
+		_p=$(grep -c '^ok ' "$L/$_name.log" 2>/dev/null)
+		_f=$(grep -c '^not ok ' "$L/$_name.log" 2>/dev/null)
+		if [ "$_rc" = 0 ] && [ "${_f:-0}" = 0 ] && [ "${_p:-0}" -gt 0 ]; then
+			ok "$_name $_label: $_p checks ($_secs s)"
+		else
+			not_ok "$_name $_label: ${_p:-0} passed, ${_f:-0} failed, exit $_rc"
+			grep -E '^not ok |^#' "$L/$_name.log" 2>/dev/null | head -20 | sed 's/^/#   /'
+			tail -5 "$L/$_name.log" 2>/dev/null | sed 's/^/#   | /'
+		fi
+	done <"$L/.scripts"
 }
 js_version() { node -p "require('$SPACE_TOP/tests/js/node_modules/$1/package.json').version" 2>/dev/null; }
 js_pinned() {
