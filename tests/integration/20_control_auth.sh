@@ -2,6 +2,7 @@
 # space-control: authentication and tenancy, from the attacker's side.
 # No key, a wrong key, a worker credential on user endpoints, an API key on
 # worker endpoints, another worker's path, another principal's sandbox.
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init

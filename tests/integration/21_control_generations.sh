@@ -3,6 +3,7 @@
 # under concurrent creates and re-assignments (a worker re-created with a
 # new incarnation while creates run); assignment revisions increase; the
 # long-poll wakes on a new assignment; lost workers get no placements.
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init

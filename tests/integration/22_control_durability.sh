@@ -3,6 +3,7 @@
 # restart every acknowledged (201) create is there with its execution and
 # its install assignment, no row is half-written, the database passes its
 # integrity check, and keys and generations continue where they were.
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init KILL

@@ -4,6 +4,7 @@
 # verifier), carry exactly the current route, live 120 s; rotation keeps
 # old tokens valid and switches signing after the publish delay; rejected
 # routes and non-serving executions get 503 + Retry-After.
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init

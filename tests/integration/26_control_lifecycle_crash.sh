@@ -8,6 +8,7 @@
 # exactly one execution serves, no two executions ever ran at once on the
 # workers' side, and every new generation restored the archive of the one
 # before it.
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init

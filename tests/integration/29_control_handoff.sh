@@ -22,6 +22,7 @@
 # under the sanitizers in 25 and 26): once, in the plain build, and again on
 # PostgreSQL in 2p.
 # ci: once
+# ci: beside
 # SPACE_TEST_STORE=pg: the daemons share a PostgreSQL of the test's own
 # (tests/lib_pg.sh) instead of the data directory's SQLite file.
 . "$SPACE_TOP/tests/lib.sh"

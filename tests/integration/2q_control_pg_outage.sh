@@ -7,6 +7,7 @@
 # start: a database whose schema is newer than this build is refused with
 # a clear error, and so is a connection string libpq cannot parse.
 # ci: once
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 SPACE_TEST_STORE=pg
 export SPACE_TEST_STORE

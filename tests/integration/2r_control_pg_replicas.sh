@@ -14,6 +14,7 @@
 #  5. A started again: it serves the same state as B.
 # Workers are simulated with curl and a python loop.
 # ci: once
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_pg.sh"
 if [ ! -x "$PG_BIN/initdb" ]; then

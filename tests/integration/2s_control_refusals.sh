@@ -6,6 +6,7 @@
 # exists nowhere); GET /v1/sandboxes/{id} shows the sums to the owner only;
 # a malformed "refusals" is refused whole and adds nothing; the sums
 # survive a restart. 2p_control_pg.sh runs it on PostgreSQL.
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init

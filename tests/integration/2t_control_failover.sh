@@ -17,6 +17,7 @@
 #    names it.
 # SPACE_TEST_STORE=pg: the same on PostgreSQL (2p_control_pg.sh runs it).
 # ci: once
+# ci: beside
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init
