@@ -87,9 +87,12 @@ forward_error(int to, const struct frame *f, const struct route_identity *id)
  * after its header was checked (fsplice.h): 1 when one was moved; 0 when
  * the next frame is something else, left unread for frame_read (peeked,
  * not consumed); -errno when a side failed (sp->to_failed says which;
- * -EPIPE for the destination). */
+ * -EPIPE for the destination). *cut: the failure came after the header
+ * went to `to`, so `to` stands inside a payload and no frame of ours
+ * (CANCEL, ERROR) may follow there: its reader would take it for file
+ * bytes. */
 static int
-relay_data(int from, int to, struct fsplice *sp, bool data_due)
+relay_data(int from, int to, struct fsplice *sp, bool data_due, bool *cut)
 {
 	uint8_t hdr[FRAME_HDR_LEN];
 	uint16_t type;
@@ -106,8 +109,10 @@ relay_data(int from, int to, struct fsplice *sp, bool data_due)
 		return 0;       /* frame_read reads (and refuses) it as before */
 	if ((r = fsplice_hdr_read(from, &type, &len)) < 0)
 		return r;
-	if ((r = fsplice_frame(sp, from, to, type, len)) < 0)
+	if ((r = fsplice_frame(sp, from, to, type, len)) < 0) {
+		*cut = true;
 		return sp->to_failed ? -EPIPE : r;
+	}
 	return 1;
 }
 
@@ -131,7 +136,10 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
     bool kept)
 {
 	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
-	bool bridge_broken = false, any = false;
+	bool bridge_broken = false, any = false, cut = false;
+	/* an upload cut inside a frame to the bridge: nothing more goes to bfd
+	 * anyway (bridge_broken, or the relay ends) */
+	bool bcut = false;
 	enum relay_end end = RELAY_CLOSE;
 	struct pollfd pf[2];
 	struct frame f;
@@ -149,8 +157,10 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 			goto cancelled;
 		if (pf[0].revents) {
 			memset(&f, 0, sizeof(f));
-			if ((r = relay_data(bfd, cfd, sp, op == OP_FS_READ && got_resp)) == 1)
+			if ((r = relay_data(bfd, cfd, sp, op == OP_FS_READ && got_resp, &cut)) == 1)
 				continue;       /* a DATA frame, spliced through */
+			if (cut)        /* inside a payload to node-api: closing cfd is all it may see */
+				return RELAY_CLOSE;
 			if (r == 0)
 				r = frame_read(bfd, &f);
 			if (r != 0) {
@@ -224,7 +234,7 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 			memset(&f, 0, sizeof(f));
 			r = 0;
 			if (upload && !upload_done &&
-			    (r = relay_data(cfd, bfd, sp, true)) == 1)
+			    (r = relay_data(cfd, bfd, sp, true, &bcut)) == 1)
 				continue;
 			if (r == -EPIPE && sp->to_failed) {
 				/* the bridge ended the upload: its ERROR is read next */
