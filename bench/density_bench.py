@@ -150,26 +150,39 @@ def _measure(P, plat, ids, gws):
                 break
     per, cg = [], []
     by = {}         # process name -> [PSS KiB, RSS KiB, count], summed
+    # the parent map once per level, each process read once: P.tree walks
+    # all of /proc per call, quadratic at a thousand sandboxes
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            kids.setdefault(P.ppid(int(d)), []).append(int(d))
+
+    def tree(root):
+        out, todo = [], [root]
+        while todo:
+            q = todo.pop()
+            out.append(q)
+            todo.extend(kids.get(q, []))
+        return out
     for s in ids:
         b = bridges.get(s)
         if b is None:
             raise RuntimeError("no bridge for %s" % s)
-        pss, rss, n = P.mem_tree(b)
-        for q in P.tree(b) + ([gws[s]] if s in gws else []):
+        pss = rss = n = 0
+        procs = tree(b)
+        g = gws.get(s)
+        for q in procs + ([g] if g is not None else []):
             try:
                 with open("/proc/%d/comm" % q) as f:
                     name = f.read().strip()
             except OSError:
                 continue
             a, c = P.mem_kb(q)
+            pss, rss, n = pss + a, rss + c, n + 1
             e = by.setdefault(name, [0, 0, 0])
             e[0], e[1], e[2] = e[0] + a, e[1] + c, e[2] + 1
-        g = gws.get(s)
-        if g is not None:
-            a, c = P.mem_kb(g)
-            pss, rss, n = pss + a, rss + c, n + 1
         per.append((pss, rss, n))
-        c = P.cgroup_mem_kb(b)
+        c = P.cgroup_mem_kb(b, procs)
         if c is not None:
             cg.append(c)
     return per, cg, by

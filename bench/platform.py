@@ -289,9 +289,10 @@ def mem_tree(root):
     return pss, rss, n
 
 
-def cgroup_mem_kb(root):
+def cgroup_mem_kb(root, procs=None):
     """What the memory cgroup of root's descendants is charged (KiB; kernel
-    memory and page cache included), or None when they share root's group."""
+    memory and page cache included), or None when they share root's group.
+    procs: root's tree when the caller has it already (tree(root))."""
     v1 = os.path.exists("/sys/fs/cgroup/memory/memory.usage_in_bytes")
     def group(p):
         try:
@@ -304,7 +305,7 @@ def cgroup_mem_kb(root):
             pass
         return None
     mine = group(root)
-    for p in tree(root)[1:]:
+    for p in (procs if procs is not None else tree(root))[1:]:
         g = group(p)
         if g and g != mine:
             f = ("/sys/fs/cgroup/memory%s/memory.usage_in_bytes" % g if v1
