@@ -314,12 +314,13 @@ relaunch_allowed(struct mgr *m, const struct record *r)
  * or failed; reports the result. t_begin: when the install began, 0 for a
  * relaunch (the log) */
 static int
-launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed)
+launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
+    const struct jailpool_jail *claim)
 {
 	const char *why = NULL;
 	int pidfd = -1, ret;
 	/* where an install's time goes, for the log (docs/benchmarks.md) */
-	uint64_t t0 = now_mono_ns(), t_commit, t_ready, t_serving;
+	uint64_t t0 = now_mono_ns(), t_commit, t_ready, t_serving, t_claim = 0;
 
 	/* what this commit would write is what the install committed last:
 	 * one fsync less per create */
@@ -338,6 +339,20 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed)
 	/* a relaunch: the gateway (kept with the namespace) wants the new
 	 * activation from now on, as our record does */
 	gateway_activation(r);
+	/* a prepared jail (jailpool.c): its directories become this
+	 * execution's, after the record holding its slot is committed */
+	if (claim != NULL) {
+		uint64_t tc = now_mono_ns();
+
+		if ((ret = jailpool_bind(m, r, claim)) != 0) {
+			log_warnx("install %s g%llu: prepared jail %s not bound (%s): destroyed",
+			    r->id.sandbox, (unsigned long long)r->id.generation, claim->name,
+			    strerror(-ret));
+			jailpool_discard(m, claim, false);
+			claim = NULL;
+		} else
+			t_claim = now_mono_ns() - tc;
+	}
 	if ((ret = make_run_dir(r->run_dir)) != 0 || (ret = mkdir_p(r->layer_dir, 0711)) != 0) {
 		why = "cannot create the execution directories";
 		goto failed;
@@ -347,7 +362,9 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed)
 	if (layerpool_claim(m, r))
 		log_debug("install %s g%llu: layer image from the pool", r->id.sandbox,
 		    (unsigned long long)r->id.generation);
-	while ((ret = bridge_spawn(m, r, &pidfd, &why)) != 0) {
+	while ((ret = bridge_spawn_claim(m, r, claim != NULL ? claim->name : NULL, &pidfd,
+	    &why)) != 0) {
+		claim = NULL;   /* a claim is tried once: spaced-host destroyed a jail it could not bind */
 		/* a bridge that died while starting (killed, or its guest did)
 		 * gets the bounded relaunch a serving one gets, as a new
 		 * activation; one refused for what it is does not */
@@ -385,12 +402,17 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed)
 		uint64_t t_end = now_mono_ns();
 		log_info("serving %s g%llu a%u (bridge pid %d) after %.1f ms: assignment to its "
 		    "record %.1f, record starting %.1f, bridge spawned to ready and checked %.1f, "
-		    "record serving %.1f, network attach %.1f", r->id.sandbox,
+		    "record serving %.1f, network attach %.1f%s", r->id.sandbox,
 		    (unsigned long long)r->id.generation, r->id.activation, (int)r->bridge_pid,
 		    (double)(t_end - (t_begin ? t_begin : t0)) / 1e6,
 		    t_begin ? (double)(t0 - t_begin) / 1e6 : 0.0, (double)(t_commit - t0) / 1e6,
 		    (double)(t_ready - t_commit) / 1e6, (double)(t_serving - t_ready) / 1e6,
-		    (double)(t_end - t_serving) / 1e6);
+		    (double)(t_end - t_serving) / 1e6,
+		    claim != NULL ? ", claimed a prepared jail" : "");
+		if (claim != NULL)
+			log_info("install %s g%llu: claimed a prepared jail %s (slot %u) %.1f ms",
+			    r->id.sandbox, (unsigned long long)r->id.generation, claim->name,
+			    r->slot, (double)t_claim / 1e6);
 	}
 	control_report(m, &r->id, "serving", NULL);
 	return 0;
@@ -433,7 +455,8 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 {
 	const struct route_identity *id = &a->id;
 	struct record old, r;
-	bool have_old;
+	struct jailpool_jail pj;
+	bool have_old, claimed = false;
 	const char *tmpl = a->template_name[0] ? a->template_name : "host";
 	const char *snap = a->snapshot[0] ? a->snapshot : NULL;
 	const char *why = NULL;
@@ -490,7 +513,15 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 	 * and committed in one step (another sandbox's install runs at the
 	 * same time in its own lane), the commit shared with theirs. */
 	r.state = EXEC_STARTING;
-	if ((ret = records_put_slotted(m, &r, m->cfg.uid_window)) != 0) {
+	/* a new sandbox here may take a prepared jail: its record holds the
+	 * jail's uid slot (the id maps were written at the jail's clone) */
+	if (!have_old && snap == NULL && jailpool_take(m, &r, &pj)) {
+		if (records_put_claimed(m, &r, m->cfg.uid_window, pj.slot) == 0)
+			claimed = true;
+		else
+			jailpool_discard(m, &pj, true);
+	}
+	if (!claimed && (ret = records_put_slotted(m, &r, m->cfg.uid_window)) != 0) {
 		if (ret == -ENOSPC)
 			control_report(m, id, "failed", "no uid range left");
 		else
@@ -535,7 +566,7 @@ do_install(struct mgr *m, const struct msg_assignment *a)
 		    (unsigned long long)id->generation, snap);
 	}
 	/* r is the record committed last (starting, no bridge), unchanged */
-	launch(m, &r, t_begin, true);
+	launch(m, &r, t_begin, true, claimed ? &pj : NULL);
 }
 
 /* an archive is reported only once the control plane has it (snapblob.c):
@@ -992,7 +1023,7 @@ relaunch(struct mgr *m, struct record *r)
 	 * new bridge would refuse it as in use (one user of a layer at a time) */
 	if (layer_present(r))
 		wait_layer_free(r);
-	launch(m, r, 0, false);
+	launch(m, r, 0, false, NULL);
 }
 
 /* an execution committed failed because its bridge kept dying: its layer

@@ -350,6 +350,13 @@ spawn_bridge(int exefd, int devnull, int out, char **argv)
 int
 bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why)
 {
+	return bridge_spawn_claim(m, r, NULL, pidfd_out, why);
+}
+
+int
+bridge_spawn_claim(const struct mgr *m, struct record *r, const char *claim_from,
+    int *pidfd_out, const char **why)
+{
 	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
 	char line[64], ns[16], img[1200], nsp[PATH_MAX + 16];
 	size_t got = 0;
@@ -379,7 +386,7 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	}
 	t_ns = now_mono_ns();
 	char *argv[] = {
-		(char *)m->cfg.spaced_host, "--sandbox", r->id.sandbox, "--generation", gen,
+		NULL, "--claim-from", (char *)claim_from, "--sandbox", r->id.sandbox, "--generation", gen,
 		"--activation", act, "--worker", r->id.worker, "--resident", r->id.resident,
 		"--substrate", r->id.substrate, "--template", r->template_name,
 		"--run-dir", r->run_dir, "--layer-dir", r->layer_dir, "--uid-base", uidb,
@@ -388,6 +395,10 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	};
 	char **tail = &argv[sizeof(argv) / sizeof(argv[0]) - 5];
 	bool host = strcmp(r->template_name, "host") == 0;
+	/* --claim-from POOLID: the bridge binds that prepared jail */
+	char **av = claim_from != NULL ? argv : argv + 2;
+
+	av[0] = (char *)m->cfg.spaced_host;
 
 	/* the optional pairs: --template-image (not for host), --nameserver */
 	if (host) {
@@ -417,7 +428,7 @@ bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char *
 	if (pipe2(pfd, O_CLOEXEC) != 0 ||
 	    (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
 		goto out;
-	pid = spawn_bridge(exefd, devnull, pfd[1], argv);
+	pid = spawn_bridge(exefd, devnull, pfd[1], av);
 	if (pid < 0) {
 		close(devnull);
 		goto out;

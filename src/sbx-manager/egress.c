@@ -45,6 +45,7 @@
 #include <jansson.h>
 
 #include "egress.h"
+#include "jailend.h"
 #include "log.h"
 #include "msg.h"
 #include "netpolicy.h"
@@ -655,7 +656,11 @@ egress_attach(const struct record *r)
 
 	if (!eg.on)
 		return 0;
-	if (r->slot >= eg.m->cfg.uid_windows * MGR_SLOTS_MAX || (guest = guest_pid(r->bridge_pid)) <= 0) {
+	/* a jail not started by this bridge (a claimed prepared one) is
+	 * found by its guest listening on jail.sock */
+	if ((guest = guest_pid(r->bridge_pid)) <= 0)
+		guest = jail_guest(r->run_dir);
+	if (r->slot >= eg.m->cfg.uid_windows * MGR_SLOTS_MAX || guest <= 0) {
 		log_warnx("egress: %s: no guest to attach", r->id.sandbox);
 		return -ESRCH;
 	}

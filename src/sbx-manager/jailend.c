@@ -52,6 +52,22 @@ jail_end_dir(const char *run_dir)
 	unlink(path);
 }
 
+pid_t
+jail_guest(const char *run_dir)
+{
+	char path[PATH_MAX];
+	int fd, pidfd;
+	pid_t pid;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/" JAILKEEP_SOCK, run_dir) >= sizeof(path))
+		return -1;
+	if (jailkeep_reach(path, &fd, &pidfd, &pid) != 0)
+		return -1;
+	close(pidfd);
+	close(fd);
+	return pid;
+}
+
 bool
 jail_kept(const char *run_dir)
 {

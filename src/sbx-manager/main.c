@@ -31,6 +31,7 @@ usage(void)
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096] [--layer-pool 16]\n"
 	    "       [--netns-pool 8]\n"
+	    "       [--jail-pool 0]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
 	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID]\n"
 	    "       [--gateway-listen HOST:PORT [--gateway-uid UID]] [-v]\n");
@@ -154,6 +155,7 @@ main(int argc, char **argv)
 		{ "gateway-uid", required_argument, NULL, 1005 },
 		{ "layer-pool", required_argument, NULL, 1101 },
 		{ "netns-pool", required_argument, NULL, 1102 },
+		{ "jail-pool", required_argument, NULL, 1103 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -232,6 +234,13 @@ main(int argc, char **argv)
 			if (errno || *end || cap2 > MGR_SLOTS_MAX)
 				usage();
 			cfg->netns_pool = (unsigned)cap2;
+			break;
+		case 1103:
+			errno = 0;
+			cap2 = strtoul(optarg, &end, 10);
+			if (errno || *end || cap2 > 64)
+				usage();
+			cfg->jail_pool = (unsigned)cap2;
 			break;
 		case 1001: case 1002: case 1003:
 			if (egress_option(opts[optidx].name, optarg) != 0)
@@ -330,6 +339,9 @@ main(int argc, char **argv)
 		fatalx("gateway: cannot start netgtw's listener");
 	layerpool_start(m);
 	netnspool_start(m);
+	/* before any install can take a slot: no jail of an earlier life
+	 * keeps one (jailpool.c) */
+	jailpool_start(m);
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile(m);
 	/* finish what a crash cut short before anything new is retired */

@@ -38,6 +38,9 @@ static const char *const counter_names[MC__COUNT] = {
 	/* records.db transactions, and the records they wrote (group commit) */
 	[MC_RECORD_COMMITS] = "space_sbxmgr_record_commits_total",
 	[MC_RECORDS_WRITTEN] = "space_sbxmgr_records_written_total",
+	/* prepared jails made, and claimed by an install (jailpool.c) */
+	[MC_JAILPOOL_MADE] = "space_sbxmgr_jail_pool_made_total",
+	[MC_JAILPOOL_CLAIMED] = "space_sbxmgr_jail_pool_claimed_total",
 };
 
 struct mgr_metrics {

@@ -41,6 +41,7 @@ struct mgr_records {
 	struct pending *head, *tail;    /* queued for the next commit */
 	struct pending *batch;          /* being committed; NULL when none */
 	uint64_t commits, written;      /* transactions and records (the log) */
+	uint8_t reserved[MGR_CAPACITY_MAX / 8]; /* slots of prepared jails (jailpool.c) */
 };
 
 /* Versioned migrations of records.db: entry i brings the file from
@@ -520,9 +521,73 @@ first_free_slot(struct mgr_records *rs, const char *sandbox, uint32_t nslots)
 			    p->r.state != EXEC_FAILED && strcmp(p->r.id.sandbox, sandbox) != 0)
 				used[p->r.slot / 8] |= (uint8_t)(1u << (p->r.slot % 8));
 	for (s = 0; s < nslots; s++)
-		if (!(used[s / 8] & (1u << (s % 8))))
+		if (!(used[s / 8] & (1u << (s % 8))) && !(rs->reserved[s / 8] & (1u << (s % 8))))
 			break;
 	return s;
+}
+
+static uint32_t
+slot_count(const struct mgr *m)
+{
+	uint32_t nslots = m->cfg.uid_windows * MGR_SLOTS_MAX;
+
+	return nslots > MGR_CAPACITY_MAX ? MGR_CAPACITY_MAX : nslots;
+}
+
+int
+records_slot_reserve(struct mgr *m, uint32_t *slot)
+{
+	struct mgr_records *rs = m->records;
+	uint32_t s;
+
+	pthread_mutex_lock(&rs->lock);
+	/* a name no sandbox has: no record's slot is its own */
+	s = first_free_slot(rs, "", slot_count(m));
+	if (s < slot_count(m))
+		rs->reserved[s / 8] |= (uint8_t)(1u << (s % 8));
+	pthread_mutex_unlock(&rs->lock);
+	if (s >= slot_count(m))
+		return -ENOSPC;
+	*slot = s;
+	return 0;
+}
+
+void
+records_slot_release(struct mgr *m, uint32_t slot)
+{
+	struct mgr_records *rs = m->records;
+
+	if (slot >= slot_count(m))
+		return;
+	pthread_mutex_lock(&rs->lock);
+	rs->reserved[slot / 8] &= (uint8_t)~(1u << (slot % 8));
+	pthread_mutex_unlock(&rs->lock);
+}
+
+int
+records_put_claimed(struct mgr *m, struct record *r, uint32_t uid_window, uint32_t slot)
+{
+	struct mgr_records *rs = m->records;
+	struct pending me;
+	int ret;
+
+	if (slot >= slot_count(m))
+		return -EINVAL;
+	pthread_mutex_lock(&rs->lock);
+	if (mirror_find(rs, r->id.sandbox) != NULL ||
+	    !(rs->reserved[slot / 8] & (1u << (slot % 8)))) {
+		pthread_mutex_unlock(&rs->lock);
+		return -EEXIST;
+	}
+	/* from the pool's to the record's in one step under the lock */
+	rs->reserved[slot / 8] &= (uint8_t)~(1u << (slot % 8));
+	r->slot = slot;
+	r->uid_base = uid_base_for(uid_window, slot);
+	memset(&me, 0, sizeof(me));
+	me.r = *r;
+	ret = put_locked(m, rs, &me);
+	pthread_mutex_unlock(&rs->lock);
+	return ret;
 }
 
 int

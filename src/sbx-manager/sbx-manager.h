@@ -63,6 +63,7 @@ struct mgr_config {
 	uint32_t disk_mb;               /* default writable layer size */
 	unsigned layer_pool;            /* fresh layer images kept ready (layerpool.c) */
 	unsigned netns_pool;            /* network namespaces kept ready (netnspool.c) */
+	unsigned jail_pool;             /* prepared jails kept ready (jailpool.c) */
 	char snapshot_dir[1024];        /* this worker's archive cache (DATA/snapshots by default) */
 	unsigned snapshot_gc_grace;     /* seconds: younger archives are never offered */
 };
@@ -139,6 +140,15 @@ int records_all(struct mgr *m, struct record **out, size_t *n);
  * by a live (not retired / failed) record of another sandbox, committed or
  * being committed; sets r->slot and r->uid_base. -ENOSPC when none is left */
 int records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window);
+/* a uid slot for a prepared jail (jailpool.c): the lowest no live record
+ * holds and no other prepared jail; kept from every records_put_slotted
+ * until released or claimed. -ENOSPC when none is left */
+int records_slot_reserve(struct mgr *m, uint32_t *slot);
+void records_slot_release(struct mgr *m, uint32_t slot);
+/* records_put of a new install's r with the reserved slot of the prepared
+ * jail it claims (which stops being reserved); -EEXIST when the sandbox
+ * has a record (it keeps its own slot: the jail is not for it) */
+int records_put_claimed(struct mgr *m, struct record *r, uint32_t uid_window, uint32_t slot);
 int records_meta_get(struct mgr *m, const char *key, uint64_t *val);
 int records_meta_set(struct mgr *m, const char *key, uint64_t val);
 
@@ -163,6 +173,9 @@ void bpool_drop(struct mgr *m, const char *sandbox);
  * -EPROTO when it said something else, -EACCES when the binary changed,
  * -ETIMEDOUT when it was not ready in time. */
 int bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why);
+/* the same, binding the prepared jail claim_from (jailpool.c) when not NULL */
+int bridge_spawn_claim(const struct mgr *m, struct record *r, const char *claim_from,
+    int *pidfd_out, const char **why);
 
 /* template.c: the cache of template images (docs/templates.md) */
 int  template_path(const struct mgr *m, const char *digest, char *path, size_t cap);
@@ -304,7 +317,7 @@ enum mgr_counter {
 	MC_SERVING_MISMATCH, MC_LEASES_CANCELLED, MC_INSTALLS, MC_INSTALL_FAILED,
 	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC_RECLAIMS,
 	MC_ARCHIVES_COLLECTED, MC_BRIDGE_KEPT_USED, MC_BRIDGE_KEPT_DROPPED, MC_RECORD_COMMITS,
-	MC_RECORDS_WRITTEN, MC__COUNT
+	MC_RECORDS_WRITTEN, MC_JAILPOOL_MADE, MC_JAILPOOL_CLAIMED, MC__COUNT
 };
 int metrics_init(struct mgr *m);
 void metrics_inc(struct mgr *m, enum mgr_counter c);
@@ -322,6 +335,23 @@ bool metrics_disk_get(struct mgr *m, uint64_t out[3]);         /* false until me
  * layer is new and of the pool's size, true if it did */
 void layerpool_start(struct mgr *m);
 bool layerpool_claim(struct mgr *m, const struct record *r);
+
+/* jailpool.c: prepared jails (docs/worker.md, "Prepared jails"). start:
+ * destroy every marked jail of an earlier life, start the thread that
+ * keeps cfg.jail_pool ready. take: one out of the pool for r (host
+ * template, pool's disk size and pids), never handed out again. bind:
+ * its run and layer directories become r's (after r's record, with the
+ * jail's slot, is committed). discard: destroy it (reserved: its slot is
+ * still the pool's, not a record's) */
+struct jailpool_jail {
+	char name[SPACE_ID_MAX + 1];
+	uint32_t slot;
+	int pidfd;                      /* its guest: readable once it died */
+};
+void jailpool_start(struct mgr *m);
+bool jailpool_take(struct mgr *m, const struct record *r, struct jailpool_jail *out);
+int  jailpool_bind(struct mgr *m, const struct record *r, const struct jailpool_jail *j);
+void jailpool_discard(struct mgr *m, const struct jailpool_jail *j, bool reserved);
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
 int layer_snapshot_live(const struct mgr *m, const struct record *r, char digest[65], uint64_t *size);

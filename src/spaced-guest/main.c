@@ -13,7 +13,14 @@
  * waits (at most --orphan-wait-s) for the next activation's bridge to
  * connect with an ATTACH (jailkeep.h): a new control channel, identity
  * and secret, then the same challenge. Nobody came in time: it exits and
- * the jail ends. */
+ * the jail ends.
+ *
+ * A prepared jail of the worker's pool (--pool, docs/worker.md "Prepared
+ * jails") answers no challenge at its start and serves nobody: it closes
+ * its first control channel and waits, without a time limit, for the one
+ * ATTACH that binds it to a sandbox (any sandbox and generation, once).
+ * From that ATTACH on it is that sandbox's jail like any other; a bind
+ * whose challenge fails ends the jail (a half-bound jail serves nobody). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -68,6 +75,7 @@ struct guest {
 	int keep;                       /* listening RUNDIR/jail.sock, or -1 */
 	unsigned orphan_wait_s;         /* how long to wait for a new bridge */
 	uint64_t orphan_until;          /* monotonic ns; 0 while a bridge is attached */
+	bool pooled;                    /* prepared, not bound to a sandbox yet */
 	struct guest_limits lim;
 };
 
@@ -76,7 +84,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: spaced-guest --sandbox S --generation G --activation A "
 	    "--control-fd N --secret-fd N [--keep-fd N] [--orphan-wait-s N]\n"
-	    "    [--nproc N] [--nofile N] [--fsize-mb N]\n");
+	    "    [--nproc N] [--nofile N] [--fsize-mb N] [--pool]\n");
 	exit(2);
 }
 
@@ -107,6 +115,7 @@ parse_args(struct guest *g, int argc, char **argv)
 		{ "fsize-mb", required_argument, NULL, 'f' },
 		{ "keep-fd", required_argument, NULL, 'K' },
 		{ "orphan-wait-s", required_argument, NULL, 'o' },
+		{ "pool", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int ch;
@@ -130,11 +139,15 @@ parse_args(struct guest *g, int argc, char **argv)
 		case 'f': g->lim.fsize_mb = (unsigned)num_arg(optarg, 1u << 30); break;
 		case 'K': g->keep = (int)num_arg(optarg, 1024); break;
 		case 'o': g->orphan_wait_s = (unsigned)num_arg(optarg, 86400); break;
+		case 'P': g->pooled = true; break;
 		default: usage();
 		}
 	}
 	if (optind != argc || g->sandbox[0] == '\0' || g->generation == 0 ||
 	    g->activation == 0 || g->control < 0 || g->secret_fd < 0)
+		usage();
+	/* a pool jail is reached only through jail.sock */
+	if (g->pooled && g->keep < 0)
 		usage();
 }
 
@@ -207,6 +220,7 @@ attach(struct guest *g)
 	struct jailkeep_attach a;
 	struct timeval tv = { .tv_sec = 2 };
 	const char *why = NULL;
+	bool binding = g->pooled;
 	int conn, fd = -1, r;
 
 	if ((conn = accept4(g->keep, NULL, NULL, SOCK_CLOEXEC)) < 0)
@@ -217,6 +231,16 @@ attach(struct guest *g)
 	if (r < 0) {
 		log_warnx("jail.sock: refused: %s", why != NULL ? why : strerror(-r));
 		return;
+	}
+	if (g->pooled) {
+		/* the bind: once, whatever it names; from here on this jail
+		 * is that execution's and answers to nothing else */
+		log_info("prepared jail bound to %s generation %" PRIu64 " activation %" PRIu32,
+		    a.sandbox, a.generation, a.activation);
+		g->pooled = false;
+		snprintf(g->sandbox, sizeof(g->sandbox), "%s", a.sandbox);
+		g->generation = a.generation;
+		g->activation = 0;
 	}
 	if (strcmp(a.sandbox, g->sandbox) != 0 || a.generation != g->generation ||
 	    a.activation <= g->activation) {
@@ -242,6 +266,8 @@ attach(struct guest *g)
 		    strerror(-r));
 		close(g->control);
 		g->control = -1;
+		if (binding)
+			fatalx("the bind of a prepared jail failed: the jail ends");
 		if (g->orphan_until == 0)
 			g->orphan_until = now_mono_ns() +
 			    (uint64_t)g->orphan_wait_s * 1000000000u;
@@ -381,7 +407,15 @@ main(int argc, char **argv)
 	if ((sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
 		fatal("signalfd");
 
-	r = answer_challenge(&g, secret);
+	if (g.pooled) {
+		/* prepared ahead of its sandbox: nothing to prove yet, nobody
+		 * to serve; the bind (attach) brings the channel and secret */
+		close(g.control);
+		g.control = -1;
+		r = 0;
+		log_info("prepared jail: waiting on jail.sock for its sandbox");
+	} else
+		r = answer_challenge(&g, secret);
 	sodium_memzero(secret, sizeof(secret));
 	/* after the secret is gone: the file is the sandbox's to change */
 	if (r == 0 && guest_template_load() < 0)
@@ -406,7 +440,7 @@ main(int argc, char **argv)
 			ki = n;
 			pfd[n++] = (struct pollfd){ .fd = g.keep, .events = POLLIN };
 		}
-		if (g.control < 0) {
+		if (g.control < 0 && !g.pooled) {
 			uint64_t now = now_mono_ns();
 			if (now >= g.orphan_until) {
 				log_warnx("no bridge came back within %u s: the jail ends",

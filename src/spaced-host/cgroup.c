@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,9 +137,93 @@ mkdir_exec(const char *p)
 }
 
 int
+cgroup_set_limits(const struct cgroup *cg, const struct cgroup_limits *l)
+{
+	char v[64];
+	int r;
+
+	if (cg->v2) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
+		if ((r = write_str(cg->path[0], "memory.max", v)) < 0)
+			return r;
+		/* no swap: the memory limit is the memory limit */
+		(void)write_str(cg->path[0], "memory.swap.max", "0");
+		snprintf(v, sizeof(v), "%u", l->pids);
+		if ((r = write_str(cg->path[0], "pids.max", v)) < 0)
+			return r;
+		snprintf(v, sizeof(v), "%u 100000", l->cpu_percent * 1000);
+		return write_str(cg->path[0], "cpu.max", v);
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
+	/* a live group: memory+swap may not go below memory, so it goes
+	 * first when lowering and last when raising; both tried */
+	(void)write_str(cg->path[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
+	if ((r = write_str(cg->path[CG_MEMORY], "memory.limit_in_bytes", v)) < 0)
+		return r;
+	/* memory+swap too when the kernel accounts swap */
+	(void)write_str(cg->path[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
+	snprintf(v, sizeof(v), "%u", l->pids);
+	if ((r = write_str(cg->path[CG_PIDS], "pids.max", v)) < 0)
+		return r;
+	if ((r = write_str(cg->path[CG_CPU], "cpu.cfs_period_us", "100000")) < 0)
+		return r;
+	snprintf(v, sizeof(v), "%u", l->cpu_percent * 1000);
+	return write_str(cg->path[CG_CPU], "cpu.cfs_quota_us", v);
+}
+
+int
+cgroup_rename(struct cgroup *cg, const char *name)
+{
+	char to[CG__N][1024], *slash;
+	int i, done;
+
+	for (i = 0; i < CG__N; i++) {
+		if (!cg->made[i])
+			continue;
+		snprintf(to[i], sizeof(to[i]), "%s", cg->path[i]);
+		if ((slash = strrchr(to[i], '/')) == NULL)
+			return -EINVAL;
+		snprintf(slash + 1, sizeof(to[i]) - (size_t)(slash + 1 - to[i]), "%s", name);
+	}
+	for (done = 0; done < CG__N; done++) {
+		if (!cg->made[done])
+			continue;
+		if (rename(cg->path[done], to[done]) < 0) {
+			int r = -errno;
+			/* the ones moved already go back: one name for all */
+			for (i = 0; i < done; i++)
+				if (cg->made[i])
+					(void)rename(to[i], cg->path[i]);
+			return r;
+		}
+	}
+	for (i = 0; i < CG__N; i++)
+		if (cg->made[i])
+			memcpy(cg->path[i], to[i], sizeof(to[i]));
+	return 0;
+}
+
+void
+cgroup_renice(const struct cgroup *cg)
+{
+	char buf[8192], *p, *e;
+
+	if (read_str(cg->path[cg->v2 ? 0 : CG_PIDS], "cgroup.procs", buf, sizeof(buf)) < 0)
+		return;
+	for (p = buf; *p; p = e) {
+		long pid = strtol(p, &e, 10);
+		if (e == p)
+			break;
+		(void)setpriority(PRIO_PROCESS, (id_t)pid, 0);
+		/* IOPRIO_WHO_PROCESS, class best-effort, level 4 (the default) */
+		(void)syscall(SYS_ioprio_set, 1, (int)pid, (2 << 13) | 4);
+	}
+}
+
+int
 cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l)
 {
-	char own[300], base[400], v[64];
+	char own[300], base[400];
 	int r, i;
 
 	memset(cg, 0, sizeof(*cg));
@@ -161,16 +247,7 @@ cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l
 		if ((r = mkdir_exec(cg->path[0])) < 0)
 			return r;
 		cg->made[0] = true;
-		snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
-		if ((r = write_str(cg->path[0], "memory.max", v)) < 0)
-			goto fail;
-		/* no swap: the memory limit is the memory limit */
-		(void)write_str(cg->path[0], "memory.swap.max", "0");
-		snprintf(v, sizeof(v), "%u", l->pids);
-		if ((r = write_str(cg->path[0], "pids.max", v)) < 0)
-			goto fail;
-		snprintf(v, sizeof(v), "%u 100000", l->cpu_percent * 1000);
-		if ((r = write_str(cg->path[0], "cpu.max", v)) < 0)
+		if ((r = cgroup_set_limits(cg, l)) < 0)
 			goto fail;
 		return 0;
 	}
@@ -185,18 +262,7 @@ cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l
 			goto fail;
 		cg->made[i] = true;
 	}
-	snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
-	if ((r = write_str(cg->path[CG_MEMORY], "memory.limit_in_bytes", v)) < 0)
-		goto fail;
-	/* memory+swap too when the kernel accounts swap */
-	(void)write_str(cg->path[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
-	snprintf(v, sizeof(v), "%u", l->pids);
-	if ((r = write_str(cg->path[CG_PIDS], "pids.max", v)) < 0)
-		goto fail;
-	if ((r = write_str(cg->path[CG_CPU], "cpu.cfs_period_us", "100000")) < 0)
-		goto fail;
-	snprintf(v, sizeof(v), "%u", l->cpu_percent * 1000);
-	if ((r = write_str(cg->path[CG_CPU], "cpu.cfs_quota_us", v)) < 0)
+	if ((r = cgroup_set_limits(cg, l)) < 0)
 		goto fail;
 	return 0;
 fail:

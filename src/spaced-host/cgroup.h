@@ -23,6 +23,13 @@ struct cgroup_limits {
 int cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *l);
 int cgroup_adopt(struct cgroup *cg, const char *name);
 int cgroup_add(const struct cgroup *cg, pid_t pid);
+/* write the limits of a live group (a prepared jail's, at its claim) */
+int cgroup_set_limits(const struct cgroup *cg, const struct cgroup_limits *l);
+/* rename the group (same parent) to name; its processes stay in it */
+int cgroup_rename(struct cgroup *cg, const char *name);
+/* every process in the group back to nice 0 and the default I/O
+ * priority (a prepared jail was made at a lower one) */
+void cgroup_renice(const struct cgroup *cg);
 int cgroup_oom_kills(const struct cgroup *cg, uint64_t *n);
 /* kill what is left inside, then remove the directories */
 void cgroup_destroy(struct cgroup *cg);

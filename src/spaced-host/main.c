@@ -51,7 +51,7 @@ usage(void)
 	    "    --resident R --substrate jail --template host --run-dir DIR\n"
 	    "    --layer-dir DIR --uid-base N [--memory-mb 512] [--pids 256]\n"
 	    "    [--cpu-percent 100] [--disk-mb 4096] [--guest PATH] [--nameserver IPV4]\n"
-	    "    [--netns PATH] [--orphan-wait-s 60] [-v]\n");
+	    "    [--netns PATH] [--orphan-wait-s 60] [--pool | --claim-from POOLID] [-v]\n");
 	exit(2);
 }
 
@@ -91,7 +91,7 @@ static void
 parse_args(struct host *h, struct opts *o, int argc, char **argv)
 {
 	enum { O_SBX = 1, O_GEN, O_ACT, O_WRK, O_RES, O_SST, O_TPL, O_RUN, O_LAYER,
-	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS, O_TPLIMG, O_NETNS, O_ORPHAN };
+	    O_UID, O_MEM, O_PIDS, O_CPU, O_DISK, O_GUEST, O_NS, O_TPLIMG, O_NETNS, O_ORPHAN, O_POOL, O_CLAIM };
 	static const struct option opts[] = {
 		{ "sandbox", required_argument, NULL, O_SBX },
 		{ "generation", required_argument, NULL, O_GEN },
@@ -112,6 +112,8 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		{ "template-image", required_argument, NULL, O_TPLIMG },
 		{ "netns", required_argument, NULL, O_NETNS },
 		{ "orphan-wait-s", required_argument, NULL, O_ORPHAN },
+		{ "pool", no_argument, NULL, O_POOL },
+		{ "claim-from", required_argument, NULL, O_CLAIM },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct substrate_config *c = &h->cfg;
@@ -153,6 +155,12 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 		case O_TPLIMG: c->template_image = optarg; break;
 		case O_NETNS: c->netns = optarg; break;
 		case O_ORPHAN: c->orphan_wait_s = (unsigned)num_arg("orphan-wait-s", optarg, 1, 86400); break;
+		case O_POOL: c->pool = true; break;
+		case O_CLAIM:
+			if (!id_valid(optarg))
+				usage();
+			c->claim_from = optarg;
+			break;
 		case 'v': o->verbose = 1; break;
 		default: usage();
 		}
@@ -162,6 +170,10 @@ parse_args(struct host *h, struct opts *o, int argc, char **argv)
 	    !c->run_dir || !c->layer_dir || !c->uid_base)
 		usage();
 	if (strlen(o->substrate) > SPACE_SUBSTRATE_MAX)
+		usage();
+	/* only the host template is prepared ahead (docs/worker.md) */
+	if ((c->pool || c->claim_from != NULL) &&
+	    (strcmp(c->template_name, "host") != 0 || (c->pool && c->claim_from != NULL)))
 		usage();
 	/* host, or a template named by its image's digest, with that image */
 	if (strcmp(c->template_name, "host") == 0 ? c->template_image != NULL :
@@ -309,6 +321,23 @@ main(int argc, char **argv)
 	if (r < 0) {
 		sodium_memzero(secret, sizeof(secret));
 		fatalx("cannot launch the guest (%s): %s", h.ops->name, strerror(-r));
+	}
+	if (h.cfg.pool) {
+		/* a prepared jail: its guest waits on jail.sock for the bind
+		 * (the claim's bridge); we leave it as a killed bridge would,
+		 * the layer mounted, the cgroup and jail.sock in place */
+		char line[32];
+		int n = snprintf(line, sizeof(line), "pooled %d\n", (int)h.ops->guest_pid(h.sub));
+
+		sodium_memzero(secret, sizeof(secret));
+		close(control);
+		log_info("prepared jail %s in %.1f ms (guest pid %d)", h.rec.id.sandbox,
+		    (double)(t_launched - t_main) / 1e6, (int)h.ops->guest_pid(h.sub));
+		rc = write(1, line, (size_t)n) == n ? 0 : 1;
+		if (rc != 0)
+			h.ops->stop(h.sub);
+		h.ops->free(h.sub);
+		return rc;
 	}
 	snprintf(sock, sizeof(sock), "%s/bridge.sock", h.cfg.run_dir);
 	/* bound, not listening: binding needs root in the 0700 directory;

@@ -42,6 +42,10 @@ struct substrate_config {
 	                                 * (kept across activations), or NULL: a new one */
 	unsigned orphan_wait_s;         /* how long a jail whose bridge is gone waits
 	                                 * for the next one (docs/jail.md) */
+	bool pool;                      /* prepare a jail for the worker's pool: its
+	                                 * guest waits unbound (docs/worker.md) */
+	const char *claim_from;         /* bind the prepared jail of this pool
+	                                 * identity (generation 1), or NULL */
 };
 
 struct substrate;

@@ -498,6 +498,8 @@ child_main(struct child_args *a)
 	argv[n++] = "--nproc";          argv[n++] = nproc;
 	argv[n++] = "--fsize-mb";       argv[n++] = fsize;
 	argv[n++] = "--nofile";         argv[n++] = nofile;
+	if (cfg->pool)
+		argv[n++] = "--pool";
 	argv[n] = NULL;
 	/* the binary was opened on the host before the pivot: it need not
 	 * (and does not) exist inside the rootfs */
@@ -555,10 +557,41 @@ jail_attach(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		return r == -EBUSY ? r : -ENOENT;
 	/* the listener: the guest (PID 1 of the jail), in our pid namespace;
 	 * nobody there: the jail is gone */
-	if ((r = jailkeep_reach(s->keep, &conn, &pidfd, &gpid)) < 0)
+	if ((r = jailkeep_reach(s->keep, &conn, &pidfd, &gpid)) < 0) {
+		if (cfg->claim_from != NULL) {
+			/* the prepared jail died before its claim: what is
+			 * left of it (its cgroup) goes, a new jail is made */
+			char pname[SPACE_ID_MAX + 32];
+
+			snprintf(pname, sizeof(pname), "%s.g1", cfg->claim_from);
+			log_warnx("prepared jail %s for %s g%" PRIu64 " is gone; a new jail",
+			    cfg->claim_from, cfg->sandbox, cfg->generation);
+			if (cgroup_adopt(&s->cg, pname) == 0)
+				cgroup_destroy(&s->cg);
+			r = -ENOENT;
+		}
 		goto out;
+	}
 	snprintf(name, sizeof(name), "%s.g%" PRIu64, cfg->sandbox, cfg->generation);
-	if (cgroup_adopt(&s->cg, name) < 0) {
+	if (cfg->claim_from != NULL) {
+		/* a prepared jail: its group under the pool's name becomes
+		 * this execution's, with this execution's limits */
+		struct cgroup_limits lim = { cfg->memory_mb, cfg->pids, cfg->cpu_percent };
+		char pname[SPACE_ID_MAX + 32];
+
+		snprintf(pname, sizeof(pname), "%s.g1", cfg->claim_from);
+		if (cgroup_adopt(&s->cg, pname) < 0 || cgroup_rename(&s->cg, name) < 0 ||
+		    cgroup_set_limits(&s->cg, &lim) < 0) {
+			log_warnx("prepared jail %s for %s g%" PRIu64 ": its cgroup cannot be "
+			    "bound; destroyed, a new jail", cfg->claim_from, cfg->sandbox,
+			    cfg->generation);
+			kept_kill(pidfd);
+			cgroup_destroy(&s->cg);
+			r = -ENOENT;
+			goto out;
+		}
+		cgroup_renice(&s->cg);
+	} else if (cgroup_adopt(&s->cg, name) < 0) {
 		log_warnx("kept jail of %s g%" PRIu64 ": its cgroup is gone; a new jail",
 		    cfg->sandbox, cfg->generation);
 		kept_kill(pidfd);
@@ -576,6 +609,15 @@ jail_attach(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	memcpy(at.secret, secret, GUEST_SECRET_LEN);
 	r = jailkeep_send(conn, &at, sv[1]);
 	sodium_memzero(&at, sizeof(at));
+	if (r < 0 && cfg->claim_from != NULL) {
+		/* a half-done bind: the jail is nobody's, it goes */
+		log_warnx("prepared jail %s: cannot bind it (%s); destroyed, a new jail",
+		    cfg->claim_from, strerror(-r));
+		kept_kill(pidfd);
+		cgroup_destroy(&s->cg);
+		r = -ENOENT;
+		goto out;
+	}
 	if (r < 0) {
 		log_warnx("kept jail of %s g%" PRIu64 ": cannot attach (%s); a new jail",
 		    cfg->sandbox, cfg->generation, strerror(-r));
@@ -592,8 +634,13 @@ jail_attach(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	pidfd = -1;
 	*control = sv[0];
 	sv[0] = -1;
-	log_info("jail of %s g%" PRIu64 " kept: activation %" PRIu32 " attached to its guest "
-	    "(pid %d)", cfg->sandbox, cfg->generation, cfg->activation, (int)gpid);
+	if (cfg->claim_from != NULL)
+		log_info("jail of %s g%" PRIu64 " claimed: prepared jail %s bound to activation %"
+		    PRIu32 " (guest pid %d)", cfg->sandbox, cfg->generation, cfg->claim_from,
+		    cfg->activation, (int)gpid);
+	else
+		log_info("jail of %s g%" PRIu64 " kept: activation %" PRIu32 " attached to its guest "
+		    "(pid %d)", cfg->sandbox, cfg->generation, cfg->activation, (int)gpid);
 	r = 0;
 out:
 	if (r < 0) {
@@ -637,7 +684,9 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	s->pidfd = -1;
 	s->templated = strcmp(cfg->template_name, "host") != 0;
 	snprintf(s->keep, sizeof(s->keep), "%s/" JAILKEEP_SOCK, cfg->run_dir);
-	if ((r = jail_attach(cfg, secret, s, control)) == 0) {
+	if (cfg->pool)
+		r = -ENOENT;    /* a new jail, whatever is there */
+	else if ((r = jail_attach(cfg, secret, s, control)) == 0) {
 		*out = s;
 		return 0;
 	}

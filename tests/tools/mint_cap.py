@@ -8,6 +8,9 @@ a token in the past (space-control itself has no way to back-date).
       space-control), moves iat and exp BACKDATE seconds into the past
       (exp - iat stays 120), signs the result with KEYDIR/<kid>.key (the key
       the footer names) through paseto_check.py, and prints the token.
+  mint_cap.py KEYDIR TOKEN BACKDATE OLD:NEW
+      the same, with every claim whose value is OLD (TOKEN's sandbox) set
+      to NEW (a capability for a sandbox the control plane never made)
 """
 import base64
 import json
@@ -21,7 +24,7 @@ def b64d(s):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         print(__doc__, file=sys.stderr)
         return 2
     keydir, token, back = argv[1], argv[2], int(argv[3])
@@ -39,6 +42,16 @@ def main(argv):
     fmt = "%Y-%m-%dT%H:%M:%SZ"
     claims["iat"] = iat.strftime(fmt)
     claims["exp"] = (iat + timedelta(seconds=120)).strftime(fmt)
+    if len(argv) == 5:
+        old, new = argv[4].split(":", 1)
+
+        def swap(v):
+            if isinstance(v, dict):
+                return {k: swap(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [swap(x) for x in v]
+            return new if v == old else v
+        claims = swap(claims)
     here = os.path.dirname(os.path.abspath(__file__))
     r = subprocess.run(["/usr/bin/python3", os.path.join(here, "paseto_check.py"), "sign",
                         seed, json.dumps(claims, separators=(",", ":")),
