@@ -275,7 +275,14 @@ def bench_timeline(P, plat, runs):
         mgr = next(((t, m) for t, p, m in ev if p == "sbx-manager" and m.startswith("serving ") and "after" in m), None)
         jail = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("jail of")), None)
         ready = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("serving ")), None)
+        claim = next((m for t, p, m in ev if p == "sbx-manager" and ": claimed a prepared jail" in m), None)
+        bound = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("jail of") and " claimed: " in m), None)
         add("total: POST to the first exec done", (t3 - t0) * 1e3)
+        # a prepared jail (sbx-manager --jail-pool) handed over and bound
+        add("creates that claimed a prepared jail (count, not ms)", 1.0 if claim and bound else 0.0)
+        if claim and bound:
+            mc = re.search(r"\) ([0-9.]+) ms$", claim)
+            add("    claimed a prepared jail (directories renamed)", float(mc.group(1)) if mc else None)
         add("API: POST answered (auth, placement, store commit)", (t1 - t0) * 1e3)
         if mgr:
             tm, m = mgr
@@ -331,6 +338,7 @@ def bench_timeline(P, plat, runs):
              "    jail: cgroup", "    jail: layer (mkfs + loop mount + dirs)", "      of which mkfs",
              "    jail: clone + id maps + cgroup join", "    jail: setup in the child to the guest's exec",
              "    guest challenge + serving process ready",
+             "    claimed a prepared jail (directories renamed)",
              "sbx-manager: record 'serving' commit", "sbx-manager: network attach",
              "report to space-control (commit)", "running seen by the client (2 ms polls)",
              "route + first exec `true`", "  route (POST routes to space-control)",
@@ -338,3 +346,6 @@ def bench_timeline(P, plat, runs):
     for k in order:
         if k in rows:
             P.log("%-62s %9.1f %9.1f" % (k, P.pct(rows[k], 50), P.pct(rows[k], 90)))
+    k = "creates that claimed a prepared jail (count, not ms)"
+    if k in rows:
+        P.log("%-62s %9d of %d" % ("creates that claimed a prepared jail", sum(rows[k]), len(rows[k])))

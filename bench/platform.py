@@ -96,8 +96,9 @@ def fmt_us(xs):
 class Platform:
     """`space up` with one worker in a private directory; stop() undoes all."""
 
-    def __init__(self, binsrc, capacity=16, workers=1):
+    def __init__(self, binsrc, capacity=16, workers=1, jail_pool=0):
         self.capacity = capacity
+        self.jail_pool = jail_pool
         self.workers = workers
         self.t = tempfile.mkdtemp(prefix="space-bench.")
         os.chmod(self.t, 0o711)     # node-api (nobody) reaches DIR/w1/run
@@ -140,7 +141,8 @@ class Platform:
             self.uplog = open(os.path.join(self.t, "up.log"), "w+")
             self.up = subprocess.Popen(
                 [os.path.join(self.bin, "space"), "up", "--data-dir", self.data,
-                 "--workers", str(self.workers), "--capacity", str(self.capacity), "--port", str(base)],
+                 "--workers", str(self.workers), "--capacity", str(self.capacity), "--port", str(base)] +
+                (["--jail-pool", str(self.jail_pool)] if self.jail_pool else []),
                 stdout=self.uplog, stderr=subprocess.STDOUT, env=self.env)
             end = time.time() + 90
             while time.time() < end:
@@ -1136,6 +1138,8 @@ def main():
     ap.add_argument("--admit", help="bench_admit's output, for the final table")
     ap.add_argument("--iters", type=int, default=500)
     ap.add_argument("--create-runs", type=int, default=20)
+    ap.add_argument("--jail-pool", type=int, default=0,
+                    help="prepared jails the worker keeps (space up --jail-pool; 0: none)")
     ap.add_argument("--idle", type=int, default=10)
     ap.add_argument("--big-mib", type=int, default=512)
     ap.add_argument("--big-runs", type=int, default=5)
@@ -1194,7 +1198,7 @@ def main():
         log("bench: platform: %s: missing %s (build first: make all)" % (a.bin, ", ".join(missing)))
         return 1
     # room for the concurrent creates beside the sandbox kept for the rest
-    plat = Platform(a.bin, max(16, a.concurrent + 2))
+    plat = Platform(a.bin, max(16, a.concurrent + 2), jail_pool=a.jail_pool)
     def on_signal(sig, _frm):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)

@@ -25,7 +25,8 @@
 #include "up.h"
 #include "util.h"
 
-#define USAGE "[--data-dir DIR] [--workers N] [--capacity N] [--port BASE] [--store STORE] [--foreground]\n" \
+#define USAGE "[--data-dir DIR] [--workers N] [--capacity N] [--jail-pool N] [--port BASE] [--store STORE]\n" \
+	"  [--foreground]\n" \
 	"  Start space-control on 127.0.0.1:BASE (default 7700) and N workers\n" \
 	"  (default 2) w1..wN, each an sbx-manager and a node-api on\n" \
 	"  127.0.0.1:BASE+I, and space-edge (the ports of sandboxes by host name)\n" \
@@ -37,7 +38,9 @@
 	"  so explicitly). Running it again on DIR continues where it stopped.\n" \
 	"  --store: space-control's store (sqlite:PATH or postgres://...; default\n" \
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE.\n" \
-	"  --capacity: sandboxes each worker takes (default 16, at most 1024)."
+	"  --capacity: sandboxes each worker takes (default 16, at most 1024).\n" \
+	"  --jail-pool: prepared jails each worker keeps ready (sbx-manager's\n" \
+	"  --jail-pool; default 0, none; at most 64)."
 
 #define READY_TIMEOUT_MS 30000
 #define UP_CAPACITY      16             /* sandboxes per worker (--capacity) */
@@ -250,7 +253,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
-	char listen[64], wid[16], name[48], capacity[16], gw[64];
+	char listen[64], wid[16], name[48], capacity[16], gw[64], jpool[16];
 	int rc;
 
 	/* each worker caches archives in its own data directory
@@ -258,6 +261,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	 * by digest, as between hosts */
 	snprintf(wid, sizeof(wid), "w%d", i);
 	snprintf(capacity, sizeof(capacity), "%d", up->capacity);
+	snprintf(jpool, sizeof(jpool), "%d", up->jail_pool);
 	snprintf(wdir, sizeof(wdir), "%s/%s", up->dir, wid);
 	snprintf(cred, sizeof(cred), "%s/credential", wdir);
 	snprintf(ctl, sizeof(ctl), "http://127.0.0.1:%d", up->port);
@@ -273,7 +277,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
 		    "--capacity", capacity, "--api-group", (char *)group,
-		    "--gateway-listen", gw, NULL };
+		    "--gateway-listen", gw, "--jail-pool", jpool, NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
@@ -355,6 +359,7 @@ cmd_up(int argc, char **argv)
 		{ "data-dir", required_argument, NULL, 'd' },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "capacity", required_argument, NULL, 'c' },
+		{ "jail-pool", required_argument, NULL, 'j' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "store", required_argument, NULL, 's' },
@@ -366,7 +371,7 @@ cmd_up(int argc, char **argv)
 	char url[64], edge[64], health[96], key[KEY_MAX], root[KEY_MAX], *end;
 	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
 	char listen[32], group[64];
-	long workers = 2, port = 7700, capacity = UP_CAPACITY;
+	long workers = 2, port = 7700, capacity = UP_CAPACITY, jail_pool = 0;
 	int ch, i, lockfd = -1, rc, ret = 1;
 
 	optind = 0;
@@ -397,6 +402,14 @@ cmd_up(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'j':
+			errno = 0;
+			jail_pool = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || jail_pool < 0 || jail_pool > 64) {
+				fprintf(stderr, "space: up: --jail-pool is 0..64\n");
+				return 2;
+			}
+			break;
 		case 'p':
 			errno = 0;
 			port = strtol(optarg, &end, 10);
@@ -416,6 +429,7 @@ cmd_up(int argc, char **argv)
 		return cli_fail("up", "out of memory");
 	up->workers = (int)workers;
 	up->capacity = (int)capacity;
+	up->jail_pool = (int)jail_pool;
 	up->port = (int)port;
 	if (bindir_find(up) != 0 || api_group(group, sizeof(group)) != 0 ||
 	    prepare_dirs(up, dir) != 0) {

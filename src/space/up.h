@@ -50,6 +50,7 @@ struct up {
 	int              port;
 	int              workers;
 	int              capacity;      /* sandboxes per worker */
+	int              jail_pool;     /* prepared jails per worker (sbx-manager --jail-pool) */
 };
 
 /* up_proc.c */

@@ -53,7 +53,7 @@ claimed_guest() {
 ALLPOOL=
 platform_on_cleanup() {
 	for _g in $ALLPOOL $(pooled_pids); do
-		tr '\0' ' ' </proc/"$_g"/cmdline 2>/dev/null | grep -q -- "--pool" && kill -9 "$_g" 2>/dev/null
+		{ tr '\0' ' ' </proc/"$_g"/cmdline | grep -q -- "--pool"; } 2>/dev/null && kill -9 "$_g" 2>/dev/null
 	done
 	true
 }
