@@ -40,11 +40,11 @@ netns_path(const struct record *r, char *out, size_t cap)
 	snprintf(out, cap, "%s/netns", r->run_dir);
 }
 
-/* is path a bind of a network namespace? */
-static bool
-held(const char *path)
+bool
+netns_bound(const char *path, unsigned long *ino)
 {
 	struct statfs sf;
+	struct stat st;
 	int fd, t;
 
 	if (statfs(path, &sf) != 0 || sf.f_type != NSFS_MAGIC)
@@ -52,6 +52,8 @@ held(const char *path)
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return false;
 	t = ioctl(fd, NS_GET_NSTYPE);
+	if (ino)
+		*ino = fstat(fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
 	close(fd);
 	return t == CLONE_NEWNET;
 }
@@ -64,7 +66,7 @@ netns_ensure(const struct record *r, char *out, size_t cap)
 	pid_t pid;
 
 	netns_path(r, out, cap);
-	if (held(out))
+	if (netns_bound(out, NULL))
 		return 0;
 	/* a leftover that is not a namespace (a crash between create and
 	 * bind): made again */
@@ -74,7 +76,7 @@ netns_ensure(const struct record *r, char *out, size_t cap)
 		return -errno;
 	close(fd);
 	/* one made ahead of time (netnspool.c), if the pool has one */
-	if (netnspool_claim(out) == 0 && held(out)) {
+	if (netnspool_claim(out) == 0 && netns_bound(out, NULL)) {
 		log_info("netns: %s g%llu: network namespace from the pool", r->id.sandbox,
 		    (unsigned long long)r->id.generation);
 		return 0;
@@ -100,7 +102,7 @@ netns_ensure(const struct record *r, char *out, size_t cap)
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !held(out)) {
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !netns_bound(out, NULL)) {
 		log_warnx("netns: %s g%llu: cannot make its network namespace (step %d)",
 		    r->id.sandbox, (unsigned long long)r->id.generation,
 		    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
@@ -119,7 +121,7 @@ netns_open(const struct record *r)
 	char p[PATH_MAX + 16];
 
 	netns_path(r, p, sizeof(p));
-	if (!held(p))
+	if (!netns_bound(p, NULL))
 		return -ENOENT;
 	return open(p, O_RDONLY | O_CLOEXEC);
 }
@@ -137,7 +139,7 @@ netns_release_dir(const char *run_dir)
 	if (lstat(p, &st) != 0)
 		return;
 	/* a namespace bound twice (never by us) would need two */
-	for (i = 0; i < 4 && held(p); i++)
+	for (i = 0; i < 4 && netns_bound(p, NULL); i++)
 		(void)umount2(p, MNT_DETACH);
 	if (unlink(p) == 0)
 		log_info("netns: released %s", p);

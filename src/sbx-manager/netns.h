@@ -2,10 +2,14 @@
  * (netns.c, docs/network.md). */
 #ifndef SBX_MANAGER_NETNS_H
 #define SBX_MANAGER_NETNS_H
+#include <stdbool.h>
 #include <stddef.h>
 
 struct record;
 
+/* is path a bind of a network namespace? its inode in *ino when ino is
+ * not NULL */
+bool netns_bound(const char *path, unsigned long *ino);
 /* RUNDIR/netns */
 void netns_path(const struct record *r, char *out, size_t cap);
 /* the execution's namespace, made if it is not held yet; its path in

@@ -39,10 +39,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
-#include <linux/magic.h>
-#include <linux/nsfs.h>
 
 #include "log.h"
 #include "netns.h"
@@ -65,31 +62,12 @@ slot_path(unsigned i, char *out, size_t cap)
 	snprintf(out, cap, "%s/%u", nsp_dir, i);
 }
 
-/* is path a bind of a network namespace? its inode in *ino */
-static bool
-ns_bound(const char *path, unsigned long *ino)
-{
-	struct statfs sf;
-	struct stat st;
-	int fd, t;
-
-	if (statfs(path, &sf) != 0 || sf.f_type != NSFS_MAGIC)
-		return false;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return false;
-	t = ioctl(fd, NS_GET_NSTYPE);
-	if (ino)
-		*ino = fstat(fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
-	close(fd);
-	return t == CLONE_NEWNET;
-}
-
 static void
 drop_path(const char *p)
 {
 	int i;
 
-	for (i = 0; i < 4 && ns_bound(p, NULL); i++)
+	for (i = 0; i < 4 && netns_bound(p, NULL); i++)
 		(void)umount2(p, MNT_DETACH);
 	(void)unlink(p);
 }
@@ -185,7 +163,7 @@ pool_thread(void *arg)
 		nsp_stale[i] = false;
 		pthread_mutex_unlock(&nsp_mu);
 		r = make_ns(p, home);
-		if (r == 0 && !ns_bound(p, NULL)) {
+		if (r == 0 && !netns_bound(p, NULL)) {
 			drop_path(p);
 			r = -EIO;
 		}
@@ -275,11 +253,11 @@ netnspool_claim(const char *dst)
 	pthread_mutex_unlock(&nsp_mu);
 	slot_path(i, src, sizeof(src));
 	r = 0;
-	if (!ns_bound(src, &a))
+	if (!netns_bound(src, &a))
 		r = -ENOENT;
 	else if (mount(src, dst, NULL, MS_BIND, NULL) != 0)
 		r = -errno;
-	else if (!ns_bound(dst, &b) || a != b) {
+	else if (!netns_bound(dst, &b) || a != b) {
 		(void)umount2(dst, MNT_DETACH);
 		r = -EIO;
 	}

@@ -564,12 +564,27 @@ records_slot_release(struct mgr *m, uint32_t slot)
 	pthread_mutex_unlock(&rs->lock);
 }
 
+/* r on slot, queued and committed; rs->lock held, released */
+static int
+put_on_slot(struct mgr *m, struct mgr_records *rs, struct record *r,
+    uint32_t uid_window, uint32_t slot)
+{
+	struct pending me;
+	int ret;
+
+	r->slot = slot;
+	r->uid_base = uid_base_for(uid_window, slot);
+	memset(&me, 0, sizeof(me));
+	me.r = *r;
+	ret = put_locked(m, rs, &me);
+	pthread_mutex_unlock(&rs->lock);
+	return ret;
+}
+
 int
 records_put_claimed(struct mgr *m, struct record *r, uint32_t uid_window, uint32_t slot)
 {
 	struct mgr_records *rs = m->records;
-	struct pending me;
-	int ret;
 
 	if (slot >= slot_count(m))
 		return -EINVAL;
@@ -581,23 +596,15 @@ records_put_claimed(struct mgr *m, struct record *r, uint32_t uid_window, uint32
 	}
 	/* from the pool's to the record's in one step under the lock */
 	rs->reserved[slot / 8] &= (uint8_t)~(1u << (slot % 8));
-	r->slot = slot;
-	r->uid_base = uid_base_for(uid_window, slot);
-	memset(&me, 0, sizeof(me));
-	me.r = *r;
-	ret = put_locked(m, rs, &me);
-	pthread_mutex_unlock(&rs->lock);
-	return ret;
+	return put_on_slot(m, rs, r, uid_window, slot);
 }
 
 int
 records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window)
 {
 	struct mgr_records *rs = m->records;
-	struct pending me;
 	struct record *own;
 	uint32_t s, nslots = m->cfg.uid_windows * MGR_SLOTS_MAX;
-	int ret;
 
 	if (nslots > MGR_CAPACITY_MAX)
 		nslots = MGR_CAPACITY_MAX;
@@ -611,15 +618,9 @@ records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window)
 		pthread_mutex_unlock(&rs->lock);
 		return -ENOSPC;
 	}
-	r->slot = s;
-	r->uid_base = uid_base_for(uid_window, s);
 	/* queued under the same lock: the next install that looks for a
 	 * slot sees this one taken */
-	memset(&me, 0, sizeof(me));
-	me.r = *r;
-	ret = put_locked(m, rs, &me);
-	pthread_mutex_unlock(&rs->lock);
-	return ret;
+	return put_on_slot(m, rs, r, uid_window, s);
 }
 
 int
