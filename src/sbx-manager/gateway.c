@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "egress.h"
@@ -583,35 +584,58 @@ check(struct gw *g)
 }
 
 struct restart {
+	struct restart *next;
+	struct timespec due;            /* CLOCK_MONOTONIC */
 	char sandbox[SPACE_ID_MAX + 1];
 	uint64_t generation;
 	pid_t pid;
 };
 
+/* the gateways to start again, oldest first, for the one restart thread.
+ * One long-lived thread, not one per death: a gateway asks for SIGTERM
+ * when the thread that started it ends (PR_SET_PDEATHSIG follows the
+ * parent thread, not the process), so a gateway started by a thread that
+ * then returns would be killed at once. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct restart *head, **tail;
+} rq = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .tail = &rq.head };
+
 /* a gateway died on its own (killed, crashed): its connections are gone,
  * and new opens would find nobody behind D/gw/SANDBOX.sock. Started
- * again after a second (a gateway that keeps dying costs one start a
- * second), if its execution still serves; the dead one is reaped by the
- * detach attach_locked starts with. */
+ * again a second after its death (a gateway that keeps dying costs one
+ * start a second), if its execution still serves; the dead one is reaped
+ * by the detach attach_locked starts with. */
 static void *
 restart_thread(void *arg)
 {
-	struct restart *rs = arg;
+	struct restart *rs;
 	struct record r;
-	struct timespec ts = { 1, 0 };
 
-	nanosleep(&ts, NULL);
-	/* under attach_mu: a retirement's detach either came first (the
-	 * record says so) or waits for us and stops the new one */
-	pthread_mutex_lock(&gt.attach_mu);
-	if (records_get(gt.m, rs->sandbox, &r) == 0 && r.state == EXEC_SERVING &&
-	    r.id.generation == rs->generation && !reidentify(&r)) {
-		log_warnx("gateway: %s g%llu (pid %d) died on its own: starting another",
-		    rs->sandbox, (unsigned long long)rs->generation, (int)rs->pid);
-		(void)attach_locked(&r);
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&rq.mu);
+		while (rq.head == NULL)
+			pthread_cond_wait(&rq.cv, &rq.mu);
+		rs = rq.head;
+		if ((rq.head = rs->next) == NULL)
+			rq.tail = &rq.head;
+		pthread_mutex_unlock(&rq.mu);
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &rs->due, NULL) == EINTR)
+			;
+		/* under attach_mu: a retirement's detach either came first
+		 * (the record says so) or waits for us and stops the new one */
+		pthread_mutex_lock(&gt.attach_mu);
+		if (records_get(gt.m, rs->sandbox, &r) == 0 && r.state == EXEC_SERVING &&
+		    r.id.generation == rs->generation && !reidentify(&r)) {
+			log_warnx("gateway: %s g%llu (pid %d) died on its own: starting another",
+			    rs->sandbox, (unsigned long long)rs->generation, (int)rs->pid);
+			(void)attach_locked(&r);
+		}
+		pthread_mutex_unlock(&gt.attach_mu);
+		free(rs);
 	}
-	pthread_mutex_unlock(&gt.attach_mu);
-	free(rs);
 	return NULL;
 }
 
@@ -620,19 +644,21 @@ static void
 restart_dead(const struct gw *g)
 {
 	struct restart *rs = calloc(1, sizeof(*rs));
-	pthread_t t;
 
-	if (rs == NULL)
+	if (rs == NULL) {
+		log_warnx("gateway: %s died; cannot start another", g->sandbox);
 		return;
+	}
 	snprintf(rs->sandbox, sizeof(rs->sandbox), "%s", g->sandbox);
 	rs->generation = g->generation;
 	rs->pid = g->pid;
-	if (pthread_create(&t, NULL, restart_thread, rs) != 0) {
-		log_warnx("gateway: %s died; cannot start another", g->sandbox);
-		free(rs);
-		return;
-	}
-	pthread_detach(t);
+	clock_gettime(CLOCK_MONOTONIC, &rs->due);
+	rs->due.tv_sec += 1;
+	pthread_mutex_lock(&rq.mu);
+	*rq.tail = rs;
+	rq.tail = &rs->next;
+	pthread_cond_signal(&rq.cv);
+	pthread_mutex_unlock(&rq.mu);
 }
 
 static void *
@@ -740,6 +766,9 @@ gateway_init(struct mgr *m)
 		child_exec(-1, s, -1, argv);
 	close(s);
 	if (pthread_create(&t, NULL, check_thread, NULL) != 0)
+		return -EAGAIN;
+	pthread_detach(t);
+	if (pthread_create(&t, NULL, restart_thread, NULL) != 0)
 		return -EAGAIN;
 	pthread_detach(t);
 	log_info("gateway: listening on %s (pid %d, uid %u)", gt.endpoint, (int)pid, (unsigned)gt.uid);
