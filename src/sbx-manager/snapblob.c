@@ -36,8 +36,16 @@ put_wait_s(uint64_t size)
 	return s > 86400 ? 86400 : (int)s;
 }
 
-/* one attempt: 0, -EAGAIN when space-control could not be reached or
- * answered 5xx (worth another), or another -errno */
+/* no final answer: the control plane could not be reached, or the
+ * connection ended after an interim "100 Continue" (it was stopped
+ * while the body went in), or it answered 5xx: worth another attempt */
+static bool
+transient(int r, unsigned status)
+{
+	return r < 0 || status < 200 || status >= 500;
+}
+
+/* one attempt: 0, -EAGAIN when transient (above), or another -errno */
 static int
 put_once(struct mgr *m, const char *digest, const char **why)
 {
@@ -69,7 +77,7 @@ put_once(struct mgr *m, const char *digest, const char **why)
 		    (unsigned)ans.status);
 		if (r == 0 && ans.status == 413)
 			*why = "the archive is larger than the control plane keeps (--archive-max-mb)";
-		r = r < 0 || ans.status == 0 || ans.status >= 500 ? -EAGAIN : -EIO;
+		r = transient(r, ans.status) ? -EAGAIN : -EIO;
 	} else
 		log_debug("archive %s uploaded (%llu bytes)", digest, (unsigned long long)st.st_size);
 	ctlmsg_clear(&ans);
@@ -188,7 +196,7 @@ dl_body(struct snapblob_dl *d, const char **why)
 		    rb == -EFBIG || ans.result == CTL_MALFORMED ? "snapshot archive too large" :
 		    "snapshot download from the control plane failed";
 		r = ans.status == 404 ? -ENOENT : rb == -EFBIG || ans.result == CTL_MALFORMED ? -EIO :
-		    r < 0 || ans.status == 0 || ans.status >= 500 ? -EAGAIN : -EIO;
+		    transient(r, ans.status) ? -EAGAIN : -EIO;
 		goto out;
 	}
 	if (snapshot_hash_final(&d->h, d->digest, got) != 0) {
