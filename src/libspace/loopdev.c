@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -87,4 +88,21 @@ loopdev_detach_mounts(const char *real, const char *who)
 	}
 	fclose(mi);
 	return detached;
+}
+
+int
+loopdev_open_for_write(int fd)
+{
+	int r = 0;
+
+	/* the lease's break would be signalled to us (SIGIO, whose default
+	 * ends the process) if someone opened the file for writing in the
+	 * instant we hold it: SIGURG is ignored by default */
+	if (fcntl(fd, F_SETSIG, SIGURG) < 0)
+		return -errno;
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
+		return errno == EAGAIN ? 1 : -errno;
+	if (fcntl(fd, F_SETLEASE, F_UNLCK) < 0)
+		r = -errno;
+	return r;
 }

@@ -17,4 +17,14 @@ int loopdev_backing(const char *real, char devs[][16], int max);
  * device backed by the file at real; each is logged with who as the
  * presumed owner ("a dead bridge"). Returns how many were detached. */
 int loopdev_detach_mounts(const char *real, const char *who);
+
+/* Is the file open for writing anywhere (a loop device attached read-write
+ * holds its backing file so, in any mount namespace)? fd: the file, open
+ * read-only by the caller and by nothing else of its own for writing.
+ * Asked of the kernel in O(1) with a read lease, which is granted only
+ * while no one has the file open for writing, and released at once.
+ * 0: no writer, so no file system can be writing the image; 1: a writer;
+ * < 0: cannot tell (leases disabled, or the file system refuses them):
+ * the caller falls back to loopdev_backing. */
+int loopdev_open_for_write(int fd);
 #endif

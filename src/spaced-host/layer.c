@@ -116,10 +116,18 @@ out:
  * the image and detach its mounts first. We hold the layer's flock, so no
  * live bridge owns them. */
 static void
-layer_unmount_stale(const char *img)
+layer_unmount_stale(const char *img, int lock_fd)
 {
 	char real[PATH_MAX];
 
+	/* only a mount of a loop device attached read-write can write the
+	 * image, and such a device holds the image open for writing: when
+	 * the kernel says no one does (an O(1) question), there is nothing
+	 * to detach. Otherwise (or when it cannot tell) every loop device
+	 * is looked at, which costs one sysfs read per loop device the
+	 * machine ever made */
+	if (loopdev_open_for_write(lock_fd) == 0)
+		return;
 	if (realpath(img, real) != NULL)
 		loopdev_detach_mounts(real, "a dead bridge");
 }
@@ -190,7 +198,7 @@ layer_open(struct layer *s, const struct substrate_config *cfg)
 		log_warnx("layer %s is in use by another bridge", img);
 		return -EBUSY;
 	}
-	layer_unmount_stale(img);
+	layer_unmount_stale(img, s->lock_fd);
 	snprintf(s->rw, sizeof(s->rw), "%s/rw", cfg->run_dir);
 	if (mkdir(s->rw, 0700) < 0 && errno != EEXIST)
 		return -errno;

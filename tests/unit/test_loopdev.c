@@ -50,7 +50,7 @@ main(void)
 {
 	char tmpl[] = "/tmp/loopdev.XXXXXX", img[PATH_MAX], real[PATH_MAX];
 	char m1[PATH_MAX], m2[PATH_MAX], devs[4][16];
-	int n, i;
+	int n, i, rfd, wfd;
 
 	log_init("test_loopdev", 0);
 	if (geteuid() != 0) {
@@ -74,7 +74,19 @@ main(void)
 	is_int(loopdev_backing("/nonexistent/disk.img", NULL, 0), 0, "nor a file that does not exist");
 	is_int(loopdev_detach_mounts(real, "nobody"), 0, "nothing to detach");
 
+	/* the O(1) question asked before the scan: no writer now */
+	rfd = open(img, O_RDONLY | O_CLOEXEC);
+	ok(rfd >= 0, "the image opened read-only (as the layer's lock is)");
+	is_int(loopdev_open_for_write(rfd), 0, "nobody has an idle image open for writing");
+	wfd = open(img, O_RDWR | O_CLOEXEC);
+	is_int(loopdev_open_for_write(rfd), 1, "another descriptor open for writing is seen");
+	close(wfd);
+	is_int(loopdev_open_for_write(rfd), 0, "and is gone once closed");
+
 	ok(sh("mount -o loop %s %s", img, m1) == 0, "mounted on a loop device");
+	/* the loop device holds its backing file open read-write: a mount
+	 * left by a killed bridge is never taken for an idle image */
+	is_int(loopdev_open_for_write(rfd), 1, "a mounted image is open for writing (its loop device)");
 	n = loopdev_backing(real, devs, 4);
 	is_int(n, 1, "one loop device backs it");
 	ok(n == 1 && strchr(devs[0], ':') != NULL, "its device number (%s)", n == 1 ? devs[0] : "-");
@@ -89,6 +101,7 @@ main(void)
 		usleep(10000);
 	is_int(loopdev_backing(real, NULL, 0), 0,
 	    "the loop device detached itself once its file system ended (%d ms)", i * 10);
+	is_int(loopdev_open_for_write(rfd), 0, "no writer once the loop device is gone");
 
 	/* an image of another name is not confused with this one */
 	ok(sh("mount -o loop %s %s", img, m1) == 0, "mounted again");
@@ -98,6 +111,7 @@ main(void)
 		is_int(loopdev_backing(other, NULL, 0), 0, "a path that only starts like it does not match");
 	}
 	umount2(m1, MNT_DETACH);
+	close(rfd);
 	sh("rm -rf %s", tmpl);
 	return done_testing();
 }
