@@ -263,7 +263,7 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 	struct timeval tv = { MON_TIMEOUT_S, 0 };
 	struct pollfd p[3];
 	const char *why = NULL;
-	uint64_t until;
+	uint64_t until, t0 = now_mono_ns(), t_conf;
 	int r;
 
 	drop_privileges(h, getppid());
@@ -274,6 +274,7 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 	json_object_seed(0);
 	setsockopt(h->mon, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	confine();
+	t_conf = now_mono_ns();
 
 	r = challenge_guest(h->control, secret, &h->rec.id, CHALLENGE_TIMEOUT_MS, &why);
 	/* the secret has served its one purpose */
@@ -282,6 +283,11 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 		log_warnx("guest challenge failed: %s", why);
 		_exit(1);
 	}
+	/* where the serving process's start goes (docs/benchmarks.md,
+	 * "Bridge start: fixed costs") */
+	log_info("serving process of %s: privileges dropped and filter loaded in %.1f ms, "
+	    "guest challenge answered in %.1f ms", h->rec.id.sandbox,
+	    (double)(t_conf - t0) / 1e6, (double)(now_mono_ns() - t_conf) / 1e6);
 	if (hm_send(h->mon, &ready) < 0)
 		die("cannot tell the monitor we are ready");
 
