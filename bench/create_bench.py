@@ -275,6 +275,7 @@ def bench_timeline(P, plat, runs):
         mgr = next(((t, m) for t, p, m in ev if p == "sbx-manager" and m.startswith("serving ") and "after" in m), None)
         jail = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("jail of")), None)
         ready = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("serving ")), None)
+        sstart = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("start of the serving process")), None)
         claim = next((m for t, p, m in ev if p == "sbx-manager" and ": claimed a prepared jail" in m), None)
         bound = next((m for t, p, m in ev if p == "spaced-host" and m.startswith("jail of") and " claimed: " in m), None)
         add("total: POST to the first exec done", (t3 - t0) * 1e3)
@@ -307,6 +308,9 @@ def bench_timeline(P, plat, runs):
                 add("  spaced-host exec + sbx-manager's checks of it", spawn - rd if spawn and rd else None)
                 add("  spaced-host: main to ready", rd)
                 add("    guest challenge + serving process ready", _ms_after(ready, "ms after the start,"))
+            if sstart:
+                add("      serving process: privileges dropped + seccomp filter", _ms_after(sstart, "privileges and filter"))
+                add("      guest challenge (round trip to the guest)", _ms_after(sstart, "guest challenge"))
             if jail:
                 add("    jail: cgroup", _ms_after(jail, "cgroup"))
                 add("    jail: layer (mkfs + loop mount + dirs)", _ms_after(jail, "layer"))
@@ -338,6 +342,8 @@ def bench_timeline(P, plat, runs):
              "    jail: cgroup", "    jail: layer (mkfs + loop mount + dirs)", "      of which mkfs",
              "    jail: clone + id maps + cgroup join", "    jail: setup in the child to the guest's exec",
              "    guest challenge + serving process ready",
+             "      serving process: privileges dropped + seccomp filter",
+             "      guest challenge (round trip to the guest)",
              "    claimed a prepared jail (directories renamed)",
              "sbx-manager: record 'serving' commit", "sbx-manager: network attach",
              "report to space-control (commit)", "running seen by the client (2 ms polls)",

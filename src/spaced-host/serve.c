@@ -285,8 +285,8 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 	}
 	/* where the serving process's start goes (docs/benchmarks.md,
 	 * "Bridge start: fixed costs") */
-	log_info("serving process of %s: privileges dropped and filter loaded in %.1f ms, "
-	    "guest challenge answered in %.1f ms", h->rec.id.sandbox,
+	log_info("start of the serving process of %s: privileges and filter %.1f ms, "
+	    "guest challenge %.1f ms", h->rec.id.sandbox,
 	    (double)(t_conf - t0) / 1e6, (double)(now_mono_ns() - t_conf) / 1e6);
 	if (hm_send(h->mon, &ready) < 0)
 		die("cannot tell the monitor we are ready");
