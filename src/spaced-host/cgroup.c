@@ -151,8 +151,7 @@ cgroup_set_limits(const struct cgroup *cg, const struct cgroup_limits *l)
 		snprintf(v, sizeof(v), "%u", l->pids);
 		if ((r = write_str(cg->path[0], "pids.max", v)) < 0)
 			return r;
-		snprintf(v, sizeof(v), "%u 100000", l->cpu_percent * 1000);
-		return write_str(cg->path[0], "cpu.max", v);
+		return cgroup_set_cpu(cg, l->cpu_percent);
 	}
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_mb << 20);
 	/* a live group: memory+swap may not go below memory, so it goes
@@ -165,9 +164,28 @@ cgroup_set_limits(const struct cgroup *cg, const struct cgroup_limits *l)
 	snprintf(v, sizeof(v), "%u", l->pids);
 	if ((r = write_str(cg->path[CG_PIDS], "pids.max", v)) < 0)
 		return r;
+	return cgroup_set_cpu(cg, l->cpu_percent);
+}
+
+int
+cgroup_set_cpu(const struct cgroup *cg, unsigned cpu_percent)
+{
+	char v[64];
+	int r;
+
+	if (cg->v2) {
+		if (cpu_percent == 0)
+			snprintf(v, sizeof(v), "max 100000");
+		else
+			snprintf(v, sizeof(v), "%u 100000", cpu_percent * 1000);
+		return write_str(cg->path[0], "cpu.max", v);
+	}
 	if ((r = write_str(cg->path[CG_CPU], "cpu.cfs_period_us", "100000")) < 0)
 		return r;
-	snprintf(v, sizeof(v), "%u", l->cpu_percent * 1000);
+	if (cpu_percent == 0)
+		snprintf(v, sizeof(v), "-1");
+	else
+		snprintf(v, sizeof(v), "%u", cpu_percent * 1000);
 	return write_str(cg->path[CG_CPU], "cpu.cfs_quota_us", v);
 }
 

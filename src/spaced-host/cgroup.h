@@ -15,7 +15,7 @@ struct cgroup {
 };
 
 struct cgroup_limits {
-	unsigned memory_mb, pids, cpu_percent;
+	unsigned memory_mb, pids, cpu_percent;  /* cpu_percent 0: no quota */
 };
 
 /* create space/<name> under this process's own cgroup of each controller
@@ -25,6 +25,8 @@ int cgroup_adopt(struct cgroup *cg, const char *name);
 int cgroup_add(const struct cgroup *cg, pid_t pid);
 /* write the limits of a live group (a prepared jail's, at its claim) */
 int cgroup_set_limits(const struct cgroup *cg, const struct cgroup_limits *l);
+/* the CPU quota alone (percent of one CPU; 0: none); 0 or -errno */
+int cgroup_set_cpu(const struct cgroup *cg, unsigned cpu_percent);
 /* rename the group (same parent) to name; its processes stay in it */
 int cgroup_rename(struct cgroup *cg, const char *name);
 /* every process in the group back to nice 0 and the default I/O

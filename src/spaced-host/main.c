@@ -221,6 +221,9 @@ on_serve_msg(struct host *h, int mon, pid_t serve, bool *ready)
 		int n;
 		if (*ready)
 			return false;
+		/* the execution's CPU quota before anything is admitted */
+		if (h->ops->serving != NULL && h->ops->serving(h->sub) < 0)
+			return false;
 		*ready = true;
 		n = snprintf(line, sizeof(line), "ready %d\n", (int)serve);
 		if (write(1, line, (size_t)n) != n) {

@@ -68,6 +68,11 @@ struct substrate_ops {
 	int (*guest_fd)(const struct substrate *s);
 	/* number of OOM kills in the execution so far (-errno if unknown) */
 	int (*oom_kills)(const struct substrate *s, uint64_t *n);
+	/* the bridge is about to say ready: the execution's CPU quota goes
+	 * on now. Until then the jail ran only the platform's own start-up
+	 * (no command of the sandbox's), which a small quota would otherwise
+	 * stretch (1 % of a CPU: a second). 0 or -errno; NULL: nothing */
+	int (*serving)(struct substrate *s);
 	/* stop the guest (kill, wait), release cgroups, mounts, devices;
 	 * idempotent */
 	int (*stop)(struct substrate *s);

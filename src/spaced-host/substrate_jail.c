@@ -69,6 +69,7 @@ struct substrate {
 	bool templated;
 	bool adopted;                   /* the jail of a previous bridge (not our child) */
 	int pidfd;                      /* the adopted guest's; -1 */
+	unsigned cpu_percent;           /* the quota written at serving */
 	char keep[1100];                /* RUNDIR/jail.sock */
 };
 
@@ -576,7 +577,7 @@ jail_attach(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	if (cfg->claim_from != NULL) {
 		/* a prepared jail: its group under the pool's name becomes
 		 * this execution's, with this execution's limits */
-		struct cgroup_limits lim = { cfg->memory_mb, cfg->pids, cfg->cpu_percent };
+		struct cgroup_limits lim = { cfg->memory_mb, cfg->pids, 0 };
 		char pname[SPACE_ID_MAX + 32];
 
 		snprintf(pname, sizeof(pname), "%s.g1", cfg->claim_from);
@@ -665,7 +666,8 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
     struct substrate **out, int *control)
 {
 	struct substrate *s;
-	struct cgroup_limits lim = { cfg->memory_mb, cfg->pids, cfg->cpu_percent };
+	/* no CPU quota before the bridge serves: jail_serving */
+	struct cgroup_limits lim = { cfg->memory_mb, cfg->pids, 0 };
 	struct child_args a;
 	uint8_t sec[GUEST_SECRET_LEN];
 	char name[SPACE_ID_MAX + 32], map[64], errbuf[512];
@@ -682,6 +684,7 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		return -ENOMEM;
 	s->layer.lock_fd = -1;
 	s->pidfd = -1;
+	s->cpu_percent = cfg->cpu_percent;
 	s->templated = strcmp(cfg->template_name, "host") != 0;
 	snprintf(s->keep, sizeof(s->keep), "%s/" JAILKEEP_SOCK, cfg->run_dir);
 	if (cfg->pool)
@@ -886,6 +889,16 @@ jail_guest_fd(const struct substrate *s)
 }
 
 static int
+jail_serving(struct substrate *s)
+{
+	int r;
+
+	if ((r = cgroup_set_cpu(&s->cg, s->cpu_percent)) < 0)
+		log_warnx("cannot set the CPU quota of the jail: %s", strerror(-r));
+	return r;
+}
+
+static int
 jail_oom_kills(const struct substrate *s, uint64_t *n)
 {
 	return cgroup_oom_kills(&s->cg, n);
@@ -932,6 +945,7 @@ const struct substrate_ops substrate_jail = {
 	.guest_reaped = jail_guest_reaped,
 	.guest_fd = jail_guest_fd,
 	.oom_kills = jail_oom_kills,
+	.serving = jail_serving,
 	.stop = jail_stop,
 	.free = jail_free,
 };

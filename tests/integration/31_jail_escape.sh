@@ -16,12 +16,12 @@ UB=$((1000000 + (($$ + 1777) % 4000) * 65536))
 UB_B=$((UB + 65536))
 A=ja$$
 B=jb$$
-start_host() { # NAME UIDBASE
-	n=$1; ub=$2
+start_host() { # NAME UIDBASE [CPU_PERCENT]
+	n=$1; ub=$2; cpu=${3:-100}
 	mkdir -p "$W/$n/layer" && mkdir -m 700 "$W/$n/run"
 	"$SPACE_BIN/spaced-host" --sandbox "$n" --generation 1 --activation 1 --worker w1 \
 	    --resident r1 --substrate jail --template host --run-dir "$W/$n/run" \
-	    --layer-dir "$W/$n/layer" --uid-base "$ub" --disk-mb 64 --memory-mb 128 --pids 64 \
+	    --layer-dir "$W/$n/layer" --uid-base "$ub" --disk-mb 64 --memory-mb 128 --pids 64 --cpu-percent "$cpu" \
 	    >"$W/$n/ready" 2>"$W/$n/log" &
 	HOSTS="$HOSTS $!"
 	i=0; while [ $i -lt 100 ] && [ ! -s "$W/$n/ready" ]; do sleep 0.1; i=$((i + 1)); done
@@ -41,10 +41,13 @@ py() {
 out_of() { printf '%s\n' "$1" | $SPC get body.result.stdout | sed '/^$/d'; }
 field() { printf '%s\n' "$1" | $SPC get "$2"; }
 
-start_host "$A" "$UB"
+start_host "$A" "$UB" 5
 start_host "$B" "$UB_B"
 is "sandbox A ready" "$(cut -d" " -f1 "$W/$A/ready")" "ready"
 is "sandbox B ready" "$(cut -d" " -f1 "$W/$B/ready")" "ready"
+cpu_stat() { cat /sys/fs/cgroup/cpu/space/$A.g1/cpu.stat 2>/dev/null || cat /sys/fs/cgroup/space/$A.g1/cpu.stat; }
+# A's quota (5 %) goes on when its bridge serves: its start-up ran unthrottled
+is "A's jail start-up was not throttled by its small quota" "$(cpu_stat | awk '$1 == "nr_throttled" { print $2 }')" "0"
 
 # ---- host files ----
 o=$(run "$A" 'cat /etc/shadow 2>&1; ls /work 2>&1; ls /root 2>&1; ls '"$W"' 2>&1; (echo x > /usr/evil) 2>&1; (echo x > /etc/passwd) 2>&1; (echo x > /evil) 2>&1; true')
@@ -149,6 +152,21 @@ is "fork fails with EAGAIN" "$(out_of "$o" | cut -d' ' -f2)" "11"
 check "host can still fork" /bin/true
 PC=$(cat /sys/fs/cgroup/pids/space/$A.g1/pids.current 2>/dev/null || cat /sys/fs/cgroup/space/$A.g1/pids.current)
 check "pids.current ($PC) within pids.max" test "$PC" -le 64
+# the CPU quota: not during the jail's own start-up (a small quota would
+# stretch it), but in place once the bridge said ready, and enforced
+CQ=$(cat /sys/fs/cgroup/cpu/space/$A.g1/cpu.cfs_quota_us 2>/dev/null ||
+    cut -d' ' -f1 /sys/fs/cgroup/space/$A.g1/cpu.max)
+is "the CPU quota (5 %) is on once the bridge serves" "$CQ" "5000"
+T0=$(cpu_stat | awk '$1 == "nr_throttled" { print $2 }')
+o=$(py "$A" '
+import time
+end = time.monotonic() + 0.5
+while time.monotonic() < end:
+    pass
+print("spun")')
+T1=$(cpu_stat | awk '$1 == "nr_throttled" { print $2 }')
+is "a busy loop inside ran" "$(out_of "$o")" "spun"
+check "... and was throttled by the quota (nr_throttled $T0 -> $T1)" test "$T1" -gt "$T0"
 # let the bomb's sleepers end before the next attacks need processes
 i=0; while [ $i -lt 100 ] && [ "$(cat /sys/fs/cgroup/pids/space/$A.g1/pids.current 2>/dev/null || echo 0)" -gt 4 ]; do sleep 0.1; i=$((i + 1)); done
 o=$(py "$A" '
