@@ -49,8 +49,9 @@
 #define SPACE_WATCH_DIRS_MAX    8192        /* directories one recursive watch follows */
 #define SPACE_WATCH_QUEUE       1024        /* events queued per watch before OVERFLOW */
 #define SPACE_STREAMS_PER_SBX   64          /* concurrent operations per sandbox */
-#define SPACE_OPCHAN_IDLE_MAX   2           /* idle file-operation channels a bridge keeps, each
+#define SPACE_OPCHAN_IDLE_MAX   2           /* idle operation channels a bridge keeps, each
                                                one a waiting process of the user in the guest */
+#define SPACE_OPCHAN_IDLE_MS    1000        /* an idle operation channel is closed after this */
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
 #define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */
 #define SPACE_ROUTE_WAIT_MS     8000        /* default of space-control --route-wait-ms */

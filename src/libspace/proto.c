@@ -666,7 +666,7 @@ op_reusable(enum op_kind op)
 {
 	switch (op) {
 	case OP_FS_READ: case OP_FS_STAT: case OP_FS_LIST: case OP_FS_MKDIR:
-	case OP_FS_REMOVE: case OP_FS_RENAME:
+	case OP_FS_REMOVE: case OP_FS_RENAME: case OP_EXEC:
 		return true;
 	default:
 		return false;

@@ -92,11 +92,11 @@ enum op_kind {
 int op_parse(const char *name, enum op_kind *op);      /* "exec", "fs.read", ... */
 const char *op_name(enum op_kind op);
 uint32_t op_access(enum op_kind op);                   /* ACC_* bit */
-/* The file operations whose frames end with the guest's answer (REQUEST
- * in; RESPONSE, DATA* END for fs.read, or ERROR out): once one ends
- * cleanly nothing of it is left on its channel, so the bridge keeps that
- * channel idle and the guest's child serves the next operation on it.
- * fs.write is not among them: an early ERROR leaves upload frames in
- * flight. */
+/* The operations whose frames end with the guest's answer (REQUEST in;
+ * RESPONSE, DATA* END for fs.read, or ERROR out): the file operations and
+ * exec (never a stream). Once one ends cleanly nothing of it is left on
+ * its channel, so the bridge keeps that channel idle and the guest's
+ * child serves the next operation on it. fs.write is not among them: an
+ * early ERROR leaves upload frames in flight. */
 bool op_reusable(enum op_kind op);
 #endif

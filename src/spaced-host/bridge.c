@@ -1,8 +1,9 @@
 /* One connection of sbx-manager: HELLO, REQUEST, the comparator on our own
  * record, then the operation relayed to the guest on an operation channel:
  * a fresh socket passed with MSG_OPEN (the guest forks a child that
- * becomes the user), or, for a file operation, an idle channel kept from
- * an earlier one, whose child is still waiting for its next REQUEST.
+ * becomes the user), or, for a file operation or an exec, an idle channel
+ * kept from an earlier one, whose child is still waiting for its next
+ * REQUEST.
  *
  * The bridge trusts neither side's frames: sbx-manager's request is checked
  * again (defence in depth, DESIGN section 6) and the guest runs code of the
@@ -77,12 +78,44 @@ chan_give(struct host *h, int fd)
 {
 	pthread_mutex_lock(&h->chan_mu);
 	if (h->chan_nidle < SPACE_OPCHAN_IDLE_MAX && !atomic_load(&h->guest_dead)) {
+		h->chan_since[h->chan_nidle] = now_mono_ns();
 		h->chan_idle[h->chan_nidle++] = fd;
 		fd = -1;
 	}
 	pthread_mutex_unlock(&h->chan_mu);
 	if (fd >= 0)
 		close(fd);
+	else if (h->chan_wake[1] >= 0)
+		(void)!write(h->chan_wake[1], "", 1);  /* full: a wake-up is pending */
+}
+
+/* An idle channel is a waiting process of the user in the guest: it is
+ * worth keeping while operations come in a burst, not for the sandbox's
+ * idle hours (docs/jail.md "Kept channels"). The oldest are at the
+ * bottom of the stack (chan_take takes the newest). */
+int
+bridge_chan_expire(struct host *h)
+{
+	uint64_t now = now_mono_ns(), ttl = (uint64_t)SPACE_OPCHAN_IDLE_MS * 1000000u;
+	int old[SPACE_OPCHAN_IDLE_MAX], nold = 0, next = -1;
+	unsigned i, k = 0;
+
+	pthread_mutex_lock(&h->chan_mu);
+	for (i = 0; i < h->chan_nidle; i++) {
+		if (now - h->chan_since[i] >= ttl) {
+			old[nold++] = h->chan_idle[i];
+			continue;
+		}
+		h->chan_since[k] = h->chan_since[i];
+		h->chan_idle[k++] = h->chan_idle[i];
+	}
+	h->chan_nidle = k;
+	if (k > 0)
+		next = (int)((h->chan_since[0] + ttl - now) / 1000000u) + 1;
+	pthread_mutex_unlock(&h->chan_mu);
+	while (nold > 0)
+		close(old[--nold]);
+	return next;
 }
 
 /* a socket of its own per operation, passed over the verified control
@@ -174,8 +207,10 @@ relay_response(struct host *h, int client, const struct frame *f, bool check_oom
 		uint64_t after;
 		json_t *sig = json_object_get(m.result, "signal");
 		/* the count is the monitor's (it holds the cgroup) */
-		if (host_oom_kills(h, &after) == 0 && after > oom_before &&
-		    json_is_integer(sig) && json_integer_value(sig) == 9)
+		/* asked only when the command died of SIGKILL: the one
+		 * way an OOM kill ends it */
+		if (json_is_integer(sig) && json_integer_value(sig) == 9 &&
+		    host_oom_kills(h, &after) == 0 && after > oom_before)
 			json_object_set_new(m.result, "oom_killed", json_true());
 	}
 	m.serving = h->rec.id;
@@ -445,8 +480,8 @@ serve_op(struct host *h, int client, struct frame *f)
 		frame_write_error(client, 503, "unavailable", NULL, "the execution ended");
 		goto out;
 	}
-	/* a file operation takes an idle channel when there is one; every
-	 * other operation (and a file operation when none is idle) gets a
+	/* a file operation or an exec takes an idle channel when there is
+	 * one; every other operation (and those when none is idle) gets a
 	 * fresh one */
 	reuse = op_reusable(req.op);
 	if (reuse)

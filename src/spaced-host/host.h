@@ -35,12 +35,16 @@ struct host {
 	pthread_mutex_t mon_mu;         /* one query (send + answer) at a time */
 	atomic_bool guest_dead;         /* set once; never cleared (no reconnects) */
 	atomic_uint_fast64_t op_seq;
-	/* idle operation channels kept for the next file operation (bridge.c,
-	 * docs/jail.md "Operations in the guest"): a small operation costs a
-	 * frame round trip, not a socketpair, an OPEN and a fork in the guest */
+	/* idle operation channels kept for the next file operation or exec
+	 * (bridge.c, docs/jail.md "Operations in the guest"): a small
+	 * operation costs a frame round trip, not a socketpair, an OPEN and a
+	 * fork in the guest; each is closed after SPACE_OPCHAN_IDLE_MS idle */
 	pthread_mutex_t chan_mu;
 	int chan_idle[SPACE_OPCHAN_IDLE_MAX];
+	uint64_t chan_since[SPACE_OPCHAN_IDLE_MAX];    /* monotonic ns, given back */
 	unsigned chan_nidle;
+	int chan_wake[2];               /* a byte when one goes idle: the
+	                                   serving loop's wait then has an end */
 	pthread_mutex_t mu;             /* guards active */
 	pthread_cond_t idle;
 	unsigned active;                /* connections being served */
@@ -57,6 +61,10 @@ int host_oom_kills(struct host *h, uint64_t *n);
 /* tell the monitor about a refusal (it counts and audits it) */
 void host_refused(struct host *h, enum op_kind op, const char *target,
     const struct capability *cap, struct admit_result res);
+/* bridge.c: close the idle operation channels kept longer than
+ * SPACE_OPCHAN_IDLE_MS (their children in the guest end); the ms until
+ * the next one is due, or -1 when none is idle */
+int bridge_chan_expire(struct host *h);
 /* true once the guest is gone (control channel hung up) */
 bool host_guest_gone(struct host *h);
 

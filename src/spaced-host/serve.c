@@ -261,11 +261,13 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 {
 	struct hm_msg ready = { .type = HM_READY };
 	struct timeval tv = { MON_TIMEOUT_S, 0 };
-	struct pollfd p[3];
+	struct pollfd p[4];
 	const char *why = NULL;
 	uint64_t until, t0 = now_mono_ns(), t_conf;
 	int r;
 
+	if (pipe2(h->chan_wake, O_CLOEXEC | O_NONBLOCK) < 0)
+		h->chan_wake[0] = h->chan_wake[1] = -1;
 	drop_privileges(h, getppid());
 	if (listen(lfd, 64) < 0)
 		die("listen");
@@ -296,10 +298,17 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 		p[1] = (struct pollfd){ .fd = h->control, .events = POLLIN };
 		/* the monitor never writes unasked: only its end closing matters */
 		p[2] = (struct pollfd){ .fd = h->mon, .events = 0 };
-		if (poll(p, 3, -1) < 0) {
+		p[3] = (struct pollfd){ .fd = h->chan_wake[0], .events = POLLIN };
+		/* the wait ends when the oldest idle channel is due */
+		if (poll(p, 4, bridge_chan_expire(h)) < 0) {
 			if (errno == EINTR)
 				continue;
 			die("poll");
+		}
+		if (p[3].revents & POLLIN) {
+			char b[64];
+			while (read(h->chan_wake[0], b, sizeof(b)) > 0)
+				;
 		}
 		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
 			atomic_store(&h->guest_dead, true);

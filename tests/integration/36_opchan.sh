@@ -247,4 +247,53 @@ is "one connection carries reads (4 KiB, 64 KiB, 64 KiB + 1, empty), a stat, an 
     "$(cat "$W/kept")" \
     "read-a:ok read-s64:ok read-s64p:ok read-empty:ok read-b:ok read-a:ok stat:5000 exec:kept 404:404 after-404:ok refused:403:True write:1:True not-request:400:True"
 is "the bridge still serves after them" "$(f "$(call fs.stat '{"path":"/home/user/b"}')" body.result.size)" "5000"
+# ---- exec on kept channels (docs/jail.md "Kept channels") ----
+# execs in a row are served by the same waiting child (the command's
+# parent stays the same), each with its own cwd, environment and output,
+# nothing of one left for the next; the command inherits no socket (not
+# the channel, not the process manager's)
+python3 - "$SOCK" "$SB" "$C" >"$W/ex" <<'EOF'
+import sys
+sys.path.insert(0, __import__("os").environ["SPACE_TOP"] + "/tests/tools")
+import spc
+sock, sbx, claims = sys.argv[1:4]
+def ex(args):
+    fr, doc, n, ended = spc.call(sock, "exec", sbx, claims, args)
+    return doc["result"] if fr == "RESPONSE" else {"error": doc}
+out, parents = [], set()
+for i in range(6):
+    r = ex({"argv": ["sh", "-c", "echo $PPID; pwd; echo ${X:-unset}; ls -l /proc/self/fd | grep -c socket:; exit %d" % i],
+            "env": {"X": "x%d" % i} if i % 2 else {}, "cwd": "/tmp" if i % 2 else "/home/user"})
+    lines = r.get("stdout", "").split("\n")
+    parents.add(lines[0])
+    want = ["/tmp" if i % 2 else "/home/user", "x%d" % i if i % 2 else "unset"]
+    # no socket among its descriptors: neither the channel nor the
+    # process manager's
+    out.append("ok" if r.get("exit_code") == i and lines[1:3] == want and lines[3].strip() == "0" else "BAD:%r" % r)
+r = ex({"argv": ["sh", "-c", "cd /; exec nonexistent-program"]})
+out.append("127" if r.get("exit_code") == 127 else "BAD:%r" % r)
+r = ex({"argv": ["no-such-program"]})
+out.append(str(r.get("error", {}).get("status")))
+r = ex({"argv": ["sh", "-c", "echo after"]})
+out.append(r.get("stdout", "").strip())
+print(" ".join(out), len(parents))
+EOF
+is "six execs on one kept child (cwd, env, exit code, no inherited socket), then a failing one, a 404 and one more" \
+    "$(cat "$W/ex")" "ok ok ok ok ok ok 127 404 after 1"
+# the command kills the child that waits for it: that exec has no answer
+# (500), its channel is not kept, and the next exec gets a fresh child
+o=$(call exec '{"argv":["sh","-c","kill -9 $PPID; sleep 1"]}')
+is "an exec that kills its waiting child is answered 500" "$(f "$o" frame) $(f "$o" body.status)" "ERROR 500"
+is "the next exec is served" "$(f "$(call exec '{"argv":["sh","-c","echo fresh"]}')" body.result.stdout)" "fresh"
+# an idle channel is closed after SPACE_OPCHAN_IDLE_MS (1 s) and its child
+# ends: polled (bounded) until only the process manager is left besides
+# the probe's own child
+i=0; kids=9
+while [ $i -lt 10 ]; do
+	sleep 2
+	kids=$(guest_children | grep -c "^[0-9]")
+	[ "$kids" -le 1 ] && break
+	i=$((i + 1))
+done
+is "idle channels end: the guest keeps only the process manager" "$kids" "1"
 done_testing
