@@ -319,6 +319,10 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 {
 	const char *why = NULL;
 	int pidfd = -1, ret;
+	/* the prepared jail's name when one was handed to spaced-host, and
+	 * whether spaced-host bound it (or started a new jail) */
+	char pool_name[SPACE_ID_MAX + 1] = "";
+	bool pool_bound = false;
 	/* where an install's time goes, for the log (docs/benchmarks.md) */
 	uint64_t t0 = now_mono_ns(), t_commit, t_ready, t_serving, t_claim = 0;
 
@@ -362,9 +366,14 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 	if (layerpool_claim(m, r))
 		log_debug("install %s g%llu: layer image from the pool", r->id.sandbox,
 		    (unsigned long long)r->id.generation);
+	if (claim != NULL)
+		snprintf(pool_name, sizeof(pool_name), "%s", claim->name);
 	while ((ret = bridge_spawn_claim(m, r, claim != NULL ? claim->name : NULL, &pidfd,
 	    &why)) != 0) {
-		claim = NULL;   /* a claim is tried once: spaced-host destroyed a jail it could not bind */
+		/* a claim is tried once: spaced-host destroyed a jail it could not bind */
+		if (claim != NULL)
+			jailpool_release(claim);
+		claim = NULL;
 		/* a bridge that died while starting (killed, or its guest did)
 		 * gets the bounded relaunch a serving one gets, as a new
 		 * activation; one refused for what it is does not */
@@ -384,6 +393,12 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 		wait_layer_free(r);
 	}
 	t_ready = now_mono_ns();
+	/* spaced-host falls back to a new jail when it cannot bind the
+	 * prepared one: what is logged is what it did */
+	if (claim != NULL) {
+		pool_bound = jailpool_claimed(m, r, claim);
+		claim = NULL;
+	}
 	r->state = EXEC_SERVING;
 	if ((ret = records_put(m, r)) != 0) {
 		why = "cannot commit the record";
@@ -408,15 +423,22 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 		    t_begin ? (double)(t0 - t_begin) / 1e6 : 0.0, (double)(t_commit - t0) / 1e6,
 		    (double)(t_ready - t_commit) / 1e6, (double)(t_serving - t_ready) / 1e6,
 		    (double)(t_end - t_serving) / 1e6,
-		    claim != NULL ? ", claimed a prepared jail" : "");
-		if (claim != NULL)
+		    pool_bound ? ", claimed a prepared jail" :
+		    pool_name[0] ? ", a new jail (the prepared one was not bound)" : "");
+		if (pool_bound)
 			log_info("install %s g%llu: claimed a prepared jail %s (slot %u) %.1f ms",
-			    r->id.sandbox, (unsigned long long)r->id.generation, claim->name,
+			    r->id.sandbox, (unsigned long long)r->id.generation, pool_name,
 			    r->slot, (double)t_claim / 1e6);
+		else if (pool_name[0])
+			log_warnx("install %s g%llu: prepared jail %s not bound by the bridge: "
+			    "a new jail serves", r->id.sandbox,
+			    (unsigned long long)r->id.generation, pool_name);
 	}
 	control_report(m, &r->id, "serving", NULL);
 	return 0;
 failed:
+	if (claim != NULL)
+		jailpool_release(claim);
 	metrics_inc(m, MC_INSTALL_FAILED);
 	log_warnx("install %s g%llu failed: %s", r->id.sandbox,
 	    (unsigned long long)r->id.generation, why ? why : "error");
@@ -720,7 +742,10 @@ apply(struct mgr *m, const struct msg_assignment *a)
 {
 	switch (a->action) {
 	case ASSIGN_INSTALL:
+		/* the pools refill only while no install runs (idle.c) */
+		idle_install_begin();
 		do_install(m, a);
+		idle_install_end();
 		break;
 	case ASSIGN_RETIRE:
 		do_retire(m, &a->id, a->want_snapshot);

@@ -27,7 +27,19 @@
  * install, every marked jail is destroyed (its guest killed through
  * jail.sock, its network namespace, layer mount, loop device, directories
  * and cgroups removed): a jail left by an earlier life of sbx-manager is
- * never claimed. */
+ * never claimed. A clean stop (SIGTERM) destroys every unclaimed jail the
+ * same way (jailpool_stop).
+ *
+ * The filler makes a jail only in an idle moment (idle.c): no install in
+ * flight and none in the last moment, checked again between its steps, so
+ * a refill never runs beside a create. Its processes are started without
+ * a fork of this process (vfork, as bridge.c): a fork of sbx-manager from
+ * the filler's thread copied its page tables and write-protected its
+ * memory while the create's thread was committing its record.
+ *
+ * Whether spaced-host bound the jail or fell back to a new one is read
+ * after its ready, not assumed: the prepared guest, still pinned by its
+ * pidfd, must be alive in the execution's cgroup (jailpool_claimed). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -66,7 +78,12 @@ static pthread_mutex_t jp_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t jp_cv = PTHREAD_COND_INITIALIZER;
 static struct jailpool_jail ready[JP_MAX];
 static unsigned nready;
+static bool jp_stopping;        /* a clean stop: no more claims */
+static bool jp_filling;         /* the filler runs */
 static char mark_dir[PATH_MAX];
+
+#define JP_STOP_WAIT_S  8       /* a clean stop waits this long for the filler
+                                 * (space up kills after 10 s) */
 
 /* the record-shaped description of a prepared jail: its paths, slot and
  * uid range, as paths_for (assign.c) names an execution's */
@@ -197,13 +214,39 @@ destroy(struct mgr *m, const char *name, uint32_t slot, bool reserved)
 	log_info("jail pool: %s destroyed", name);
 }
 
-/* spaced-host --pool for r, at a lower priority; 0 when it said
- * "pooled GUESTPID", with *gpid set */
+/* spaced-host with argv, stdout out, in a session of its own, at a lower
+ * CPU and I/O priority (made ahead: the creates running now go first; the
+ * claim sets the jail's processes back to the default): its pid or -1.
+ * vfork, as bridge.c: the child shares our memory until its exec and
+ * makes system calls only; a function of its own, so that no variable of
+ * the caller lives in a register the child could clobber. */
+static pid_t __attribute__((noinline))
+spawn_vfork(char **argv, int devnull, int out)
+{
+	pid_t pid = vfork();
+
+	if (pid != 0)
+		return pid;
+	setsid();
+	if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0)
+		_exit(127);
+	close_range(3, ~0u, 0);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	(void)setpriority(PRIO_PROCESS, 0, 10);
+	(void)syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
+	execv(argv[0], argv);
+	_exit(127);
+}
+
+/* spaced-host --pool for r; 0 when it said "pooled GUESTPID", with *gpid
+ * set */
 static int
 spawn_pool(struct mgr *m, const struct record *r, pid_t *gpid)
 {
 	char uidb[24], dmb[24], ns[16], nsp[PATH_MAX + 16], line[64];
-	int pfd[2], st, ret = -EIO;
+	int pfd[2], st, nul, ret = -EIO;
 	size_t got = 0;
 	pid_t pid;
 
@@ -224,29 +267,19 @@ spawn_pool(struct mgr *m, const struct record *r, pid_t *gpid)
 		argv[sizeof(argv) / sizeof(argv[0]) - 3] = NULL;
 	if (pipe2(pfd, O_CLOEXEC) != 0)
 		return -errno;
-	if ((pid = fork()) < 0) {
+	if ((nul = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+		ret = -errno;
 		close(pfd[0]);
 		close(pfd[1]);
-		return -errno;
+		return ret;
 	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY);
-		sigset_t none;
-
-		setsid();
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(pfd[1], 1) < 0)
-			_exit(127);
-		close_range(3, ~0u, 0);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		/* made ahead: the creates running now go first (the claim
-		 * sets the jail's processes back to the default priority) */
-		errno = 0;
-		if (nice(10) == -1 && errno != 0)
-			errno = 0;
-		(void)syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
-		execv(argv[0], argv);
-		_exit(127);
+	pid = spawn_vfork(argv, nul, pfd[1]);
+	close(nul);
+	if (pid < 0) {
+		ret = -errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return ret;
 	}
 	close(pfd[1]);
 	for (;;) {
@@ -275,7 +308,9 @@ spawn_pool(struct mgr *m, const struct record *r, pid_t *gpid)
 	return ret;
 }
 
-/* one more prepared jail; 0 or -errno (nothing of it left then) */
+/* one more prepared jail; 0 or -errno (nothing of it left then). Between
+ * its steps it waits for an idle moment again: a create that arrived
+ * meanwhile goes first (-ECANCELED when sbx-manager stops meanwhile) */
 static int
 prepare_one(struct mgr *m)
 {
@@ -303,7 +338,15 @@ prepare_one(struct mgr *m)
 		destroy(m, name, slot, true);
 		return -EIO;
 	}
+	if (!idle_wait()) {
+		destroy(m, name, slot, true);
+		return -ECANCELED;
+	}
 	(void)layerpool_claim(m, &r);
+	if (!idle_wait()) {
+		destroy(m, name, slot, true);
+		return -ECANCELED;
+	}
 	if ((ret = spawn_pool(m, &r, &gpid)) != 0) {
 		log_warnx("jail pool: cannot prepare %s", name);
 		destroy(m, name, slot, true);
@@ -322,8 +365,15 @@ prepare_one(struct mgr *m)
 		return -ESRCH;
 	}
 	pthread_mutex_lock(&jp_mu);
+	if (jp_stopping || nready >= JP_MAX) {
+		pthread_mutex_unlock(&jp_mu);
+		close(pidfd);
+		destroy(m, name, slot, true);
+		return -ECANCELED;
+	}
 	snprintf(ready[nready].name, sizeof(ready[nready].name), "%s", name);
 	ready[nready].slot = slot;
+	ready[nready].pid = gpid;
 	ready[nready].pidfd = pidfd;
 	nready++;
 	pthread_mutex_unlock(&jp_mu);
@@ -367,10 +417,11 @@ static void *
 fill_thread(void *arg)
 {
 	struct mgr *m = arg;
+	int r;
 
 	while (!atomic_load(&m->stopping)) {
 		pthread_mutex_lock(&jp_mu);
-		while (nready >= m->cfg.jail_pool && !atomic_load(&m->stopping)) {
+		while (nready >= m->cfg.jail_pool && !atomic_load(&m->stopping) && !jp_stopping) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -382,11 +433,25 @@ fill_thread(void *arg)
 			}
 		}
 		pthread_mutex_unlock(&jp_mu);
-		if (atomic_load(&m->stopping))
+		/* an idle moment first: never beside a create (idle.c) */
+		if (atomic_load(&m->stopping) || !idle_wait())
 			break;
-		if (prepare_one(m) != 0)
-			sleep(JP_RETRY_S);
+		if ((r = prepare_one(m)) != 0 && r != -ECANCELED) {
+			struct timespec ts;
+
+			/* again later; a stop ends the wait */
+			pthread_mutex_lock(&jp_mu);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += JP_RETRY_S;
+			while (!jp_stopping && pthread_cond_timedwait(&jp_cv, &jp_mu, &ts) == 0)
+				;
+			pthread_mutex_unlock(&jp_mu);
+		}
 	}
+	pthread_mutex_lock(&jp_mu);
+	jp_filling = false;
+	pthread_cond_broadcast(&jp_cv);
+	pthread_mutex_unlock(&jp_mu);
 	return NULL;
 }
 
@@ -411,9 +476,50 @@ jailpool_start(struct mgr *m)
 	}
 	if (m->cfg.jail_pool == 0)
 		return;
+	jp_filling = true;
 	if (pthread_create(&t, NULL, fill_thread, m) != 0)
 		fatalx("pthread_create");
 	pthread_detach(t);
+}
+
+void
+jailpool_stop(struct mgr *m)
+{
+	struct jailpool_jail gone[JP_MAX];
+	struct timespec ts;
+	unsigned i, n;
+
+	pthread_mutex_lock(&jp_mu);
+	if (mark_dir[0] == '\0') {
+		pthread_mutex_unlock(&jp_mu);
+		return;
+	}
+	/* no claim from now on; the filler ends after its step */
+	jp_stopping = true;
+	pthread_cond_broadcast(&jp_cv);
+	pthread_mutex_unlock(&jp_mu);
+	idle_stop();
+	pthread_mutex_lock(&jp_mu);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += JP_STOP_WAIT_S;
+	while (jp_filling && pthread_cond_timedwait(&jp_cv, &jp_mu, &ts) == 0)
+		;
+	if (jp_filling)
+		log_warnx("jail pool: the jail being prepared is left to the next start");
+	n = nready;
+	for (i = 0; i < n; i++)
+		gone[i] = ready[i];
+	nready = 0;
+	pthread_mutex_unlock(&jp_mu);
+	/* what no install took: destroyed as at a start (its slot is the
+	 * pool's: released, though nothing takes it any more) */
+	for (i = 0; i < n; i++) {
+		close(gone[i].pidfd);
+		destroy(m, gone[i].name, gone[i].slot, true);
+	}
+	if (n > 0)
+		log_info("jail pool: %u unclaimed prepared jail%s destroyed at the stop", n,
+		    n == 1 ? "" : "s");
 }
 
 bool
@@ -427,9 +533,9 @@ jailpool_take(struct mgr *m, const struct record *r, struct jailpool_jail *out)
 	    r->disk_mb != m->cfg.disk_mb || r->pids != JP_PIDS)
 		return false;
 	pthread_mutex_lock(&jp_mu);
-	while (!ok && nready > 0) {
+	while (!ok && nready > 0 && !jp_stopping) {
 		*out = ready[--nready];
-		pthread_cond_signal(&jp_cv);
+		pthread_cond_broadcast(&jp_cv);
 		if (!dead(out->pidfd)) {
 			ok = true;
 			break;
@@ -443,10 +549,8 @@ jailpool_take(struct mgr *m, const struct record *r, struct jailpool_jail *out)
 		pthread_mutex_lock(&jp_mu);
 	}
 	pthread_mutex_unlock(&jp_mu);
-	if (ok) {
-		close(out->pidfd);
-		out->pidfd = -1;
-	}
+	/* the guest's pidfd stays with the claim: whether the bridge bound
+	 * this guest is read through it (jailpool_claimed) */
 	return ok;
 }
 
@@ -473,12 +577,49 @@ jailpool_bind(struct mgr *m, const struct record *r, const struct jailpool_jail 
 	}
 	snprintf(from, sizeof(from), "%s/%s", mark_dir, j->name);
 	(void)unlink(from);
-	metrics_inc(m, MC_JAILPOOL_CLAIMED);
 	return 0;
+}
+
+void
+jailpool_release(const struct jailpool_jail *j)
+{
+	if (j->pidfd >= 0)
+		close(j->pidfd);
 }
 
 void
 jailpool_discard(struct mgr *m, const struct jailpool_jail *j, bool reserved)
 {
+	jailpool_release(j);
 	destroy(m, j->name, j->slot, reserved);
+}
+
+bool
+jailpool_claimed(struct mgr *m, const struct record *r, const struct jailpool_jail *j)
+{
+	char path[64], line[512], want[SPACE_ID_MAX + 48];
+	bool in = false;
+	FILE *f;
+
+	/* bound: the prepared guest (pinned by its pidfd, so the pid is
+	 * still that process while it lives) is in the execution's cgroup,
+	 * which spaced-host renamed its group to. A fallback killed it, or
+	 * left it in the pool's group. */
+	snprintf(want, sizeof(want), "/space/%s.g%llu", r->id.sandbox,
+	    (unsigned long long)r->id.generation);
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)j->pid);
+	if (j->pidfd >= 0 && !dead(j->pidfd) && (f = fopen(path, "re")) != NULL) {
+		while (!in && fgets(line, sizeof(line), f) != NULL) {
+			size_t l = strcspn(line, "\n"), w = strlen(want);
+			line[l] = '\0';
+			in = l >= w && strcmp(line + l - w, want) == 0;
+		}
+		fclose(f);
+		/* still alive after the read: what was read was that guest */
+		in = in && !dead(j->pidfd);
+	}
+	jailpool_release(j);
+	if (in)
+		metrics_inc(m, MC_JAILPOOL_CLAIMED);
+	return in;
 }

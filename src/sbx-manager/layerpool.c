@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -49,6 +50,36 @@ static unsigned seq;                    /* the next image's name */
 static unsigned next_claim;             /* where claims look first */
 static char pool_dir[PATH_MAX];
 
+/* mkfs.ext4 of path, its stdin and stdout nul: its pid or -1. vfork, as
+ * bridge.c: a fork of this multi-threaded process copied its page tables
+ * and write-protected its memory while a create's thread was working;
+ * the child shares our memory until its exec and makes system calls
+ * only, in a function of its own */
+static pid_t __attribute__((noinline))
+spawn_mkfs(const char *mkfs, const char *path, int nul)
+{
+	pid_t pid = vfork();
+
+	if (pid != 0)
+		return pid;
+	if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0)
+		_exit(127);
+	/* made ahead of time: the creates running now go first (if the
+	 * priority cannot be lowered, it is made all the same) */
+	(void)setpriority(PRIO_PROCESS, 0, 10);
+	/* and its writes after theirs: best effort, lowest level */
+	(void)syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0,
+	    (2 << 13) /* IOPRIO_CLASS_BE */ | 7);
+	/* the same file system spaced-host makes on a new layer; its root is
+	 * root's here and moved into the sandbox's range when the bridge
+	 * mounts it. The journal is not zeroed: the file is new and sparse
+	 * (O_EXCL in make_image), its holes read as zeros, and zeroing would
+	 * turn 64 MiB of them into written disk blocks per image */
+	execl(mkfs, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_journal_init=1", path,
+	    (char *)NULL);
+	_exit(127);
+}
+
 /* mkfs.ext4 of a sparse image of mb MiB at path; 0 or -errno */
 static int
 make_image(const char *path, uint32_t mb)
@@ -56,7 +87,7 @@ make_image(const char *path, uint32_t mb)
 	const char *mkfs = access("/sbin/mkfs.ext4", X_OK) == 0 ? "/sbin/mkfs.ext4" :
 	    "/usr/sbin/mkfs.ext4";
 	pid_t pid;
-	int fd, st, r;
+	int fd, st, r, nul;
 
 	if ((fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return -errno;
@@ -64,30 +95,12 @@ make_image(const char *path, uint32_t mb)
 	close(fd);
 	if (r != 0)
 		return r;
-	if ((pid = fork()) < 0)
+	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		return -errno;
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0)
-			_exit(127);
-		/* made ahead of time: the creates running now go first (if
-		 * the priority cannot be lowered, it is made all the same) */
-		errno = 0;
-		if (nice(10) == -1 && errno != 0)
-			errno = 0;
-		/* and its writes after theirs: best effort, lowest level */
-		(void)syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0,
-		    (2 << 13) /* IOPRIO_CLASS_BE */ | 7);
-		/* the same file system spaced-host makes on a new layer; its
-		 * root is root's here and moved into the sandbox's range when
-		 * the bridge mounts it. The journal is not zeroed: the file is
-		 * new and sparse (O_EXCL above), its holes read as zeros, and
-		 * zeroing would turn 64 MiB of them into written disk blocks
-		 * per image */
-		execl(mkfs, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_journal_init=1", path,
-		    (char *)NULL);
-		_exit(127);
-	}
+	pid = spawn_mkfs(mkfs, path, nul);
+	close(nul);
+	if (pid < 0)
+		return -errno;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
@@ -131,6 +144,9 @@ pool_thread(void *arg)
 			pthread_cond_wait(&pool_cv, &pool_mu);
 		n = seq++;
 		pthread_mutex_unlock(&pool_mu);
+		/* never beside a create (idle.c); a stop ends the thread */
+		if (!idle_wait())
+			return NULL;
 		snprintf(tmp, sizeof(tmp), "%s/.mk-%u", pool_dir, n);
 		unlink(tmp);
 		if ((r = make_image(tmp, m->cfg.disk_mb)) == 0) {

@@ -365,9 +365,12 @@ main(int argc, char **argv)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
 	atomic_store(&m->stopping, true);
-	/* the pool's namespaces are nobody's: not left bound */
-	netnspool_stop();
 	log_info("stopping on signal %d; bridges keep running and are adopted on restart", sig);
+	/* the pools' namespaces and prepared jails are nobody's: not left
+	 * bound or running (jailpool.c first: its jails hold pooled
+	 * namespaces it no longer needs) */
+	jailpool_stop(m);
+	netnspool_stop();
 	/* the records are committed as they change: nothing to flush. The
 	 * other threads may be inside a blocking read; leave. The control
 	 * client ends with us (its parent-death signal). */

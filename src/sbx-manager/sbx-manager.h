@@ -346,12 +346,29 @@ bool layerpool_claim(struct mgr *m, const struct record *r);
 struct jailpool_jail {
 	char name[SPACE_ID_MAX + 1];
 	uint32_t slot;
+	pid_t pid;                      /* its guest */
 	int pidfd;                      /* its guest: readable once it died */
 };
 void jailpool_start(struct mgr *m);
 bool jailpool_take(struct mgr *m, const struct record *r, struct jailpool_jail *out);
 int  jailpool_bind(struct mgr *m, const struct record *r, const struct jailpool_jail *j);
 void jailpool_discard(struct mgr *m, const struct jailpool_jail *j, bool reserved);
+/* after r's bridge said ready: did it bind the prepared jail j (its guest
+ * alive in r's cgroup) rather than start a new jail? Then j's guest
+ * descriptor is closed (jailpool_release alone does only that) */
+bool jailpool_claimed(struct mgr *m, const struct record *r, const struct jailpool_jail *j);
+void jailpool_release(const struct jailpool_jail *j);
+/* a clean stop: no more claims, the filler ends, every unclaimed prepared
+ * jail is destroyed as at a start */
+void jailpool_stop(struct mgr *m);
+
+/* idle.c: idle moments for the pools' refills. The lanes count installs
+ * (begin/end); idle_wait returns once none is in flight and none started
+ * or ended in the last moment (false: stopping) */
+void idle_install_begin(void);
+void idle_install_end(void);
+bool idle_wait(void);
+void idle_stop(void);
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
 int layer_snapshot_live(const struct mgr *m, const struct record *r, char digest[65], uint64_t *size);

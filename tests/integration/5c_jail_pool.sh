@@ -6,9 +6,11 @@
 # two different jails (guest pids, uid ranges), the pool is filled again.
 # A prepared jail is out of reach of a capability before its claim. A
 # prepared jail whose guest died is not claimed: the create still
-# succeeds with a new jail and nothing of the dead one is left. kill -9 of
-# sbx-manager with prepared jails present: the next start destroys them
-# (guest, cgroup, netns, layer mount, directories).
+# succeeds with a new jail and nothing of the dead one is left. A prepared
+# jail the bridge cannot bind (jail.sock gone): a new jail serves, and the
+# log says so rather than "claimed". kill -9 of sbx-manager with prepared
+# jails present: the next start destroys them (guest, cgroup, netns, layer
+# mount, loop device, directories); a clean stop destroys them too.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
@@ -132,6 +134,28 @@ check "C running" wait_state "$C" running 30
 S=$C CAP=$(route "$C")
 is "C serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 
+# a prepared jail the bridge cannot bind (its jail.sock gone, the guest
+# alive): spaced-host starts a new jail, and sbx-manager logs what it did,
+# not that it claimed one
+check "pool filled again (jail.sock removed next)" wait_pool 2 60
+P3=$(pooled_pids | tr '\n' ' ')
+ALLPOOL="$ALLPOOL $P3"
+for n in $(ls "$MD"); do rm -f "$T/w1/run/$n.g1/jail.sock"; done
+is "create D (the prepared jails cannot be reached)" "$(cpost /v1/sandboxes "{\"worker\":\"w1\",$R256}")" 201
+D=$(jget id)
+check "D running" wait_state "$D" running 30
+S=$D CAP=$(route "$D")
+is "D serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+check "... the log does not say D claimed a prepared jail" \
+    sh -c "! grep -q 'install $D g1: claimed a prepared jail' '$LOG' && ! grep -q 'serving $D g1 .*claimed a prepared jail' '$LOG'"
+check "... it says the prepared jail was not bound" \
+    grep -q "install $D g1: prepared jail pool-[0-9a-f]* not bound by the bridge: a new jail serves" "$LOG"
+# the prepared guest it was handed is gone (spaced-host destroyed it), the
+# other one is killed here so that the pool fills again
+for g in $P3; do kill -9 "$g" 2>/dev/null; done
+for g in $P3; do check "... prepared guest $g is gone" gone "$g" 10; done
+is "D still serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+
 # kill -9 of sbx-manager with prepared jails: the next start destroys them
 check "pool filled again before the crash" wait_pool 2 60
 P2=$(pooled_pids | tr '\n' ' ')
@@ -150,4 +174,26 @@ done
 S=$A CAP=$(route "$A")
 is "A still serves" "$(napi POST exec --data-binary '{"argv":["cat","/home/user/f"]}')" 200
 check "sbx-manager kept running" alive "$M1"
+
+# a clean stop (SIGTERM, as space up stops) destroys every unclaimed
+# prepared jail, as a start does; the sandboxes' bridges keep running
+stop M1
+check "sbx-manager started again with a pool of 2" \
+    start_mgr 1 w1 "$NP" --jail-pool 2 --layer-pool 2 --disk-mb 256
+check "two prepared jails" wait_pool 2 60
+P4=$(pooled_pids | tr '\n' ' ')
+ALLPOOL="$ALLPOOL $P4"
+N4=$(ls "$MD" | tr '\n' ' ')
+stop M1
+for g in $P4; do check "after a clean stop: prepared guest $g is gone" gone "$g" 10; done
+is "... no mark left" "$(marks)" 0
+for n in $N4; do
+	check "... $n: no run or layer directory" test ! -e "$T/w1/run/$n.g1" -a ! -e "$T/w1/exec/$n.g1"
+	is "... $n: no mount" "$(grep -c "/$n.g1/" /proc/mounts)" 0
+	is "... $n: no cgroup" "$(find /sys/fs/cgroup -maxdepth 6 -name "$n.g1" 2>/dev/null | wc -l)" 0
+	is "... $n: no loop device" "$(losetup -a 2>/dev/null | grep -c "/$n.g1/")" 0
+done
+check "sbx-manager started again (no pool)" start_mgr 1 w1 "$NP" --jail-pool 0 --layer-pool 2 --disk-mb 256
+S=$A CAP=$(route "$A")
+is "A still serves after the clean stop" "$(napi POST exec --data-binary '{"argv":["cat","/home/user/f"]}')" 200
 done_testing
