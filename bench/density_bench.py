@@ -21,7 +21,7 @@ bench/platform.py on a platform of its own (`space up --workers 1
                   reaches the bridge), a 4 KiB read (HTTP GET files, full
                   path), and GET /healthz on node-api (the client and HTTP
                   alone); then --density-creates creates to first exec
-                  (API, 5 ms polls, the sandbox killed after)
+                  (API, the state waited for with GET ?until=running, the sandbox killed after)
   host            loop devices, network namespaces (nsfs mounts) and
                   mounts of the platform at each level, and once stopped
                   (what teardown left)

@@ -710,8 +710,9 @@ def bridge_alone(plat, i):
 
 
 def api_create_exec(plat, ctl, body="{}"):
-    """create + first exec over the HTTP APIs, state polled every 5 ms (the
-    CLI polls every 200 ms). Returns (to running, to exec done) in us."""
+    """create + first exec over the HTTP APIs, the state waited for as the
+    CLI and the E2B front wait (GET ?until=running&wait=S: space-control
+    answers once it runs). Returns (to running, to exec done) in us."""
     auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
     t0 = now_us()
     st, data, _ = ctl.req("POST", "/v1/sandboxes", body, auth)
@@ -721,13 +722,13 @@ def api_create_exec(plat, ctl, body="{}"):
     try:
         end = time.time() + 60
         while True:
-            st, data, _ = ctl.req("GET", "/v1/sandboxes/" + sbx, None, auth)
-            state = json.loads(data).get("state") if st == 200 else None
-            if state == "running":
+            st, data, _ = ctl.req("GET", "/v1/sandboxes/%s?until=running&wait=30" % sbx, None, auth)
+            o = json.loads(data) if st == 200 else {}
+            state = o.get("state")
+            if state == "running" and (o.get("execution") or {}).get("state") == "serving":
                 break
-            if state not in ("creating",) or time.time() > end:
+            if state not in ("creating", "running") or time.time() > end:
                 raise RuntimeError("sandbox %s: %d %s" % (sbx, st, data[:200]))
-            time.sleep(0.005)
         t1 = now_us()
         st, data, _ = ctl.req("POST", "/v1/sandboxes/%s/routes" % sbx, '{"access":["exec"]}', auth)
         if st != 200 and st != 201:
@@ -805,13 +806,13 @@ def bench_create(plat, runs):
     row("space create + space exec -- true (two CLI processes)", plat_t)
     row("  of which space create (until running)", create_t)
     row("  of which the first space exec -- true", exec_t)
-    row("API: POST sandboxes, poll every 5 ms, route, POST exec `true`", api_t)
+    row("API: POST sandboxes, GET ?until=running, route, POST exec `true`", api_t)
     row("  of which until the state is running", api_run)
     row("spaced-host alone: fresh layer to ready + exec `true` (socket)", alone_t)
     row("  of that: mkfs.ext4 of the 1 GiB sparse layer image, alone", mkfs_t)
     if bw_t:
         row("bwrap --unshare-all ... true", bw_t)
-        ROWS.append(("create to first exec (API, 5 ms polls), median",
+        ROWS.append(("create to first exec (API), median",
                      "%.0f ms" % (pct(api_t, 50) / 1000),
                      "bwrap %.1f ms; spaced-host alone %.0f ms" % (pct(bw_t, 50) / 1000, pct(alone_t, 50) / 1000),
                      "%.0fx / %.1fx" % (pct(api_t, 50) / pct(bw_t, 50), pct(api_t, 50) / pct(alone_t, 50))))

@@ -9,7 +9,7 @@ platform, each figure beside the `host` template in the same run:
                         against the machine's apt source, mksquashfs) into
                         a fresh cache directory, which is then thrown away
   create to first exec  POST sandboxes {"template":"deb"} against {} (the
-                        host template), alternated, 5 ms polls, the first
+                        host template), alternated, GET ?until=running, the first
                         exec of `true` over node-api
   idle memory           10 idle sandboxes on the template against 10 on
                         host: PSS and RSS of each one's processes, its
@@ -93,7 +93,7 @@ def bench_create(P, plat, runs):
             res[k][1].append(b)
     P.log("")
     P.log("== create to first exec, template %s against host (milliseconds, %d runs each, alternated;"
-          " API, 5 ms polls)" % (NAME, runs))
+          " API, GET ?until=running)" % (NAME, runs))
     P.log("%-62s %9s %9s %9s" % ("what", "median", "p90", "max"))
     for label, k in (("template host: to running", "host"), ("template %s: to running" % NAME, "tpl")):
         xs = res[k][0]

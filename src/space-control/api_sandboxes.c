@@ -271,15 +271,68 @@ api_sandbox_list(struct req *r)
 	reply_json(r, 200, json_pack("{s:o}", "sandboxes", arr));
 }
 
+/* how often a waiting GET looks at the store anyway: a state committed
+ * by another daemon on the same store wakes nothing here */
+#define STATE_RECHECK_NS (50ull * 1000000ull)
+
+/* the states a GET may wait for; a sandbox that reaches a state no
+ * operation leaves by itself ends the wait too */
+static const char *const until_states[] = { "running", "paused", "killed", NULL };
+
+static bool
+state_reached(json_t *o, const char *until)
+{
+	const char *st = json_string_value(json_object_get(o, "state"));
+	json_t *e = json_object_get(o, "execution");
+	const char *es = json_string_value(json_object_get(e, "state"));
+
+	if (st == NULL)
+		return true;
+	if (strcmp(st, "failed") == 0 || strcmp(st, "killed") == 0)
+		return true;
+	if (strcmp(st, until) != 0)
+		return false;
+	/* running counts once the current execution serves */
+	return strcmp(until, "running") != 0 || (es != NULL && strcmp(es, "serving") == 0);
+}
+
 void
 api_sandbox_get(struct req *r)
 {
+	struct ctl *c = r->ctl;
+	const char *until = req_query(r, "until");
 	json_t *o = NULL;
-	int rc = r->ctl->st->ops->sandbox_get(r->ctl->st, r->principal, r->params[0], &o);
+	uint64_t wait = 0, deadline, seq, now;
+	int rc, i;
 
-	if (rc < 0) {
-		reply_store_error(r, rc, "sandbox");
+	if (until != NULL) {
+		for (i = 0; until_states[i] != NULL && strcmp(until, until_states[i]) != 0; i++)
+			;
+		if (until_states[i] == NULL) {
+			reply_error(r, 400, "bad_request", "until must be running, paused or killed");
+			return;
+		}
+	}
+	if (req_query_u(r, "wait", SPACE_LONGPOLL_MAX, &wait) < 0 || (wait > 0 && until == NULL)) {
+		reply_error(r, 400, "bad_request", "wait is 0..%d seconds, with until",
+		    SPACE_LONGPOLL_MAX);
 		return;
+	}
+	deadline = now_mono_ns() + wait * 1000000000ull;
+	for (;;) {
+		/* the sequence first: a commit after it wakes the wait */
+		seq = state_seq(c);
+		if ((rc = c->st->ops->sandbox_get(c->st, r->principal, r->params[0], &o)) < 0) {
+			reply_store_error(r, rc, "sandbox");
+			return;
+		}
+		now = now_mono_ns();
+		if (until == NULL || state_reached(o, until) || now >= deadline || c->stopping)
+			break;
+		json_decref(o);
+		o = NULL;
+		state_wait(c, seq, deadline - now <= STATE_RECHECK_NS ? deadline :
+		    now + STATE_RECHECK_NS);
 	}
 	api_refusals_attach(r->ctl->st, r->principal, r->params[0], o);
 	reply_json(r, 200, o);

@@ -221,31 +221,13 @@ out:
 	json_decref(in);
 }
 
-/* strict non-negative decimal */
-static int
-parse_u(const char *s, int64_t max, int64_t *out)
-{
-	int64_t v = 0;
-
-	if (s == NULL || *s == '\0' || strlen(s) > 19)
-		return -EINVAL;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -EINVAL;
-		v = v * 10 + (*s - '0');
-	}
-	if (v > max)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
 
 void
 api_worker_assignments(struct req *r)
 {
 	struct ctl *c = r->ctl;
-	const char *a = req_query(r, "after"), *w = req_query(r, "wait");
-	int64_t after = 0, wait = 0, rev = 0;
+	uint64_t after = 0, wait = 0;
+	int64_t rev = 0;
 	uint64_t deadline, seq, now;
 	json_t *arr = NULL;
 	int rc;
@@ -254,8 +236,8 @@ api_worker_assignments(struct req *r)
 		reply_error(r, 400, "bad_request", "no body expected");
 		return;
 	}
-	if ((a && parse_u(a, INT64_MAX / 2, &after) < 0) ||
-	    (w && parse_u(w, SPACE_LONGPOLL_MAX, &wait) < 0)) {
+	if (req_query_u(r, "after", INT64_MAX / 2, &after) < 0 ||
+	    req_query_u(r, "wait", SPACE_LONGPOLL_MAX, &wait) < 0) {
 		reply_error(r, 400, "bad_request", "after must be a revision, wait 0..%d seconds",
 		    SPACE_LONGPOLL_MAX);
 		return;
@@ -354,8 +336,10 @@ api_worker_status(struct req *r)
 	else {
 		log_info("execution %s g%llu a%u on %s: %s", id.sandbox,
 		    (unsigned long long)id.generation, id.activation, r->params[0], state);
-		/* a report may be what a lifecycle operation waits for */
+		/* a report may be what a lifecycle operation waits for, and
+		 * what a client's GET ?until= waits for */
 		ops_kick(r->ctl, id.sandbox);
+		state_notify(r->ctl);
 		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
 	}
 	goto out;

@@ -109,6 +109,10 @@ struct ctl {
 	pthread_mutex_t assign_mu;
 	pthread_cond_t  assign_cv;
 	uint64_t        assign_seq;
+	/* the same for a sandbox's state (GET /v1/sandboxes/ID?until=):
+	 * bumped with assign_seq and after each execution report */
+	pthread_cond_t  state_cv;
+	uint64_t        state_seq;
 	volatile int    stopping;
 
 	/* this daemon's name as a lease owner: new at every start, so that a
@@ -193,6 +197,10 @@ bool assign_pushed(struct ctl *c);
 /* waits until an assignment newer than seq may exist or deadline passes */
 uint64_t assign_seq(struct ctl *c);
 void assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns);
+/* a sandbox's state may have changed (a commit by this daemon) */
+void state_notify(struct ctl *c);
+uint64_t state_seq(struct ctl *c);
+void state_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns);
 
 /* metrics.c */
 void metrics_request(const char *route, unsigned status);

@@ -70,24 +70,6 @@ edge_revoke_after(struct req *r, handler_fn h)
 		note(r->params[0]);
 }
 
-static int
-query_u(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (s == NULL)
-		return 0;
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 void
 api_edge_revocations(struct req *r)
 {
@@ -100,8 +82,8 @@ api_edge_revocations(struct req *r)
 		reply_error(r, 400, "bad_request", "no body expected");
 		return;
 	}
-	if (query_u(req_query(r, "after"), UINT64_MAX / 2, &after) < 0 ||
-	    query_u(req_query(r, "wait"), SPACE_LONGPOLL_MAX, &wait) < 0 ||
+	if (req_query_u(r, "after", UINT64_MAX / 2, &after) < 0 ||
+	    req_query_u(r, "wait", SPACE_LONGPOLL_MAX, &wait) < 0 ||
 	    (boot && strlen(boot) > 16)) {
 		reply_error(r, 400, "bad_request", "after must be a sequence number, wait 0..%d "
 		    "seconds, boot what an earlier answer said", SPACE_LONGPOLL_MAX);

@@ -181,6 +181,28 @@ req_query(struct req *r, const char *name)
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+int
+req_query_u(struct req *r, const char *name, uint64_t max, uint64_t *out)
+{
+	const char *s = req_query(r, name);
+	uint64_t v = 0;
+
+	if (s == NULL)
+		return 0;
+	/* strict: 1 to 19 decimal digits, nothing else */
+	if (*s == '\0' || strlen(s) > 19)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	if (v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
 /* match url against pattern; 1 match, 0 no match, -1 shape matches but a
  * '*' segment is not a valid id */
 static int

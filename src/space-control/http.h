@@ -68,6 +68,9 @@ json_t *req_json(struct req *r, bool empty_ok);
  * answers 400 naming the field and returns 0 */
 int json_keys_only(struct req *r, json_t *obj, const char *const *allowed);
 const char *req_query(struct req *r, const char *name);
+/* the query parameter name as a decimal 0..max into *out (left alone when
+ * absent: 0); -EINVAL or -ERANGE for anything else */
+int req_query_u(struct req *r, const char *name, uint64_t max, uint64_t *out);
 
 /* handlers (api_*.c) */
 void api_healthz(struct req *);

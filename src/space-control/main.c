@@ -348,6 +348,7 @@ cmd_serve(int argc, char **argv)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->assign_cv, &ca);
+	pthread_cond_init(&c->state_cv, &ca);
 	pthread_condattr_destroy(&ca);
 
 	if ((c->st = control_store_open(&c->cfg)) == NULL)
@@ -392,6 +393,7 @@ out:
 	if (c->st)
 		c->st->ops->close(c->st);
 	pthread_cond_destroy(&c->assign_cv);
+	pthread_cond_destroy(&c->state_cv);
 	pthread_mutex_destroy(&c->assign_mu);
 	free(c);
 	return ret;

@@ -87,7 +87,43 @@ assign_notify(struct ctl *c)
 {
 	pthread_mutex_lock(&c->assign_mu);
 	c->assign_seq++;
+	c->state_seq++;
 	pthread_cond_broadcast(&c->assign_cv);
+	pthread_cond_broadcast(&c->state_cv);
+	pthread_mutex_unlock(&c->assign_mu);
+}
+
+void
+state_notify(struct ctl *c)
+{
+	pthread_mutex_lock(&c->assign_mu);
+	c->state_seq++;
+	pthread_cond_broadcast(&c->state_cv);
+	pthread_mutex_unlock(&c->assign_mu);
+}
+
+uint64_t
+state_seq(struct ctl *c)
+{
+	uint64_t s;
+
+	pthread_mutex_lock(&c->assign_mu);
+	s = c->state_seq;
+	pthread_mutex_unlock(&c->assign_mu);
+	return s;
+}
+
+void
+state_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&c->assign_mu);
+	while (c->state_seq == seq && !c->stopping && now_mono_ns() < deadline_ns) {
+		ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+		ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
+		pthread_cond_timedwait(&c->state_cv, &c->assign_mu, &ts);
+	}
 	pthread_mutex_unlock(&c->assign_mu);
 }
 
@@ -264,6 +300,7 @@ scheduler_stop(struct ctl *c)
 	c->stopping = 1;
 	pthread_mutex_lock(&c->assign_mu);
 	pthread_cond_broadcast(&c->assign_cv);
+	pthread_cond_broadcast(&c->state_cv);
 	pthread_mutex_unlock(&c->assign_mu);
 	if (tick_started)
 		pthread_join(tick_thread, NULL);

@@ -147,18 +147,24 @@ get_sandbox(const char *key, const char *id, struct space_answer *a)
 	return ctl(key, "GET", path, NULL, a);
 }
 
-/* polls until the sandbox is in want (running: and its execution serves) */
+/* waits until the sandbox is in want (running: and its execution serves):
+ * space-control holds each GET until then (?until=, at most 25 s a time);
+ * an answer in another state is looked at again after a pause */
 static int
 wait_state(const char *key, const char *id, const char *want, struct space_answer *a)
 {
-	time_t t0 = time(NULL);
+	time_t t0 = time(NULL), left;
 	unsigned ms = 5;
+	char path[SPACE_ID_MAX + 64];
 
 	for (;;) {
 		const char *st, *es;
 
 		space_answer_clear(a);
-		if (get_sandbox(key, id, a) < 0 || !space_answer_ok(a))
+		left = E2B_WAIT_SECS - (time(NULL) - t0);
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s?until=%s&wait=%d", id, want,
+		    left > 25 ? 25 : left > 0 ? (int)left : 0);
+		if (ctl(key, "GET", path, NULL, a) < 0 || !space_answer_ok(a))
 			return -1;
 		st = jstr(a->body, "state");
 		es = jstr(json_object_get(a->body, "execution"), "state");

@@ -224,15 +224,22 @@ cli_jscalar(char *buf, size_t cap, const json_t *v)
 		snprintf(buf, cap, "-");
 }
 
-int
-cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_t **out)
+/* GET the sandbox; with until (running, paused, killed), the control
+ * plane answers once it is there (or failed, killed) or after wait_s */
+static int
+sandbox_get_until(const char *verb, struct space_client *c, const char *sbx,
+    const char *until, int wait_s, json_t **out)
 {
 	struct space_answer a;
-	char path[SPACE_ID_MAX + 32];
+	char path[SPACE_ID_MAX + 64];
 
 	*out = NULL;
 	space_answer_init(&a);
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
+	if (until != NULL)
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s?until=%s&wait=%d", sbx, until,
+		    wait_s);
+	else
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", sbx);
 	if (cli_request(verb, c, "GET", path, NULL, &a) != 0) {
 		space_answer_clear(&a);
 		return 1;
@@ -244,6 +251,12 @@ cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_
 	*out = json_incref(a.body);
 	space_answer_clear(&a);
 	return 0;
+}
+
+int
+cli_sandbox_get(const char *verb, struct space_client *c, const char *sbx, json_t **out)
+{
+	return sandbox_get_until(verb, c, sbx, NULL, 0, out);
 }
 
 /* waiting for the control plane: often a few tens of milliseconds (a
@@ -263,15 +276,22 @@ int
 cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
     const char *want, const char *worker, int timeout, json_t **out)
 {
-	time_t end = time(NULL) + timeout;
+	time_t end = time(NULL) + timeout, now;
 	const char *st = "?";
 	json_t *s = NULL, *e;
 	unsigned pause_ms = 0;
+	/* the control plane holds the GET until the state is reached (a
+	 * long-poll: no latency from polling); a worker condition, or a
+	 * state the wait does not know, is looked at again here */
+	bool lp = strcmp(want, "running") == 0 || strcmp(want, "paused") == 0 ||
+	    strcmp(want, "killed") == 0;
 
 	*out = NULL;
 	for (;;) {
 		json_decref(s);
-		if (cli_sandbox_get(verb, c, sbx, &s) != 0)
+		now = time(NULL);
+		if (sandbox_get_until(verb, c, sbx, lp ? want : NULL,
+		    end - now > 25 ? 25 : end > now ? (int)(end - now) : 0, &s) != 0)
 			return 1;
 		st = cli_jstr(s, "state", "?");
 		e = json_object_get(s, "execution");
@@ -294,6 +314,8 @@ cli_wait_state(const char *verb, struct space_client *c, const char *sbx,
 			    "see `space show %s`", sbx, st, timeout, want, sbx);
 			break;
 		}
+		/* a long-poll that answered early: the worker is not yet the
+		 * one asked for, or the sandbox passed its state */
 		cli_poll_sleep(&pause_ms);
 	}
 	json_decref(s);

@@ -71,6 +71,29 @@ KEY1=$SPACE_API_KEY
 SBX=$(space create 2>"$T/err"); rc=$?
 is "space create exits 0" "$rc" 0
 [ "$rc" = 0 ] || diag "$(cat "$T/err")"
+# GET ?until=STATE&wait=S: held until the state is reached (the CLI's and
+# the E2B front's wait), strict about its parameters
+lp() { curl -s --max-time 40 -o "$T/lp.json" -w '%{http_code}' -H "Authorization: Bearer $SPACE_API_KEY" "$SPACE_API_URL/v1/sandboxes/$SBX$1"; }
+lp_state() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); print(o["state"], (o.get("execution") or {}).get("state"))' "$T/lp.json"; }
+is "GET ?until=running&wait=10: 200" "$(lp '?until=running&wait=10')" 200
+is "... running, its execution serving" "$(lp_state)" "running serving"
+is "GET ?until=paused&wait=1 of a running sandbox: 200 at the deadline" "$(lp '?until=paused&wait=1')" 200
+is "... still running" "$(lp_state)" "running serving"
+for q in '?until=bogus&wait=1' '?wait=5' '?until=running&wait=31' '?until=running&wait=-1' \
+    '?until=running&wait=1x' '?until=running&wait=' '?until=running&wait=99999999999999999999'; do
+	is "GET $q: 400" "$(lp "$q")" 400
+done
+check "... saying what is allowed" grep -q "until must be\|wait is 0" "$T/lp.json"
+# a create through the API, then at once a GET that waits: it answers only
+# once the new sandbox runs (without the wait it is still creating)
+SBX0=$SBX
+SBX=$(curl -s --max-time 20 -X POST -H "Authorization: Bearer $SPACE_API_KEY" \
+    -H 'Content-Type: application/json' -d '{}' "$SPACE_API_URL/v1/sandboxes" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+is "POST then GET ?until=running&wait=20 at once: 200" "$(lp '?until=running&wait=20')" 200
+is "... answered once it runs, its execution serving" "$(lp_state)" "running serving"
+space kill "$SBX" >/dev/null 2>&1
+SBX=$SBX0
 out=$(sp exec --timeout 10 "$SBX" -- echo hello </dev/null 2>"$T/err"); rc=$?
 is "exec echo hello: stdout" "$out" "hello"
 is "exec echo hello: exit status" "$rc" 0
@@ -198,6 +221,8 @@ is "the sandbox serves again" "$out" "back"
 sp fs read "$SBX" /home/user/blob >"$T/blob.again" 2>"$T/err"
 check "its files survived the restart" cmp "$T/blob" "$T/blob.again"
 check "space kill" sh -c 'space kill "$1" >/dev/null' sh "$SBX"
+is "GET ?until=running&wait=20 of a killed sandbox: 200" "$(lp '?until=running&wait=20')" 200
+is "... answered with the state it will not leave" "$(lp_state | cut -d' ' -f1)" "killed"
 before=$kids
 stop_up
 is "the second space up exits 0 on SIGTERM" "$up_rc" 0
