@@ -211,9 +211,11 @@ summary(const json_t *s)
 	return o;
 }
 
-/* Polls the sandbox until it is in state want ("running": and its
- * execution serves), at most secs seconds, saying each new state as
- * progress. The summary, or NULL with x->err. */
+/* Waits until the sandbox is in state want ("running": and its execution
+ * serves), at most secs seconds, saying each new state as progress:
+ * space-control holds each GET until then (?until=, a second at a time,
+ * so that a state on the way is still said). The summary, or NULL with
+ * x->err. */
 static json_t *
 wait_state(struct mcp_ctx *x, const char *what, const char *sbx, const char *want, int secs)
 {
@@ -223,9 +225,15 @@ wait_state(struct mcp_ctx *x, const char *what, const char *sbx, const char *wan
 	const char *st, *es;
 	json_t *s, *r;
 
+	bool lp = strcmp(want, "running") == 0 || strcmp(want, "paused") == 0 ||
+	    strcmp(want, "killed") == 0;
+	char path[SPACE_ID_MAX + 64];
+
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		if ((s = sandbox_get(x, what, sbx)) == NULL)
+		snprintf(path, sizeof(path), lp ? "/v1/sandboxes/%s?until=%s&wait=1" :
+		    "/v1/sandboxes/%s", sbx, want);
+		if ((s = ctl(x, what, "GET", path, NULL)) == NULL)
 			return NULL;
 		st = mcp_jstr(s, "state") ? mcp_jstr(s, "state") : "?";
 		es = mcp_jstr(json_object_get(s, "execution"), "state");
