@@ -247,13 +247,14 @@ def bench_timeline(P, plat, runs):
         sbx = json.loads(data)["id"]
         end = time.time() + 60
         while True:
-            st, data, _ = ctl.req("GET", "/v1/sandboxes/" + sbx, None, auth)
-            state = json.loads(data).get("state") if st == 200 else None
-            if state == "running":
+            # held by space-control until it runs (the CLI's wait)
+            st, data, _ = ctl.req("GET", "/v1/sandboxes/%s?until=running&wait=30" % sbx, None, auth)
+            o = json.loads(data) if st == 200 else {}
+            state = o.get("state")
+            if state == "running" and (o.get("execution") or {}).get("state") == "serving":
                 break
-            if state != "creating" or time.time() > end:
+            if state not in ("creating", "running") or time.time() > end:
                 raise RuntimeError("sandbox %s: %d %s" % (sbx, st, data[:200]))
-            time.sleep(0.002)
         t2 = time.time()
         st, data, _ = ctl.req("POST", "/v1/sandboxes/%s/routes" % sbx, '{"access":["exec"]}', auth)
         r = json.loads(data)
@@ -322,7 +323,7 @@ def bench_timeline(P, plat, runs):
             if reported is not None:
                 add("report to space-control (commit)", (reported - tm) * 1e3)
         if reported is not None:
-            add("running seen by the client (2 ms polls)", (t2 - reported) * 1e3)
+            add("running seen by the client (GET ?until=running)", (t2 - reported) * 1e3)
         add("route + first exec `true`", (t3 - t2) * 1e3)
         add("  route (POST routes to space-control)", (t2r - t2) * 1e3)
         add("  first exec `true` (new connection to node-api)", (t3 - t2r) * 1e3)
@@ -346,7 +347,7 @@ def bench_timeline(P, plat, runs):
              "      guest challenge (round trip to the guest)",
              "    claimed a prepared jail (directories renamed)",
              "sbx-manager: record 'serving' commit", "sbx-manager: network attach",
-             "report to space-control (commit)", "running seen by the client (2 ms polls)",
+             "report to space-control (commit)", "running seen by the client (GET ?until=running)",
              "route + first exec `true`", "  route (POST routes to space-control)",
              "  first exec `true` (new connection to node-api)", "  second exec `true` (same connection)"]
     for k in order:
