@@ -52,11 +52,9 @@ stop_up() {
 
 # bridges: pids of the spaced-host processes serving executions under $D
 bridges() {
-	for c in /proc/[0-9]*/cmdline; do
-		case "$(tr '\0' ' ' 2>/dev/null <"$c")" in
-		*spaced-host*"--run-dir $D/w"*) _up_p=${c#/proc/}; echo "${_up_p%/cmdline}" ;;
-		esac
-	done | tr '\n' ' ' | sed 's/ $//'
+	# one pgrep, not a process per process on the machine
+	_up_re=$(printf '%s' "$D" | sed 's/[][\\.^$*+?(){}|]/\\&/g')
+	pgrep -f -- "spaced-host.*--run-dir $_up_re/w" | tr '\n' ' ' | sed 's/ $//'
 }
 
 # daemon_pid NAME WORKER: the pid of space-control (WORKER empty),
