@@ -131,13 +131,14 @@ bool
 ctlmsg_is_request(uint8_t type)
 {
 	return (type >= CTL_POST && type <= CTL_TEMPLATE_GET) || type == CTL_SNAPSHOT_GET ||
-	    type == CTL_SNAPSHOT_PUT;
+	    type == CTL_SNAPSHOT_PUT || type == CTL_SNAPSHOT_STREAM;
 }
 
 bool
 ctlmsg_takes_fd(uint8_t type)
 {
-	return type == CTL_TEMPLATE_GET || type == CTL_SNAPSHOT_GET || type == CTL_SNAPSHOT_PUT;
+	return type == CTL_TEMPLATE_GET || type == CTL_SNAPSHOT_GET || type == CTL_SNAPSHOT_PUT ||
+	    type == CTL_SNAPSHOT_STREAM;
 }
 
 static bool
@@ -178,6 +179,7 @@ ctlmsg_encode(const struct ctlmsg *m, uint8_t *buf, size_t cap)
 		put_be(&w, m->timeout_s, 4);
 		break;
 	case CTL_KEYS_GET:
+	case CTL_SNAPSHOT_STREAM:
 		break;
 	case CTL_ASSIGN_GET:
 		if (m->wait_s > 120)
@@ -305,6 +307,7 @@ ctlmsg_decode(const uint8_t *buf, size_t n, struct ctlmsg *m, const char **why)
 			goto bad;
 		break;
 	case CTL_KEYS_GET:
+	case CTL_SNAPSHOT_STREAM:
 	case CTL_DONE:
 		break;
 	case CTL_ASSIGN_GET:

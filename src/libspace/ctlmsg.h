@@ -24,6 +24,10 @@
  *   SNAPSHOT_PUT  digest (64 lowercase hex), with one descriptor: the
  *                 archive, open read-only, uploaded from offset 0 to its
  *                 size                                   -> DONE
+ *   SNAPSHOT_STREAM nothing, with one descriptor: the read end of a pipe
+ *                 an archive is written into while it is made, uploaded
+ *                 until the pipe's end; the control plane takes the digest
+ *                 from the archive's own trailer          -> DONE
  * answers, child -> parent; each starts with result u8 (enum ctl_result)
  * and status u16 (the HTTP status, 0 when there was none, <= 999):
  *   DONE          result, status
@@ -40,7 +44,8 @@
  * Decoding refuses a bad magic or version, an unknown type, a length that
  * is not the payload's, an out-of-range integer or enum, a string over its
  * limit or with a byte its field may not hold, a descriptor on any message
- * but TEMPLATE_GET, SNAPSHOT_GET and SNAPSHOT_PUT (and none on those), and
+ * but TEMPLATE_GET, SNAPSHOT_GET, SNAPSHOT_PUT and SNAPSHOT_STREAM (and
+ * none on those), and
  * anything left over. The parent reads the child as
  * hostile: nothing the child says goes further than a field can express,
  * and the key bundle is verified by the parent under the pinned root key. */
@@ -77,6 +82,7 @@ enum ctl_type {
 	CTL_COLLECT,
 	CTL_SNAPSHOT_GET,       /* requests added later: after the answers */
 	CTL_SNAPSHOT_PUT,
+	CTL_SNAPSHOT_STREAM,
 	CTL__MAX
 };
 

@@ -72,6 +72,8 @@ snapshot_stream_max(uint64_t max_bytes)
 
 struct snap_out {
 	int fd;
+	int tee;                /* >= 0: every byte written there too */
+	int tee_err;            /* its failure (then tee is -1) */
 	int err;                /* first failure, negative errno */
 	uint64_t written;       /* compressed bytes in the file */
 	uint64_t flushed;       /* of them, handed to the disk (fd_writeback_ahead) */
@@ -81,6 +83,18 @@ struct snap_out {
 	crypto_generichash_state h;
 	unsigned char zbuf[SNAP_BUF];
 };
+
+/* the tee's reader going away ends the tee, not the archive */
+static void
+tee_put(struct snap_out *o, const void *p, size_t n)
+{
+	int r;
+
+	if (o->tee >= 0 && (r = fd_write_all(o->tee, p, n)) < 0) {
+		o->tee_err = r;
+		o->tee = -1;
+	}
+}
 
 static int
 out_put(struct snap_out *o, const void *p, size_t n)
@@ -94,6 +108,7 @@ out_put(struct snap_out *o, const void *p, size_t n)
 		return r;
 	o->written += n;
 	fd_writeback_ahead(o->fd, &o->flushed, o->written);
+	tee_put(o, p, n);
 	return 0;
 }
 
@@ -533,6 +548,14 @@ int
 snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats)
 {
+	return snapshot_create_tee(layer_dir, store_dir, max_bytes, -1, NULL, digest_out, stats);
+}
+
+int
+snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
+    int tee_fd, int *tee_err, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
+    struct snapshot_stats *stats)
+{
 	struct snap_create *c = NULL;
 	struct snap_out *o = NULL;
 	unsigned char digest[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], rnd[8];
@@ -549,6 +572,7 @@ snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes
 		goto out;
 	}
 	o->fd = -1;
+	o->tee = tee_fd;
 	o->max = max_bytes;
 	o->stream_max = snapshot_stream_max(max_bytes);
 	c->o = o;
@@ -604,8 +628,10 @@ snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes
 	snap_trailer(trailer, digest);
 	if ((r = fd_write_all(o->fd, trailer, sizeof(trailer))) < 0)
 		goto out;
-	/* read-only: an archive is immutable once named by its digest */
-	if (fchmod(o->fd, 0444) < 0 || fsync(o->fd) < 0) {
+	tee_put(o, trailer, sizeof(trailer));
+	/* read-only: an archive is immutable once named by its digest; with
+	 * a tee the copy it feeds is the durable one, this is a cache */
+	if (fchmod(o->fd, 0444) < 0 || (tee_fd < 0 && fsync(o->fd) < 0)) {
 		r = -errno;
 		goto out;
 	}
@@ -618,7 +644,7 @@ snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes
 		goto out;
 	}
 	tmp_made = false;
-	if (fsync(sfd) < 0) {
+	if (tee_fd < 0 && fsync(sfd) < 0) {
 		r = -errno;
 		goto out;
 	}
@@ -634,6 +660,8 @@ out:
 		    "(%llu bytes)", layer_dir, (unsigned long long)max_bytes);
 	if (o && r < 0 && o->err == 0)
 		o->err = r;     /* archive_write_free closes: let it write nothing */
+	if (tee_err != NULL)
+		*tee_err = o ? o->tee_err : 0;
 	if (c && c->a)
 		archive_write_free(c->a);
 	if (c && c->ae)

@@ -36,6 +36,17 @@ struct snapshot_stats {
 int snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats);
 
+/* snapshot_create that also writes every byte of the archive, trailer
+ * included, to tee_fd (a pipe into an upload) as it is made, and does not
+ * fsync the file or the store: the copy the tee feeds is the durable one
+ * (the caller reports the digest only once that copy is stored). A tee
+ * that fails (the reader went away: EPIPE) is dropped, *tee_err gets its
+ * -errno and the archive is still made into the store, so the caller can
+ * send the file instead; *tee_err is 0 when every byte went out. */
+int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
+    int tee_fd, int *tee_err, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
+    struct snapshot_stats *stats);
+
 /* Restores store_dir/<digest>.snap into dest_dir, which must be missing
  * (it is created 0755) or empty, in one pass: every entry is checked
  * before it is created, the body's BLAKE2b-256 is recomputed while it is
@@ -97,4 +108,9 @@ void snapshot_hash_update(struct snapshot_hash *h, const void *p, size_t n);
  * too). got (may be NULL) gets the body's digest in hex. */
 int snapshot_hash_final(struct snapshot_hash *h, const char *digest,
     char got[SNAPSHOT_DIGEST_HEX + 1]);
+/* The same check for bytes whose digest is not known before they end (a
+ * streamed upload): 0 when the last bytes are a trailer and it names the
+ * body's BLAKE2b-256, which got then holds in hex; -EBADMSG otherwise
+ * (got still gets the body's digest). */
+int snapshot_hash_end(struct snapshot_hash *h, char got[SNAPSHOT_DIGEST_HEX + 1]);
 #endif

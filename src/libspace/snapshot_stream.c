@@ -86,6 +86,20 @@ snapshot_hash_final(struct snapshot_hash *h, const char *digest,
 	return ok ? 0 : -EBADMSG;
 }
 
+int
+snapshot_hash_end(struct snapshot_hash *h, char got[SNAPSHOT_DIGEST_HEX + 1])
+{
+	unsigned char d[SNAPSHOT_DIGEST_LEN], tr[SNAP_TRAILER_LEN];
+	int ok;
+
+	crypto_generichash_final((crypto_generichash_state *)(void *)h->st, d, sizeof(d));
+	sodium_bin2hex(got, SNAPSHOT_DIGEST_HEX + 1, d, sizeof(d));
+	snap_trailer(tr, d);
+	ok = h->tail_len == SNAP_TRAILER_LEN && sodium_memcmp(h->tail, tr, sizeof(tr)) == 0;
+	sodium_memzero(h->st, sizeof(h->st));
+	return ok ? 0 : -EBADMSG;
+}
+
 bool
 snapshot_digest_valid(const char *s)
 {

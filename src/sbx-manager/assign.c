@@ -605,6 +605,23 @@ archive_upload(struct mgr *m, const char *digest)
 	return 0;
 }
 
+/* The cache's copy of an archive uploaded while it was made is not
+ * fsync'd (layer.c): after a crash of the machine it may be damaged, and
+ * its upload refused, while the control plane holds the archive durably
+ * since before it was recorded here. The damaged copy is dropped and the
+ * archive fetched back (verified): true when the control plane has it. */
+static bool
+archive_held(struct mgr *m, const char *digest)
+{
+	const char *why;
+
+	snapblob_drop(m, digest);
+	if (snapblob_fetch(m, digest, &why) != 0)
+		return false;
+	log_info("archive %s: the cached copy was refused, the control plane's is intact", digest);
+	return true;
+}
+
 /* what a failed archive is reported as */
 static const char *
 archive_why(int rc)
@@ -621,17 +638,19 @@ static int
 archive_stopped(struct mgr *m, struct record *r, const char *what, char digest[SNAPSHOT_DIGEST_HEX + 1],
     uint64_t *size)
 {
+	bool uploaded = false;
 	int rc;
 
 	wait_layer_free(r);
-	if ((rc = layer_snapshot_stopped(m, r, digest, size)) != 0) {
+	if ((rc = layer_snapshot_stopped(m, r, digest, size, &uploaded)) != 0) {
 		log_warnx("%s %s g%llu: archiving its layer failed: %s", what, r->id.sandbox,
 		    (unsigned long long)r->id.generation, strerror(-rc));
 		return rc;
 	}
-	log_info("%s %s g%llu: layer archived as %s (%llu bytes)", what, r->id.sandbox,
-	    (unsigned long long)r->id.generation, digest, (unsigned long long)*size);
-	return archive_upload(m, digest);
+	log_info("%s %s g%llu: layer archived as %s (%llu bytes%s)", what, r->id.sandbox,
+	    (unsigned long long)r->id.generation, digest, (unsigned long long)*size,
+	    uploaded ? ", uploaded while it was made" : "");
+	return uploaded ? 0 : archive_upload(m, digest);
 }
 
 static void
@@ -660,10 +679,12 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 		struct stat st;
 
 		snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, r.snapshot);
-		if (stat(path, &st) != 0)
-			control_report_retired(m, &r.id, NULL, 0, "snapshot failed (archive gone)");
-		else if ((rc = archive_upload(m, r.snapshot)) != 0)
-			control_report_retired(m, &r.id, NULL, 0, archive_why(rc));
+		bool gone = stat(path, &st) != 0;
+
+		rc = gone ? -ENOENT : archive_upload(m, r.snapshot);
+		if (rc != 0 && (!archive_held(m, r.snapshot) || stat(path, &st) != 0))
+			control_report_retired(m, &r.id, NULL, 0, gone ?
+			    "snapshot failed (archive gone)" : archive_why(rc));
 		else
 			control_report_retired(m, &r.id, r.snapshot, (uint64_t)st.st_size, NULL);
 		return;
@@ -702,8 +723,9 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 		control_report_retired(m, &r.id, NULL, 0, archive_why(rc));
 		return;
 	}
-	/* the archive is durable (fsync'd, renamed, directory fsync'd):
-	 * recorded with the execution for a replay, then the layer goes */
+	/* the archive is durable (the control plane's copy; the cache's is
+	 * fsync'd too unless it was uploaded while it was made): recorded
+	 * with the execution for a replay, then the layer goes */
 	snprintf(r.snapshot, sizeof(r.snapshot), "%s", digest);
 	if (records_put(m, &r) == 0)
 		reclaim_execution(m, &r);
@@ -724,8 +746,10 @@ do_snapshot(struct mgr *m, const struct route_identity *id, const char *sid)
 		control_report_snapshot(m, sid, id, NULL, 0, "execution not serving on this worker");
 		return;
 	}
-	rc = layer_snapshot_live(m, &r, digest, &size);
-	if (rc == 0)
+	bool uploaded = false;
+
+	rc = layer_snapshot_live(m, &r, digest, &size, &uploaded);
+	if (rc == 0 && !uploaded)
 		rc = archive_upload(m, digest);
 	if (rc != 0) {
 		control_report_snapshot(m, sid, id, NULL, 0, archive_why(rc));

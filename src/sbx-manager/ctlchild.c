@@ -171,6 +171,7 @@ struct buf {
 	uint64_t total;
 	uint64_t max;                   /* with fd: the most bytes taken */
 	int up_fd;                      /* > 0: the request's body is this file */
+	bool up_pipe;                   /* ... or this pipe, to its end (chunked) */
 	uint64_t up_size, up_off;
 };
 
@@ -220,6 +221,16 @@ on_upload(char *data, size_t sz, size_t nm, void *arg)
 	size_t want = sz * nm;
 	ssize_t n;
 
+	if (b->up_pipe) {
+		/* an archive while it is made: until the parent closes the
+		 * pipe; never more than a control plane keeps by default */
+		while ((n = read(b->up_fd, data, want)) < 0 && errno == EINTR)
+			;
+		if (n < 0 || b->up_off + (uint64_t)n > SPACE_ARCHIVE_MAX)
+			return CURL_READFUNC_ABORT;
+		b->up_off += (uint64_t)n;
+		return (size_t)n;
+	}
 	if (b->up_off >= b->up_size)
 		return 0;
 	if (want > b->up_size - b->up_off)
@@ -280,7 +291,9 @@ http_call(struct ctlc *c, const char *method, const char *path, const char *body
 		curl_easy_setopt(cu, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(cu, CURLOPT_READFUNCTION, on_upload);
 		curl_easy_setopt(cu, CURLOPT_READDATA, b);
-		curl_easy_setopt(cu, CURLOPT_INFILESIZE_LARGE, (curl_off_t)b->up_size);
+		/* a pipe's length is known at its end only: chunked */
+		curl_easy_setopt(cu, CURLOPT_INFILESIZE_LARGE,
+		    b->up_pipe ? (curl_off_t)-1 : (curl_off_t)b->up_size);
 	}
 	curl_easy_setopt(cu, CURLOPT_HTTPHEADER, h);
 	rc = curl_easy_perform(cu);
@@ -484,6 +497,30 @@ do_snapshot_blob(struct ctlc *c, const struct ctlmsg *q, int fd)
 	answer(c, &a);
 }
 
+/* an archive uploaded while it is made (docs/recovery.md, "Archives over
+ * HTTP"): its bytes come out of the pipe the parent writes them into, and
+ * the control plane names it by the digest in its trailer (it checks that
+ * the trailer names what came before it). The pipe's end is the body's:
+ * a parent that stopped half way sends a body that is no archive, which
+ * the control plane refuses and does not keep. */
+static void
+do_snapshot_stream(struct ctlc *c, const struct ctlmsg *q, int fd)
+{
+	struct ctlmsg a = { .type = CTL_DONE, .id = q->id };
+	struct buf b = { .fd = -1, .up_fd = fd, .up_pipe = true };
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/v1/workers/%s/archives/stream", c->worker);
+	if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
+		a.result = CTL_NO_ANSWER;
+	else
+		a.result = http_call(c, "POST", path, NULL, 0, true, true, &a.status, &b);
+	close(fd);      /* a parent still writing gets EPIPE */
+	free(b.p);
+	answer(c, &a);
+}
+
 static void *
 job_thread(void *arg)
 {
@@ -505,6 +542,7 @@ job_thread(void *arg)
 	case CTL_TEMPLATE_GET: do_template(c, &j->req, j->fd); break;
 	case CTL_SNAPSHOT_GET:
 	case CTL_SNAPSHOT_PUT: do_snapshot_blob(c, &j->req, j->fd); break;
+	case CTL_SNAPSHOT_STREAM: do_snapshot_stream(c, &j->req, j->fd); break;
 	default: break;
 	}
 	ctlmsg_clear(&j->req);

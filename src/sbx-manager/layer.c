@@ -70,19 +70,41 @@ mount_image(const char *img, const char *dir, bool ro)
 	return run(argv);
 }
 
-/* never an archive larger than the layer's quota (-EFBIG) */
+/* never an archive larger than the layer's quota (-EFBIG). The archive
+ * goes to the control plane while it is made (snapblob_stream_begin: one
+ * pass over the layer feeds the cache's copy and the upload); the cache's
+ * copy is then not fsync'd, since the digest is reported only once the
+ * control plane's copy is stored (fsync'd there). Without a control
+ * client, or when the streamed upload failed, *uploaded stays false and
+ * the caller sends the file (snapblob_put, retried). */
 static int
-archive_dir(const struct mgr *m, const struct record *r0, const char *dir,
-    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
+archive_dir(struct mgr *m, const struct record *r0, const char *dir,
+    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded)
 {
 	char path[PATH_MAX + 80];
 	struct stat st;
 	int r, tries;
 
-	for (tries = 0; tries < 3; tries++)
-		if ((r = snapshot_create(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
-		    digest, NULL)) != -EBUSY)
+	*uploaded = false;
+	for (tries = 0; tries < 3; tries++) {
+		struct ctl_call *k = NULL;
+		int wfd = -1, tee_err = 0;
+		bool streamed = snapblob_stream_begin(m, &wfd, &k) == 0;
+
+		r = snapshot_create_tee(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
+		    wfd, &tee_err, digest, NULL);
+		if (streamed) {
+			uint64_t n = 0;
+
+			snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
+			if (r == 0 && stat(path, &st) == 0)
+				n = (uint64_t)st.st_size;
+			*uploaded = snapblob_stream_end(m, k, wfd, r == 0 && tee_err == 0 && n > 0,
+			    digest, n) == 0;
+		}
+		if (r != -EBUSY)
 			break;
+	}
 	if (r != 0)
 		return r;
 	snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
@@ -122,20 +144,20 @@ layer_release(const struct record *r)
 }
 
 int
-layer_snapshot_live(const struct mgr *m, const struct record *r,
-    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
+layer_snapshot_live(struct mgr *m, const struct record *r,
+    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded)
 {
 	char rw[PATH_MAX + 8];
 
 	if (!m->cfg.snapshot_dir[0])
 		return -ENOTSUP;
 	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
-	return archive_dir(m, r, rw, digest, size);
+	return archive_dir(m, r, rw, digest, size, uploaded);
 }
 
 int
-layer_snapshot_stopped(const struct mgr *m, const struct record *r,
-    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size)
+layer_snapshot_stopped(struct mgr *m, const struct record *r,
+    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded)
 {
 	char img[PATH_MAX + 16], mnt[PATH_MAX + 16];
 	int ret;
@@ -148,7 +170,7 @@ layer_snapshot_stopped(const struct mgr *m, const struct record *r,
 		return -errno;
 	if ((ret = mount_image(img, mnt, true)) != 0)
 		goto out;
-	ret = archive_dir(m, r, mnt, digest, size);
+	ret = archive_dir(m, r, mnt, digest, size, uploaded);
 	if (umount2(mnt, 0) != 0)
 		umount2(mnt, MNT_DETACH);
 out:

@@ -193,6 +193,12 @@ int  fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void
  * downloading and verifying it when missing. 0 or -errno with *why
  * (fetch: -ENOENT unknown there, -EBADMSG the bytes had another digest) */
 int  snapblob_put(struct mgr *m, const char *digest, const char **why);
+/* an upload while the archive is made: begin gives the pipe to tee it
+ * into, end closes it and waits for the control plane (0: stored) */
+struct ctl_call;
+int  snapblob_stream_begin(struct mgr *m, int *wfd, struct ctl_call **k);
+int  snapblob_stream_end(struct mgr *m, struct ctl_call *k, int wfd, bool complete,
+    const char *digest, uint64_t size);
 int  snapblob_fetch(struct mgr *m, const char *digest, const char **why);
 /* removes CACHE/DIGEST.snap (a copy that failed verification) */
 void snapblob_drop(struct mgr *m, const char *digest);
@@ -371,11 +377,15 @@ bool idle_wait(void);
 void idle_stop(void);
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
-int layer_snapshot_live(const struct mgr *m, const struct record *r, char digest[65], uint64_t *size);
+/* layer_snapshot_*: *uploaded says the control plane already stored the
+ * archive (it was uploaded while it was made); else snapblob_put sends it */
+int layer_snapshot_live(struct mgr *m, const struct record *r, char digest[65], uint64_t *size,
+    bool *uploaded);
 /* after the bridge ended: detach a mount it left, wait (bounded) until no
  * file system of the image is left; 0 or -EBUSY */
 int layer_release(const struct record *r);
-int layer_snapshot_stopped(const struct mgr *m, const struct record *r, char digest[65], uint64_t *size);
+int layer_snapshot_stopped(struct mgr *m, const struct record *r, char digest[65],
+    uint64_t *size, bool *uploaded);
 int layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why);
 
 /* reclaim.c: deleting a retired execution's layer and run directory,

@@ -84,6 +84,60 @@ put_once(struct mgr *m, const char *digest, const char **why)
 	return r;
 }
 
+/* An archive uploaded while it is made (layer.c): the control client
+ * reads the pipe whose write end the archiver tees every byte into, and
+ * the control plane names what it received by the digest in its trailer.
+ * -EIO when there is no control client at the moment (the archive is
+ * then made alone and sent as a file, snapblob_put). */
+int
+snapblob_stream_begin(struct mgr *m, int *wfd, struct ctl_call **k)
+{
+	struct ctlmsg req = { .type = CTL_SNAPSHOT_STREAM };
+	int p[2], r;
+
+	*wfd = -1;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	/* the archiver's pieces are up to a zstd job: fewer wake-ups */
+	(void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+	r = ctlproc_start(m, &req, p[0], NULL, k);
+	close(p[0]);    /* the child has its own */
+	if (r < 0) {
+		close(p[1]);
+		return r;
+	}
+	*wfd = p[1];
+	return 0;
+}
+
+/* The end of a streamed upload: the pipe closed (its end is the body's),
+ * the answer awaited. 0 only when the archive was complete (complete:
+ * the archiver made it and every byte went into the pipe) and the control
+ * plane stored it (201); else -EIO, and the caller sends the file. */
+int
+snapblob_stream_end(struct mgr *m, struct ctl_call *k, int wfd, bool complete,
+    const char *digest, uint64_t size)
+{
+	struct ctlmsg ans = { 0 };
+	int r;
+
+	close(wfd);
+	r = ctlproc_wait(m, k, put_wait_s(size), &ans);
+	if (r < 0 || ans.result != CTL_OK || ans.status != 201 || !complete) {
+		if (complete)
+			log_info("archive %s: the upload while it was made failed (%s, HTTP %u): "
+			    "sending the file", digest, r < 0 ? strerror(-r) :
+			    ans.result == CTL_OK ? "not stored" : "refused", (unsigned)ans.status);
+		r = -EIO;
+	} else {
+		log_debug("archive %s uploaded while it was made (%llu bytes)", digest,
+		    (unsigned long long)size);
+		r = 0;
+	}
+	ctlmsg_clear(&ans);
+	return r;
+}
+
 /* One download into the cache. A restore may read the temporary file
  * while it grows (snapblob_follow): it is told how much was written, and
  * at the end whether the bytes were the digest. */

@@ -5,6 +5,9 @@
  * worker route; an API key is refused):
  *
  *   PUT /v1/workers/ID/archives/DIGEST   the body is the archive
+ *   POST /v1/workers/ID/archives/stream  the body is an archive whose
+ *                                        digest is known at its end only:
+ *                                        the one its trailer names
  *   GET /v1/workers/ID/archives/DIGEST   the archive
  *
  *   DATA/archives/DIGEST.snap            0400, kept only if its bytes are
@@ -13,7 +16,11 @@
  * An upload is streamed to a temporary file and hashed on the way
  * (snapshot_hash: BLAKE2b-256 of the body, and the trailer repeating it),
  * bounded by --archive-max-mb; it is renamed into place only if the bytes
- * are the digest the path names. Nothing here parses an archive: the
+ * are the digest the path names; a streamed one (sent while the worker
+ * makes it, chunked) is kept under the digest its trailer names only if
+ * that is its body's BLAKE2b-256, which the path cannot name in advance:
+ * a truncated, damaged or padded body is refused and nothing is kept.
+ * Nothing here parses an archive: the
  * worker that restores it verifies every entry before it creates
  * anything. The collection (archive_blobs_collect) asks the store the
  * same question a worker's offer does (store_archives.c). */
@@ -76,13 +83,29 @@ apath(const struct ctl *c, const char *digest, char *out, size_t cap)
 	return 0;
 }
 
-/* params[0] the worker (the credential's), params[1] the digest */
+/* the streamed upload's route is the one without a digest segment */
+static bool
+streamed(const struct req *r)
+{
+	return r->params[1][0] == '\0';
+}
+
+/* params[0] the worker (the credential's), params[1] the digest (none
+ * for a streamed upload: its temporary file is named for none) */
 int
 archive_blobs_sink(struct req *r, const char *p, size_t n)
 {
-	char path[PATH_MAX + 80];
+	char path[PATH_MAX + 80], d[PATH_MAX + 16];
 
-	if (r->sink == NULL) {
+	if (r->sink == NULL && streamed(r)) {
+		if (adir(r->ctl, d, sizeof(d)) < 0 ||
+		    (size_t)snprintf(path, sizeof(path), "%s/.stream.snap", d) >= sizeof(path)) {
+			reply_error(r, 500, "internal", "cannot store the archive");
+			return -1;
+		}
+		if (upsink_open(r, &archive_kind, path) < 0)
+			return -1;
+	} else if (r->sink == NULL) {
 		if (!snapshot_digest_valid(r->params[1])) {
 			reply_error(r, 400, "bad_request", "a digest is %d lowercase hex characters",
 			    SNAPSHOT_DIGEST_HEX);
@@ -104,12 +127,38 @@ archive_blobs_sink_end(struct req *r)
 	upsink_end(r);
 }
 
+/* the upload checked (its bytes are digest): into place, durably, and a
+ * pending reference until the worker reports it */
+static void
+publish(struct req *r, const char *digest)
+{
+	struct upsink *s = r->sink;
+	char path[PATH_MAX + 80], d[PATH_MAX + 16];
+	int dfd;
+
+	if (apath(r->ctl, digest, path, sizeof(path)) < 0 || fchmod(s->fd, 0400) < 0 ||
+	    fsync(s->fd) < 0 || rename(s->tmp, path) < 0) {
+		reply_error(r, 500, "internal", "cannot store the archive");
+		return;
+	}
+	s->tmp[0] = '\0';
+	if (adir(r->ctl, d, sizeof(d)) == 0 && (dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	/* a pending reference, as a report carrying the digest is: the
+	 * archive is not collected before the worker reports it */
+	api_archive_seen(r->ctl, digest);
+	log_info("worker %s: archive %s stored (%llu bytes%s)", r->params[0], digest,
+	    (unsigned long long)s->size, streamed(r) ? ", streamed" : "");
+	reply_json(r, 201, json_pack("{s:s,s:I}", "digest", digest, "size", (json_int_t)s->size));
+}
+
 void
 api_archive_blob_put(struct req *r)
 {
 	struct upsink *s = r->sink;
-	char got[SNAPSHOT_DIGEST_HEX + 1], path[PATH_MAX + 80], d[PATH_MAX + 16];
-	int dfd;
+	char got[SNAPSHOT_DIGEST_HEX + 1];
 
 	if (!snapshot_digest_valid(r->params[1])) {
 		reply_error(r, 400, "bad_request", "a digest is %d lowercase hex characters",
@@ -128,23 +177,33 @@ api_archive_blob_put(struct req *r)
 		    "bytes must be the trailer naming it)", r->params[1], got);
 		return;
 	}
-	if (apath(r->ctl, r->params[1], path, sizeof(path)) < 0 || fchmod(s->fd, 0400) < 0 ||
-	    fsync(s->fd) < 0 || rename(s->tmp, path) < 0) {
-		reply_error(r, 500, "internal", "cannot store the archive");
+	publish(r, r->params[1]);
+}
+
+/* POST /v1/workers/ID/archives/stream: the digest comes after the body,
+ * as the archive's trailer (its last 40 bytes); the body before it must
+ * hash to it. A body cut short ends on bytes of the archive's middle,
+ * which are not a trailer of what came before them. */
+void
+api_archive_blob_stream(struct req *r)
+{
+	struct upsink *s = r->sink;
+	char got[SNAPSHOT_DIGEST_HEX + 1];
+
+	if (s == NULL) {
+		reply_error(r, 400, "bad_request", "the body is the archive");
 		return;
 	}
-	s->tmp[0] = '\0';
-	if (adir(r->ctl, d, sizeof(d)) == 0 && (dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		(void)fsync(dfd);
-		close(dfd);
+	if (snapshot_hash_end(&s->h.archive, got) != 0) {
+		log_warnx("worker %s: a streamed upload (%llu bytes) does not end with the trailer "
+		    "naming its body's digest %s: refused", r->params[0],
+		    (unsigned long long)s->size, got);
+		reply_error(r, 400, "digest_mismatch",
+		    "the body is not an archive: its last bytes must be the trailer naming its "
+		    "body's BLAKE2b-256 (%s)", got);
+		return;
 	}
-	/* a pending reference, as a report carrying the digest is: the
-	 * archive is not collected before the worker reports it */
-	api_archive_seen(r->ctl, r->params[1]);
-	log_info("worker %s: archive %s stored (%llu bytes)", r->params[0], r->params[1],
-	    (unsigned long long)s->size);
-	reply_json(r, 201, json_pack("{s:s,s:I}", "digest", r->params[1],
-	    "size", (json_int_t)s->size));
+	publish(r, got);
 }
 
 void
@@ -229,7 +288,8 @@ archive_blobs_collect(struct ctl *c)
 		n = strlen(e->d_name);
 		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		if (n > SNAPSHOT_DIGEST_HEX + 5 && strstr(e->d_name, ".snap.tmp.") != NULL) {
+		/* DIGEST.snap.tmp.XXXXXX, or .stream.snap.tmp.XXXXXX */
+		if (strstr(e->d_name, ".snap.tmp.") != NULL) {
 			if (st.st_mtime < now - 3600 && st.st_mtime < now - c->cfg.archive_grace)
 				unlinkat(dfd, e->d_name, 0);
 			continue;

@@ -66,6 +66,7 @@ static const struct route routes[] = {
 	{ "POST",   "/v1/workers/*/status",         api_worker_status,      AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/snapshots",      api_worker_snapshot,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/archives",       api_worker_archives,    AUTH_WORKER },
+	{ "POST",   "/v1/workers/*/archives/stream", api_archive_blob_stream, AUTH_WORKER },
 	{ "PUT",    "/v1/workers/*/archives/*",     api_archive_blob_put,   AUTH_WORKER },
 	{ "GET",    "/v1/workers/*/archives/*",     api_archive_blob_get,   AUTH_WORKER },
 	{ "POST",   "/v1/templates",                api_template_create,    AUTH_USER },
@@ -81,14 +82,15 @@ static const struct route routes[] = {
 static bool
 route_streams(const struct route *rt)
 {
-	return rt->handler == api_template_blob_put || rt->handler == api_archive_blob_put;
+	return rt->handler == api_template_blob_put || rt->handler == api_archive_blob_put ||
+	    rt->handler == api_archive_blob_stream;
 }
 
 static int
 route_sink(const struct route *rt, struct req *r, const char *p, size_t n)
 {
-	return rt->handler == api_archive_blob_put ? archive_blobs_sink(r, p, n) :
-	    templates_sink(r, p, n);
+	return rt->handler == api_archive_blob_put || rt->handler == api_archive_blob_stream ?
+	    archive_blobs_sink(r, p, n) : templates_sink(r, p, n);
 }
 
 void
@@ -549,7 +551,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	headwatch_rearm(h->heads, conn);
 	if (cs == NULL)
 		return;
-	if (cs->rt != NULL && cs->rt->handler == api_archive_blob_put)
+	if (cs->rt != NULL && (cs->rt->handler == api_archive_blob_put ||
+	    cs->rt->handler == api_archive_blob_stream))
 		archive_blobs_sink_end(&cs->r);
 	else
 		templates_sink_end(&cs->r);

@@ -122,6 +122,7 @@ int  templates_sink(struct req *r, const char *p, size_t n);
 void templates_sink_end(struct req *r);
 /* archive_blobs.c: snapshot archives by digest (docs/recovery.md) */
 void api_archive_blob_put(struct req *);
+void api_archive_blob_stream(struct req *);
 void api_archive_blob_get(struct req *);
 int  archive_blobs_sink(struct req *r, const char *p, size_t n);
 void archive_blobs_sink_end(struct req *r);

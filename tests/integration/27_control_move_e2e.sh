@@ -9,7 +9,11 @@
 # another worker's credential and an API key cannot fetch, an upload that
 # is not its digest is refused, a digest that is a path is refused; a
 # download whose bytes were changed on the control plane is refused by the
-# worker and nothing is restored.
+# worker and nothing is restored. The archive goes up while it is made
+# (POST .../archives/stream, chunked, the digest only in its trailer):
+# that route refuses a body whose trailer names another digest, one cut
+# short, one padded, junk, a body over --archive-max-mb, another worker's
+# credential and an API key, and keeps nothing of what it refused.
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
 
@@ -18,7 +22,8 @@ platform_init
 # plane keeps them in $T/c/archives (they travel over HTTP by digest)
 NP1=$(free_port); NP2=$(free_port)
 
-check "space-control up" start_ctl
+# a small bound, for the oversize upload below (the archives here are KiB)
+check "space-control up" start_ctl --archive-max-mb 1
 check "worker w1 up" add_worker 1 w1 "$NP1"
 check "worker w2 up" add_worker 2 w2 "$NP2"
 
@@ -42,6 +47,9 @@ check "the move's archive ($P) was uploaded to the control plane" test -f "$T/c/
 check "... from w1's own cache" test -f "$T/w1/snapshots/$P.snap"
 check "... and w2 downloaded it into its own (the same bytes)" cmp -s "$T/c/archives/$P.snap" "$T/w2/snapshots/$P.snap"
 check "w2 logged the fetch by digest" grep -q "archive $P fetched from the control plane" "$T/mgr_w2.log"
+check "w1 uploaded the archive while it made it" \
+	grep -q "layer archived as $P (.*uploaded while it was made" "$T/mgr_w1.log"
+check "... the control plane stored it from the stream" grep -q "archive $P stored (.*streamed" "$T/ctl.log"
 
 # ---- the archive routes, from the attacker's side ----
 C1=$(cat "$T/cred_w1"); C2=$(cat "$T/cred_w2")
@@ -66,6 +74,38 @@ check "... no temporary file left" sh -c "! ls '$T/c/archives' | grep -q tmp"
 is "an API key cannot upload -> 401" "$(aput "/v1/workers/w1/archives/$P" "$K" "$T/junk")" 401
 is "w2's credential on w1's upload path -> 403" "$(aput "/v1/workers/w1/archives/$P" "$C2" "$T/junk")" 403
 check "the archive is intact" cmp -s "$T/c/archives/$P.snap" "$T/w1/snapshots/$P.snap"
+
+# ---- the streamed upload, from the attacker's side ----
+astream() {
+	curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $2" \
+		-H 'Transfer-Encoding: chunked' -H 'Expect:' --data-binary @"$3" \
+		"$CU/v1/workers/$1/archives/stream"
+}
+nostream() { ! ls -A "$T/c/archives" | grep -q tmp; }
+A=$T/c/archives/$P.snap
+ASZ=$(stat -c %s "$A")
+is "the same archive streamed again -> 201" "$(astream w1 "$C1" "$A")" 201
+is "... named by its trailer's digest" "$(jget digest)" "$P"
+check "... the stored archive unchanged" cmp -s "$A" "$T/w1/snapshots/$P.snap"
+{ head -c $((ASZ - 32)) "$A"; head -c 32 /dev/urandom; } >"$T/wrongd"
+is "an archive whose trailer names another digest -> 400" "$(astream w1 "$C1" "$T/wrongd")" 400
+is "... digest_mismatch" "$(jget error)" digest_mismatch
+head -c $((ASZ - 1)) "$A" >"$T/cut1"
+is "an archive one byte short -> 400" "$(astream w1 "$C1" "$T/cut1")" 400
+head -c $((ASZ - 40)) "$A" >"$T/notrailer"
+is "an archive without its trailer -> 400" "$(astream w1 "$C1" "$T/notrailer")" 400
+{ cat "$A"; printf 'x'; } >"$T/padded"
+is "an archive with a byte after its trailer -> 400" "$(astream w1 "$C1" "$T/padded")" 400
+is "junk -> 400" "$(astream w1 "$C1" "$T/junk")" 400
+head -c 30 "$A" >"$T/tiny"
+is "30 bytes (shorter than a trailer) -> 400" "$(astream w1 "$C1" "$T/tiny")" 400
+head -c $((2 << 20)) /dev/zero >"$T/big"
+is "a body over --archive-max-mb -> 413" "$(astream w1 "$C1" "$T/big")" 413
+is "an API key cannot stream an upload -> 401" "$(astream w1 "$K" "$A")" 401
+is "w2's credential on w1's stream path -> 403" "$(astream w1 "$C2" "$A")" 403
+check "nothing kept of what was refused (no temporary file)" nostream
+check "... and only the archives the workers made are stored" \
+	sh -c "test \"\$(ls '$T/c/archives' | wc -l)\" = 1"
 
 CAP=$CAP1
 is "generation-1 capability at w1 (retired) -> refused" "$(napi_at "$E1" POST exec --data-binary '{"argv":["true"]}') $(jget error) $(jget reason)" "409 refresh_route not_serving"

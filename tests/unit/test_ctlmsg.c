@@ -236,6 +236,14 @@ main(void)
 	ok(d.type == CTL_SNAPSHOT_GET && ctlmsg_is_request(d.type) && fd >= 0, "... a request");
 	close(fd);
 	is_int(ctlmsg_send(sv[0], &m, -1), -EINVAL, "SNAPSHOT_GET without a descriptor is not sent");
+	m.type = CTL_SNAPSHOT_STREAM;
+	is_int(ctlmsg_send(sv[0], &m, p[1]), 0, "SNAPSHOT_STREAM sent with a descriptor");
+	is_int(ctlmsg_recv(sv[1], &d, &fd, &why), 0, "... received with it");
+	ok(d.type == CTL_SNAPSHOT_STREAM && ctlmsg_is_request(d.type) && fd >= 0,
+	    "... a request, with its descriptor");
+	close(fd);
+	is_int(ctlmsg_send(sv[0], &m, -1), -EINVAL, "SNAPSHOT_STREAM without a descriptor is not sent");
+	m.type = CTL_SNAPSHOT_GET;
 	strcpy(m.digest, "../../etc/passwd");
 	is_int(ctlmsg_send(sv[0], &m, p[1]), -EINVAL, "a digest that is a path is not sent");
 	m.type = CTL_TEMPLATE_GET;

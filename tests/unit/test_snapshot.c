@@ -2,6 +2,7 @@
  * restore-side refusals, tested with archives built by hand the way an
  * attacker with write access to the store would build them. */
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <archive.h>
@@ -551,6 +553,24 @@ stream_check(const unsigned char *b, size_t len, size_t piece, const char *diges
 	return snapshot_hash_final(&h, digest, got);
 }
 
+/* the same bytes checked without knowing the digest before their end (a
+ * streamed upload): 0 with got = the trailer's digest, or -EBADMSG */
+static int
+stream_end(const unsigned char *b, size_t len, size_t piece, char got[SNAPSHOT_DIGEST_HEX + 1])
+{
+	struct snapshot_hash h;
+	size_t off, n;
+
+	snapshot_hash_init(&h);
+	for (off = 0; off < len; off += n) {
+		n = piece == 0 ? (off * 7 + 3) % 97 + 1 : piece;
+		if (n > len - off)
+			n = len - off;
+		snapshot_hash_update(&h, b + off, n);
+	}
+	return snapshot_hash_end(&h, got);
+}
+
 static void
 test_stream(void)
 {
@@ -575,8 +595,40 @@ test_stream(void)
 	is_int(stream_check(all, len, 4096, "../../etc/passwd"), -EBADMSG, "a path: refused");
 	is_int(stream_check(all, len - 1, 4096, dg), -EBADMSG, "one byte short: refused");
 	is_int(stream_check(all, 39, 1, dg), -EBADMSG, "shorter than a trailer: refused");
+	{
+		char got[SNAPSHOT_DIGEST_HEX + 1];
+		unsigned char *pad = malloc(len + 1);
+
+		for (i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+			memset(got, 0, sizeof(got));
+			ok(stream_end(all, len, pieces[i], got) == 0 && strcmp(got, dg) == 0,
+			    "digest after the body, pieces of %zu: the trailer's, which is the body's",
+			    pieces[i]);
+		}
+		is_int(stream_end(all, len - 1, 4096, got), -EBADMSG, "... one byte short: refused");
+		is_int(stream_end(all, len - 40, 4096, got), -EBADMSG, "... no trailer: refused");
+		is_int(stream_end(all, 39, 1, got), -EBADMSG, "... shorter than a trailer: refused");
+		is_int(stream_end(all, 0, 1, got), -EBADMSG, "... nothing: refused");
+		if (pad != NULL) {
+			memcpy(pad, all, len);
+			pad[len] = 'x';
+			is_int(stream_end(pad, len + 1, 4096, got), -EBADMSG,
+			    "... a byte after the trailer: refused");
+			/* a trailer naming another digest (the attacker's choice) */
+			pad[len - 1] ^= 0x01;
+			is_int(stream_end(pad, len, 4096, got), -EBADMSG,
+			    "... a trailer naming another digest: refused");
+			free(pad);
+		}
+	}
 	all[len / 2] ^= 0x01;
 	is_int(stream_check(all, len, 7, dg), -EBADMSG, "a flipped bit in the body: refused");
+	{
+		char got[SNAPSHOT_DIGEST_HEX + 1];
+
+		is_int(stream_end(all, len, 7, got), -EBADMSG,
+		    "... also with the digest after the body");
+	}
 	all[len / 2] ^= 0x01;
 	all[len - 1] ^= 0x01;
 	is_int(stream_check(all, len, 7, dg), -EBADMSG, "a flipped bit in the trailer: refused");
@@ -585,6 +637,70 @@ test_stream(void)
 	ok(!snapshot_digest_valid("ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"),
 	    "uppercase is not");
 	ok(!snapshot_digest_valid("0123"), "a short one is not");
+}
+
+/* snapshot_create_tee: the pipe gets exactly the file's bytes, trailer
+ * included; a reader that goes away ends the tee, not the archive */
+static void
+test_tee(void)
+{
+	char layer[300], store[300], p[512], dg[SNAPSHOT_DIGEST_HEX + 1], d2[SNAPSHOT_DIGEST_HEX + 1];
+	char *file = NULL;
+	unsigned char *got = NULL;
+	size_t flen = 0, glen = 0;
+	int pp[2], terr = -1, r;
+	pid_t pid;
+
+	signal(SIGPIPE, SIG_IGN);
+	path_join(layer, sizeof(layer), top, "layer");
+	path_join(store, sizeof(store), top, "teestore");
+	if (pipe(pp) != 0 || (pid = fork()) < 0) {
+		ok(0, "pipe and fork for the tee");
+		return;
+	}
+	if (pid == 0) {
+		/* the reader: all of it, to a file of its own */
+		char out[400], buf[65536];
+		ssize_t n;
+		int fd;
+
+		close(pp[1]);
+		snprintf(out, sizeof(out), "%s/teeout", top);
+		if ((fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
+			_exit(1);
+		while ((n = read(pp[0], buf, sizeof(buf))) > 0)
+			if (write(fd, buf, (size_t)n) != n)
+				_exit(1);
+		_exit(n == 0 ? 0 : 1);
+	}
+	close(pp[0]);
+	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, dg, NULL);
+	close(pp[1]);
+	waitpid(pid, NULL, 0);
+	is_int(r, 0, "tee: archive made");
+	is_int(terr, 0, "... every byte went into the pipe");
+	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
+	read_file(p, 64u << 20, &file, &flen);
+	snprintf(p, sizeof(p), "%s/teeout", top);
+	read_file(p, 64u << 20, (char **)&got, &glen);
+	ok(file != NULL && got != NULL && flen == glen && flen > 40 && memcmp(file, got, flen) == 0,
+	    "... the pipe's bytes are the archive's, trailer included (%zu bytes)", glen);
+	is_int(snapshot_create(layer, store, 0, d2, NULL), 0, "... the same as without a tee");
+	ok(strcmp(dg, d2) == 0, "... same digest");
+	free(file);
+	free(got);
+	/* the reader gone before the first byte: EPIPE ends the tee only */
+	if (pipe(pp) != 0) {
+		ok(0, "pipe");
+		return;
+	}
+	close(pp[0]);
+	terr = 0;
+	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, d2, NULL);
+	close(pp[1]);
+	is_int(r, 0, "tee whose reader is gone: the archive is still made");
+	is_int(terr, -EPIPE, "... and the tee's failure reported");
+	ok(strcmp(dg, d2) == 0, "... the same archive");
 }
 
 /* a malicious archive with a correct digest: the attacker controls the
@@ -1112,6 +1228,7 @@ main(void)
 	test_tamper();
 	test_feed();
 	test_stream();
+	test_tee();
 	test_hostile();
 	test_layer_symlinks();
 	test_sparse();
