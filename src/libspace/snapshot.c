@@ -74,6 +74,7 @@ struct snap_out {
 	int fd;
 	int tee;                /* >= 0: every byte written there too */
 	int tee_err;            /* its failure (then tee is -1) */
+	bool teed;              /* made with a tee: the file is not fsync'd */
 	int err;                /* first failure, negative errno */
 	uint64_t written;       /* compressed bytes in the file */
 	uint64_t flushed;       /* of them, handed to the disk (fd_writeback_ahead) */
@@ -107,7 +108,10 @@ out_put(struct snap_out *o, const void *p, size_t n)
 	if ((r = fd_write_all(o->fd, p, n)) < 0)
 		return r;
 	o->written += n;
-	fd_writeback_ahead(o->fd, &o->flushed, o->written);
+	/* a file that is fsync'd at the end goes to the disk as it grows;
+	 * with a tee it is a cache, written back whenever the kernel likes */
+	if (!o->teed)
+		fd_writeback_ahead(o->fd, &o->flushed, o->written);
 	tee_put(o, p, n);
 	return 0;
 }
@@ -573,6 +577,7 @@ snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_b
 	}
 	o->fd = -1;
 	o->tee = tee_fd;
+	o->teed = tee_fd >= 0;
 	o->max = max_bytes;
 	o->stream_max = snapshot_stream_max(max_bytes);
 	c->o = o;

@@ -17,7 +17,8 @@
 #define FETCH_BUF (1u << 20)
 
 int
-fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void *, size_t), void *h)
+fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void *, size_t), void *h,
+    bool durable)
 {
 	struct pollfd p = { .fd = rfd, .events = POLLIN };
 	uint64_t total = 0, flushed = 0;
@@ -66,8 +67,10 @@ fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void *, s
 			}
 		if (r < 0)
 			break;
-		/* a caller that fsyncs at the end waits for the tail only */
-		fd_writeback_ahead(fd, &flushed, total);
+		/* a caller that fsyncs at the end waits for the tail only; a
+		 * copy that is not made durable is left to the kernel */
+		if (durable)
+			fd_writeback_ahead(fd, &flushed, total);
 	}
 	free(buf);
 	return r;

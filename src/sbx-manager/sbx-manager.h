@@ -187,7 +187,8 @@ void template_sweep(struct mgr *m);
  * each piece given to update(h) first; they end when the child closes
  * its end. 0, -EFBIG (more than max), -ETIMEDOUT (nothing for a minute:
  * longer than the child's own stall limit) or -errno */
-int  fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void *, size_t), void *h);
+int  fetch_pipe(int rfd, int fd, uint64_t max, void (*update)(void *, const void *, size_t), void *h,
+    bool durable);
 /* snapblob.c: archives by digest to and from the control plane. put
  * uploads CACHE/DIGEST.snap; fetch makes CACHE/DIGEST.snap present,
  * downloading and verifying it when missing. 0 or -errno with *why

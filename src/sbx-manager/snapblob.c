@@ -238,7 +238,7 @@ dl_body(struct snapblob_dl *d, const char **why)
 	char got[SNAPSHOT_DIGEST_HEX + 1];
 	int r, rb;
 
-	rb = fetch_pipe(d->p[0], d->fd, SPACE_ARCHIVE_MAX, dl_update, d);
+	rb = fetch_pipe(d->p[0], d->fd, SPACE_ARCHIVE_MAX, dl_update, d, false);
 	close(d->p[0]);
 	d->p[0] = -1;   /* a child still writing gets EPIPE */
 	r = ctlproc_wait(d->m, d->k, 90, &ans);

@@ -83,7 +83,7 @@ template_ensure(const struct mgr *m, const char *digest, char *path, size_t cap,
 		goto out;
 	close(p[1]);
 	p[1] = -1;
-	rb = fetch_pipe(p[0], fd, TPL_IMAGE_MAX, hash_update, &h);
+	rb = fetch_pipe(p[0], fd, TPL_IMAGE_MAX, hash_update, &h, true);
 	close(p[0]);
 	p[0] = -1;      /* a child still writing gets EPIPE */
 	r = ctlproc_wait((struct mgr *)m, k, 90, &ans);
