@@ -13,9 +13,10 @@ bench/platform.py on a platform of its own (`space up --workers 2`):
                           move makes and transfers a new archive
   baseline                `cp` of a host file of the same size and kind in
                           the platform's data directory (same disk), and
-                          `sync` of the copy (a move's archive is fsync'd
-                          before it is reported, so the copy is made
-                          durable too), alternated with the moves
+                          `sync` of the copy (a move's archive is stored
+                          durably by the control plane before it is
+                          reported, so the copy is made durable
+                          too), alternated with the moves
 
 The page cache is not dropped for either: the layer's data and the host
 file are both freshly written, so both read from memory and both write

@@ -9,7 +9,11 @@
  *   - the body followed by its own trailer is accepted under its digest,
  *     and refused under any other;
  *   - the body alone (no trailer of its digest) is refused under the
- *     digest its first bytes would claim. */
+ *     digest its first bytes would claim;
+ *   - the check without a digest (snapshot_hash_end, a streamed upload)
+ *     accepts exactly what the check under the body's digest accepts,
+ *     names that digest, and gives the same verdict however the bytes
+ *     are cut. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +47,20 @@ check(const uint8_t *b, size_t n, size_t piece, const char *digest, char got[65]
 	return snapshot_hash_final(&h, digest, got);
 }
 
+static int
+check_end(const uint8_t *b, size_t n, size_t piece, char got[65])
+{
+	struct snapshot_hash h;
+	size_t off, k;
+
+	snapshot_hash_init(&h);
+	for (off = 0; off < n; off += k) {
+		k = n - off < piece ? n - off : piece;
+		snapshot_hash_update(&h, b + off, k);
+	}
+	return snapshot_hash_end(&h, got);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -73,7 +91,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	other[63] = other[63] == '0' ? '1' : '0';
 	if (check(full, n + 40, piece, other, g1) == 0)
 		abort();
+	/* no digest given: the trailer's is taken, and it is the body's */
+	if (check_end(full, n + 40, piece, g1) != 0 || strcmp(g1, hex) != 0)
+		abort();
 	free(full);
+	/* the raw bytes without a digest: accepted only where the check
+	 * under the digest it names accepts them, whatever the cutting */
+	a = check_end(data, n, piece, g1);
+	b = check_end(data, n, 1, g2);
+	if (a != b || strcmp(g1, g2) != 0)
+		abort();
+	if (a == 0 && (n < 40 || check(data, n, piece, g1, g2) != 0))
+		abort();
 	/* the raw bytes: the same verdict whichever way they are cut */
 	a = check(data, n, piece, hex, g1);
 	b = check(data, n, 1, hex, g2);
