@@ -304,13 +304,39 @@ build_result(int wst, bool timed_out, const struct outbuf *o1, const struct outb
 	}
 }
 
+/* The command, started with vfork: no copy of this process's page tables
+ * per exec, its parent waits only until the command has exec'd. Until
+ * then the child shares our memory, so it makes system calls and nothing
+ * else (execvpe searches PATH on the stack, as before), and leaves the
+ * errno of a failed chdir or exec in *err. The pid or -errno. */
+static pid_t __attribute__((noinline))
+spawn_command(const struct exec_req *e, const int fds[3], volatile int *err)
+{
+	pid_t pid;
+
+	*err = 0;
+	if ((pid = vfork()) != 0)
+		return pid < 0 ? -errno : pid;
+	/* its own process group, so a timeout can kill the command and
+	 * everything it started without touching the guest */
+	setpgid(0, 0);
+	if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
+		_exit(127);
+	if (e->cwd == NULL || chdir(e->cwd) == 0) {
+		signal(SIGPIPE, SIG_DFL);
+		execvpe(e->argv[0], e->argv, e->envp);
+	}
+	*err = errno ? errno : ENOEXEC;
+	_exit(127);
+}
+
 void
 op_exec(int fd, json_t *args)
 {
 	struct exec_req e;
 	struct outbuf out = { 0 }, err = { 0 };
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
-	int pexec[2] = { -1, -1 }, pidfd = -1, wst = 0, child_errno = 0;
+	int pidfd = -1, wst = 0, child_errno = 0;
 	const char *why = "bad exec args";
 	size_t in_off = 0;
 	bool timed_out = false, exited = false;
@@ -324,41 +350,27 @@ op_exec(int fd, json_t *args)
 		goto out;
 	}
 	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 ||
-	    pipe2(perr, O_CLOEXEC) < 0 || pipe2(pexec, O_CLOEXEC) < 0) {
+	    pipe2(perr, O_CLOEXEC) < 0) {
 		send_errno(fd, errno, "pipe");
 		goto out;
 	}
-	if ((pid = fork()) < 0) {
-		send_errno(fd, errno, "fork");
-		goto out;
-	}
-	if (pid == 0) {
-		int en;
-		/* its own process group, so a timeout can kill the command and
-		 * everything it started without touching the guest */
-		setpgid(0, 0);
-		if (dup2(pin[0], 0) < 0 || dup2(pout[1], 1) < 0 || dup2(perr[1], 2) < 0)
-			_exit(127);
-		if (e.cwd && chdir(e.cwd) < 0)
-			goto fail;
-		signal(SIGPIPE, SIG_DFL);
-		execvpe(e.argv[0], e.argv, e.envp);
-fail:
-		en = errno;
-		if (write(pexec[1], &en, sizeof(en)) < 0)
-			_exit(127);
-		_exit(127);
+	{
+		const int fds[3] = { pin[0], pout[1], perr[1] };
+		volatile int cerr = 0;
+
+		if ((pid = spawn_command(&e, fds, &cerr)) < 0) {
+			send_errno(fd, -pid, "fork");
+			goto out;
+		}
+		child_errno = cerr;
 	}
 	setpgid(pid, pid);
 	close(pin[0]); pin[0] = -1;
 	close(pout[1]); pout[1] = -1;
 	close(perr[1]); perr[1] = -1;
-	close(pexec[1]); pexec[1] = -1;
 	/* exec failure (no such program, bad cwd) is an error of the
 	 * request, not an exit status */
-	while ((n = read(pexec[0], &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
-		;
-	if (n == (ssize_t)sizeof(child_errno)) {
+	if (child_errno != 0) {
 		waitpid(pid, NULL, 0);
 		send_errno(fd, child_errno, e.cwd && child_errno == ENOENT ? "cwd or program" : e.argv[0]);
 		goto out;
@@ -447,7 +459,6 @@ out:
 	close_pair(pin);
 	close_pair(pout);
 	close_pair(perr);
-	close_pair(pexec);
 	if (pidfd >= 0)
 		close(pidfd);
 	free(out.buf);

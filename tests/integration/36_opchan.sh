@@ -276,10 +276,17 @@ r = ex({"argv": ["no-such-program"]})
 out.append(str(r.get("error", {}).get("status")))
 r = ex({"argv": ["sh", "-c", "echo after"]})
 out.append(r.get("stdout", "").strip())
+# a bad cwd is an error of the request; a script without "#!" runs under
+# sh (execvpe's rule, kept with vfork)
+r = ex({"argv": ["true"], "cwd": "/no/such/dir"})
+out.append(str(r.get("error", {}).get("status")))
+ex({"argv": ["sh", "-c", "printf 'echo plain $1' > /home/user/plain; chmod +x /home/user/plain"]})
+r = ex({"argv": ["/home/user/plain", "script"]})
+out.append(r.get("stdout", "").strip().replace(" ", "-"))
 print(" ".join(out), len(parents))
 EOF
-is "six execs on one kept child (cwd, env, exit code, no inherited socket), then a failing one, a 404 and one more" \
-    "$(cat "$W/ex")" "ok ok ok ok ok ok 127 404 after 1"
+is "six execs on one kept child (cwd, env, exit code, no inherited socket), then a failing one, a 404, one more, a bad cwd, a script without #!" \
+    "$(cat "$W/ex")" "ok ok ok ok ok ok 127 404 after 404 plain-script 1"
 # the command kills the child that waits for it: that exec has no answer
 # (500), its channel is not kept, and the next exec gets a fresh child
 o=$(call exec '{"argv":["sh","-c","kill -9 $PPID; sleep 1"]}')
