@@ -126,11 +126,23 @@ int
 layer_release(const struct record *r)
 {
 	char img[PATH_MAX + 16], real[PATH_MAX];
-	int i;
+	int i, fd;
 
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	if (realpath(img, real) == NULL)
 		return errno == ENOENT ? 0 : -errno;
+	/* a layer's loop device is attached read-write and holds the image
+	 * open for writing until it detaches: when the kernel says no one
+	 * has it so (O(1), loopdev.h), no loop device and no file system of
+	 * it is left, and the scans below (one sysfs read per loop device
+	 * the machine ever made) are skipped */
+	if ((fd = open(real, O_RDONLY | O_CLOEXEC)) >= 0) {
+		int w = loopdev_open_for_write(fd);
+
+		close(fd);
+		if (w == 0)
+			return 0;
+	}
 	/* at RUNDIR/rw (a killed bridge) or RUNDIR/snap (an earlier life of
 	 * ours killed while archiving) */
 	loopdev_detach_mounts(real, "a dead bridge or an archive cut short");
