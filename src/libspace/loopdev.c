@@ -91,16 +91,18 @@ loopdev_detach_mounts(const char *real, const char *who)
 }
 
 int
-loopdev_open_for_write(int fd)
+loopdev_open_elsewhere(int fd)
 {
 	int r = 0;
 
 	/* the lease's break would be signalled to us (SIGIO, whose default
-	 * ends the process) if someone opened the file for writing in the
-	 * instant we hold it: SIGURG is ignored by default */
+	 * ends the process) if someone opened the file in the instant we
+	 * hold it: SIGURG is ignored by default */
 	if (fcntl(fd, F_SETSIG, SIGURG) < 0)
 		return -errno;
-	if (fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
+	/* a write lease, though fd is read-only: the kernel grants it only
+	 * when fd is the file's one open (no reader, no writer besides) */
+	if (fcntl(fd, F_SETLEASE, F_WRLCK) < 0)
 		return errno == EAGAIN ? 1 : -errno;
 	if (fcntl(fd, F_SETLEASE, F_UNLCK) < 0)
 		r = -errno;

@@ -18,13 +18,14 @@ int loopdev_backing(const char *real, char devs[][16], int max);
  * presumed owner ("a dead bridge"). Returns how many were detached. */
 int loopdev_detach_mounts(const char *real, const char *who);
 
-/* Is the file open for writing anywhere (a loop device attached read-write
- * holds its backing file so, in any mount namespace)? fd: the file, open
- * read-only by the caller and by nothing else of its own for writing.
- * Asked of the kernel in O(1) with a read lease, which is granted only
- * while no one has the file open for writing, and released at once.
- * 0: no writer, so no file system can be writing the image; 1: a writer;
- * < 0: cannot tell (leases disabled, or the file system refuses them):
- * the caller falls back to loopdev_backing. */
-int loopdev_open_for_write(int fd);
+/* Is the file open anywhere but through fd (a loop device, read-write or
+ * read-only, holds its backing file open, in any mount namespace)? fd:
+ * the file, open read-only by the caller, its only open of the file.
+ * Asked of the kernel in O(1) with a write lease, which is granted only
+ * while fd is the file's one open, and released at once. 0: no other
+ * open, so no loop device and no file system of the image exists; 1:
+ * another open (a loop device or any other process); < 0: cannot tell
+ * (leases disabled, or the file system refuses them). On anything but 0
+ * the caller falls back to loopdev_backing / loopdev_detach_mounts. */
+int loopdev_open_elsewhere(int fd);
 #endif

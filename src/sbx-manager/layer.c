@@ -131,13 +131,13 @@ layer_release(const struct record *r)
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	if (realpath(img, real) == NULL)
 		return errno == ENOENT ? 0 : -errno;
-	/* a layer's loop device is attached read-write and holds the image
-	 * open for writing until it detaches: when the kernel says no one
-	 * has it so (O(1), loopdev.h), no loop device and no file system of
-	 * it is left, and the scans below (one sysfs read per loop device
-	 * the machine ever made) are skipped */
+	/* a loop device (a bridge's, read-write, or an archive's, read-only)
+	 * holds the image open until it detaches: when the kernel says
+	 * nothing but our descriptor has it open (O(1), loopdev.h), no loop
+	 * device and no file system of it is left, and the scans below (one
+	 * sysfs read per loop device the machine ever made) are skipped */
 	if ((fd = open(real, O_RDONLY | O_CLOEXEC)) >= 0) {
-		int w = loopdev_open_for_write(fd);
+		int w = loopdev_open_elsewhere(fd);
 
 		close(fd);
 		if (w == 0)

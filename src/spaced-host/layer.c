@@ -120,13 +120,13 @@ layer_unmount_stale(const char *img, int lock_fd)
 {
 	char real[PATH_MAX];
 
-	/* only a mount of a loop device attached read-write can write the
-	 * image, and such a device holds the image open for writing: when
-	 * the kernel says no one does (an O(1) question), there is nothing
-	 * to detach. Otherwise (or when it cannot tell) every loop device
-	 * is looked at, which costs one sysfs read per loop device the
-	 * machine ever made */
-	if (loopdev_open_for_write(lock_fd) == 0)
+	/* every mount of the image is on a loop device, and a loop device
+	 * (read-write or read-only) holds the image open: when the kernel
+	 * says nothing but our lock has it open (an O(1) question), there
+	 * is nothing to detach. Otherwise (or when it cannot tell) every
+	 * loop device is looked at, which costs one sysfs read per loop
+	 * device the machine ever made */
+	if (loopdev_open_elsewhere(lock_fd) == 0)
 		return;
 	if (realpath(img, real) != NULL)
 		loopdev_detach_mounts(real, "a dead bridge");

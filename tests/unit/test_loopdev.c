@@ -74,19 +74,31 @@ main(void)
 	is_int(loopdev_backing("/nonexistent/disk.img", NULL, 0), 0, "nor a file that does not exist");
 	is_int(loopdev_detach_mounts(real, "nobody"), 0, "nothing to detach");
 
-	/* the O(1) question asked before the scan: no writer now */
+	/* the O(1) question asked before the scan: nothing else has it */
 	rfd = open(img, O_RDONLY | O_CLOEXEC);
 	ok(rfd >= 0, "the image opened read-only (as the layer's lock is)");
-	is_int(loopdev_open_for_write(rfd), 0, "nobody has an idle image open for writing");
+	is_int(loopdev_open_elsewhere(rfd), 0, "nothing else has an idle image open");
 	wfd = open(img, O_RDWR | O_CLOEXEC);
-	is_int(loopdev_open_for_write(rfd), 1, "another descriptor open for writing is seen");
+	is_int(loopdev_open_elsewhere(rfd), 1, "another descriptor open for writing is seen");
 	close(wfd);
-	is_int(loopdev_open_for_write(rfd), 0, "and is gone once closed");
+	is_int(loopdev_open_elsewhere(rfd), 0, "and is gone once closed");
+	wfd = open(img, O_RDONLY | O_CLOEXEC);
+	is_int(loopdev_open_elsewhere(rfd), 1, "another read-only descriptor is seen too");
+	close(wfd);
+
+	/* an archive's read-only mount (a read-only loop device) left
+	 * behind holds the image open read-only: it is seen and detached */
+	ok(sh("mount -o loop,ro %s %s", img, m1) == 0, "mounted read-only on a read-only loop device");
+	is_int(loopdev_open_elsewhere(rfd), 1, "a read-only loop device's hold is seen");
+	is_int(loopdev_detach_mounts(real, "a test"), 1, "and its mount detached");
+	for (i = 0; i < 200 && loopdev_open_elsewhere(rfd) != 0; i++)
+		usleep(10000);
+	is_int(loopdev_open_elsewhere(rfd), 0, "nothing holds the image once it is gone");
 
 	ok(sh("mount -o loop %s %s", img, m1) == 0, "mounted on a loop device");
 	/* the loop device holds its backing file open read-write: a mount
 	 * left by a killed bridge is never taken for an idle image */
-	is_int(loopdev_open_for_write(rfd), 1, "a mounted image is open for writing (its loop device)");
+	is_int(loopdev_open_elsewhere(rfd), 1, "a mounted image is held (its loop device)");
 	n = loopdev_backing(real, devs, 4);
 	is_int(n, 1, "one loop device backs it");
 	ok(n == 1 && strchr(devs[0], ':') != NULL, "its device number (%s)", n == 1 ? devs[0] : "-");
@@ -101,7 +113,7 @@ main(void)
 		usleep(10000);
 	is_int(loopdev_backing(real, NULL, 0), 0,
 	    "the loop device detached itself once its file system ended (%d ms)", i * 10);
-	is_int(loopdev_open_for_write(rfd), 0, "no writer once the loop device is gone");
+	is_int(loopdev_open_elsewhere(rfd), 0, "nothing holds it once the loop device is gone");
 
 	/* an image of another name is not confused with this one */
 	ok(sh("mount -o loop %s %s", img, m1) == 0, "mounted again");
