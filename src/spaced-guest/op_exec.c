@@ -364,7 +364,8 @@ op_exec(int fd, json_t *args)
 		}
 		child_errno = cerr;
 	}
-	setpgid(pid, pid);
+	/* the child set its process group before its exec, which is
+	 * before vfork returned here */
 	close(pin[0]); pin[0] = -1;
 	close(pout[1]); pout[1] = -1;
 	close(perr[1]); perr[1] = -1;

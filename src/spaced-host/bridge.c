@@ -76,16 +76,22 @@ chan_take(struct host *h)
 static void
 chan_give(struct host *h, int fd)
 {
+	bool wake = false;
+
 	pthread_mutex_lock(&h->chan_mu);
 	if (h->chan_nidle < SPACE_OPCHAN_IDLE_MAX && !atomic_load(&h->guest_dead)) {
 		h->chan_since[h->chan_nidle] = now_mono_ns();
 		h->chan_idle[h->chan_nidle++] = fd;
 		fd = -1;
+		/* the serving loop is woken only when its wait has no end;
+		 * one with an end looks again when it ends */
+		wake = !h->chan_armed;
+		h->chan_armed = true;
 	}
 	pthread_mutex_unlock(&h->chan_mu);
 	if (fd >= 0)
 		close(fd);
-	else if (h->chan_wake[1] >= 0)
+	else if (wake && h->chan_wake[1] >= 0)
 		(void)!write(h->chan_wake[1], "", 1);  /* full: a wake-up is pending */
 }
 
@@ -112,6 +118,7 @@ bridge_chan_expire(struct host *h)
 	h->chan_nidle = k;
 	if (k > 0)
 		next = (int)((h->chan_since[0] + ttl - now) / 1000000u) + 1;
+	h->chan_armed = next >= 0;
 	pthread_mutex_unlock(&h->chan_mu);
 	while (nold > 0)
 		close(old[--nold]);

@@ -43,8 +43,9 @@ struct host {
 	int chan_idle[SPACE_OPCHAN_IDLE_MAX];
 	uint64_t chan_since[SPACE_OPCHAN_IDLE_MAX];    /* monotonic ns, given back */
 	unsigned chan_nidle;
-	int chan_wake[2];               /* a byte when one goes idle: the
-	                                   serving loop's wait then has an end */
+	int chan_wake[2];               /* a byte when one goes idle while the
+	                                   serving loop waits without an end */
+	bool chan_armed;                /* the serving loop's wait has an end */
 	pthread_mutex_t mu;             /* guards active */
 	pthread_cond_t idle;
 	unsigned active;                /* connections being served */
