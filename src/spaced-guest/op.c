@@ -2,7 +2,6 @@
  * REQUEST, dispatch through the table, answer. Everything here treats the
  * request as hostile: the bridge admitted the caller, not the content. */
 #include <errno.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -219,10 +218,6 @@ op_serve(int fd)
 	 * process of the user may read its memory or take its descriptors
 	 * (the kernel also clears the flag on the uid change; make sure) */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	/* an exec's output buffers (up to SPACE_EXEC_OUTPUT_MAX each) are
-	 * mapped and unmapped every time, never left in the heap of a child
-	 * that waits: a fixed threshold stops glibc from raising it */
-	mallopt(M_MMAP_THRESHOLD, 128 << 10);
 	while (serve_one(fd))
 		;
 out:
