@@ -762,6 +762,10 @@ def mkfs_alone(plat, i):
     return t1 - t0
 
 
+# the pause after a measured create's kill, before the next measurement
+SETTLE_S = 0.5
+
+
 def bench_create(plat, runs):
     bw = shutil.which("bwrap")
     plat_t, create_t, exec_t, bw_t, alone_t = [], [], [], [], []
@@ -783,10 +787,15 @@ def bench_create(plat, runs):
             create_t.append(t1 - t0)
             exec_t.append(t2 - t1)
             plat.space("kill", sbx)
+            # the killed sandbox's teardown (and a pool's refill) runs after
+            # kill returns: the next measured start does not share the
+            # cores with it (bwrap's teardown is inside its own timing)
+            time.sleep(SETTLE_S)
         elif what == "api":
             a, b = api_create_exec(plat, ctl)
             api_run.append(a)
             api_t.append(b)
+            time.sleep(SETTLE_S)
         elif what == "mkfs":
             mkfs_t.append(mkfs_alone(plat, i))
         elif what == "alone":
@@ -799,7 +808,8 @@ def bench_create(plat, runs):
                 raise RuntimeError("bwrap true: exit %d" % r.returncode)
             bw_t.append(t1 - t0)
     log("")
-    log("== create to first exec (milliseconds, %d runs each, alternated)" % runs)
+    log("== create to first exec (milliseconds, %d runs each, alternated; %.1f s after each"
+        " sandbox's kill before the next run)" % (runs, SETTLE_S))
     log("%-62s %9s %9s %9s" % ("what", "median", "p90", "max"))
     def row(label, xs):
         log("%-62s %9.1f %9.1f %9.1f" % (label, pct(xs, 50) / 1000, pct(xs, 90) / 1000, max(xs) / 1000))
