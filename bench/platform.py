@@ -96,7 +96,7 @@ def fmt_us(xs):
 class Platform:
     """`space up` with one worker in a private directory; stop() undoes all."""
 
-    def __init__(self, binsrc, capacity=16, workers=1, jail_pool=0):
+    def __init__(self, binsrc, capacity=16, workers=1, jail_pool=-1):
         self.capacity = capacity
         self.jail_pool = jail_pool
         self.workers = workers
@@ -142,7 +142,7 @@ class Platform:
             self.up = subprocess.Popen(
                 [os.path.join(self.bin, "space"), "up", "--data-dir", self.data,
                  "--workers", str(self.workers), "--capacity", str(self.capacity), "--port", str(base)] +
-                (["--jail-pool", str(self.jail_pool)] if self.jail_pool else []),
+                (["--jail-pool", str(self.jail_pool)] if self.jail_pool >= 0 else []),
                 stdout=self.uplog, stderr=subprocess.STDOUT, env=self.env)
             end = time.time() + 90
             while time.time() < end:
@@ -1149,8 +1149,9 @@ def main():
     ap.add_argument("--admit", help="bench_admit's output, for the final table")
     ap.add_argument("--iters", type=int, default=500)
     ap.add_argument("--create-runs", type=int, default=20)
-    ap.add_argument("--jail-pool", type=int, default=0,
-                    help="prepared jails the worker keeps (space up --jail-pool; 0: none)")
+    ap.add_argument("--jail-pool", type=int, default=-1,
+                    help="prepared jails the worker keeps (space up --jail-pool; 0: none;"
+                    " default: space up's own, 2)")
     ap.add_argument("--idle", type=int, default=10)
     ap.add_argument("--big-mib", type=int, default=512)
     ap.add_argument("--big-runs", type=int, default=5)

@@ -40,11 +40,14 @@
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE.\n" \
 	"  --capacity: sandboxes each worker takes (default 16, at most 1024).\n" \
 	"  --jail-pool: prepared jails each worker keeps ready (sbx-manager's\n" \
-	"  --jail-pool; default 0, none; at most 64)."
+	"  --jail-pool; default 2; 0: none; at most 64)."
 
 #define READY_TIMEOUT_MS 30000
 #define UP_CAPACITY      16             /* sandboxes per worker (--capacity) */
 #define UP_CAPACITY_MAX  1024           /* sbx-manager's MGR_CAPACITY_MAX */
+/* prepared jails per worker: a create on the host template claims one
+ * (docs/worker.md, "Prepared jails": about half of a create's time) */
+#define UP_JAIL_POOL     2
 #define UP_API_USER      "nobody"       /* node-api's default --user */
 #define KEY_MAX          1024
 
@@ -371,7 +374,7 @@ cmd_up(int argc, char **argv)
 	char url[64], edge[64], health[96], key[KEY_MAX], root[KEY_MAX], *end;
 	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
 	char listen[32], group[64];
-	long workers = 2, port = 7700, capacity = UP_CAPACITY, jail_pool = 0;
+	long workers = 2, port = 7700, capacity = UP_CAPACITY, jail_pool = UP_JAIL_POOL;
 	int ch, i, lockfd = -1, rc, ret = 1;
 
 	optind = 0;
