@@ -102,29 +102,45 @@ state_notify(struct ctl *c)
 	pthread_mutex_unlock(&c->assign_mu);
 }
 
-uint64_t
-state_seq(struct ctl *c)
+/* a wake-up counter (assign_seq, state_seq) read under its lock */
+static uint64_t
+seq_get(struct ctl *c, const uint64_t *counter)
 {
 	uint64_t s;
 
 	pthread_mutex_lock(&c->assign_mu);
-	s = c->state_seq;
+	s = *counter;
 	pthread_mutex_unlock(&c->assign_mu);
 	return s;
+}
+
+/* waits until the counter moved past seq, the daemon stops or deadline */
+static void
+seq_wait(struct ctl *c, const uint64_t *counter, pthread_cond_t *cv, uint64_t seq,
+    uint64_t deadline_ns)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&c->assign_mu);
+	while (*counter == seq && !c->stopping && now_mono_ns() < deadline_ns) {
+		/* the condition variables run on CLOCK_MONOTONIC (see serve) */
+		ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+		ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
+		pthread_cond_timedwait(cv, &c->assign_mu, &ts);
+	}
+	pthread_mutex_unlock(&c->assign_mu);
+}
+
+uint64_t
+state_seq(struct ctl *c)
+{
+	return seq_get(c, &c->state_seq);
 }
 
 void
 state_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns)
 {
-	struct timespec ts;
-
-	pthread_mutex_lock(&c->assign_mu);
-	while (c->state_seq == seq && !c->stopping && now_mono_ns() < deadline_ns) {
-		ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
-		ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
-		pthread_cond_timedwait(&c->state_cv, &c->assign_mu, &ts);
-	}
-	pthread_mutex_unlock(&c->assign_mu);
+	seq_wait(c, &c->state_seq, &c->state_cv, seq, deadline_ns);
 }
 
 /* the store's wake-up (store.h, listen): another daemon on the store, or
@@ -156,27 +172,13 @@ assign_pushed(struct ctl *c)
 uint64_t
 assign_seq(struct ctl *c)
 {
-	uint64_t s;
-
-	pthread_mutex_lock(&c->assign_mu);
-	s = c->assign_seq;
-	pthread_mutex_unlock(&c->assign_mu);
-	return s;
+	return seq_get(c, &c->assign_seq);
 }
 
 void
 assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns)
 {
-	struct timespec ts;
-
-	pthread_mutex_lock(&c->assign_mu);
-	while (c->assign_seq == seq && !c->stopping && now_mono_ns() < deadline_ns) {
-		/* the condition variable runs on CLOCK_MONOTONIC (see serve) */
-		ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
-		ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
-		pthread_cond_timedwait(&c->assign_cv, &c->assign_mu, &ts);
-	}
-	pthread_mutex_unlock(&c->assign_mu);
+	seq_wait(c, &c->assign_seq, &c->assign_cv, seq, deadline_ns);
 }
 
 void
