@@ -134,7 +134,7 @@ check "w2's pause archive ($P2) was uploaded" test -f "$T/c/archives/$P2.snap"
 check "... w1 does not have it" test ! -e "$T/w1/snapshots/$P2.snap"
 cp "$T/c/archives/$P2.snap" "$T/keep.snap"
 chmod u+w "$T/c/archives/$P2.snap"
-printf 'X' | dd of="$T/c/archives/$P2.snap" bs=1 seek=64 conv=notrunc 2>/dev/null
+python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(64); b = f.read(1); f.seek(64); f.write(bytes([b[0] ^ 0xff]))' "$T/c/archives/$P2.snap"
 is "resume on w1 from the changed archive -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{"worker":"w1"}')" 202
 check "the resume failed" wait_state "$S" failed 60
 check "w1 refused the download's bytes" grep -q "archive $P2: the control plane sent bytes of digest" "$T/mgr_w1.log"
