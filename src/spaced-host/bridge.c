@@ -148,6 +148,17 @@ chan_open(struct host *h)
 	return sp[0];
 }
 
+int
+bridge_chan_ahead(struct host *h)
+{
+	int fd = chan_open(h);
+
+	if (fd < 0)
+		return -1;
+	chan_give(h, fd);
+	return 0;
+}
+
 /* Frames for the client, gathered while the guest has more ready and
  * written together: a small read's RESPONSE, DATA and END reach
  * sbx-manager in one write (one wake-up, not three). Bounded by OBUF_MAX;
@@ -598,14 +609,18 @@ bridge_serve(struct host *h, int client)
 		    "only sbx-manager talks to a bridge");
 		goto out;
 	}
-	for (;;) {
+	/* the first REQUEST is waited for as every next one is: sbx-manager
+	 * may open a connection before it has an operation for it (at the
+	 * execution's start, docs/jail.md "Kept connections"), and an idle
+	 * one must not hold up the serving process's end */
+	while (wait_next(h, client) != 0) {
 		bool again;
 
 		if (frame_read(client, &f) < 0)
 			break;
 		again = serve_op(h, client, &f);
 		frame_free(&f);
-		if (!again || wait_next(h, client) == 0)
+		if (!again)
 			break;
 	}
 out:

@@ -38,6 +38,24 @@ guest_children() {
 	    $SPC get body.result.stdout
 }
 
+# ---- the channel opened ahead (docs/jail.md "Kept channels") ----
+# At ready the serving process opens one channel, so the first exec finds
+# its guest child forked and the user. It is a kept channel like any other:
+# idle, it ends after SPACE_OPCHAN_IDLE_MS, so a sandbox that was never
+# used keeps only PID 1 and the process manager (density). Counted from the
+# host: the processes of the sandbox user (host uid uid-base + 1000).
+user_procs() { ps -e -o ruid= | awk -v u=$((UB + 1000)) '$1 == u { n++ } END { print n + 0 }'; }
+check "the serving process opened an operation channel ahead" grep -q "an operation channel opened ahead" "$W/log"
+i=0; n=9
+while [ $i -lt 20 ]; do
+	n=$(user_procs)
+	[ "$n" -le 1 ] && break
+	sleep 0.5; i=$((i + 1))
+done
+is "unused, it ends: the sandbox user has only the process manager" "$n" "1"
+is "the first exec is served (on a fresh channel once that one ended)" \
+    "$(f "$(call exec '{"argv":["sh","-c","echo first"]}')" body.result.stdout)" "first"
+
 head -c 4096 /dev/urandom >"$W/a"
 head -c 5000 /dev/urandom >"$W/b"
 head -c $((8 * 1048576)) /dev/urandom >"$W/big"
