@@ -281,7 +281,7 @@ out:
 /* a fresh connection to the verified bridge of rec, HELLO done; -EPERM
  * when it is not the bridge we recorded, -EPROTO when it refused us,
  * another -errno when unreachable (*why set) */
-static int
+int
 bridge_open(struct mgr *m, const struct record *rec, const char **why)
 {
 	struct timeval btv = { .tv_sec = MGR_IO_TIMEOUT_S }, stv = { .tv_sec = 120 };

@@ -435,6 +435,8 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 			    (unsigned long long)r->id.generation, pool_name);
 	}
 	control_report(m, &r->id, "serving", NULL);
+	/* while the report travels: the first operation's bridge connection */
+	bpool_open_ahead(m, r);
 	return 0;
 failed:
 	if (claim != NULL)

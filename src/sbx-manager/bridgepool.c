@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "sbx-manager.h"
+#include "log.h"
 #include "util.h"
 
 #define BPOOL_MAX     64
@@ -142,6 +143,8 @@ void
 bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uint64_t sock_ino)
 {
 	struct mgr_bpool *p = m->bpool;
+	int closing[BPOOL_MAX], nclose = 0;
+	uint64_t now = now_mono_ns();
 	unsigned i, same = 0;
 
 	if (p == NULL || atomic_load(&m->stopping)) {
@@ -149,18 +152,77 @@ bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uin
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
-	for (i = 0; i < p->n; i++)
+	for (i = 0; i < p->n;) {
+		/* idle too long, whichever sandbox: closed here too, or the
+		 * connections of sandboxes that had no operation since would
+		 * hold the pool's places (those opened at a start, mostly) */
+		if (now - p->e[i].since > (uint64_t)BPOOL_IDLE_S * 1000000000u) {
+			closing[nclose++] = entry_remove(p, i);
+			continue;
+		}
 		if (strcmp(p->e[i].id.sandbox, r->id.sandbox) == 0)
 			same++;
+		i++;
+	}
 	if (same >= BPOOL_PER_SBX || p->n >= BPOOL_MAX) {
-		pthread_mutex_unlock(&p->lock);
+		closing[nclose++] = fd;
+	} else {
+		p->e[p->n++] = (struct bpool_entry){ .id = r->id, .epoch = r->epoch,
+		    .serve_pid = r->serve_pid, .serve_start = r->serve_start,
+		    .sock_dev = sock_dev, .sock_ino = sock_ino, .since = now, .fd = fd };
+		fd = -1;
+	}
+	pthread_mutex_unlock(&p->lock);
+	while (nclose > 0) {
+		if (closing[nclose - 1] != fd)
+			metrics_inc(m, MC_BRIDGE_KEPT_DROPPED);
+		close(closing[--nclose]);
+	}
+}
+
+/* The first operation of an execution used to pay the connect, the checks
+ * of the bridge and the HELLO (about half of a first exec's cost above a
+ * second one's, docs/benchmarks.md). They are paid here instead, while the
+ * report of the start travels and the client asks for its route: exactly
+ * the checks of bridge_open, on the record just committed serving, and the
+ * connection is then what a kept one is (bpool_take checks it again when
+ * it is taken). */
+void
+bpool_open_ahead(struct mgr *m, const struct record *r)
+{
+	struct mgr_bpool *p = m->bpool;
+	struct record now;
+	uint64_t dev, ino;
+	const char *why = NULL;
+	bool room;
+	int fd;
+
+	if (p == NULL || atomic_load(&m->stopping) || r->state != EXEC_SERVING)
+		return;
+	pthread_mutex_lock(&p->lock);
+	room = p->n < BPOOL_MAX;
+	pthread_mutex_unlock(&p->lock);
+	if (!room)
+		return;
+	if ((fd = bridge_open(m, r, &why)) < 0) {
+		/* what a first operation would meet, and count, itself */
+		log_debug("no connection opened ahead to the bridge of %s: %s", r->id.sandbox,
+		    fd == -EPROTO ? "refused" : why ? why : "error");
+		return;
+	}
+	if (bridge_sock_id(r, &dev, &ino) != 0) {
 		close(fd);
 		return;
 	}
-	p->e[p->n++] = (struct bpool_entry){ .id = r->id, .epoch = r->epoch,
-	    .serve_pid = r->serve_pid, .serve_start = r->serve_start,
-	    .sock_dev = sock_dev, .sock_ino = sock_ino, .since = now_mono_ns(), .fd = fd };
-	pthread_mutex_unlock(&p->lock);
+	bpool_give(m, r, fd, dev, ino);
+	metrics_inc(m, MC_BRIDGE_OPENED_AHEAD);
+	/* a replacement or retire committed while we connected dropped the
+	 * sandbox's kept connections before this one was in: it goes now
+	 * (bpool_take would refuse it anyway, but it would hold a place) */
+	if (records_get(m, r->id.sandbox, &now) != 0 || now.epoch != r->epoch ||
+	    now.state != EXEC_SERVING || !route_identity_equal(&now.id, &r->id) ||
+	    now.serve_pid != r->serve_pid || now.serve_start != r->serve_start)
+		bpool_drop(m, r->id.sandbox);
 }
 
 void

@@ -41,6 +41,8 @@ static const char *const counter_names[MC__COUNT] = {
 	/* prepared jails made, and claimed by an install (jailpool.c) */
 	[MC_JAILPOOL_MADE] = "space_sbxmgr_jail_pool_made_total",
 	[MC_JAILPOOL_CLAIMED] = "space_sbxmgr_jail_pool_claimed_total",
+	/* bridge connections opened at an execution's start (bridgepool.c) */
+	[MC_BRIDGE_OPENED_AHEAD] = "space_sbxmgr_bridge_opened_ahead_total",
 };
 
 struct mgr_metrics {

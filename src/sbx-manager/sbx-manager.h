@@ -165,6 +165,10 @@ void bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev
     uint64_t sock_ino);
 /* close every kept connection of sandbox (replaced or retired) */
 void bpool_drop(struct mgr *m, const char *sandbox);
+/* at the execution's start (r committed serving): a connection to its
+ * bridge opened, verified and greeted as for an operation, and kept, so
+ * that the first operation finds one; nothing when it cannot be */
+void bpool_open_ahead(struct mgr *m, const struct record *r);
 
 /* bridge.c */
 /* spawn spaced-host for r and wait for "ready"; fills the bridge fields.
@@ -218,6 +222,9 @@ int  snapblob_follow_end(struct snapblob_dl *dl, const char **why);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */
 int bridge_connect(const struct mgr *m, const struct record *r, const char **why);
+/* api.c: bridge_connect, then HELLO; -EPERM not the recorded bridge,
+ * -EPROTO it refused us, another -errno unreachable (*why set) */
+int bridge_open(struct mgr *m, const struct record *rec, const char **why);
 /* the socket file on the bridge's path (in its private run directory):
  * a kept connection is used only while it is still the one connected to */
 int bridge_sock_id(const struct record *r, uint64_t *dev, uint64_t *ino);
@@ -324,7 +331,8 @@ enum mgr_counter {
 	MC_SERVING_MISMATCH, MC_LEASES_CANCELLED, MC_INSTALLS, MC_INSTALL_FAILED,
 	MC_RETIRES, MC_RELAUNCHES, MC_PEER_REFUSED, MC_CONN_LIMIT, MC_RECLAIMS,
 	MC_ARCHIVES_COLLECTED, MC_BRIDGE_KEPT_USED, MC_BRIDGE_KEPT_DROPPED, MC_RECORD_COMMITS,
-	MC_RECORDS_WRITTEN, MC_JAILPOOL_MADE, MC_JAILPOOL_CLAIMED, MC__COUNT
+	MC_RECORDS_WRITTEN, MC_JAILPOOL_MADE, MC_JAILPOOL_CLAIMED, MC_BRIDGE_OPENED_AHEAD,
+	MC__COUNT
 };
 int metrics_init(struct mgr *m);
 void metrics_inc(struct mgr *m, enum mgr_counter c);

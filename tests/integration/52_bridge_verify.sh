@@ -37,13 +37,17 @@ check "running" wait_state "$S" running 20
 CAP=$(route "$S")
 RUN=$W/run/$S.g1
 BPID=$(sql "select bridge_pid from records where sandbox='$S'")
-is "control: the real bridge serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 # sbx-manager keeps a bridge connection for the next operation of the same
-# execution (docs/jail.md "Kept connections"); every check below must hold
-# with one kept, not only on fresh connections
+# execution (docs/jail.md "Kept connections"), and opens one, verified as
+# for an operation, when the execution starts serving; every check below
+# must hold with one kept, not only on fresh connections
 mgr_metric() { sleep 2.5; curl -s "$NU/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+check "a bridge connection was opened at the execution's start" \
+	test "$(mgr_metric space_sbxmgr_bridge_opened_ahead_total)" -ge 1
+is "control: the real bridge serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 is "a second operation -> 200" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
-check "... carried by the kept bridge connection" test "$(mgr_metric space_sbxmgr_bridge_kept_used_total)" -ge 1
+check "... both carried by the kept bridge connection (the first: the one opened at the start)" \
+	test "$(mgr_metric space_sbxmgr_bridge_kept_used_total)" -ge 2
 
 # ---- 1. another process listening on the bridge path ----
 # The real bridge is stopped (SIGSTOP, so nothing notices it is gone) and
