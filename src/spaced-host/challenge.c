@@ -33,20 +33,18 @@ read_with_timeout(int fd, struct frame *f, int timeout_ms)
 	return frame_read(fd, f);
 }
 
+/* the CHALLENGE with a fresh nonce (kept in nonce for challenge_check);
+ * only written: nothing the guest sends is read here */
 int
-challenge_guest(int control, const uint8_t secret[GUEST_SECRET_LEN],
-    const struct route_identity *id, int timeout_ms, const char **why)
+challenge_send(int control, uint8_t nonce[GUEST_NONCE_LEN], const char **why)
 {
 	struct msg_challenge ch;
-	struct msg_challenge_reply rep;
-	uint8_t want[GUEST_MAC_LEN];
-	struct frame f = { 0 };
-	const char *bad;
 	char *req = NULL;
 	size_t n;
 	int r;
 
 	randombytes_buf(ch.nonce, sizeof(ch.nonce));
+	memcpy(nonce, ch.nonce, sizeof(ch.nonce));
 	if ((r = msg_challenge_encode(&ch, &req, &n)) < 0 ||
 	    (r = frame_write(control, MSG_CHALLENGE, req, n)) < 0) {
 		free(req);
@@ -54,6 +52,20 @@ challenge_guest(int control, const uint8_t secret[GUEST_SECRET_LEN],
 		return r;
 	}
 	free(req);
+	return 0;
+}
+
+int
+challenge_check(int control, const uint8_t secret[GUEST_SECRET_LEN],
+    const uint8_t nonce[GUEST_NONCE_LEN], const struct route_identity *id, int timeout_ms,
+    const char **why)
+{
+	struct msg_challenge_reply rep;
+	uint8_t want[GUEST_MAC_LEN];
+	struct frame f = { 0 };
+	const char *bad;
+	int r;
+
 	if ((r = read_with_timeout(control, &f, timeout_ms)) < 0) {
 		*why = r == -ETIMEDOUT ? "no challenge reply in time" : "no challenge reply";
 		return r;
@@ -69,7 +81,7 @@ challenge_guest(int control, const uint8_t secret[GUEST_SECRET_LEN],
 	if (strcmp(rep.sandbox, id->sandbox) != 0 || rep.generation != id->generation ||
 	    rep.activation != id->activation)
 		goto out;
-	guest_mac(secret, ch.nonce, id->sandbox, id->generation, id->activation, want);
+	guest_mac(secret, nonce, id->sandbox, id->generation, id->activation, want);
 	*why = "challenge MAC does not verify";
 	if (crypto_verify_32(want, rep.mac) != 0)       /* constant time */
 		goto out;

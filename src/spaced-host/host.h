@@ -78,11 +78,16 @@ bool host_guest_gone(struct host *h);
  * audit line with both identities and RUNDIR/metrics.prom */
 void refusal_record(const struct host *h, const struct hm_refusal *f);
 
-/* challenge.c: one CHALLENGE/CHALLENGE_REPLY exchange; 0 when the guest
- * proved the secret and reported our identity, -EPERM when it did not,
- * other -errno on I/O errors. *why says what was wrong. */
-int challenge_guest(int control, const uint8_t secret[GUEST_SECRET_LEN],
-    const struct route_identity *id, int timeout_ms, const char **why);
+/* challenge.c: one CHALLENGE/CHALLENGE_REPLY exchange, in two halves so
+ * that the guest computes its reply while the serving process builds its
+ * filter. challenge_send writes the CHALLENGE (a fresh nonce, returned);
+ * challenge_check reads the reply: 0 when the guest proved the secret and
+ * reported our identity, -EPERM when it did not, other -errno on I/O
+ * errors. *why says what was wrong. */
+int challenge_send(int control, uint8_t nonce[GUEST_NONCE_LEN], const char **why);
+int challenge_check(int control, const uint8_t secret[GUEST_SECRET_LEN],
+    const uint8_t nonce[GUEST_NONCE_LEN], const struct route_identity *id, int timeout_ms,
+    const char **why);
 
 /* relay.c: a streaming operation after its RESPONSE, both ways until one
  * side ends it; 0, or -errno when a side broke off */
