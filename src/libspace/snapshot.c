@@ -172,6 +172,7 @@ struct snap_create {
 	char path[SPACE_PATH_MAX + 1];
 	char link[SPACE_PATH_MAX + 1];
 	unsigned char io[SNAP_BUF];
+	bool drop_read;         /* SNAPSHOT_DROP_READ */
 	struct snapshot_stats st;
 };
 
@@ -318,6 +319,8 @@ write_hole(struct snap_create *c, off_t len)
 static int
 write_region(struct snap_create *c, int fd, off_t off, off_t len)
 {
+	uint64_t dropped = (uint64_t)off;
+
 	while (len > 0) {
 		size_t want = len < (off_t)sizeof(c->io) ? (size_t)len : sizeof(c->io);
 		ssize_t n = pread(fd, c->io, want, off);
@@ -335,6 +338,8 @@ write_region(struct snap_create *c, int fd, off_t off, off_t len)
 		}
 		off += n;
 		len -= n;
+		if (c->drop_read)
+			fd_drop_read(fd, &dropped, (uint64_t)off, len == 0);
 	}
 	return 0;
 }
@@ -560,6 +565,15 @@ snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_b
     int tee_fd, int *tee_err, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_stats *stats)
 {
+	return snapshot_create_flags(layer_dir, store_dir, max_bytes, tee_fd, tee_err, 0,
+	    digest_out, stats);
+}
+
+int
+snapshot_create_flags(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
+    int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
+    struct snapshot_stats *stats)
+{
 	struct snap_create *c = NULL;
 	struct snap_out *o = NULL;
 	unsigned char digest[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], rnd[8];
@@ -581,6 +595,7 @@ snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_b
 	o->max = max_bytes;
 	o->stream_max = snapshot_stream_max(max_bytes);
 	c->o = o;
+	c->drop_read = (flags & SNAPSHOT_DROP_READ) != 0;
 	if ((o->z = ZSTD_createCCtx()) == NULL ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(o->z, ZSTD_c_compressionLevel, SPACE_SNAPSHOT_ZSTD_LEVEL)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(o->z, ZSTD_c_windowLog, SPACE_SNAPSHOT_WINDOW_LOG - 2)) ||

@@ -47,6 +47,16 @@ int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t m
     int tee_fd, int *tee_err, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_stats *stats);
 
+/* snapshot_create_tee with flags. SNAPSHOT_DROP_READ: the layer's file
+ * data leaves the page cache once read (clean pages only), for a layer
+ * mounted read-only for this archive and unmounted after it: its pages
+ * would be dropped then anyway, and without this they first grow the page
+ * cache by the layer's size (beside the image's own cached pages). */
+#define SNAPSHOT_DROP_READ 1u
+int snapshot_create_flags(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
+    int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
+    struct snapshot_stats *stats);
+
 /* Restores store_dir/<digest>.snap into dest_dir, which must be missing
  * (it is created 0755) or empty, in one pass: every entry is checked
  * before it is created, the body's BLAKE2b-256 is recomputed while it is

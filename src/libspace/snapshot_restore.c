@@ -327,7 +327,7 @@ entry_data(struct snap_pass *p, const struct snap_entry *e, int fd, const char *
 	const void *buf;
 	size_t n;
 	la_int64_t off, pos = 0;
-	uint64_t flushed = 0;
+	uint64_t flushed = 0, dropped = 0;
 	int r;
 
 	while ((r = archive_read_data_block(p->a, &buf, &n, &off)) == ARCHIVE_OK) {
@@ -348,6 +348,10 @@ entry_data(struct snap_pass *p, const struct snap_entry *e, int fd, const char *
 			/* the restore ends with syncfs: the disk starts on
 			 * what is written so far (offsets only grow) */
 			fd_writeback_ahead(fd, &flushed, (uint64_t)off + n);
+			/* nothing reads it back before the image is
+			 * unmounted: what is on its way to the disk leaves
+			 * the page cache, whose pages serve the next bytes */
+			fd_drop_behind(fd, &dropped, flushed);
 		}
 		pos = off + (la_int64_t)n;
 	}

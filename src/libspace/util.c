@@ -506,6 +506,30 @@ fd_writeback_ahead(int fd, uint64_t *started, uint64_t written)
 	*started = written;
 }
 
+void
+fd_drop_behind(int fd, uint64_t *dropped, uint64_t started)
+{
+	uint64_t from, to;
+
+	if (started < *dropped + 2 * (uint64_t)FD_WRITEBACK_STEP)
+		return;
+	/* up to a step behind the writeback just started; the steps before
+	 * the last call again, for pages that were still being written */
+	to = started - FD_WRITEBACK_STEP;
+	from = *dropped > 4 * (uint64_t)FD_WRITEBACK_STEP ? *dropped - 4 * (uint64_t)FD_WRITEBACK_STEP : 0;
+	(void)posix_fadvise(fd, (off_t)from, (off_t)(to - from), POSIX_FADV_DONTNEED);
+	*dropped = to;
+}
+
+void
+fd_drop_read(int fd, uint64_t *dropped, uint64_t read, bool end)
+{
+	if (read <= *dropped || (!end && read < *dropped + FD_WRITEBACK_STEP))
+		return;
+	(void)posix_fadvise(fd, (off_t)*dropped, (off_t)(read - *dropped), POSIX_FADV_DONTNEED);
+	*dropped = read;
+}
+
 int
 fd_write_all(int fd, const void *buf, size_t len)
 {

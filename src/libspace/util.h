@@ -52,6 +52,17 @@ int fd_write_all(int fd, const void *buf, size_t len);
  * arrive. Advisory: a failure is ignored (the fsync reports it). */
 #define FD_WRITEBACK_STEP (8u << 20)
 void fd_writeback_ahead(int fd, uint64_t *started, uint64_t written);
+/* With fd_writeback_ahead, for a file nobody reads back soon (a layer
+ * restored into an image that is unmounted next): pages whose writeback
+ * was started a step earlier leave the page cache (POSIX_FADV_DONTNEED
+ * drops clean pages only: what is still being written stays, and is
+ * tried again by the next call). The memory is reused at once instead of
+ * a second copy of the data growing the page cache. Advisory. */
+void fd_drop_behind(int fd, uint64_t *dropped, uint64_t started);
+/* Pages of a file only read once, in order (a layer being archived):
+ * [*dropped, read) leaves the page cache each FD_WRITEBACK_STEP, or all
+ * of it when end is set. Clean pages only, advisory. */
+void fd_drop_read(int fd, uint64_t *dropped, uint64_t read, bool end);
 /* write atomically (tmp + fsync + rename + fsync dir) with mode */
 int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
