@@ -192,7 +192,8 @@ conn_thread(void *arg)
 	return NULL;
 }
 
-static void
+/* true when a connection of sbx-manager went to a thread of its own */
+static bool
 accept_one(struct host *h, int lfd)
 {
 	struct ucred cred;
@@ -203,25 +204,25 @@ accept_one(struct host *h, int lfd)
 	int fd;
 
 	if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		return;
+		return false;
 	/* only sbx-manager (root) may talk to a bridge; the 0700 directory
 	 * already keeps others out, this holds even if it is misconfigured */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
 		log_warn("connection refused: SO_PEERCRED");
 		close(fd);
-		return;
+		return false;
 	}
 	if (cred.uid != 0) {
 		log_warnx("connection from uid %u (pid %d) refused", (unsigned)cred.uid,
 		    (int)cred.pid);
 		close(fd);
-		return;
+		return false;
 	}
 	pthread_mutex_lock(&h->mu);
 	if (h->active >= SPACE_STREAMS_PER_SBX) {
 		pthread_mutex_unlock(&h->mu);
 		bridge_refuse(fd, 503, "unavailable", "too many operations on this sandbox");
-		return;
+		return false;
 	}
 	h->active++;
 	pthread_mutex_unlock(&h->mu);
@@ -237,12 +238,13 @@ accept_one(struct host *h, int lfd)
 		goto fail;
 	}
 	pthread_attr_destroy(&attr);
-	return;
+	return true;
 fail:
 	pthread_mutex_lock(&h->mu);
 	h->active--;
 	pthread_mutex_unlock(&h->mu);
 	bridge_refuse(fd, 503, "unavailable", "cannot serve now");
+	return false;
 }
 
 static unsigned
@@ -265,7 +267,7 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 	const char *why = NULL;
 	uint64_t until, t0 = now_mono_ns(), t_conf, t_chal;
 	uint8_t nonce[GUEST_NONCE_LEN];
-	bool ahead;
+	bool ahead = false;
 	int r;
 
 	if (pipe2(h->chan_wake, O_CLOEXEC | O_NONBLOCK) < 0)
@@ -297,18 +299,11 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 	t_chal = now_mono_ns();
 	if (hm_send(h->mon, &ready) < 0)
 		die("cannot tell the monitor we are ready");
-	/* the guest forks the first operation's child while sbx-manager
-	 * checks us and reports the execution: the first exec then pays a
-	 * frame round trip, not MSG_OPEN, a fork and the uid change. Idle,
-	 * it ends after SPACE_OPCHAN_IDLE_MS like any kept channel (an idle
-	 * sandbox keeps no extra process) */
-	ahead = bridge_chan_ahead(h) == 0;
 	/* where the serving process's start goes (docs/benchmarks.md,
 	 * "Bridge start: fixed costs") */
 	log_info("start of the serving process of %s: privileges and filter %.1f ms, "
-	    "guest challenge %.1f ms (its wait after the filter), %s", h->rec.id.sandbox,
-	    (double)(t_conf - t0) / 1e6, (double)(t_chal - t_conf) / 1e6,
-	    ahead ? "an operation channel opened ahead" : "no operation channel opened ahead");
+	    "guest challenge %.1f ms (its wait after the filter)", h->rec.id.sandbox,
+	    (double)(t_conf - t0) / 1e6, (double)(t_chal - t_conf) / 1e6);
 
 	for (;;) {
 		p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
@@ -340,8 +335,19 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 			log_warnx("the monitor is gone");
 			break;
 		}
-		if (p[0].revents & POLLIN)
-			accept_one(h, lfd);
+		/* sbx-manager's first connection (it opens one as soon as the
+		 * execution is committed serving): the guest forks the first
+		 * operation's child while the start is reported and the
+		 * client asks for its route, so the first exec pays a frame
+		 * round trip, not MSG_OPEN, a fork and the uid change. Idle,
+		 * it ends after SPACE_OPCHAN_IDLE_MS like any kept channel:
+		 * an idle sandbox keeps no extra process */
+		if ((p[0].revents & POLLIN) && accept_one(h, lfd) && !ahead) {
+			ahead = true;
+			if (bridge_chan_ahead(h) == 0)
+				log_info("%s: an operation channel opened ahead at the first "
+				    "connection", h->rec.id.sandbox);
+		}
 	}
 	/* answer late connections with 503 while the threads end */
 	until = now_mono_ns() + (uint64_t)DRAIN_TIMEOUT_MS * 1000000u;

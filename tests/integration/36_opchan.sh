@@ -39,22 +39,27 @@ guest_children() {
 }
 
 # ---- the channel opened ahead (docs/jail.md "Kept channels") ----
-# At ready the serving process opens one channel, so the first exec finds
+# At the first connection (sbx-manager opens one as soon as the execution
+# serves) the serving process opens one channel, so the first exec finds
 # its guest child forked and the user. It is a kept channel like any other:
-# idle, it ends after SPACE_OPCHAN_IDLE_MS, so a sandbox that was never
-# used keeps only PID 1 and the process manager (density). Counted from the
-# host: the processes of the sandbox user (host uid uid-base + 1000).
+# idle, it ends after SPACE_OPCHAN_IDLE_MS, so a sandbox keeps only PID 1
+# and the process manager (density). Counted from the host: the processes
+# of the sandbox user (host uid uid-base + 1000).
 user_procs() { ps -e -o ruid= | awk -v u=$((UB + 1000)) '$1 == u { n++ } END { print n + 0 }'; }
-check "the serving process opened an operation channel ahead" grep -q "an operation channel opened ahead" "$W/log"
+n=$(user_procs)
+check "before any connection, nothing but the process manager is the user ($n)" test "$n" -le 1
+check "... and no channel was opened ahead" sh -c "! grep -q 'operation channel opened ahead' '$W/log'"
+is "the first exec is served" \
+    "$(f "$(call exec '{"argv":["sh","-c","echo first"]}')" body.result.stdout)" "first"
+check "the serving process opened an operation channel ahead at that connection" \
+    grep -q "an operation channel opened ahead at the first connection" "$W/log"
 i=0; n=9
 while [ $i -lt 20 ]; do
 	n=$(user_procs)
 	[ "$n" -le 1 ] && break
 	sleep 0.5; i=$((i + 1))
 done
-is "unused, it ends: the sandbox user has only the process manager" "$n" "1"
-is "the first exec is served (on a fresh channel once that one ended)" \
-    "$(f "$(call exec '{"argv":["sh","-c","echo first"]}')" body.result.stdout)" "first"
+is "idle, its channels end: the sandbox user has only the process manager" "$n" "1"
 
 head -c 4096 /dev/urandom >"$W/a"
 head -c 5000 /dev/urandom >"$W/b"
