@@ -337,9 +337,24 @@ cgroup_add(const struct cgroup *cg, pid_t pid)
 }
 
 int
+cgroup_oom_parse(const char *buf, uint64_t *n)
+{
+	const char *p;
+
+	/* at a line's start: not the "oom_kill_disable" of cgroup v1 */
+	for (p = buf; (p = strstr(p, "oom_kill ")) != NULL; p++)
+		if (p == buf || p[-1] == '\n')
+			break;
+	if (p == NULL)
+		return -ENOTSUP;
+	*n = strtoull(p + 9, NULL, 10);
+	return 0;
+}
+
+int
 cgroup_oom_kills(const struct cgroup *cg, uint64_t *n)
 {
-	char buf[4096], *p;
+	char buf[4096];
 	int r;
 
 	if (cg->v2)
@@ -348,10 +363,22 @@ cgroup_oom_kills(const struct cgroup *cg, uint64_t *n)
 		r = read_str(cg->path[CG_MEMORY], "memory.oom_control", buf, sizeof(buf));
 	if (r < 0)
 		return r;
-	if ((p = strstr(buf, "oom_kill ")) == NULL)
-		return -ENOTSUP;
-	*n = strtoull(p + 9, NULL, 10);
-	return 0;
+	return cgroup_oom_parse(buf, n);
+}
+
+int
+cgroup_oom_fd(const struct cgroup *cg)
+{
+	char p[1100];
+	int fd;
+
+	if (cg->v2)
+		snprintf(p, sizeof(p), "%s/memory.events", cg->path[0]);
+	else
+		snprintf(p, sizeof(p), "%s/memory.oom_control", cg->path[CG_MEMORY]);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	return fd;
 }
 
 /* SIGKILL every process listed in dir/cgroup.procs; number seen */

@@ -33,6 +33,12 @@ int cgroup_rename(struct cgroup *cg, const char *name);
  * priority (a prepared jail was made at a lower one) */
 void cgroup_renice(const struct cgroup *cg);
 int cgroup_oom_kills(const struct cgroup *cg, uint64_t *n);
+/* the OOM kill count in the text of memory.events (v2) or
+ * memory.oom_control (v1); 0 or -ENOTSUP */
+int cgroup_oom_parse(const char *buf, uint64_t *n);
+/* a read-only descriptor of that file (read again from offset 0 for a
+ * fresh count), or -errno */
+int cgroup_oom_fd(const struct cgroup *cg);
 /* kill what is left inside, then remove the directories */
 void cgroup_destroy(struct cgroup *cg);
 #endif

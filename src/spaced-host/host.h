@@ -33,6 +33,10 @@ struct host {
 	pthread_mutex_t control_mu;     /* one MSG_OPEN at a time on it */
 	int mon;                        /* our end of the monitor channel */
 	pthread_mutex_t mon_mu;         /* one query (send + answer) at a time */
+	/* the sandbox's OOM kill count, read-only (cgroup_oom_fd), or -1:
+	 * then the monitor is asked */
+	int oomfd;
+	pthread_mutex_t oom_mu;         /* one lseek + read at a time on it */
 	atomic_bool guest_dead;         /* set once; never cleared (no reconnects) */
 	atomic_uint_fast64_t op_seq;
 	/* idle operation channels kept for the next file operation or exec

@@ -285,7 +285,7 @@ main(int argc, char **argv)
 	char sock[PATH_MAX];
 	struct pollfd p[3];
 	sigset_t mask;
-	int lfd = -1, sigfd, r, rc = 1, mon[2] = { -1, -1 }, control = -1;
+	int lfd = -1, sigfd, r, rc = 1, mon[2] = { -1, -1 }, control = -1, oomfd = -1;
 	pid_t serve = -1;
 	bool stopping = false, ready = false, serve_gone = false;
 
@@ -299,7 +299,8 @@ main(int argc, char **argv)
 	if ((h.ops = substrate_find(h.rec.id.substrate)) == NULL)
 		fatalx("substrate %s cannot run on this machine", h.rec.id.substrate);
 	h.rec.state = EXEC_SERVING;
-	h.control = h.mon = -1;
+	h.control = h.mon = h.oomfd = -1;
+	pthread_mutex_init(&h.oom_mu, NULL);
 	pthread_mutex_init(&h.control_mu, NULL);
 	pthread_mutex_init(&h.chan_mu, NULL);
 	pthread_mutex_init(&h.mon_mu, NULL);
@@ -351,6 +352,10 @@ main(int argc, char **argv)
 		log_warnx("cannot bind %s: %s", sock, strerror(-lfd));
 		goto stop;
 	}
+	/* what an exec asks before it starts (an OOM kill is told from the
+	 * count going up), read by the serving process itself: a read-only
+	 * descriptor of that one cgroup file, not a round trip to us */
+	oomfd = h.ops->oom_fd != NULL ? h.ops->oom_fd(h.sub) : -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mon) < 0 ||
 	    (serve = fork()) < 0) {
 		sodium_memzero(secret, sizeof(secret));
@@ -371,15 +376,20 @@ main(int argc, char **argv)
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0)
 			_exit(1);
 		/* 3, 4, 5: the guest's channel, the socket, the monitor's channel;
-		 * nothing else of the monitor's (the layer's lock, cgroup files) */
+		 * 6: the OOM count, read-only, when there is one; nothing else
+		 * of the monitor's (the layer's lock, other cgroup files) */
 		if ((control = fcntl(control, F_DUPFD_CLOEXEC, 64)) < 0 ||
 		    (lfd = fcntl(lfd, F_DUPFD_CLOEXEC, 64)) < 0 ||
 		    (mon[1] = fcntl(mon[1], F_DUPFD_CLOEXEC, 64)) < 0 ||
+		    (oomfd >= 0 && (oomfd = fcntl(oomfd, F_DUPFD_CLOEXEC, 64)) < 0) ||
 		    dup3(control, 3, O_CLOEXEC) < 0 || dup3(lfd, 4, O_CLOEXEC) < 0 ||
-		    dup3(mon[1], 5, O_CLOEXEC) < 0 || close_range(6, ~0u, 0) < 0)
+		    dup3(mon[1], 5, O_CLOEXEC) < 0 ||
+		    (oomfd >= 0 && dup3(oomfd, 6, O_CLOEXEC) < 0) ||
+		    close_range(oomfd >= 0 ? 7 : 6, ~0u, 0) < 0)
 			_exit(1);
 		h.control = 3;
 		h.mon = 5;
+		h.oomfd = oomfd >= 0 ? 6 : -1;
 		serve_main(&h, 4, secret);
 	}
 	/* the secret, the guest's control channel and the socket are the
@@ -391,6 +401,9 @@ main(int argc, char **argv)
 	control = -1;
 	close(lfd);
 	lfd = -1;
+	if (oomfd >= 0)
+		close(oomfd);
+	oomfd = -1;
 
 	while (!stopping) {
 		p[0] = (struct pollfd){ .fd = sigfd, .events = POLLIN };

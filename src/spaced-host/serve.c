@@ -30,6 +30,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "cgroup.h"
 #include "confine.h"
 #include "dropuid.h"
 #include "host.h"
@@ -109,6 +110,22 @@ host_oom_kills(struct host *h, uint64_t *n)
 {
 	struct hm_msg m = { .type = HM_OOM_QUERY };
 	int r;
+
+	if (h->oomfd >= 0) {
+		char buf[4096];
+		ssize_t k = -1;
+
+		pthread_mutex_lock(&h->oom_mu);
+		if (lseek(h->oomfd, 0, SEEK_SET) == 0)
+			k = read(h->oomfd, buf, sizeof(buf) - 1);
+		pthread_mutex_unlock(&h->oom_mu);
+		if (k >= 0) {
+			buf[k] = '\0';
+			if (cgroup_oom_parse(buf, n) == 0)
+				return 0;
+		}
+		/* unreadable: the monitor reads it its own way */
+	}
 
 	pthread_mutex_lock(&h->mon_mu);
 	if ((r = hm_send(h->mon, &m)) == 0 && (r = hm_recv(h->mon, &m)) == 0 &&

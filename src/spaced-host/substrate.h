@@ -68,6 +68,9 @@ struct substrate_ops {
 	int (*guest_fd)(const struct substrate *s);
 	/* number of OOM kills in the execution so far (-errno if unknown) */
 	int (*oom_kills)(const struct substrate *s, uint64_t *n);
+	/* a read-only descriptor the count can be read from again and again
+	 * (cgroup_oom_fd), for the serving process; -errno, or NULL */
+	int (*oom_fd)(const struct substrate *s);
 	/* the bridge is about to say ready: the execution's CPU quota goes
 	 * on now. Until then the jail ran only the platform's own start-up
 	 * (no command of the sandbox's), which a small quota would otherwise

@@ -905,6 +905,12 @@ jail_oom_kills(const struct substrate *s, uint64_t *n)
 }
 
 static int
+jail_oom_fd(const struct substrate *s)
+{
+	return cgroup_oom_fd(&s->cg);
+}
+
+static int
 jail_stop(struct substrate *s)
 {
 	int st;
@@ -945,6 +951,7 @@ const struct substrate_ops substrate_jail = {
 	.guest_reaped = jail_guest_reaped,
 	.guest_fd = jail_guest_fd,
 	.oom_kills = jail_oom_kills,
+	.oom_fd = jail_oom_fd,
 	.serving = jail_serving,
 	.stop = jail_stop,
 	.free = jail_free,

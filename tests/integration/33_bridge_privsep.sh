@@ -57,6 +57,14 @@ is "... under a seccomp filter" "$(status "$SP" Seccomp)" 2
 is "the monitor is root and holds no socket of the guest" "$(status "$HP" Uid | cut -d' ' -f1) $(echo " $holders " | grep -c " $HP ")" "0 0"
 check "the guest's uid map leaves the serving uid out" \
     grep -q "^ *0 *$UB *65535$" "/proc/$GP/uid_map"
+# what it holds of the monitor's: nothing but its three channels and, for
+# an exec's OOM count, one cgroup file opened read-only (no other cgroup
+# file, not the layer's lock)
+others=$(for fd in /proc/$SP/fd/*; do n=${fd##*/}; [ "$n" -le 6 ] && continue; readlink "$fd"; done | grep -v '^socket:\|^pipe:\|^anon_inode:' | tr '\n' ' ')
+is "the serving process holds no file beyond fd 6 (only sockets, pipes, its own anon inodes) [$others]" "$others" ""
+o6=$(readlink "/proc/$SP/fd/6")
+check "... fd 6 is the sandbox's OOM count ($o6)" sh -c "case '$o6' in */memory.oom_control|*/memory.events) true ;; *) false ;; esac"
+is "... open read-only" "$(awk '$1 == "flags:" { print substr($2, length($2), 1) % 4 }' "/proc/$SP/fdinfo/6")" 0
 
 # ---- hostile answers: each is refused, the serving process survives ----
 for h in not-a-frame huge-length bad-json wrong-shape bad-error wrong-type; do
