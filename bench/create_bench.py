@@ -43,6 +43,36 @@ def _tree_cpu_s(P, root):
     return tot / tick
 
 
+def _tree_cpu_by_name(P, root):
+    """{pid: (name, CPU seconds)} of root and its descendants, each with the
+    children it reaped (so a short-lived ip or mkfs counts under the process
+    that waited for it)"""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for p in P.tree(root):
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                head, tail = f.read().rsplit(")", 1)
+            fl = tail.split()
+            out[p] = (head.split("(", 1)[1], sum(int(x) for x in fl[11:15]) / tick)
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def _cpu_split(before, after, n):
+    """CPU per create by process name over the burst: a process alive at both
+    snapshots counts its difference, one started during the burst all of it"""
+    by = {}
+    for p, (name, s) in after.items():
+        b = before.get(p)
+        d = s - (b[1] if b and b[0] == name else 0.0)
+        k = by.setdefault(name, [0.0, 0])
+        k[0] += d
+        k[1] += 1
+    return sorted(((v[0] * 1e3 / n, name, v[1]) for name, v in by.items() if v[0] > 0), reverse=True)
+
+
 def bench_concurrent(P, plat, n):
     auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
     hp = "127.0.0.1:%d" % plat.port
@@ -75,6 +105,11 @@ def bench_concurrent(P, plat, n):
     time.sleep(0.3)
     ctl = P.Http(hp)
     cpu0 = _tree_cpu_s(P, plat.up.pid)
+    split0 = _tree_cpu_by_name(P, plat.up.pid)
+    mark = os.environ.get("SPACE_BENCH_MARK")  # CLOCK_MONOTONIC of the burst, for perf --time
+    if mark:
+        with open(mark, "w") as f:
+            f.write("%.6f" % time.monotonic())
     t0 = P.now_us()
     go.set()
     running, failed = {}, {}
@@ -95,6 +130,10 @@ def bench_concurrent(P, plat, n):
     for t in th:
         t.join()
     cpu1 = _tree_cpu_s(P, plat.up.pid)
+    split1 = _tree_cpu_by_name(P, plat.up.pid)
+    if mark:
+        with open(mark, "a") as f:
+            f.write(",%.6f\n" % time.monotonic())
     lat = [running[s] - t_post[i] for i, s in ids.items() if s in running]
     wall = (max(running[s] for s in ids.values() if s in running) - t0) if lat else float("nan")
     phases = _concurrent_phases(plat, list(ids.values()))
@@ -158,6 +197,9 @@ def bench_concurrent(P, plat, n):
         P.log("CPU of the platform's processes (space up and all below it, reaped children "
               "included) during the burst: %.2f s, %.1f ms per create" % (
                   cpu1 - cpu0, (cpu1 - cpu0) * 1e3 / len(lat)))
+        P.log("  by process name (ms per create; processes, reaped children under their parent):")
+        P.log("  " + ", ".join("%s %.1f (%d)" % (name, ms, k)
+                               for ms, name, k in _cpu_split(split0, split1, len(lat)) if ms >= 0.05))
     if len(commits) == 2:
         P.log("worker records.db since its start: %d records in %d commits (%.2f per commit)" % (
             commits["space_sbxmgr_records_written_total"], commits["space_sbxmgr_record_commits_total"],
