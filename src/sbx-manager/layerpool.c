@@ -23,8 +23,23 @@
  *   - a claimed image is what the record says: a regular file of root's,
  *     one link, exactly disk_mb MiB, checked before the rename (RENAME_
  *     NOREPLACE: a layer already there, a restored one, is never replaced).
- * A claim that finds the pool empty, or an execution of another size,
- * leaves the layer to spaced-host's own mkfs, as before. */
+ * An execution of another size leaves the layer to spaced-host's own mkfs,
+ * as before.
+ *
+ * One mkfs per worker start, not per image: the thread first makes a blank
+ * image (D/layer-pool/.blank, by the same mkfs, complete once renamed from
+ * .mk-blank), and every pool image is a sparse copy of its allocated
+ * extents (about 2 MiB of 4 GiB; SEEK_DATA/SEEK_HOLE and copy_file_range,
+ * then fdatasync as mkfs's own fsync): a fraction of an mkfs's CPU (its
+ * exec, loading and ext2fs's set-up). A claim that finds the pool empty (a
+ * burst larger than the pool: the refill waits for an idle moment) copies
+ * the blank into the layer directory itself (made as .disk.img.new, renamed
+ * without replacing) instead of leaving an mkfs to spaced-host. The copies
+ * are byte for byte the blank: every layer of one worker run has the same
+ * ext4 UUID and directory hash seed (mkfs's random ones of that run). No
+ * check or tool of the platform uses them: layers are mounted by their loop
+ * device, one mount per image, and a sandbox never sees the superblock.
+ * If the blank cannot be made, each image is made by mkfs as before. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +64,8 @@ static unsigned ready_n;                /* complete images in the pool */
 static unsigned seq;                    /* the next image's name */
 static unsigned next_claim;             /* where claims look first */
 static char pool_dir[PATH_MAX];
+static int blank_fd = -1;               /* the blank image, read only; set once */
+static off_t blank_size;
 
 /* mkfs.ext4 of path, its stdin and stdout nul: its pid or -1. vfork, as
  * bridge.c: a fork of this multi-threaded process copied its page tables
@@ -107,6 +124,75 @@ make_image(const char *path, uint32_t mb)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
+/* dst (new, O_EXCL, 0600) as a sparse copy of the blank: its data
+ * extents copied, its holes left holes, then fdatasync; 0 or -errno (the
+ * caller removes a partial dst) */
+static int
+copy_blank(const char *dst)
+{
+	off_t off = 0, data, hole;
+	int fd, r = 0;
+
+	if ((fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return -errno;
+	if (ftruncate(fd, blank_size) != 0) {
+		r = -errno;
+		goto out;
+	}
+	while (off < blank_size) {
+		if ((data = lseek(blank_fd, off, SEEK_DATA)) < 0) {
+			r = errno == ENXIO ? 0 : -errno;    /* only a hole left */
+			break;
+		}
+		if ((hole = lseek(blank_fd, data, SEEK_HOLE)) < 0) {
+			r = -errno;
+			break;
+		}
+		for (off = data; off < hole;) {
+			loff_t in = off, o = off;
+			ssize_t n = copy_file_range(blank_fd, &in, fd, &o, (size_t)(hole - off), 0);
+
+			if (n <= 0) {
+				r = n == 0 ? -EIO : -errno;
+				goto out;
+			}
+			off += n;
+		}
+	}
+	if (r == 0 && fdatasync(fd) != 0)
+		r = -errno;
+out:
+	close(fd);
+	return r;
+}
+
+/* the blank every image is copied from: mkfs once, complete when renamed,
+ * then opened read only and kept; false if it cannot be made */
+static bool
+make_blank(uint32_t mb)
+{
+	char tmp[PATH_MAX + 32], fin[PATH_MAX + 32];
+	struct stat st;
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s/.mk-blank", pool_dir);
+	snprintf(fin, sizeof(fin), "%s/.blank", pool_dir);
+	unlink(tmp);
+	if (make_image(tmp, mb) != 0 || rename(tmp, fin) != 0) {
+		unlink(tmp);
+		return false;
+	}
+	if ((fd = open(fin, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return false;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)mb << 20) {
+		close(fd);
+		return false;
+	}
+	blank_size = st.st_size;
+	__atomic_store_n(&blank_fd, fd, __ATOMIC_RELEASE);
+	return true;
+}
+
 /* everything in the pool directory goes: images of an earlier run are not
  * trusted (see above), nor half-made ones */
 static void
@@ -135,6 +221,12 @@ pool_thread(void *arg)
 	char tmp[PATH_MAX + 32], fin[PATH_MAX + 32];
 	unsigned failures = 0;
 
+	/* the blank first (an idle moment, like every image); without it,
+	 * each image is an mkfs of its own */
+	if (!idle_wait())
+		return NULL;
+	if (!make_blank(m->cfg.disk_mb))
+		log_warnx("layer pool: no blank image; each image is made by mkfs");
 	for (;;) {
 		unsigned n;
 		int r;
@@ -149,7 +241,7 @@ pool_thread(void *arg)
 			return NULL;
 		snprintf(tmp, sizeof(tmp), "%s/.mk-%u", pool_dir, n);
 		unlink(tmp);
-		if ((r = make_image(tmp, m->cfg.disk_mb)) == 0) {
+		if ((r = blank_fd >= 0 ? copy_blank(tmp) : make_image(tmp, m->cfg.disk_mb)) == 0) {
 			/* a name no image in the pool has (never replaced: the
 			 * count would be wrong) */
 			for (unsigned k = 0; k < POOL_MAX * 4; k++, n++) {
@@ -251,5 +343,16 @@ layerpool_claim(struct mgr *m, const struct record *r)
 		return true;
 	}
 	pthread_mutex_unlock(&pool_mu);
+	/* the pool is empty (a burst): a copy of the blank, made here and
+	 * now, rather than an mkfs in the bridge. The blank is only read:
+	 * copies of several lanes run side by side */
+	if (__atomic_load_n(&blank_fd, __ATOMIC_ACQUIRE) >= 0) {
+		snprintf(src, sizeof(src), "%s/.disk.img.new", r->layer_dir);
+		unlink(src);
+		if (copy_blank(src) == 0 && renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) == 0)
+			return true;
+		log_warn("layer pool: copy of the blank for %s", r->id.sandbox);
+		unlink(src);
+	}
 	return false;
 }

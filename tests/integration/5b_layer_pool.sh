@@ -6,7 +6,9 @@
 # range), and the pool is filled again. A sandbox of another disk size makes
 # its own layer. A restart empties the pool before filling it: a file
 # planted there (a symlink to a host file, or an image some earlier run
-# left) is never a sandbox's layer.
+# left) is never a sandbox's layer. Images are copies of one blank made by
+# mkfs at the start (D/layer-pool/.blank); a burst larger than the pool
+# gets copies of the blank too, never an mkfs in the bridge.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
@@ -54,13 +56,15 @@ check "B running" wait_state "$B" running 30
 is "B's layer is its own 128 MiB image" "$(stat -c %s "$T/w1/exec/$B.g1/layer/disk.img")" $((128 << 20))
 is "... not taken from the pool" "$(pool_n)" 2
 
-# a restart: what is in the pool directory is not trusted
+# a restart: what is in the pool directory is not trusted (room for the
+# burst below)
+env_mgr8() { MGR_CAPACITY=8 start_mgr 1 w1 "$NP" --layer-pool 2 --disk-mb 256; }
 stop M1
 echo secret >"$T/hostfile"
 ln -s "$T/hostfile" "$PD/900.img"
 printf PLANTED >"$PD/901.img"
 truncate -s 256M "$PD/901.img"
-check "sbx-manager started again" start_mgr 1 w1 "$NP" --layer-pool 2 --disk-mb 256
+check "sbx-manager started again" env_mgr8
 check "the pool holds 2 images again" wait_pool 2 60
 check "... the planted symlink is gone" test ! -e "$PD/900.img" -a ! -L "$PD/900.img"
 check "... the planted image is gone" test ! -e "$PD/901.img"
@@ -72,5 +76,29 @@ CL=$T/w1/exec/$C.g1/layer/disk.img
 check "C's layer is neither planted file" test ! -L "$CL" -a "$(head -c 7 "$CL")" != PLANTED
 S=$C CAP=$(route "$C")
 is "C serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
+is "... the blank is root's, 0600, the pool's size" "$(stat -c %u:%a:%s "$PD/.blank")" "0:600:$((256 << 20))"
+
+# a burst of four with two images in the pool: none of the four bridges
+# runs mkfs, each layer is an image of its own
+wait_pool 2 60
+CURLS=
+for i in 1 2 3 4; do
+	curl -s -m 20 -o "$T/burst$i" -X POST -H "Authorization: Bearer $K" \
+	    --data-binary "{\"worker\":\"w1\",$R256}" "$CU/v1/sandboxes" &
+	CURLS="$CURLS $!"
+done
+wait $CURLS
+INOS=
+for i in 1 2 3 4; do
+	X=$(jget id "$T/burst$i")
+	check "burst create $i running" wait_state "$X" running 60
+	check "... its bridge made no layer (mkfs 0.0)" grep -q "jail of $X g1 in .*(mkfs 0\.0)" "$T/mgr_w1.log"
+	INOS="$INOS $(stat -c %i "$T/w1/exec/$X.g1/layer/disk.img")"
+	S=$X CAP=$(route "$X")
+	is "... it writes in its home" \
+	    "$(napi POST exec --data-binary '{"argv":["sh","-c","echo $0 > /home/user/f && cat /home/user/f","'$i'"]}')" 200
+	is "... and reads it back" "$(jget stdout)" "$i"
+done
+is "... four layers, four images" "$(echo $INOS | tr ' ' '\n' | sort -u | wc -l)" 4
 check "sbx-manager kept running" alive "$M1"
 done_testing
