@@ -130,6 +130,18 @@ $(B)/gen/space-edge/console_files.c: web/console/index.html web/console/app.js \
 $(B)/gen/space-edge/console_files.o: CFLAGS += -Isrc/space-edge
 GEN_OBJS_space-edge := $(B)/gen/space-edge/console_files.o
 
+# spaced-guest's seccomp filters (src/spaced-guest/filter.c) compiled to BPF
+# at build time by a tool of the build, so a guest does not compile them at
+# every start (src/spaced-guest/filter_load.c)
+$(B)/tools/filter_gen: $(B)/obj/src/spaced-guest/gen/filter_gen.o $(B)/obj/src/spaced-guest/filter.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -lseccomp
+$(B)/gen/spaced-guest/filter_bpf.c: $(B)/tools/filter_gen
+	@mkdir -p $(dir $@)
+	$< $@
+$(B)/gen/spaced-guest/filter_bpf.o: CFLAGS += -Isrc/spaced-guest
+GEN_OBJS_spaced-guest := $(B)/gen/spaced-guest/filter_bpf.o
+
 define prog_rule
 $(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c)) \
              $$(if $$(wildcard docs/openapi/$(1).json),$(B)/gen/$(1)/openapi_doc.o) \

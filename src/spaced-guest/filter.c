@@ -9,8 +9,17 @@
  * container without capabilities by default, minus what nothing in a
  * sandbox needs: ptrace and the calls that read another process (kcmp,
  * pidfd_getfd, process_vm_*), memfd_secret, modify_ldt, the NUMA policy
- * calls, io_uring, legacy AIO, name_to_handle_at, adjtimex, fanotify. */
+ * calls, io_uring, legacy AIO, name_to_handle_at, adjtimex, fanotify.
+ *
+ * The two filters are compiled to BPF at build time, not at every guest's
+ * start: filter_gen.c (a build tool) exports them with libseccomp into a
+ * generated source, and filter_load.c hands those programs to the kernel.
+ * The guest was always linked statically, so its libseccomp and syscall
+ * table were already the build's; compiling them at each start cost each
+ * create a few milliseconds of CPU (docs/benchmarks.md, "Bursts: CPU per
+ * create"). */
 #include <errno.h>
+#include <stddef.h>
 #include <linux/netlink.h>
 #include <linux/sched.h>
 #include <sys/ioctl.h>
@@ -19,7 +28,7 @@
 #include <seccomp.h>
 
 #include "confine.h"
-#include "guest.h"
+#include "filter.h"
 
 /* allowed whatever the arguments. Names libseccomp does not know on this
  * architecture are skipped (they stay refused). */
@@ -153,14 +162,17 @@ rules_socket(scmp_filter_ctx ctx)
 	    SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
 }
 
-static int
-load_allow_list(void)
+/* the allow list as a libseccomp context; NULL with *err set */
+scmp_filter_ctx
+filter_allow_list(int *err)
 {
 	scmp_filter_ctx ctx;
 	int r;
 
-	if ((ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM))) == NULL)
-		return -ENOMEM;
+	if ((ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM))) == NULL) {
+		*err = -ENOMEM;
+		return NULL;
+	}
 	/* ~300 rules: a binary search instead of a linear chain. Only a
 	 * hint: a libseccomp older than 2.5 builds the chain, still correct */
 	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
@@ -176,10 +188,11 @@ load_allow_list(void)
 		if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
 		    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, persona_ok[i]))) < 0)
 			goto out;
-	r = seccomp_load(ctx);
+	return ctx;
 out:
 	seccomp_release(ctx);
-	return r;
+	*err = r;
+	return NULL;
 }
 
 /* libseccomp cannot say "ioctl, except these commands" in one filter (an
@@ -187,14 +200,16 @@ out:
  * cannot be compared twice in a rule). This second filter allows
  * everything and refuses only those; the kernel runs both filters and the
  * stricter answer wins. */
-static int
-load_ioctl_refusals(void)
+scmp_filter_ctx
+filter_ioctl_refusals(int *err)
 {
 	scmp_filter_ctx ctx;
 	int r;
 
-	if ((ctx = seccomp_init(SCMP_ACT_ALLOW)) == NULL)
-		return -ENOMEM;
+	if ((ctx = seccomp_init(SCMP_ACT_ALLOW)) == NULL) {
+		*err = -ENOMEM;
+		return NULL;
+	}
 	/* TIOCSTI / TIOCLINUX push input into a terminal another process
 	 * reads; the kernel compares the command's low 32 bits */
 	if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
@@ -202,18 +217,9 @@ load_ioctl_refusals(void)
 	    (r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
 	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX))) < 0)
 		goto out;
-	r = seccomp_load(ctx);
+	return ctx;
 out:
 	seccomp_release(ctx);
-	return r;
-}
-
-int
-filter_install(void)
-{
-	int r;
-
-	if ((r = load_allow_list()) < 0)
-		return r;
-	return load_ioctl_refusals();
+	*err = r;
+	return NULL;
 }
