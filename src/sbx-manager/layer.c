@@ -293,9 +293,11 @@ chown_restored(const char *dir, uid_t uid)
 }
 
 /* The archive into the mounted fresh image (mnt, empty). Read along its
- * download when one was started (*dl, consumed): the bytes are hashed by
- * the download and again by the restore, and the image is used only if
- * both found the digest. Otherwise from the cache, where a copy that fails
+ * download when one was started (*dl, consumed): the restore hashes the
+ * bytes it reads of the downloaded file, the image is used only if they
+ * were the digest, and the file enters the cache only then (one hash, of
+ * the bytes the image was built from; the download did not end, or was
+ * not the digest: the image is discarded). Otherwise from the cache, where a copy that fails
  * is dropped and fetched again, once: the cache's copy is not fsync'd
  * when it is fetched (nor trusted). A failed restore leaves mnt empty. */
 static int
@@ -311,7 +313,7 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 		struct snapshot_feed f = { .fd = rfd, .more = snapblob_more, .ctx = *dl };
 
 		ret = snapshot_restore_feed(&f, digest, mnt, quota, NULL, why);
-		fr = snapblob_follow_end(*dl, &fwhy);
+		fr = snapblob_follow_end(*dl, ret == 0 ? SNAPBLOB_RESTORED : SNAPBLOB_REFUSED, &fwhy);
 		*dl = NULL;
 		if (fr == 0)
 			return ret;     /* the bytes were the digest: the restore decides */
@@ -417,7 +419,7 @@ fail_dir:
 	}
 fail:
 	if (dl != NULL)         /* the image failed before the restore began */
-		(void)snapblob_follow_end(dl, &dwhy);
+		(void)snapblob_follow_end(dl, SNAPBLOB_UNREAD, &dwhy);
 	if (rfd >= 0)
 		close(rfd);
 	if (ret != 0)

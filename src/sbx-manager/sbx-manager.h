@@ -212,12 +212,20 @@ void snapblob_drop(struct mgr *m, const char *digest);
  * *rfd a descriptor of the file it is written into), or -errno (-EAGAIN:
  * no control client now). snapblob_more is a snapshot_feed's more();
  * snapblob_follow_end waits for the download's end, frees dl and returns
- * its result (0: the bytes were the digest and are in the cache now). */
+ * its result: 0 when the transfer completed, -EBADMSG when its bytes were
+ * not the digest, or the transfer's -errno (-EAGAIN: cut short, fetch it
+ * again). The download does not hash what it writes: restore says what
+ * the restore that read the file found. SNAPBLOB_RESTORED: it read every
+ * byte and they were the digest, so the file enters the cache as it is;
+ * SNAPBLOB_REFUSED: it failed, so the file is hashed once more to tell a
+ * mismatch (-EBADMSG, logged) from an archive that is the digest (kept);
+ * SNAPBLOB_UNREAD: no restore ran, the file is dropped. */
 struct snapblob_dl;
+enum { SNAPBLOB_UNREAD, SNAPBLOB_RESTORED, SNAPBLOB_REFUSED };
 int  snapblob_follow(struct mgr *m, const char *digest, struct snapblob_dl **dl, int *rfd,
     const char **why);
 int64_t snapblob_more(void *ctx, uint64_t have, bool *end);
-int  snapblob_follow_end(struct snapblob_dl *dl, const char **why);
+int  snapblob_follow_end(struct snapblob_dl *dl, int restore, const char **why);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written
  * to the socket before this returns a fd. */

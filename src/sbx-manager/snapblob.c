@@ -3,8 +3,10 @@
  * never shared. An archive this worker made is uploaded
  * (PUT /v1/workers/ID/archives/DIGEST) before its digest is reported; one
  * an install needs and the cache lacks is downloaded
- * (GET /v1/workers/ID/archives/DIGEST), hashed here while it arrives and
- * renamed into the cache only when its bytes are the digest. Both go
+ * (GET /v1/workers/ID/archives/DIGEST), hashed while it arrives and
+ * renamed into the cache only when its bytes are the digest (hashed here,
+ * or, when a restore reads it while it arrives, by that restore: one
+ * hash of the bytes the image is built from serves both). Both go
  * through the control client (ctlproc.c), which holds the worker
  * credential and speaks HTTP; it never holds a file it could write into
  * the cache: a download comes out of a pipe, an upload is read from a
@@ -153,13 +155,16 @@ struct snapblob_dl {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	uint64_t written;
+	uint64_t got;           /* bytes out of the pipe (follow: not hashed here) */
 	int result;
 	const char *why;
 	pthread_t t;
 };
 
 /* each piece is hashed, then written: what was hashed before it is in
- * the file */
+ * the file. Followed by a restore, a piece is only counted: the restore
+ * hashes what it reads of the file, and the copy enters the cache only
+ * if that hash was the digest (snapblob_follow_end). */
 static void
 dl_update(void *arg, const void *p, size_t n)
 {
@@ -167,11 +172,14 @@ dl_update(void *arg, const void *p, size_t n)
 
 	if (d->follow) {
 		pthread_mutex_lock(&d->mu);
-		d->written = d->h.size;
+		d->written = d->got;
 		pthread_cond_broadcast(&d->cv);
 		pthread_mutex_unlock(&d->mu);
+		d->got += n;
+		return;
 	}
 	snapshot_hash_update(&d->h, p, n);
+	d->got += n;
 }
 
 /* 1 when the cache has it, 0 when the download started, or -errno */
@@ -230,12 +238,44 @@ dl_close(struct snapblob_dl *d)
 	d->tmp[0] = '\0';
 }
 
+static int dl_rename(struct snapblob_dl *d);
+
+/* A complete download whose bytes were hashed (d->h): kept in the cache
+ * if they are the digest. Not fsync'd: the cache's copy of an archive the
+ * control plane keeps durably is verified again by every restore, which
+ * drops a copy a crash left short or damaged and fetches it again
+ * (layer.c). */
+static int
+dl_keep(struct snapblob_dl *d, const char **why)
+{
+	char got[SNAPSHOT_DIGEST_HEX + 1];
+
+	if (snapshot_hash_final(&d->h, d->digest, got) != 0) {
+		log_warnx("archive %s: the control plane sent bytes of digest %s: refused", d->digest,
+		    got);
+		*why = "snapshot archive digest mismatch";
+		return -EBADMSG;
+	}
+	return dl_rename(d);
+}
+
+/* the temporary file into the cache under the digest */
+static int
+dl_rename(struct snapblob_dl *d)
+{
+	if (fchmod(d->fd, 0444) < 0 || rename(d->tmp, d->path) < 0)
+		return -errno;
+	d->tmp[0] = '\0';
+	log_info("archive %s fetched from the control plane (%llu bytes)", d->digest,
+	    (unsigned long long)d->got);
+	return 0;
+}
+
 /* the transfer of a started download, checked and renamed into place */
 static int
 dl_body(struct snapblob_dl *d, const char **why)
 {
 	struct ctlmsg ans = { 0 };
-	char got[SNAPSHOT_DIGEST_HEX + 1];
 	int r, rb;
 
 	rb = fetch_pipe(d->p[0], d->fd, SPACE_ARCHIVE_MAX, dl_update, d, false);
@@ -253,24 +293,9 @@ dl_body(struct snapblob_dl *d, const char **why)
 		    transient(r, ans.status) ? -EAGAIN : -EIO;
 		goto out;
 	}
-	if (snapshot_hash_final(&d->h, d->digest, got) != 0) {
-		log_warnx("archive %s: the control plane sent bytes of digest %s: refused", d->digest,
-		    got);
-		*why = "snapshot archive digest mismatch";
-		r = -EBADMSG;
-		goto out;
-	}
-	/* not fsync'd: the cache's copy of an archive the control plane
-	 * keeps durably is verified again by every restore, which drops a
-	 * copy a crash left short or damaged and fetches it again (layer.c) */
-	if (fchmod(d->fd, 0444) < 0 || rename(d->tmp, d->path) < 0) {
-		r = -errno;
-		goto out;
-	}
-	d->tmp[0] = '\0';
-	log_info("archive %s fetched from the control plane (%llu bytes)", d->digest,
-	    (unsigned long long)d->h.size);
-	r = 0;
+	/* followed: the restore reading along checks the digest, and
+	 * snapblob_follow_end keeps the copy */
+	r = d->follow ? 0 : dl_keep(d, why);
 out:
 	ctlmsg_clear(&ans);
 	return r;
@@ -301,7 +326,7 @@ dl_thread(void *arg)
 	pthread_mutex_lock(&d->mu);
 	d->result = r;
 	d->why = why;
-	d->written = d->h.size;
+	d->written = d->got;
 	d->done = true;
 	pthread_cond_broadcast(&d->cv);
 	pthread_mutex_unlock(&d->mu);
@@ -375,15 +400,45 @@ snapblob_more(void *ctx, uint64_t have, bool *end)
 	return r;
 }
 
+#define FOLLOW_CHECK_BUF (1u << 20)
+
 int
-snapblob_follow_end(struct snapblob_dl *d, const char **why)
+snapblob_follow_end(struct snapblob_dl *d, int restore, const char **why)
 {
+	unsigned char *buf;
+	uint64_t off = 0;
+	ssize_t n = -1;
 	int r;
 
 	pthread_join(d->t, NULL);
 	r = d->result;
 	if (r < 0)
 		*why = d->why;
+	else if (restore == SNAPBLOB_RESTORED) {
+		/* the restore read every byte of this file and found the
+		 * digest and the trailer: those bytes are the cache's copy */
+		if (dl_rename(d) < 0)   /* the restore stands; the cache lacks it */
+			log_warn("archive %s: cannot keep the downloaded copy", d->digest);
+	} else if (restore == SNAPBLOB_REFUSED) {
+		/* the restore failed, maybe before it read everything: were
+		 * the bytes the digest? (the verdict the log and the caller
+		 * give; a copy that is the digest is kept, as a download not
+		 * followed keeps it) */
+		snapshot_hash_init(&d->h);
+		if ((buf = malloc(FOLLOW_CHECK_BUF)) != NULL) {
+			while ((n = pread(d->fd, buf, FOLLOW_CHECK_BUF, (off_t)off)) > 0) {
+				snapshot_hash_update(&d->h, buf, (size_t)n);
+				off += (uint64_t)n;
+			}
+			free(buf);
+		}
+		if (n < 0 || off != d->got)
+			r = -EIO;
+		else if ((r = dl_keep(d, why)) < 0 && r != -EBADMSG)
+			r = 0;  /* the bytes were the digest: the restore decides */
+		if (r == -EIO)
+			*why = "snapshot download from the control plane failed";
+	}
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	dl_close(d);
