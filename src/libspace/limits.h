@@ -70,7 +70,7 @@
 #define SPACE_SNAPSHOT_META_MAX    (64ull << 20) /* tar stream beyond twice the layer quota: headers of a full layer */
 #define SPACE_SNAPSHOT_WINDOW_LOG  23         /* zstd window a restore accepts (8 MiB of decoder memory) */
 #define SPACE_SNAPSHOT_ZSTD_LEVEL  1          /* zstd's fastest regular level: a move is bound by the bytes it moves, not their size */
-#define SPACE_SNAPSHOT_ZSTD_WORKERS 1         /* compression threads of one archive (beside the one that archives) */
+#define SPACE_SNAPSHOT_ZSTD_WORKERS 2         /* compression threads of one archive (beside the one that archives): one per core of a small worker; the output does not depend on the count */
 #define SPACE_SNAPSHOT_ZSTD_JOB    (2u << 20) /* bytes of tar stream per compression job (bounds the workers' buffers) */
 #define SPACE_ENDPOINT_MAX         512        /* a node-api base URL in the client route cache */
 #define SPACE_ROUTECACHE_ENTRIES   1024       /* sandboxes in the client route cache file */
