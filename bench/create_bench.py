@@ -73,6 +73,37 @@ def _cpu_split(before, after, n):
     return sorted(((v[0] * 1e3 / n, name, v[1]) for name, v in by.items() if v[0] > 0), reverse=True)
 
 
+def _prom(plat, names):
+    out = {}
+    try:
+        with open(os.path.join(plat.data, "w1", "metrics.prom")) as f:
+            for line in f:
+                k = line.split(" ", 1)[0]
+                if k in names:
+                    out[k] = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _wait_jail_pool(P, plat, want):
+    """wait (at most 600 s) until the worker holds `want` prepared jails
+    (made minus claimed, from its metrics); say how long it took and what
+    the platform's processes hold then (PSS, density bench's method)"""
+    names = ("space_sbxmgr_jail_pool_made_total", "space_sbxmgr_jail_pool_claimed_total")
+    t0, have = time.time(), 0
+    while time.time() < t0 + 600:
+        m = _prom(plat, names)
+        have = m.get(names[0], 0) - m.get(names[1], 0)
+        if have >= want:
+            break
+        time.sleep(0.5)
+    time.sleep(0.5)
+    pss = sum(P.mem_kb(p)[0] for p in P.tree(plat.up.pid))
+    return ("prepared jails before the burst: %d of %d after %.1f s; the platform's processes "
+            "then: %.1f MiB PSS in all" % (have, want, time.time() - t0, pss / 1024.0))
+
+
 def bench_concurrent(P, plat, n):
     auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
     hp = "127.0.0.1:%d" % plat.port
@@ -99,6 +130,9 @@ def bench_concurrent(P, plat, n):
         except (OSError, http.client.HTTPException) as e:
             errs.append("POST: %s" % e)
         c.close()
+    pool_note = None
+    if getattr(plat, "jail_pool", -1) > 0:
+        pool_note = _wait_jail_pool(P, plat, plat.jail_pool)
     th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in th:
         t.start()
@@ -126,7 +160,7 @@ def bench_concurrent(P, plat, n):
         mine = set(ids.values())
         if all(not t.is_alive() for t in th) and len(mine & set(running)) + len(failed) >= len(ids):
             break
-        time.sleep(0.01)
+        time.sleep(float(os.environ.get("SPACE_BENCH_POLL_S", "0.01")))  # the list poll (client side)
     for t in th:
         t.join()
     cpu1 = _tree_cpu_s(P, plat.up.pid)
@@ -177,6 +211,8 @@ def bench_concurrent(P, plat, n):
 
     P.log("")
     P.log("== %d concurrent creates (API, until running; milliseconds)" % n)
+    if pool_note:
+        P.log(pool_note)
     if errs or failed or len(lat) < n:
         P.log("of %d: %d running, %d failed (%s), errors: %s" % (
             n, len(lat), len(failed), ",".join(sorted(set(failed.values()))), "; ".join(errs[:3]) or "-"))

@@ -67,7 +67,7 @@
 #include "sbx-manager.h"
 #include "util.h"
 
-#define JP_MAX          64
+#define JP_MAX          MGR_SLOTS_MAX   /* --jail-pool at most: one uid slot each */
 #define JP_SPAWN_MS     20000
 #define JP_PIDS         256u    /* the guest's process limit is set at its start */
 #define JP_RETRY_S      5

@@ -238,7 +238,7 @@ main(int argc, char **argv)
 		case 1103:
 			errno = 0;
 			cap2 = strtoul(optarg, &end, 10);
-			if (errno || *end || cap2 > 64)
+			if (errno || *end || cap2 > MGR_SLOTS_MAX)
 				usage();
 			cfg->jail_pool = (unsigned)cap2;
 			break;

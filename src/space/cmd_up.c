@@ -40,7 +40,7 @@
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE.\n" \
 	"  --capacity: sandboxes each worker takes (default 16, at most 1024).\n" \
 	"  --jail-pool: prepared jails each worker keeps ready (sbx-manager's\n" \
-	"  --jail-pool; default 2; 0: none; at most 64)."
+	"  --jail-pool; default 2; 0: none; at most 256)."
 
 #define READY_TIMEOUT_MS 30000
 #define UP_CAPACITY      16             /* sandboxes per worker (--capacity) */
@@ -408,8 +408,8 @@ cmd_up(int argc, char **argv)
 		case 'j':
 			errno = 0;
 			jail_pool = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || jail_pool < 0 || jail_pool > 64) {
-				fprintf(stderr, "space: up: --jail-pool is 0..64\n");
+			if (errno || *end || end == optarg || jail_pool < 0 || jail_pool > 256) {
+				fprintf(stderr, "space: up: --jail-pool is 0..256\n");
 				return 2;
 			}
 			break;
