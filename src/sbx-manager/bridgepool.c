@@ -21,6 +21,7 @@
  * BPOOL_IDLE_S (less than the bridge's own idle limit, so a bridge never
  * closes a connection we are about to use for having been idle). */
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -186,10 +187,26 @@ bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uin
  * report of the start travels and the client asks for its route: exactly
  * the checks of bridge_open, on the record just committed serving, and the
  * connection is then what a kept one is (bpool_take checks it again when
- * it is taken). */
-void
-bpool_open_ahead(struct mgr *m, const struct record *r)
+ * it is taken). On a thread of its own: a bridge that does not answer its
+ * HELLO holds that thread (MGR_IO_TIMEOUT_S at most), never the lane that
+ * started it; at most AHEAD_MAX at once, beyond that the first operation
+ * opens its own connection as before. */
+#define AHEAD_MAX     16
+#define AHEAD_STACK   (256u << 10)
+
+static atomic_uint ahead_running;
+
+struct ahead {
+	struct mgr *m;
+	struct record r;
+};
+
+static void *
+ahead_thread(void *arg)
 {
+	struct ahead *a = arg;
+	struct mgr *m = a->m;
+	const struct record *r = &a->r;
 	struct mgr_bpool *p = m->bpool;
 	struct record now;
 	uint64_t dev, ino;
@@ -197,22 +214,20 @@ bpool_open_ahead(struct mgr *m, const struct record *r)
 	bool room;
 	int fd;
 
-	if (p == NULL || atomic_load(&m->stopping) || r->state != EXEC_SERVING)
-		return;
 	pthread_mutex_lock(&p->lock);
 	room = p->n < BPOOL_MAX;
 	pthread_mutex_unlock(&p->lock);
-	if (!room)
-		return;
+	if (!room || atomic_load(&m->stopping))
+		goto out;
 	if ((fd = bridge_open(m, r, &why)) < 0) {
 		/* what a first operation would meet, and count, itself */
 		log_debug("no connection opened ahead to the bridge of %s: %s", r->id.sandbox,
 		    fd == -EPROTO ? "refused" : why ? why : "error");
-		return;
+		goto out;
 	}
 	if (bridge_sock_id(r, &dev, &ino) != 0) {
 		close(fd);
-		return;
+		goto out;
 	}
 	bpool_give(m, r, fd, dev, ino);
 	metrics_inc(m, MC_BRIDGE_OPENED_AHEAD);
@@ -223,6 +238,40 @@ bpool_open_ahead(struct mgr *m, const struct record *r)
 	    now.state != EXEC_SERVING || !route_identity_equal(&now.id, &r->id) ||
 	    now.serve_pid != r->serve_pid || now.serve_start != r->serve_start)
 		bpool_drop(m, r->id.sandbox);
+out:
+	free(a);
+	atomic_fetch_sub(&ahead_running, 1);
+	return NULL;
+}
+
+void
+bpool_open_ahead(struct mgr *m, const struct record *r)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	struct ahead *a;
+	int e;
+
+	if (m->bpool == NULL || atomic_load(&m->stopping) || r->state != EXEC_SERVING)
+		return;
+	if (atomic_fetch_add(&ahead_running, 1) >= AHEAD_MAX) {
+		atomic_fetch_sub(&ahead_running, 1);
+		return;
+	}
+	if ((a = malloc(sizeof(*a))) == NULL) {
+		atomic_fetch_sub(&ahead_running, 1);
+		return;
+	}
+	*a = (struct ahead){ .m = m, .r = *r };
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, AHEAD_STACK);
+	e = pthread_create(&t, &attr, ahead_thread, a);
+	pthread_attr_destroy(&attr);
+	if (e != 0) {
+		free(a);
+		atomic_fetch_sub(&ahead_running, 1);
+	}
 }
 
 void

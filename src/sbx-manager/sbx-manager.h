@@ -167,7 +167,8 @@ void bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev
 void bpool_drop(struct mgr *m, const char *sandbox);
 /* at the execution's start (r committed serving): a connection to its
  * bridge opened, verified and greeted as for an operation, and kept, so
- * that the first operation finds one; nothing when it cannot be */
+ * that the first operation finds one; on a short-lived thread of its own
+ * (at most 16 at once), nothing when it cannot be */
 void bpool_open_ahead(struct mgr *m, const struct record *r);
 
 /* bridge.c */
