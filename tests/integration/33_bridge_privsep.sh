@@ -81,16 +81,23 @@ check "... from the same serving process" test "$(status "$SP" PPid)" = "$HP"
 refuse() { $SPC call "$W/run/bridge.sock" exec "$SB" "$(claims 4)" '{"argv":["true"]}'; }
 out=$(refuse)
 is "an older generation is refused at the bridge" "$(printf '%s\n' "$out" | get body.status) $(printf '%s\n' "$out" | get body.reason)" "409 generation_mismatch"
+# the monitor writes the audit line and the count after the refusal went
+# out (asynchronously, from the serving process's report): waited for
+i=0; while ! grep -q '"audit":"bridge_admission"' "$W/log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 line=$(grep '"audit":"bridge_admission"' "$W/log" | tail -1)
 check "audit line written" test -n "$line"
 is "... with the capability's identity" "$(printf '%s' "$line" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cap_route"]["generation"])')" 4
 is "... and the record's identity" "$(printf '%s' "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin)["record_route"]; print(r["sandbox"], r["generation"], r["activation"])')" "$SB 5 1"
 is "... outcome and reason" "$(printf '%s' "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["outcome"], r["reason"], r["op"])')" "refresh_route generation_mismatch exec"
 count() { sed -n 's/^space_bridge_refusals_total{.*reason="generation_mismatch"} //p' "$W/run/metrics.prom" 2>/dev/null; }
-is "counted once" "$(count)" 1
+# bounded wait for the count to reach $1 (the monitor writes it after the answer)
+count_at() { i=0; while [ "$(count)" != "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; count; }
+is "counted once" "$(count_at 1)" 1
 refuse >/dev/null
-is "a second refusal: counted twice" "$(count)" 2
-is "... and audited twice" "$(grep '"audit":"bridge_admission"' "$W/log" | grep -c generation_mismatch)" 2
+is "a second refusal: counted twice" "$(count_at 2)" 2
+audited() { grep '"audit":"bridge_admission"' "$W/log" | grep -c generation_mismatch; }
+i=0; while [ "$(audited)" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+is "... and audited twice" "$(audited)" 2
 
 # ---- garbage on the control channel: the guest is gone for the bridge ----
 call bad-control >/dev/null
