@@ -243,6 +243,50 @@ on_upload(char *data, size_t sz, size_t nm, void *arg)
 	return (size_t)n;
 }
 
+/* Idle curl handles, with the connections they keep to space-control: a
+ * small request (a report, a heartbeat, the next long-poll) takes one and
+ * reuses its connection instead of a new TCP connection, and a new thread
+ * on space-control's side, per request (a burst of creates is reported
+ * one request per state change). A handle is reset (curl_easy_reset: every
+ * option back to its default, the connection cache kept) before each
+ * use, so nothing of one request (headers, body, credential) outlives it;
+ * a handle whose transfer failed, or that streamed, is not kept. */
+#define IDLE_HANDLES 8
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURL *idle_h[IDLE_HANDLES];
+static unsigned idle_n;
+
+static CURL *
+handle_take(void)
+{
+	CURL *cu = NULL;
+
+	pthread_mutex_lock(&idle_mu);
+	if (idle_n > 0)
+		cu = idle_h[--idle_n];
+	pthread_mutex_unlock(&idle_mu);
+	if (cu != NULL) {
+		curl_easy_reset(cu);
+		return cu;
+	}
+	return curl_easy_init();
+}
+
+static void
+handle_put(CURL *cu, bool keep)
+{
+	if (keep) {
+		pthread_mutex_lock(&idle_mu);
+		if (idle_n < IDLE_HANDLES) {
+			idle_h[idle_n++] = cu;
+			cu = NULL;
+		}
+		pthread_mutex_unlock(&idle_mu);
+	}
+	if (cu != NULL)
+		curl_easy_cleanup(cu);
+}
+
 /* one request: result NO_ANSWER (no HTTP answer), REFUSED (not 2xx) or
  * OK with *status; the body in b (b->p malloc'd, or written to b->fd) */
 static enum ctl_result
@@ -257,7 +301,7 @@ http_call(struct ctlc *c, const char *method, const char *path, const char *body
 	enum ctl_result res = CTL_NO_ANSWER;
 
 	*status = 0;
-	if ((cu = curl_easy_init()) == NULL)
+	if ((cu = stream ? curl_easy_init() : handle_take()) == NULL)
 		return CTL_NO_ANSWER;
 	snprintf(url, sizeof(url), "%s%s", c->url, path);
 	curl_easy_setopt(cu, CURLOPT_URL, url);
@@ -308,8 +352,10 @@ http_call(struct ctlc *c, const char *method, const char *path, const char *body
 		res = CTL_REFUSED;
 	else
 		log_debug("control client: %s %s: %s", method, path, curl_easy_strerror(rc));
+	/* the header list (with the credential) is freed: the handle is
+	 * reset before its next use, so it never reads it again */
 	curl_slist_free_all(h);
-	curl_easy_cleanup(cu);
+	handle_put(cu, !stream && rc == CURLE_OK && b->up_fd <= 0);
 	return res;
 }
 
