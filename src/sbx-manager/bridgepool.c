@@ -144,7 +144,7 @@ void
 bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uint64_t sock_ino)
 {
 	struct mgr_bpool *p = m->bpool;
-	int closing[BPOOL_MAX], nclose = 0;
+	int closing[BPOOL_MAX + 1], nclose = 0;
 	uint64_t now = now_mono_ns();
 	unsigned i, same = 0;
 
@@ -165,9 +165,21 @@ bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uin
 			same++;
 		i++;
 	}
-	if (same >= BPOOL_PER_SBX || p->n >= BPOOL_MAX) {
+	if (same >= BPOOL_PER_SBX) {
 		closing[nclose++] = fd;
 	} else {
+		/* full: the connection idle longest makes room (the newest
+		 * is the likeliest to carry the next operation: a burst of
+		 * starts must not keep out the connections of the sandboxes
+		 * that are used after it) */
+		if (p->n >= BPOOL_MAX) {
+			unsigned old = 0;
+
+			for (i = 1; i < p->n; i++)
+				if (p->e[i].since < p->e[old].since)
+					old = i;
+			closing[nclose++] = entry_remove(p, old);
+		}
 		p->e[p->n++] = (struct bpool_entry){ .id = r->id, .epoch = r->epoch,
 		    .serve_pid = r->serve_pid, .serve_start = r->serve_start,
 		    .sock_dev = sock_dev, .sock_ino = sock_ino, .since = now, .fd = fd };
@@ -207,17 +219,12 @@ ahead_thread(void *arg)
 	struct ahead *a = arg;
 	struct mgr *m = a->m;
 	const struct record *r = &a->r;
-	struct mgr_bpool *p = m->bpool;
 	struct record now;
 	uint64_t dev, ino;
 	const char *why = NULL;
-	bool room;
 	int fd;
 
-	pthread_mutex_lock(&p->lock);
-	room = p->n < BPOOL_MAX;
-	pthread_mutex_unlock(&p->lock);
-	if (!room || atomic_load(&m->stopping))
+	if (atomic_load(&m->stopping))
 		goto out;
 	if ((fd = bridge_open(m, r, &why)) < 0) {
 		/* what a first operation would meet, and count, itself */
