@@ -258,7 +258,7 @@ sq_tx(struct store *s, store_tx_fn fn, void *arg)
 	return rc < 0 ? rc : 0;
 }
 
-/* prepare and bind: fmt letters s (text, NULL allowed), i (int64),
+/* prepare (or take the kept statement, store_sqlite_cache.c) and bind: fmt letters s (text, NULL allowed), i (int64),
  * b (blob: pointer, int length) */
 sqlite3_stmt *
 sq_prep(sqlite3 *db, const char *sql, const char *fmt, ...)
@@ -267,10 +267,8 @@ sq_prep(sqlite3 *db, const char *sql, const char *fmt, ...)
 	va_list ap;
 	int i, rc = SQLITE_OK;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		log_warnx("store: prepare: %s", sqlite3_errmsg(db));
+	if ((st = sq_stmt_take(db, sql)) == NULL)
 		return NULL;
-	}
 	va_start(ap, fmt);
 	for (i = 0; fmt && fmt[i] && rc == SQLITE_OK; i++) {
 		if (fmt[i] == 's') {
@@ -288,13 +286,13 @@ sq_prep(sqlite3 *db, const char *sql, const char *fmt, ...)
 	va_end(ap);
 	if (rc != SQLITE_OK) {
 		log_warnx("store: bind: %s", sqlite3_errmsg(db));
-		sqlite3_finalize(st);
+		sq_stmt_release(st);
 		return NULL;
 	}
 	return st;
 }
 
-/* run a statement that returns no row; finalizes it */
+/* run a statement that returns no row; releases it */
 int
 sq_run(sqlite3 *db, sqlite3_stmt *st)
 {
@@ -303,7 +301,7 @@ sq_run(sqlite3 *db, sqlite3_stmt *st)
 	if (st == NULL)
 		return -EIO;
 	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (rc == SQLITE_CONSTRAINT)
 		return -EEXIST;
 	if (rc != SQLITE_DONE) {
@@ -338,7 +336,7 @@ sq_list(struct sq *q, sqlite3_stmt *st, sq_row_fn row, void *ctx, json_t **out)
 	if (st == NULL)
 		return -EIO;
 	if ((arr = json_array()) == NULL) {
-		sqlite3_finalize(st);
+		sq_stmt_release(st);
 		return -ENOMEM;
 	}
 	while ((rc = sq_step_row(q->db, st)) == 1) {
@@ -348,7 +346,7 @@ sq_list(struct sq *q, sqlite3_stmt *st, sq_row_fn row, void *ctx, json_t **out)
 			break;
 		}
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (rc < 0) {
 		json_decref(arr);
 		return rc;
@@ -386,7 +384,7 @@ migrate_tx(struct store *s, void *arg)
 	st = sq_prep(db, "PRAGMA user_version", NULL);
 	if (st && sq_step_row(db, st) == 1)
 		v = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (v > NMIGRATIONS) {
 		log_warnx("store: schema version %d is newer than this build (%d)", v, NMIGRATIONS);
 		return -EPROTO;
@@ -523,7 +521,7 @@ lookup_cred(struct sq *q, const char *sql, const char *id, char name[SPACE_ID_MA
 	} else if (rc >= 0) {
 		rc = -ENOENT;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 out:
 	sq_unlock(q);
 	return rc;
@@ -643,7 +641,7 @@ sq_keys_list(struct store *s, struct key_row *rows, size_t cap, size_t *n)
 		k->not_after = sqlite3_column_int64(st, 4);
 		(*n)++;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 out:
 	sq_unlock(q);
 	return rc < 0 ? rc : 0;
@@ -662,7 +660,7 @@ sq_keys_changed(struct store *s, int64_t *stamp)
 		*stamp = sqlite3_column_int64(st, 0);
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	sq_unlock(q);
 	return rc;
 }
@@ -690,7 +688,7 @@ sq_bundle_latest(struct store *s, uint64_t *version, char **token)
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 out:
 	sq_unlock(q);
 	return rc;
@@ -730,6 +728,7 @@ sq_close(struct store *s)
 
 	if (q == NULL)
 		return;
+	(void)sq_stmt_clear(q->db);
 	sqlite3_close(q->db);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
@@ -806,6 +805,8 @@ store_sqlite_open(const char *path)
 		goto fail;
 	if (sq_tx(&q->base, migrate_tx, NULL) < 0)
 		goto fail;
+	/* nothing prepared before a schema change is kept past it */
+	(void)sq_stmt_clear(q->db);
 	return &q->base;
 fail:
 	sq_close(&q->base);

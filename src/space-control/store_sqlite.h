@@ -32,16 +32,29 @@ int  sq_xexec(sqlite3 *db, const char *sql);
  * fails. The row operations (store_tx.h) run inside one. */
 int  sq_tx(struct store *, store_tx_fn fn, void *arg);
 /* prepare and bind: fmt letters s (text, NULL allowed), i (int64),
- * b (blob: pointer, int length); NULL on failure */
+ * b (blob: pointer, int length); NULL on failure. Release with
+ * sq_stmt_release, never sqlite3_finalize. */
 sqlite3_stmt *sq_prep(sqlite3 *db, const char *sql, const char *fmt, ...);
-/* step a statement that returns no row and finalize it: 0, -EEXIST, -EIO */
+/* store_sqlite_cache.c: the kept prepared statements. take: the
+ * connection's kept statement of this SQL text, reset and unbound, or a
+ * new one (kept when the table has room and no caller holds the text's);
+ * NULL when it does not compile. release: instead of sqlite3_finalize on
+ * every statement of sq_prep (NULL allowed): a kept one is reset, unbound
+ * and free again, any other finalized. clear: finalize the connection's
+ * kept statements (after migrations, before close); the count of those
+ * still held, which are dropped and finalized by their release. */
+sqlite3_stmt *sq_stmt_take(sqlite3 *db, const char *sql);
+void sq_stmt_release(sqlite3_stmt *st);
+int  sq_stmt_clear(sqlite3 *db);
+int  sq_stmt_count(sqlite3 *db);
+/* step a statement that returns no row and release it: 0, -EEXIST, -EIO */
 int  sq_run(sqlite3 *db, sqlite3_stmt *st);
 /* 1 row, 0 done, -EIO */
 int  sq_step_row(sqlite3 *db, sqlite3_stmt *st);
 /* one element of a list query's answer, built from the current row (ctx:
  * the query's own state); NULL when out of memory */
 typedef json_t *(*sq_row_fn)(struct sq *q, sqlite3_stmt *st, void *ctx);
-/* steps st to its end and finalizes it: 0 with *out, an array of row()
+/* steps st to its end and releases it: 0 with *out, an array of row()
  * per row (caller decrefs); -EIO (st NULL: a failed sq_prep, or a step
  * error) or -ENOMEM with nothing built. Caller holds the lock. */
 int  sq_list(struct sq *q, sqlite3_stmt *st, sq_row_fn row, void *ctx, json_t **out);

@@ -30,7 +30,7 @@ add_tx(struct store *s, void *arg)
 	if (st == NULL)
 		return -EIO;
 	rc = sq_step_row(DB(s), st);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (rc <= 0) {
 		x->result = 0;
 		return rc;
@@ -78,7 +78,7 @@ lookup_tx(struct store *s, void *arg)
 		sq_col_copy(st, 0, x->sandbox_out, SPACE_ID_MAX + 1);
 		memcpy(x->hash_out, sqlite3_column_blob(st, 1), STORE_HASH_LEN);
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	x->result = rc;
 	return rc < 0 ? rc : 0;
 }

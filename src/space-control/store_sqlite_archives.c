@@ -36,7 +36,7 @@ sq_ops_oldest_open(struct store *s, int64_t *created)
 		return -EIO;
 	if ((rc = sq_step_row(DB(s), st)) == 1)
 		*created = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc < 0 ? rc : 0;
 }
 
@@ -60,6 +60,6 @@ sq_archive_referenced(struct store *s, const char *digest)
 	rc = sq_step_row(DB(s), st);
 	if (rc == 1)
 		rc = sqlite3_column_int(st, 0) != 0;
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }

@@ -53,7 +53,7 @@ row_name_hash(struct store *s, sqlite3_stmt *st, char *name, uint8_t *hash)
 			memcpy(hash, sqlite3_column_blob(st, 1), STORE_HASH_LEN);
 		}
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -115,7 +115,7 @@ token_set_tx(struct store *s, void *arg)
 	if (st == NULL)
 		return -EIO;
 	rc = sq_step_row(DB(s), st);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (rc <= 0) {
 		x->result = 0;
 		return rc;
@@ -173,7 +173,7 @@ owner_tx(struct store *s, void *arg)
 	rc = sq_step_row(DB(s), st);
 	if (rc == 1)
 		sq_col_copy(st, 0, x->name_out, SPACE_ID_MAX + 1);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	x->result = rc;
 	return rc < 0 ? rc : 0;
 }

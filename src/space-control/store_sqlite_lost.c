@@ -49,6 +49,6 @@ sq_exec_error(struct store *s, const char *sandbox, int64_t gen, char *err, size
 		return -EIO;
 	if ((rc = sq_step_row(DB(s), st)) == 1)
 		sq_col_copy(st, 0, err, cap);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }

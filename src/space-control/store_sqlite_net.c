@@ -26,7 +26,7 @@ sq_sandbox_network_get(struct store *s, const char *owner, const char *id, char 
 	if (rc == 1 && sqlite3_column_type(st, 0) != SQLITE_NULL &&
 	    (*out = strdup((const char *)sqlite3_column_text(st, 0))) == NULL)
 		rc = -ENOMEM;
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 

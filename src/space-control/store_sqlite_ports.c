@@ -21,7 +21,7 @@ text_row(sqlite3 *db, sqlite3_stmt *st, char **out)
 	if (rc == 1 && sqlite3_column_type(st, 0) != SQLITE_NULL &&
 	    (*out = strdup((const char *)sqlite3_column_text(st, 0))) == NULL)
 		rc = -ENOMEM;
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 

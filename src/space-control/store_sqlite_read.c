@@ -117,7 +117,7 @@ sq_sandbox_load(struct sq *q, const char *owner, const char *id, json_t **out)
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (rc == 0 && (rc = sandbox_history(q, *out)) < 0) {
 		json_decref(*out);
 		*out = NULL;
@@ -202,7 +202,7 @@ sq_sandbox_current(struct store *s, const char *owner, const char *id, struct ex
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 out:
 	sq_unlock(q);
 	return rc;
@@ -277,7 +277,7 @@ sq_assignments_after(struct store *s, const char *worker, int64_t after, json_t 
 	}
 	if (sq_step_row(q->db, st) == 1 && after > sqlite3_column_int64(st, 0))
 		after = 0;
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	rev = after;
 	/* only what concerns the worker's current incarnation: a re-created
 	 * worker must not install the executions of its previous life */
@@ -325,7 +325,7 @@ sq_worker_counts(struct store *s, int64_t *live, int64_t *lost)
 		*lost = sqlite3_column_int64(st, 1);
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	sq_unlock(q);
 	return rc;
 }
@@ -346,7 +346,7 @@ sq_template_refs(struct store *s, const char *digest, int64_t *n)
 		*n = sqlite3_column_int64(st, 0);
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	sq_unlock(q);
 	return rc;
 }

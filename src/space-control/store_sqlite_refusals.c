@@ -43,6 +43,6 @@ sq_sandbox_refusals_get(struct store *s, const char *owner, const char *id, int6
 		n[1] = sqlite3_column_int64(st, 1);
 		n[2] = sqlite3_column_int64(st, 2);
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }

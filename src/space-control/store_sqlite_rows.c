@@ -61,7 +61,7 @@ r_sandbox_cur(struct store *s, const char *owner, const char *id, struct sbx_cur
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (rc < 0) {
 		free(c->template_);
 		free(c->resources);
@@ -108,7 +108,7 @@ r_sandbox_key(struct store *s, const char *id, char key[STORE_CREDID_LEN + 1])
 		return -EIO;
 	if ((rc = sq_step_row(DB(s), st)) == 1)
 		sq_col_copy(st, 0, key, STORE_CREDID_LEN + 1);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -185,7 +185,7 @@ r_exec_get(struct store *s, const char *sandbox, int64_t gen, struct exec_row *e
 		sq_col_copy(st, 5, e->sandbox_state, sizeof(e->sandbox_state));
 		e->maxgen = sqlite3_column_int64(st, 6);
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -202,7 +202,7 @@ r_exec_insert(struct store *s, const char *sandbox, const char *worker,
 		return -EIO;
 	if (sq_step_row(DB(s), st) == 1)
 		*gen = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (*gen < 1)
 		return -EIO;
 	return sq_run(DB(s), sq_prep(DB(s), "INSERT INTO executions (sandbox, generation, worker,"
@@ -298,7 +298,7 @@ r_workers_load(struct store *s, const char *pinned, const char *prefer,
 		w->used.disk_mb = sqlite3_column_int64(st, 10);
 		(*n)++;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc < 0 ? rc : 0;
 }
 
@@ -315,7 +315,7 @@ r_worker_incarnation(struct store *s, const char *worker, char inc[SPACE_ID_MAX 
 	rc = sq_step_row(DB(s), st);
 	if (rc == 1)
 		sq_col_copy(st, 0, inc, SPACE_ID_MAX + 1);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc == 0 ? -ENOENT : rc < 0 ? rc : 0;
 }
 
@@ -340,7 +340,7 @@ r_worker_revision(struct store *s, const char *worker, int64_t *rev)
 		*rev = sqlite3_column_int64(st, 0);
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -363,7 +363,7 @@ r_op_open(struct store *s, const char *sandbox, char id[SPACE_ID_MAX + 1], char 
 		sq_col_copy(st, 1, kind, 16);
 		sq_col_copy(st, 2, owner, SPACE_ID_MAX + 1);
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -387,7 +387,7 @@ r_ops_open_list(struct store *s, const char *sandbox, char (*ids)[SPACE_ID_MAX +
 	}
 	while ((rc = sq_step_row(q->db, st)) == 1 && *n < cap)
 		sq_col_copy(st, 0, ids[(*n)++], SPACE_ID_MAX + 1);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 out:
 	sq_unlock(q);
 	return rc < 0 ? rc : 0;
@@ -454,7 +454,7 @@ r_op_get(struct store *s, const char *id, struct op_view *o)
 		sq_col_copy(st, 21, o->from_snapshot, sizeof(o->from_snapshot));
 		rc = o->template_ && o->resources ? 1 : -ENOMEM;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -506,7 +506,7 @@ r_snapshot_named_get(struct store *s, const char *id, struct snap_row *sn)
 		sq_col_copy(st, 3, sn->worker, sizeof(sn->worker));
 		sq_col_copy(st, 4, sn->digest, sizeof(sn->digest));
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -544,7 +544,7 @@ r_snapshot_has(struct store *s, const char *sandbox, int64_t gen, const char *di
 	rc = sq_step_row(DB(s), st);
 	if (rc == 1)
 		rc = sqlite3_column_int64(st, 0) > 0;
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -587,7 +587,7 @@ r_key_usage(struct store *s, const char *key_id, int64_t now, struct key_quota *
 	} else if (rc == 0) {
 		rc = -ENOENT;
 	}
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	return rc;
 }
 
@@ -688,7 +688,7 @@ sq_snapshots_list(struct store *s, const char *owner, const char *sandbox, json_
 		goto out;
 	}
 	rc = sq_step_row(q->db, st);
-	sqlite3_finalize(st);
+	sq_stmt_release(st);
 	if (rc == 0)
 		rc = -ENOENT;
 	if (rc < 0)
