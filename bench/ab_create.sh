@@ -14,16 +14,8 @@ before=$1 after=$2 rounds=${3:-2} runs=${4:-20} pool=${5:-4}
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-r=1
-while [ "$r" -le "$rounds" ]; do
-	for v in before after; do
-		eval bin=\$$v
-		/usr/bin/python3 "$top/bench/platform.py" --bin "$bin" --only create,timeline \
-		    --create-runs "$runs" --jail-pool "$pool" >"$out/$v.$r" 2>&1 ||
-		    { cat "$out/$v.$r" >&2; exit 1; }
-	done
-	r=$((r + 1))
-done
+. "$top/bench/ab_lib.sh"
+ab_alternate --only create,timeline --create-runs "$runs" --jail-pool "$pool"
 /usr/bin/python3 - "$out" "$rounds" <<'EOF'
 import statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])

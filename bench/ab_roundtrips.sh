@@ -14,15 +14,8 @@ before=$1 after=$2 rounds=${3:-2} iters=${4:-60}
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-r=1
-while [ "$r" -le "$rounds" ]; do
-	for v in before after; do
-		eval bin=\$$v
-		/usr/bin/python3 "$top/bench/platform.py" --bin "$bin" --only roundtrips \
-		    --iters "$iters" >"$out/$v.$r" 2>&1 || { cat "$out/$v.$r" >&2; exit 1; }
-	done
-	r=$((r + 1))
-done
+. "$top/bench/ab_lib.sh"
+ab_alternate --only roundtrips --iters "$iters"
 /usr/bin/python3 - "$out" "$rounds" <<'EOF'
 import re, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
