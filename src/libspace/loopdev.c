@@ -8,7 +8,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -107,4 +111,36 @@ loopdev_open_elsewhere(int fd)
 	if (fcntl(fd, F_SETLEASE, F_UNLCK) < 0)
 		r = -errno;
 	return r;
+}
+
+/* The loop device under a mounted image, switched to direct I/O: what
+ * the file system on it writes goes to the image file's blocks without
+ * passing through the image file's page cache too (one cached copy of
+ * the data, not two, and no copy between them) (loopdev.h). */
+void
+loopdev_direct_io(const char *mnt)
+{
+	char sys[64], link[256], dev[sizeof(link) + 8];
+	const char *name;
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (stat(mnt, &st) != 0)
+		return;
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+	if ((n = readlink(sys, link, sizeof(link) - 1)) <= 0)
+		return;
+	link[n] = '\0';
+	name = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+	/* a whole loop device ("loopN"), not a partition of one */
+	if (strncmp(name, "loop", 4) != 0 || name[4] == '\0' ||
+	    strspn(name + 4, "0123456789") != strlen(name + 4))
+		return;
+	snprintf(dev, sizeof(dev), "/dev/%s", name);
+	if ((fd = open(dev, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	if (ioctl(fd, LOOP_SET_DIRECT_IO, 1UL) != 0)
+		log_debug("%s: no direct I/O on %s: %s", mnt, dev, strerror(errno));
+	close(fd);
 }

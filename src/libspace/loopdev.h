@@ -28,4 +28,12 @@ int loopdev_detach_mounts(const char *real, const char *who);
  * (leases disabled, or the file system refuses them). On anything but 0
  * the caller falls back to loopdev_backing / loopdev_detach_mounts. */
 int loopdev_open_elsewhere(int fd);
+
+/* The loop device under the file system mounted at mnt switched to direct
+ * I/O: what the file system writes goes to the image file's blocks
+ * without passing through the image file's page cache too. For a mount
+ * unmounted once written (a move's restore: the bridge mounts the image
+ * anew). Best effort: a backing file system without direct I/O, or a
+ * mount that is not on a whole loop device, is left as it was. */
+void loopdev_direct_io(const char *mnt);
 #endif

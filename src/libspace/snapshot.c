@@ -557,20 +557,12 @@ int
 snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats)
 {
-	return snapshot_create_tee(layer_dir, store_dir, max_bytes, -1, NULL, digest_out, stats);
+	return snapshot_create_tee(layer_dir, store_dir, max_bytes, -1, NULL, 0, digest_out,
+	    stats);
 }
 
 int
 snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
-    int tee_fd, int *tee_err, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
-    struct snapshot_stats *stats)
-{
-	return snapshot_create_flags(layer_dir, store_dir, max_bytes, tee_fd, tee_err, 0,
-	    digest_out, stats);
-}
-
-int
-snapshot_create_flags(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_stats *stats)
 {

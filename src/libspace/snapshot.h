@@ -42,18 +42,14 @@ int snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_b
  * (the caller reports the digest only once that copy is stored). A tee
  * that fails (the reader went away: EPIPE) is dropped, *tee_err gets its
  * -errno and the archive is still made into the store, so the caller can
- * send the file instead; *tee_err is 0 when every byte went out. */
-int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
-    int tee_fd, int *tee_err, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
-    struct snapshot_stats *stats);
-
-/* snapshot_create_tee with flags. SNAPSHOT_DROP_READ: the layer's file
- * data leaves the page cache once read (clean pages only), for a layer
- * mounted read-only for this archive and unmounted after it: its pages
- * would be dropped then anyway, and without this they first grow the page
- * cache by the layer's size (beside the image's own cached pages). */
+ * send the file instead; *tee_err is 0 when every byte went out.
+ * flags: SNAPSHOT_DROP_READ, the layer's file data leaves the page cache
+ * once read (clean pages only), for a layer mounted read-only for this
+ * archive and unmounted after it: its pages would be dropped then anyway,
+ * and without this they first grow the page cache by the layer's size
+ * (beside the image's own cached pages). */
 #define SNAPSHOT_DROP_READ 1u
-int snapshot_create_flags(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
+int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_stats *stats);
 

@@ -64,11 +64,25 @@ bpool_init(struct mgr *m)
 	return 0;
 }
 
+/* the execution a connection was opened to: what entry_for compares */
+static struct bpool_entry
+entry_of(const struct record *r)
+{
+	return (struct bpool_entry){ .id = r->id, .epoch = r->epoch,
+	    .serve_pid = r->serve_pid, .serve_start = r->serve_start, .fd = -1 };
+}
+
 static bool
 entry_for(const struct bpool_entry *e, const struct record *r)
 {
 	return route_identity_equal(&e->id, &r->id) && e->epoch == r->epoch &&
 	    e->serve_pid == r->serve_pid && e->serve_start == r->serve_start;
+}
+
+static bool
+entry_stale(const struct bpool_entry *e, uint64_t now)
+{
+	return now - e->since > (uint64_t)BPOOL_IDLE_S * 1000000000u;
 }
 
 /* entry i leaves the pool (the last one takes its place); its fd is returned */
@@ -102,7 +116,7 @@ bpool_take(struct mgr *m, const struct record *r, uint64_t *sock_dev, uint64_t *
 			continue;
 		}
 		/* another execution of this sandbox, or idle too long: closed */
-		if (!entry_for(e, r) || now - e->since > (uint64_t)BPOOL_IDLE_S * 1000000000u) {
+		if (!entry_for(e, r) || entry_stale(e, now)) {
 			closing[nclose++] = entry_remove(p, i);
 			continue;
 		}
@@ -157,7 +171,7 @@ bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uin
 		/* idle too long, whichever sandbox: closed here too, or the
 		 * connections of sandboxes that had no operation since would
 		 * hold the pool's places (those opened at a start, mostly) */
-		if (now - p->e[i].since > (uint64_t)BPOOL_IDLE_S * 1000000000u) {
+		if (entry_stale(&p->e[i], now)) {
 			closing[nclose++] = entry_remove(p, i);
 			continue;
 		}
@@ -180,9 +194,11 @@ bpool_give(struct mgr *m, const struct record *r, int fd, uint64_t sock_dev, uin
 					old = i;
 			closing[nclose++] = entry_remove(p, old);
 		}
-		p->e[p->n++] = (struct bpool_entry){ .id = r->id, .epoch = r->epoch,
-		    .serve_pid = r->serve_pid, .serve_start = r->serve_start,
-		    .sock_dev = sock_dev, .sock_ino = sock_ino, .since = now, .fd = fd };
+		p->e[p->n] = entry_of(r);
+		p->e[p->n].sock_dev = sock_dev;
+		p->e[p->n].sock_ino = sock_ino;
+		p->e[p->n].since = now;
+		p->e[p->n++].fd = fd;
 		fd = -1;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -220,6 +236,7 @@ ahead_thread(void *arg)
 	struct mgr *m = a->m;
 	const struct record *r = &a->r;
 	struct record now;
+	struct bpool_entry opened = entry_of(r);
 	uint64_t dev, ino;
 	const char *why = NULL;
 	int fd;
@@ -241,9 +258,8 @@ ahead_thread(void *arg)
 	/* a replacement or retire committed while we connected dropped the
 	 * sandbox's kept connections before this one was in: it goes now
 	 * (bpool_take would refuse it anyway, but it would hold a place) */
-	if (records_get(m, r->id.sandbox, &now) != 0 || now.epoch != r->epoch ||
-	    now.state != EXEC_SERVING || !route_identity_equal(&now.id, &r->id) ||
-	    now.serve_pid != r->serve_pid || now.serve_start != r->serve_start)
+	if (records_get(m, r->id.sandbox, &now) != 0 || now.state != EXEC_SERVING ||
+	    !entry_for(&opened, &now))
 		bpool_drop(m, r->id.sandbox);
 out:
 	free(a);

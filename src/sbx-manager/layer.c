@@ -17,11 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/loop.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,41 +70,6 @@ mount_image(const char *img, const char *dir, bool ro)
 	return run(argv);
 }
 
-/* The loop device under a mounted image, switched to direct I/O: what
- * the file system on it writes goes to the image file's blocks without
- * passing through the image file's page cache too (one cached copy of
- * the data, not two, and no copy between them). For the restore's
- * mount, which is unmounted once restored: the bridge mounts the image
- * anew. Best effort: a backing file system without direct I/O keeps the
- * loop device as it was. */
-static void
-loop_direct_io(const char *mnt)
-{
-	char sys[64], link[256], dev[sizeof(link) + 8];
-	const char *name;
-	struct stat st;
-	ssize_t n;
-	int fd;
-
-	if (stat(mnt, &st) != 0)
-		return;
-	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
-	if ((n = readlink(sys, link, sizeof(link) - 1)) <= 0)
-		return;
-	link[n] = '\0';
-	name = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
-	/* a whole loop device ("loopN"), not a partition of one */
-	if (strncmp(name, "loop", 4) != 0 || name[4] == '\0' ||
-	    strspn(name + 4, "0123456789") != strlen(name + 4))
-		return;
-	snprintf(dev, sizeof(dev), "/dev/%s", name);
-	if ((fd = open(dev, O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	if (ioctl(fd, LOOP_SET_DIRECT_IO, 1UL) != 0)
-		log_debug("%s: no direct I/O on %s: %s", mnt, dev, strerror(errno));
-	close(fd);
-}
-
 /* never an archive larger than the layer's quota (-EFBIG). The archive
  * goes to the control plane while it is made (snapblob_stream_begin: one
  * pass over the layer feeds the cache's copy and the upload); the cache's
@@ -129,7 +91,7 @@ archive_dir(struct mgr *m, const struct record *r0, const char *dir, unsigned fl
 		int wfd = -1, tee_err = 0;
 		bool streamed = snapblob_stream_begin(m, &wfd, &k) == 0;
 
-		r = snapshot_create_flags(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
+		r = snapshot_create_tee(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
 		    wfd, &tee_err, flags, digest, NULL);
 		if (streamed) {
 			uint64_t n = 0;
@@ -396,7 +358,7 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	}
 	if ((ret = mount_image(img, mnt, false)) != 0)
 		goto fail_dir;
-	loop_direct_io(mnt);
+	loopdev_direct_io(mnt);
 	/* snapshot_restore wants an empty destination; spaced-host makes
 	 * what it needs (home, tmp) when it mounts the layer */
 	snprintf(lf, sizeof(lf), "%s/lost+found", mnt);

@@ -70,10 +70,10 @@ void host_refused(struct host *h, enum op_kind op, const char *target,
  * SPACE_OPCHAN_IDLE_MS (their children in the guest end); the ms until
  * the next one is due, or -1 when none is idle */
 int bridge_chan_expire(struct host *h);
-/* bridge.c: at ready, one operation channel opened ahead and put idle, so
- * that the first exec or small file operation finds its guest child
- * already forked and the user; it idles out like any kept channel.
- * 0, or -1 when none could be opened */
+/* bridge.c: at sbx-manager's first connection (serve.c), one operation
+ * channel opened ahead and put idle, so that the first exec or small file
+ * operation finds its guest child already forked and the user; it idles
+ * out like any kept channel. 0, or -1 when none could be opened */
 int bridge_chan_ahead(struct host *h);
 /* true once the guest is gone (control channel hung up) */
 bool host_guest_gone(struct host *h);

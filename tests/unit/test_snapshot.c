@@ -674,7 +674,7 @@ test_tee(void)
 		_exit(n == 0 ? 0 : 1);
 	}
 	close(pp[0]);
-	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, dg, NULL);
+	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, 0, dg, NULL);
 	close(pp[1]);
 	waitpid(pid, NULL, 0);
 	is_int(r, 0, "tee: archive made");
@@ -696,7 +696,7 @@ test_tee(void)
 	}
 	close(pp[0]);
 	terr = 0;
-	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, d2, NULL);
+	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, 0, d2, NULL);
 	close(pp[1]);
 	is_int(r, 0, "tee whose reader is gone: the archive is still made");
 	is_int(terr, -EPIPE, "... and the tee's failure reported");
