@@ -66,7 +66,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	switch (rc) {
 	case 0:
 		metrics_lifecycle(kind_label(kind), "started");
-		assign_notify(c);
+		assign_notify(c, r->params[0]);
 		log_info("sandbox %s: %s requested by %s (operation %s)", r->params[0], kind,
 		    r->principal, op_id);
 		reply_json(r, 202, out);

@@ -147,7 +147,7 @@ api_sandbox_network_set(struct req *r)
 		goto out;
 	}
 	if (x.sent)
-		assign_notify(r->ctl);
+		assign_notify(r->ctl, x.id);
 	log_info("sandbox %s: egress policy set%s", x.id, x.sent ? " and sent to its worker" : "");
 	reply_json(r, 200, json_loads(stored, 0, NULL));
 out:

@@ -373,7 +373,7 @@ ports_change(struct req *r, struct ports_set *x)
 		return;
 	}
 	if (x->sent)
-		assign_notify(r->ctl);
+		assign_notify(r->ctl, x->id);
 	if (x->remove && !x->found) {
 		json_decref(x->out);
 		reply_error(r, 404, "not_found", "port %u is not declared", x->port);

@@ -234,7 +234,7 @@ api_sandbox_create(struct req *r)
 	}
 	rc = c->st->ops->sandbox_create(c->st, r->principal, id, &sp, &out, &why);
 	if (rc == 0) {
-		assign_notify(c);
+		assign_notify(c, id);
 		log_info("sandbox %s created for %s", id, r->principal);
 		reply_json(r, 201, out);
 	} else if (sp.pinned != NULL && (rc == -ENOENT || rc == -EHOSTDOWN || rc == -EAGAIN)) {
@@ -321,7 +321,7 @@ api_sandbox_get(struct req *r)
 	deadline = now_mono_ns() + wait * 1000000000ull;
 	for (;;) {
 		/* the sequence first: a commit after it wakes the wait */
-		seq = state_seq(c);
+		seq = state_seq(c, r->params[0]);
 		if ((rc = c->st->ops->sandbox_get(c->st, r->principal, r->params[0], &o)) < 0) {
 			reply_store_error(r, rc, "sandbox");
 			return;
@@ -331,7 +331,7 @@ api_sandbox_get(struct req *r)
 			break;
 		json_decref(o);
 		o = NULL;
-		state_wait(c, seq, deadline - now <= STATE_RECHECK_NS ? deadline :
+		state_wait(c, r->params[0], seq, deadline - now <= STATE_RECHECK_NS ? deadline :
 		    now + STATE_RECHECK_NS);
 	}
 	api_refusals_attach(r->ctl->st, r->principal, r->params[0], o);
@@ -348,7 +348,7 @@ api_sandbox_delete(struct req *r)
 		reply_store_error(r, rc, "sandbox");
 		return;
 	}
-	assign_notify(r->ctl);
+	assign_notify(r->ctl, r->params[0]);
 	log_info("sandbox %s killed by %s", r->params[0], r->principal);
 	reply_json(r, 200, o);
 }

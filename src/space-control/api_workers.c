@@ -159,7 +159,7 @@ api_worker_register(struct req *r)
 	    gw && json_is_string(gw) ? json_string_value(gw) : NULL })) < 0)
 		log_warnx("worker %s: cannot store its gateway (%d)", r->params[0], rc);
 	if (reassigned > 0)
-		assign_notify(c);
+		assign_notify(c, NULL);
 	log_info("worker %s registered (%d execution(s) re-assigned)", r->params[0], reassigned);
 	reply_json(r, 200, json_pack("{s:o,s:I}", "worker", out, "revision", (json_int_t)rev));
 out:
@@ -339,7 +339,7 @@ api_worker_status(struct req *r)
 		/* a report may be what a lifecycle operation waits for, and
 		 * what a client's GET ?until= waits for */
 		ops_kick(r->ctl, id.sandbox);
-		state_notify(r->ctl);
+		state_notify(r->ctl, id.sandbox);
 		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
 	}
 	goto out;

@@ -99,6 +99,9 @@ struct keyring {
 	char    keydir[PATH_MAX];
 };
 
+/* wake-up slots of the waits for a sandbox's state (struct ctl) */
+#define STATE_SLOTS 64
+
 struct ctl {
 	struct config cfg;
 	struct store *st;
@@ -110,9 +113,15 @@ struct ctl {
 	pthread_cond_t  assign_cv;
 	uint64_t        assign_seq;
 	/* the same for a sandbox's state (GET /v1/sandboxes/ID?until=):
-	 * bumped with assign_seq and after each execution report */
-	pthread_cond_t  state_cv;
-	uint64_t        state_seq;
+	 * bumped with assign_seq and after each execution report. One
+	 * counter per slot, the sandbox's id hashed to its slot: a commit
+	 * about one sandbox wakes the waits on the sandboxes of its slot,
+	 * not every wait (a hundred clients waiting for a hundred creates
+	 * would each read the store again at each of the others' commits) */
+	struct {
+		pthread_cond_t cv;
+		uint64_t seq;
+	} state_slot[STATE_SLOTS];
 	volatile int    stopping;
 
 	/* this daemon's name as a lease owner: new at every start, so that a
@@ -186,7 +195,6 @@ int  auth_access_token(struct ctl *c, const char *bearer, const char *path_sandb
 /* scheduler.c */
 int  scheduler_start(struct ctl *c);
 void scheduler_stop(struct ctl *c);
-void assign_notify(struct ctl *c);
 /* advance the lifecycle operations of sandbox (NULL = all) after a worker
  * report; wakes long-polls when a step made assignments */
 void ops_kick(struct ctl *c, const char *sandbox);
@@ -197,10 +205,16 @@ bool assign_pushed(struct ctl *c);
 /* waits until an assignment newer than seq may exist or deadline passes */
 uint64_t assign_seq(struct ctl *c);
 void assign_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns);
-/* a sandbox's state may have changed (a commit by this daemon) */
-void state_notify(struct ctl *c);
-uint64_t state_seq(struct ctl *c);
-void state_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns);
+/* assignments were committed: wakes the long-polls, and the waits for the
+ * state of sandbox (NULL: of every sandbox) */
+void assign_notify(struct ctl *c, const char *sandbox);
+/* sandbox's state may have changed (a commit by this daemon); NULL: any
+ * sandbox's */
+void state_notify(struct ctl *c, const char *sandbox);
+/* waits until sandbox's state may have changed (state_notify after
+ * state_seq) or deadline passes */
+uint64_t state_seq(struct ctl *c, const char *sandbox);
+void state_wait(struct ctl *c, const char *sandbox, uint64_t seq, uint64_t deadline_ns);
 
 /* metrics.c */
 void metrics_request(const char *route, unsigned status);

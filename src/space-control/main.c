@@ -329,7 +329,7 @@ cmd_serve(int argc, char **argv)
 	struct ctl *c;
 	pthread_condattr_t ca;
 	sigset_t set;
-	int rc, sig, ret = 1;
+	int rc, sig, ret = 1, i;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return 1;
@@ -348,7 +348,8 @@ cmd_serve(int argc, char **argv)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->assign_cv, &ca);
-	pthread_cond_init(&c->state_cv, &ca);
+	for (i = 0; i < STATE_SLOTS; i++)
+		pthread_cond_init(&c->state_slot[i].cv, &ca);
 	pthread_condattr_destroy(&ca);
 
 	if ((c->st = control_store_open(&c->cfg)) == NULL)
@@ -393,7 +394,8 @@ out:
 	if (c->st)
 		c->st->ops->close(c->st);
 	pthread_cond_destroy(&c->assign_cv);
-	pthread_cond_destroy(&c->state_cv);
+	for (i = 0; i < STATE_SLOTS; i++)
+		pthread_cond_destroy(&c->state_slot[i].cv);
 	pthread_mutex_destroy(&c->assign_mu);
 	free(c);
 	return ret;

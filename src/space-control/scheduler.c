@@ -82,27 +82,54 @@ scheduler_pick(const struct worker_load *w, size_t n, const char *pinned,
 	return best;
 }
 
+/* the wake-up slot of sandbox's state (FNV-1a of its id) */
+static unsigned
+state_slot(const char *sandbox)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *sandbox; sandbox++)
+		h = (h ^ (unsigned char)*sandbox) * 16777619u;
+	return h % STATE_SLOTS;
+}
+
+/* assign_mu held */
+static void
+state_bump(struct ctl *c, const char *sandbox)
+{
+	unsigned i;
+
+	if (sandbox != NULL) {
+		i = state_slot(sandbox);
+		c->state_slot[i].seq++;
+		pthread_cond_broadcast(&c->state_slot[i].cv);
+		return;
+	}
+	for (i = 0; i < STATE_SLOTS; i++) {
+		c->state_slot[i].seq++;
+		pthread_cond_broadcast(&c->state_slot[i].cv);
+	}
+}
+
 void
-assign_notify(struct ctl *c)
+assign_notify(struct ctl *c, const char *sandbox)
 {
 	pthread_mutex_lock(&c->assign_mu);
 	c->assign_seq++;
-	c->state_seq++;
 	pthread_cond_broadcast(&c->assign_cv);
-	pthread_cond_broadcast(&c->state_cv);
+	state_bump(c, sandbox);
 	pthread_mutex_unlock(&c->assign_mu);
 }
 
 void
-state_notify(struct ctl *c)
+state_notify(struct ctl *c, const char *sandbox)
 {
 	pthread_mutex_lock(&c->assign_mu);
-	c->state_seq++;
-	pthread_cond_broadcast(&c->state_cv);
+	state_bump(c, sandbox);
 	pthread_mutex_unlock(&c->assign_mu);
 }
 
-/* a wake-up counter (assign_seq, state_seq) read under its lock */
+/* a wake-up counter (assign_seq, a state slot's) read under its lock */
 static uint64_t
 seq_get(struct ctl *c, const uint64_t *counter)
 {
@@ -132,15 +159,17 @@ seq_wait(struct ctl *c, const uint64_t *counter, pthread_cond_t *cv, uint64_t se
 }
 
 uint64_t
-state_seq(struct ctl *c)
+state_seq(struct ctl *c, const char *sandbox)
 {
-	return seq_get(c, &c->state_seq);
+	return seq_get(c, &c->state_slot[state_slot(sandbox)].seq);
 }
 
 void
-state_wait(struct ctl *c, uint64_t seq, uint64_t deadline_ns)
+state_wait(struct ctl *c, const char *sandbox, uint64_t seq, uint64_t deadline_ns)
 {
-	seq_wait(c, &c->state_seq, &c->state_cv, seq, deadline_ns);
+	unsigned i = state_slot(sandbox);
+
+	seq_wait(c, &c->state_slot[i].seq, &c->state_slot[i].cv, seq, deadline_ns);
 }
 
 /* the store's wake-up (store.h, listen): another daemon on the store, or
@@ -152,7 +181,7 @@ store_woken(void *arg, unsigned n)
 
 	if (n > 0)
 		metrics_store_notifications(n);
-	assign_notify(c);
+	assign_notify(c, NULL);
 }
 
 int
@@ -187,7 +216,7 @@ ops_kick(struct ctl *c, const char *sandbox)
 	int n = c->st->ops->ops_drive(c->st, c->instance, c->cfg.lease_ttl, sandbox, true);
 
 	if (n > 0)
-		assign_notify(c);
+		assign_notify(c, sandbox);
 }
 
 /* The timeout reaper: a running sandbox past its idle or absolute timeout
@@ -233,7 +262,7 @@ reap_timeouts(struct ctl *c)
 		if (rc == 0) {
 			log_info("sandbox %s: %s timeout passed, %s", id, which,
 			    strcmp(action, "kill") == 0 ? "killed" : "pausing");
-			assign_notify(c);
+			assign_notify(c, id);
 		}
 	}
 	json_decref(due);
@@ -253,7 +282,7 @@ failover(struct ctl *c)
 	if (failed > 0)
 		metrics_failover("failed", failed);
 	if (n > 0 || failed > 0)
-		assign_notify(c);
+		assign_notify(c, NULL);
 }
 
 /* once a second: workers silent for longer than the heartbeat timeout are
@@ -302,7 +331,7 @@ scheduler_stop(struct ctl *c)
 	c->stopping = 1;
 	pthread_mutex_lock(&c->assign_mu);
 	pthread_cond_broadcast(&c->assign_cv);
-	pthread_cond_broadcast(&c->state_cv);
+	state_bump(c, NULL);
 	pthread_mutex_unlock(&c->assign_mu);
 	if (tick_started)
 		pthread_join(tick_thread, NULL);
