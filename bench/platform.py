@@ -223,6 +223,10 @@ class Platform:
                     mounts.append(m)
         for m in sorted(mounts, reverse=True):
             subprocess.run(["umount", "-l", m], stderr=subprocess.DEVNULL)
+        # SPACE_BENCH_LOGS=DIR: the daemons' logs kept there (DIR must not exist)
+        keep = os.environ.get("SPACE_BENCH_LOGS")
+        if keep:
+            shutil.copytree(os.path.join(self.data, "logs"), keep, dirs_exist_ok=False)
         shutil.rmtree(self.t, ignore_errors=True)
 
 
