@@ -43,6 +43,17 @@ parse_access(struct req *r, json_t *a, uint32_t *bits)
 	return 1;
 }
 
+/* activity for the idle timeout is the control plane's view: the last
+ * capability issued (node-api traffic is not seen here). Written after
+ * the answer: a reaper that reads it a moment late sees the sandbox idle
+ * for that moment longer, and it is at most one write per second anyway
+ * (docs/control-plane.md, "Timeouts"). */
+static void
+touch_after_reply(struct req *r)
+{
+	(void)r->ctl->st->ops->sandbox_touch(r->ctl->st, r->after_id, now_unix());
+}
+
 void
 api_routes(struct req *r)
 {
@@ -192,9 +203,10 @@ api_routes(struct req *r)
 		reply_error(r, 503, "unavailable", "cannot issue a capability now");
 		goto out;
 	}
-	/* activity for the idle timeout is the control plane's view: the
-	 * last capability issued (node-api traffic is not seen here) */
-	(void)c->st->ops->sandbox_touch(c->st, ev.route.sandbox, now_unix());
+	/* activity for the idle timeout is recorded once the answer is sent
+	 * (touch_after_reply): its commit is not the client's wait */
+	snprintf(r->after_id, sizeof(r->after_id), "%s", ev.route.sandbox);
+	r->after_reply = touch_after_reply;
 	rfc3339_format(exp, exps);
 	if ((route = route_identity_pack(&ev.route)) == NULL) {
 		reply_error(r, 500, "internal", "out of memory");

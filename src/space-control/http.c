@@ -551,6 +551,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	headwatch_rearm(h->heads, conn);
 	if (cs == NULL)
 		return;
+	if (cs->r.after_reply != NULL)
+		cs->r.after_reply(&cs->r);
 	if (cs->rt != NULL && (cs->rt->handler == api_archive_blob_put ||
 	    cs->rt->handler == api_archive_blob_stream))
 		archive_blobs_sink_end(&cs->r);

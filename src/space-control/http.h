@@ -40,6 +40,10 @@ struct req {
 	const char *route_name;
 	int     file_fd;        /* > 0: the answer is this file (owned), not text */
 	uint64_t file_size;
+	/* work the client need not wait for: run once the answer is sent
+	 * (or the connection ended without it), with after_id */
+	void  (*after_reply)(struct req *);
+	char    after_id[SPACE_ID_MAX + 1];
 };
 
 typedef void (*handler_fn)(struct req *);
