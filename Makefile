@@ -141,6 +141,16 @@ $(B)/gen/spaced-guest/filter_bpf.c: $(B)/tools/filter_gen
 	$< $@
 $(B)/gen/spaced-guest/filter_bpf.o: CFLAGS += -Isrc/spaced-guest
 GEN_OBJS_spaced-guest := $(B)/gen/spaced-guest/filter_bpf.o
+# the same for spaced-host's serving process (src/spaced-host/serve_filter.c,
+# loaded by serve.c with its own pid put in)
+$(B)/tools/host_filter_gen: $(B)/obj/src/spaced-host/gen/filter_gen.o $(B)/obj/src/spaced-host/serve_filter.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -lseccomp
+$(B)/gen/spaced-host/filter_bpf.c: $(B)/tools/host_filter_gen
+	@mkdir -p $(dir $@)
+	$< $@
+$(B)/gen/spaced-host/filter_bpf.o: CFLAGS += -Isrc/spaced-host
+GEN_OBJS_spaced-host := $(B)/gen/spaced-host/filter_bpf.o
 
 define prog_rule
 $(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c)) \

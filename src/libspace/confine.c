@@ -1,7 +1,11 @@
 #include "confine.h"
 
 #include <errno.h>
+#include <linux/filter.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 int
 confine_add_names(scmp_filter_ctx ctx, const char *const *names, uint32_t action)
@@ -38,4 +42,56 @@ confine_threads_only(const char *const *names, int *err)
 		return NULL;
 	}
 	return ctx;
+}
+
+int
+confine_export_c(FILE *out, const char *name, scmp_filter_ctx ctx)
+{
+	char *buf = NULL;
+	size_t len = 0, n;
+	FILE *mem;
+	int r, fd;
+
+	/* seccomp_export_bpf writes to a descriptor: a memory stream's is not
+	 * one, so a pipe-free temporary file */
+	char tmpl[] = "/tmp/filter_gen.XXXXXX";
+	if ((fd = mkstemp(tmpl)) < 0)
+		return -errno;
+	unlink(tmpl);
+	if ((r = seccomp_export_bpf(ctx, fd)) < 0) {
+		close(fd);
+		return r;
+	}
+	if (lseek(fd, 0, SEEK_SET) != 0 || (mem = fdopen(fd, "rb")) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	for (;;) {
+		char *nb;
+		if ((nb = realloc(buf, len + 4096)) == NULL) {
+			free(buf);
+			fclose(mem);
+			return -ENOMEM;
+		}
+		buf = nb;
+		if ((n = fread(buf + len, 1, 4096, mem)) == 0)
+			break;
+		len += n;
+	}
+	fclose(mem);
+	if (len == 0 || len % sizeof(struct sock_filter) != 0 ||
+	    len / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		free(buf);
+		return -EINVAL;
+	}
+	fprintf(out, "const struct sock_filter %s[] = {\n", name);
+	for (size_t i = 0; i < len / sizeof(struct sock_filter); i++) {
+		struct sock_filter f;
+		memcpy(&f, buf + i * sizeof(f), sizeof(f));
+		fprintf(out, "\t{ 0x%04x, %u, %u, 0x%08x },\n", f.code, f.jt, f.jf, f.k);
+	}
+	fprintf(out, "};\nconst unsigned short %s_len = %zu;\n\n", name,
+	    len / sizeof(struct sock_filter));
+	free(buf);
+	return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <seccomp.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Add each name of the NULL-terminated list with action, unconditionally.
  * A name this architecture does not have is skipped. 0 or -errno. */
@@ -17,4 +18,9 @@ int confine_add_names(scmp_filter_ctx ctx, const char *const *names,
  * of the filter's reach, and the C library then falls back to clone.
  * NULL with *err set (-errno) on failure. */
 scmp_filter_ctx confine_threads_only(const char *const *names, int *err);
+
+/* For the build tools that compile a filter ahead (gen/filter_gen.c of
+ * spaced-guest and spaced-host): ctx exported as BPF into out as C, the
+ * array NAME and its length NAME_len. 0 or -errno. */
+int confine_export_c(FILE *out, const char *name, scmp_filter_ctx ctx);
 #endif
