@@ -26,6 +26,7 @@ rows = [("API: POST sandboxes, GET ?until=running, route, POST exec `true`", "AP
         ("    guest challenge + serving process ready", "serving ready"),
         ("      serving process: privileges dropped + seccomp filter", "privs+filter"),
         ("      guest challenge (round trip to the guest)", "challenge"),
+        ("  route (POST routes to space-control)", "route"),
         ("  first exec `true` (new connection to node-api)", "first exec"),
         ("  second exec `true` (same connection)", "second exec")]
 def medians(path):
