@@ -492,36 +492,49 @@ int
 api_listen(struct mgr *m, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	mode_t old;
-	int fd;
+	char dir[sizeof(sa.sun_path)], *s;
+	int fd, r;
 
-	if (strlen(path) >= sizeof(sa.sun_path))
+	/* bound in a 0700 directory of its own beside PATH, given its owner
+	 * and mode there, listening, then moved to PATH: never
+	 * world-connectable, and the umask is left alone. The umask is the
+	 * process's: the pools' fillers (jailpool.c, layerpool.c) already
+	 * run and make their directories now, and a narrower one for the
+	 * bind made a prepared jail's run directory 0600 instead of 0700. */
+	if (strlen(path) >= sizeof(sa.sun_path) ||
+	    (size_t)snprintf(dir, sizeof(dir), "%s", path) >= sizeof(dir) ||
+	    (s = strrchr(dir, '/')) == NULL ||
+	    (size_t)(s - dir) + sizeof("/.apiXXXXXX/s") > sizeof(dir))
 		return -ENAMETOOLONG;
+	memcpy(s, "/.apiXXXXXX", sizeof("/.apiXXXXXX"));
 	/* from here on capabilities arrive as JSON: jansson wipes what it
-	 * frees (bearer.h). Still single-threaded: main starts its threads
-	 * after this returns. */
+	 * frees (bearer.h); what was allocated before is freed by the same
+	 * free() */
 	space_json_wipe_frees();
-	strcpy(sa.sun_path, path);
 	unlink(path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+	if (mkdtemp(dir) == NULL)
 		return -errno;
-	/* never world-connectable, not even between bind and chmod */
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		umask(old);
-		close(fd);
-		return -errno;
+	/* fits: checked above */
+	memcpy(sa.sun_path, dir, strlen(dir));
+	memcpy(sa.sun_path + strlen(dir), "/s", sizeof("/s"));
+	r = 0;
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		r = -errno;
+	else if (m->cfg.api_gid != (gid_t)-1 ?
+	    chown(sa.sun_path, 0, m->cfg.api_gid) != 0 || chmod(sa.sun_path, 0660) != 0 :
+	    chmod(sa.sun_path, 0600) != 0)
+		r = -errno;
+	else if (listen(fd, 128) != 0 || rename(sa.sun_path, path) != 0)
+		r = -errno;
+	if (r != 0) {
+		if (fd >= 0)
+			close(fd);
+		(void)unlink(sa.sun_path);
+		(void)rmdir(dir);
+		return r;
 	}
-	umask(old);
-	if (m->cfg.api_gid != (gid_t)-1 &&
-	    (chown(path, 0, m->cfg.api_gid) != 0 || chmod(path, 0660) != 0)) {
-		close(fd);
-		return -errno;
-	}
-	if (listen(fd, 128) != 0) {
-		close(fd);
-		return -errno;
-	}
+	(void)rmdir(dir);
 	m->api_fd = fd;
 	return 0;
 }

@@ -75,6 +75,12 @@ PN=$(ls "$MD" | head -1)
 check "... a prepared jail has no bridge.sock" test ! -e "$T/w1/run/$PN.g1/bridge.sock"
 check "... its jail.sock is in a 0700 root directory" \
     test "$(stat -c %u:%a "$T/w1/run/$PN.g1")" = "0:700" -a -S "$T/w1/run/$PN.g1/jail.sock"
+# every one, the first made too: sbx-manager binds its own socket as these
+# are made, without narrowing the umask its other threads create with
+for n in $(ls "$MD"); do
+	is "... $n: its run directory is 0700 root's" "$(stat -c %u:%a "$T/w1/run/$n.g1")" "0:700"
+done
+is "... nothing left of the binding of sbx-manager.sock" "$(find "$T/w1/run" -maxdepth 1 -name '.api*' | wc -l)" 0
 U1=$(for g in $P1; do uid0_of "$g"; done | sort -u | wc -l)
 is "... on two different uid ranges" "$U1" 2
 
