@@ -136,6 +136,8 @@ publish(struct req *r, const char *digest)
 	char path[PATH_MAX + 80], d[PATH_MAX + 16];
 	int dfd;
 
+	if (upsink_finish(r, &archive_kind) < 0)
+		return;
 	if (apath(r->ctl, digest, path, sizeof(path)) < 0 || fchmod(s->fd, 0400) < 0 ||
 	    fsync(s->fd) < 0 || rename(s->tmp, path) < 0) {
 		reply_error(r, 500, "internal", "cannot store the archive");

@@ -2,7 +2,8 @@
  * archives): its body goes into a temporary file beside its final name,
  * hashed as it arrives and bounded; the route's handler then compares the
  * hash with the path's digest and renames the file into place, or the
- * end of the request removes it. Memory: one struct, whatever the size. */
+ * end of the request removes it. Memory: one struct and one buffer
+ * (upsink.c), whatever the size. */
 #ifndef SPACE_CONTROL_UPSINK_H
 #define SPACE_CONTROL_UPSINK_H
 
@@ -26,7 +27,11 @@ struct upsink {
 	int fd;
 	char tmp[PATH_MAX + 96];
 	uint64_t size;                  /* bytes taken */
-	uint64_t flushed;               /* of them, handed to the disk */
+	uint64_t written;               /* of them, in the file */
+	uint64_t flushed;               /* of those, handed to the disk */
+	uint64_t dropped;               /* of those, out of the page cache */
+	unsigned char *buf;             /* taken, not yet written */
+	size_t fill;
 	union {                         /* the kind's hash state */
 		struct tpl_hash image;
 		struct snapshot_hash archive;
@@ -39,6 +44,9 @@ int  upsink_open(struct req *r, const struct upsink_kind *k, const char *path);
 /* one piece of the body: 0, or -1 with the reply made (413 beyond max,
  * 507 disk full, 500) */
 int  upsink_write(struct req *r, const struct upsink_kind *k, uint64_t max, const char *p, size_t n);
+/* the rest of the body into the file, before the handler's fsync: 0, or
+ * -1 with the reply made */
+int  upsink_finish(struct req *r, const struct upsink_kind *k);
 /* the end of the request: a file not renamed into place is removed */
 void upsink_end(struct req *r);
 
