@@ -78,6 +78,7 @@ struct snap_out {
 	int err;                /* first failure, negative errno */
 	uint64_t written;       /* compressed bytes in the file */
 	uint64_t flushed;       /* of them, handed to the disk (fd_writeback_ahead) */
+	uint64_t dropped;       /* of those, out of the page cache (fd_drop_behind) */
 	uint64_t stream;        /* tar bytes compressed */
 	uint64_t max, stream_max;
 	ZSTD_CCtx *z;
@@ -108,10 +109,17 @@ out_put(struct snap_out *o, const void *p, size_t n)
 	if ((r = fd_write_all(o->fd, p, n)) < 0)
 		return r;
 	o->written += n;
-	/* a file that is fsync'd at the end goes to the disk as it grows;
-	 * with a tee it is a cache, written back whenever the kernel likes */
-	if (!o->teed)
-		fd_writeback_ahead(o->fd, &o->flushed, o->written);
+	/* the file goes to the disk as it grows: one that is fsync'd at the
+	 * end waits for its tail only. With a tee it is a cache that nobody
+	 * reads while the archive is made (a later restore on this worker
+	 * reads it back from the disk), so its pages leave the page cache
+	 * once written (clean pages only): the next ones reuse them instead
+	 * of taking fresh memory, whose first touch costs many times a
+	 * reused page's copy on a machine that gives its free memory back
+	 * to its host (docs/benchmarks.md) */
+	fd_writeback_ahead(o->fd, &o->flushed, o->written);
+	if (o->teed)
+		fd_drop_behind(o->fd, &o->dropped, o->flushed);
 	tee_put(o, p, n);
 	return 0;
 }
