@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/filter.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,8 +45,10 @@ confine_threads_only(const char *const *names, int *err)
 	return ctx;
 }
 
-int
-confine_export_c(FILE *out, const char *name, scmp_filter_ctx ctx)
+/* ctx exported as BPF into out as C, the array NAME and its length
+ * NAME_len. 0 or -errno. */
+static int
+export_c(FILE *out, const char *name, scmp_filter_ctx ctx)
 {
 	char *buf = NULL;
 	size_t len = 0, n;
@@ -94,4 +97,39 @@ confine_export_c(FILE *out, const char *name, scmp_filter_ctx ctx)
 	    len / sizeof(struct sock_filter));
 	free(buf);
 	return 0;
+}
+
+int
+confine_gen_file(const char *path, const char *head, size_t n,
+    const char *const name[], scmp_filter_ctx ctx[])
+{
+	char tmp[4096];
+	FILE *out;
+	size_t i;
+	int r = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp) ||
+	    (out = fopen(tmp, "w")) == NULL) {
+		fprintf(stderr, "filter_gen: cannot write %s.tmp\n", path);
+		r = -1;
+	} else {
+		fputs(head, out);
+		for (i = 0; i < n && r == 0; i++)
+			if ((r = export_c(out, name[i], ctx[i])) < 0)
+				fprintf(stderr, "filter_gen: cannot export %s: %s\n", name[i],
+				    strerror(-r));
+		if (fclose(out) != 0 && r == 0) {
+			fprintf(stderr, "filter_gen: cannot write %s: %s\n", tmp, strerror(errno));
+			r = -1;
+		}
+		if (r == 0 && rename(tmp, path) != 0) {
+			fprintf(stderr, "filter_gen: cannot rename to %s: %s\n", path, strerror(errno));
+			r = -1;
+		}
+		if (r != 0)
+			unlink(tmp);
+	}
+	for (i = 0; i < n; i++)
+		seccomp_release(ctx[i]);
+	return r == 0 ? 0 : 1;
 }

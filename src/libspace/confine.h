@@ -6,7 +6,7 @@
 
 #include <seccomp.h>
 #include <stdint.h>
-#include <stdio.h>
+#include <stddef.h>
 
 /* Add each name of the NULL-terminated list with action, unconditionally.
  * A name this architecture does not have is skipped. 0 or -errno. */
@@ -19,8 +19,12 @@ int confine_add_names(scmp_filter_ctx ctx, const char *const *names,
  * NULL with *err set (-errno) on failure. */
 scmp_filter_ctx confine_threads_only(const char *const *names, int *err);
 
-/* For the build tools that compile a filter ahead (gen/filter_gen.c of
- * spaced-guest and spaced-host): ctx exported as BPF into out as C, the
- * array NAME and its length NAME_len. 0 or -errno. */
-int confine_export_c(FILE *out, const char *name, scmp_filter_ctx ctx);
+/* For the build tools that compile filters ahead (gen/filter_gen.c of
+ * spaced-guest and spaced-host): writes path, only once every filter was
+ * exported (through path.tmp, renamed), as C: the comment and includes of
+ * head, then for each i the BPF of ctx[i] as the array name[i] and its
+ * length name[i]_len. The contexts are released. 0, or 1 with the reason
+ * on stderr (the build fails). */
+int confine_gen_file(const char *path, const char *head, size_t n,
+    const char *const name[], scmp_filter_ctx ctx[]);
 #endif
