@@ -36,8 +36,8 @@ LIBS_node-api      := -lsodium -ljansson -lmicrohttpd -lwslay -lnettle
 LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd -lseccomp -lcap
 LIBS_space         := -lsodium -ljansson -luv -lwslay -lnettle
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq
-LIBS_spaced-guest  := -lsodium -ljansson -lseccomp -lcap
-LIBS_spaced-host   := -lsodium -ljansson -lseccomp -lcap
+LIBS_spaced-guest  := -lsodium -ljansson -lcap
+LIBS_spaced-host   := -lsodium -ljansson -lcap
 LIBS_space-edge    := -lsodium -ljansson -lcurl -lmicrohttpd -lwslay -lnettle -lpthread
 LIBS_netgtw        := -lsodium -ljansson -lwslay
 # spaced-guest runs inside any template's root, where the host's shared
@@ -52,7 +52,7 @@ endif
 # relocates one library instead of five (docs/benchmarks.md, "Third
 # round"). The sanitizer build keeps them shared.
 ifneq ($(SAN),1)
-LIBS_spaced-host   := -Wl,-Bstatic -lsodium -ljansson -lseccomp -lcap -Wl,-Bdynamic
+LIBS_spaced-host   := -Wl,-Bstatic -lsodium -ljansson -lcap -Wl,-Bdynamic
 endif
 LDLIBS_ALL := -lsodium -lsqlite3 -ljansson -lmicrohttpd -lcurl -lseccomp -lcap \
               -luv -larchive -lzstd -lwslay -lnettle -lpthread -lm
@@ -130,30 +130,29 @@ $(B)/gen/space-edge/console_files.c: web/console/index.html web/console/app.js \
 $(B)/gen/space-edge/console_files.o: CFLAGS += -Isrc/space-edge
 GEN_OBJS_space-edge := $(B)/gen/space-edge/console_files.o
 
-# spaced-guest's seccomp filters (src/spaced-guest/filter.c) compiled to BPF
-# at build time by a tool of the build, so a guest does not compile them at
-# every start (src/spaced-guest/filter_load.c)
-$(B)/tools/filter_gen: $(B)/obj/src/spaced-guest/gen/filter_gen.o $(B)/obj/src/spaced-guest/filter.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -lseccomp
-$(B)/gen/spaced-guest/filter_bpf.c: $(B)/tools/filter_gen
-	@mkdir -p $(dir $@)
-	$< $@
-$(B)/gen/spaced-guest/filter_bpf.o: CFLAGS += -Isrc/spaced-guest
-GEN_OBJS_spaced-guest := $(B)/gen/spaced-guest/filter_bpf.o
-# the same for spaced-host's serving process (src/spaced-host/serve_filter.c,
-# loaded by serve.c with its own pid put in)
-$(B)/tools/host_filter_gen: $(B)/obj/src/spaced-host/gen/filter_gen.o $(B)/obj/src/spaced-host/serve_filter.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -lseccomp
-$(B)/gen/spaced-host/filter_bpf.c: $(B)/tools/host_filter_gen
-	@mkdir -p $(dir $@)
-	$< $@
-$(B)/gen/spaced-host/filter_bpf.o: CFLAGS += -Isrc/spaced-host
-GEN_OBJS_spaced-host := $(B)/gen/spaced-host/filter_bpf.o
+# Seccomp filters compiled to BPF at build time by a tool of the build, so
+# a process loads a program instead of building it with libseccomp at
+# every start: spaced-guest's (src/spaced-guest/filter.c, loaded by
+# filter_load.c) and spaced-host's serving process's (serve_filter.c,
+# loaded by serve.c with its own pid put in). The filter's source is the
+# tool's, not the program's: the program links neither it nor libseccomp.
+#   $(call filter_tool,PROGRAM,TOOL,FILTER_SOURCE)
+define filter_tool
+BUILD_ONLY_$(1) := $(3)
+$(B)/tools/$(2): $(B)/obj/src/$(1)/gen/filter_gen.o $(3:%.c=$(B)/obj/%.o) $(LIB)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ -lseccomp
+$(B)/gen/$(1)/filter_bpf.c: $(B)/tools/$(2)
+	@mkdir -p $$(dir $$@)
+	$$< $$@
+$(B)/gen/$(1)/filter_bpf.o: CFLAGS += -Isrc/$(1)
+GEN_OBJS_$(1) := $(B)/gen/$(1)/filter_bpf.o
+endef
+$(eval $(call filter_tool,spaced-guest,filter_gen,src/spaced-guest/filter.c))
+$(eval $(call filter_tool,spaced-host,host_filter_gen,src/spaced-host/serve_filter.c))
 
 define prog_rule
-$(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(wildcard src/$(1)/*.c)) \
+$(1)_OBJS := $$(patsubst %.c,$(B)/obj/%.o,$$(filter-out $$(BUILD_ONLY_$(1)),$$(wildcard src/$(1)/*.c))) \
              $$(if $$(wildcard docs/openapi/$(1).json),$(B)/gen/$(1)/openapi_doc.o) \
              $$(GEN_OBJS_$(1))
 $(B)/bin/$(1): $$($(1)_OBJS) $(LIB)
