@@ -315,7 +315,7 @@ relaunch_allowed(struct mgr *m, const struct record *r)
  * relaunch (the log) */
 static int
 launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
-    const struct jailpool_jail *claim)
+    struct jailpool_jail *claim)
 {
 	const char *why = NULL;
 	int pidfd = -1, ret;
@@ -368,8 +368,13 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 		    (unsigned long long)r->id.generation);
 	if (claim != NULL)
 		snprintf(pool_name, sizeof(pool_name), "%s", claim->name);
-	while ((ret = bridge_spawn_claim(m, r, claim != NULL ? claim->name : NULL, &pidfd,
-	    &why)) != 0) {
+	/* a prepared jail's kept bridge is given the claim; one that cannot
+	 * take it (gone) has let the jail go, and a bridge is started to
+	 * claim it instead */
+	ret = claim != NULL ? bridge_pool_claim(m, r, claim, &pidfd, &why) : -ESRCH;
+	if (ret == -ESRCH)
+		ret = bridge_spawn_claim(m, r, claim != NULL ? claim->name : NULL, &pidfd, &why);
+	while (ret != 0) {
 		/* a claim is tried once: spaced-host destroyed a jail it could not bind */
 		if (claim != NULL)
 			jailpool_release(claim);
@@ -391,6 +396,7 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 		lease_cancel_before(m, r->id.sandbox, r->epoch);
 		gateway_activation(r);
 		wait_layer_free(r);
+		ret = bridge_spawn_claim(m, r, NULL, &pidfd, &why);
 	}
 	t_ready = now_mono_ns();
 	/* spaced-host falls back to a new jail when it cannot bind the

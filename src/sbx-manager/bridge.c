@@ -36,7 +36,9 @@
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,6 +48,7 @@
 #include "egress.h"
 #include "log.h"
 #include "netns.h"
+#include "poolclaim.h"
 #include "sbx-manager.h"
 #include "util.h"
 
@@ -312,8 +315,8 @@ u64str(char *buf, size_t cap, uint64_t v)
 	snprintf(buf, cap, "%llu", (unsigned long long)v);
 }
 
-/* start spaced-host from exefd with argv, stdin /dev/null (devnull), stdout
- * out, in a session of its own: its pid, or -1.
+/* start spaced-host from exefd with argv, stdin in, stdout out, in a
+ * session of its own: its pid, or -1.
  *
  * vfork: the child shares our memory until its exec, so starting it copies
  * none of this multi-threaded process's page tables (a fork did, on every
@@ -324,7 +327,7 @@ u64str(char *buf, size_t cap, uint64_t v)
  * sigwait). A function of its own, so no variable of the caller lives in
  * a register the child could clobber. */
 static pid_t __attribute__((noinline))
-spawn_bridge(int exefd, int devnull, int out, char **argv)
+spawn_bridge(int exefd, int in, int out, bool lowprio, char **argv)
 {
 	pid_t pid = vfork();
 
@@ -333,8 +336,14 @@ spawn_bridge(int exefd, int devnull, int out, char **argv)
 	/* own session: a bridge outlives a restart of sbx-manager and must
 	 * not get the signals of its process group */
 	setsid();
-	if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0)
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0)
 		_exit(127);
+	/* a prepared jail's bridge: made ahead, behind the creates running
+	 * now; its claim sets it back to the default (spaced-host) */
+	if (lowprio) {
+		(void)setpriority(PRIO_PROCESS, 0, 10);
+		(void)syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
+	}
 	/* the binary's descriptor as 3, closed by the exec */
 	if (exefd != 3 && dup3(exefd, 3, O_CLOEXEC) < 0)
 		_exit(127);
@@ -347,6 +356,124 @@ spawn_bridge(int exefd, int devnull, int out, char **argv)
 	_exit(127);
 }
 
+/* the bridge pid (pinned by pidfd, our child) says "ready PID" on rfd
+ * within the time allowed, and is what we started: it runs the file exefd
+ * (in the state *xst when opened), its serving process is its child with
+ * the sandbox's serving uid and the same file. r gets the process
+ * identity. 0 or -errno with *why */
+static int
+ready_checked(const struct mgr *m, struct record *r, pid_t pid, int pidfd, int rfd, int exefd,
+    const struct stat *xst, uint64_t *t_ready, const char **why)
+{
+	char line[64], exe[64];
+	size_t got = 0;
+	struct stat st, disk;
+	uint64_t deadline;
+	struct pollfd pf[2];
+
+	deadline = now_mono_ns() + (uint64_t)MGR_READY_TIMEOUT_MS * 1000000u;
+	for (;;) {
+		uint64_t now = now_mono_ns();
+		ssize_t n;
+		int pr;
+
+		if (now >= deadline) {
+			*why = "bridge not ready in time";
+			return -ETIMEDOUT;
+		}
+		pf[0] = (struct pollfd){ .fd = rfd, .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+		pr = poll(pf, 2, (int)((deadline - now) / 1000000u) + 1);
+		if (pr < 0 && errno != EINTR)
+			return -EIO;
+		if (pr <= 0)
+			continue;
+		if (pf[0].revents & (POLLIN | POLLHUP)) {
+			n = read(rfd, line + got, sizeof(line) - 1 - got);
+			if (n <= 0) {
+				*why = "bridge exited before ready";
+				return -ECHILD;
+			}
+			got += (size_t)n;
+			line[got] = '\0';
+			if (memchr(line, '\n', got))
+				break;
+			if (got == sizeof(line) - 1) {
+				*why = "bridge said something else than ready";
+				return -EPROTO;
+			}
+			continue;
+		}
+		if (pf[1].revents & POLLIN) {
+			*why = "bridge exited before ready";
+			return -ECHILD;
+		}
+	}
+	*t_ready = now_mono_ns();
+	/* "ready PID\n": PID is the serving process */
+	{
+		char *end;
+		long sp;
+		errno = 0;
+		sp = strncmp(line, "ready ", 6) == 0 ? strtol(line + 6, &end, 10) : 0;
+		if (sp <= 0 || sp > INT32_MAX || errno != 0 || strcmp(end, "\n") != 0) {
+			*why = "bridge said something else than ready";
+			return -EPROTO;
+		}
+		r->serve_pid = (pid_t)sp;
+	}
+	r->bridge_pid = pid;
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if (proc_start_time(pid, &r->bridge_start) != 0 ||
+	    stat(exe, &st) != 0) {
+		/* our unreaped child's /proc entries are there while it
+		 * lives: failing to read them means it died */
+		*why = "cannot read the bridge's process identity";
+		return -ECHILD;
+	}
+	/* it runs the file we opened (a child that exec'd something else
+	 * would show another inode), whose hash is then the bridge's */
+	if (st.st_dev != xst->st_dev || st.st_ino != xst->st_ino) {
+		*why = "bridge runs another executable than spaced-host";
+		return -EACCES;
+	}
+	if (exe_hash_of(exefd, xst, pid, r->exe_hash) != 0) {
+		*why = "cannot read the bridge's process identity";
+		return -ECHILD;
+	}
+	r->exe_dev = (uint64_t)st.st_dev;
+	r->exe_ino = (uint64_t)st.st_ino;
+	/* the process the monitor named must be its own child (only the
+	 * monitor, alive and pinned by our pidfd, can have made one), run
+	 * the same file, and hold the serving uid of this sandbox's range,
+	 * not root: the one that parses frames is the unprivileged one */
+	if (proc_start_time(r->serve_pid, &r->serve_start) != 0 ||
+	    !parent_is(r->serve_pid, pid) || proc_euid(r->serve_pid, &r->bridge_uid) != 0) {
+		*why = "bridge named a serving process that is not its child";
+		return -EPROTO;
+	}
+	if (r->bridge_uid != r->uid_base + SPACE_BRIDGE_UID_OFFSET) {
+		*why = "bridge serving process has another uid";
+		return -EACCES;
+	}
+	if (!same_exe(r->serve_pid, r->exe_dev, r->exe_ino)) {
+		*why = "bridge serving process runs another executable";
+		return -EACCES;
+	}
+	if (stat(m->cfg.spaced_host, &disk) != 0 || disk.st_dev != st.st_dev ||
+	    disk.st_ino != st.st_ino) {
+		*why = "spaced-host replaced while starting";
+		return -EACCES;
+	}
+	/* still alive now, so everything read from /proc above was this child */
+	pf[0] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+	if (poll(pf, 1, 0) != 0) {
+		*why = "bridge exited after ready";
+		return -ECHILD;
+	}
+	return 0;
+}
+
 int
 bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why)
 {
@@ -357,14 +484,11 @@ int
 bridge_spawn_claim(const struct mgr *m, struct record *r, const char *claim_from,
     int *pidfd_out, const char **why)
 {
-	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24], exe[64];
-	char line[64], ns[16], img[1200], nsp[PATH_MAX + 16];
-	size_t got = 0;
+	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24];
+	char ns[16], img[1200], nsp[PATH_MAX + 16];
 	int pfd[2] = { -1, -1 }, pidfd = -1, ret = -EIO, devnull, exefd = -1;
 	pid_t pid;
-	struct stat st, disk, xst;
-	uint64_t deadline;
-	struct pollfd pf[2];
+	struct stat xst;
 	/* where the spawn's time goes, for the log (docs/benchmarks.md) */
 	uint64_t t0 = now_mono_ns(), t_ns = 0, t_tpl = 0, t_fork = 0, t_rdy = 0;
 
@@ -428,7 +552,7 @@ bridge_spawn_claim(const struct mgr *m, struct record *r, const char *claim_from
 	if (pipe2(pfd, O_CLOEXEC) != 0 ||
 	    (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
 		goto out;
-	pid = spawn_bridge(exefd, devnull, pfd[1], av);
+	pid = spawn_bridge(exefd, devnull, pfd[1], false, av);
 	if (pid < 0) {
 		close(devnull);
 		goto out;
@@ -446,119 +570,8 @@ bridge_spawn_claim(const struct mgr *m, struct record *r, const char *claim_from
 			;
 		goto out;
 	}
-	deadline = now_mono_ns() + (uint64_t)MGR_READY_TIMEOUT_MS * 1000000u;
-	for (;;) {
-		uint64_t now = now_mono_ns();
-		ssize_t n;
-		int pr;
-
-		if (now >= deadline) {
-			*why = "bridge not ready in time";
-			ret = -ETIMEDOUT;
-			goto fail;
-		}
-		pf[0] = (struct pollfd){ .fd = pfd[0], .events = POLLIN };
-		pf[1] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
-		pr = poll(pf, 2, (int)((deadline - now) / 1000000u) + 1);
-		if (pr < 0 && errno != EINTR)
-			goto fail;
-		if (pr <= 0)
-			continue;
-		if (pf[0].revents & (POLLIN | POLLHUP)) {
-			n = read(pfd[0], line + got, sizeof(line) - 1 - got);
-			if (n <= 0) {
-				*why = "bridge exited before ready";
-				ret = -ECHILD;
-				goto fail;
-			}
-			got += (size_t)n;
-			line[got] = '\0';
-			if (memchr(line, '\n', got))
-				break;
-			if (got == sizeof(line) - 1) {
-				*why = "bridge said something else than ready";
-				ret = -EPROTO;
-				goto fail;
-			}
-			continue;
-		}
-		if (pf[1].revents & POLLIN) {
-			*why = "bridge exited before ready";
-			ret = -ECHILD;
-			goto fail;
-		}
-	}
-	t_rdy = now_mono_ns();
-	/* "ready PID\n": PID is the serving process */
-	{
-		char *end;
-		long sp;
-		errno = 0;
-		sp = strncmp(line, "ready ", 6) == 0 ? strtol(line + 6, &end, 10) : 0;
-		if (sp <= 0 || sp > INT32_MAX || errno != 0 || strcmp(end, "\n") != 0) {
-			*why = "bridge said something else than ready";
-			ret = -EPROTO;
-			goto fail;
-		}
-		r->serve_pid = (pid_t)sp;
-	}
-	r->bridge_pid = pid;
-	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
-	if (proc_start_time(pid, &r->bridge_start) != 0 ||
-	    stat(exe, &st) != 0) {
-		/* our unreaped child's /proc entries are there while it
-		 * lives: failing to read them means it died */
-		*why = "cannot read the bridge's process identity";
-		ret = -ECHILD;
+	if ((ret = ready_checked(m, r, pid, pidfd, pfd[0], exefd, &xst, &t_rdy, why)) != 0)
 		goto fail;
-	}
-	/* it runs the file we opened (a child that exec'd something else
-	 * would show another inode), whose hash is then the bridge's */
-	if (st.st_dev != xst.st_dev || st.st_ino != xst.st_ino) {
-		*why = "bridge runs another executable than spaced-host";
-		ret = -EACCES;
-		goto fail;
-	}
-	if (exe_hash_of(exefd, &xst, pid, r->exe_hash) != 0) {
-		*why = "cannot read the bridge's process identity";
-		ret = -ECHILD;
-		goto fail;
-	}
-	r->exe_dev = (uint64_t)st.st_dev;
-	r->exe_ino = (uint64_t)st.st_ino;
-	/* the process the monitor named must be its own child (only the
-	 * monitor, alive and pinned by our pidfd, can have made one), run
-	 * the same file, and hold the serving uid of this sandbox's range,
-	 * not root: the one that parses frames is the unprivileged one */
-	if (proc_start_time(r->serve_pid, &r->serve_start) != 0 ||
-	    !parent_is(r->serve_pid, pid) || proc_euid(r->serve_pid, &r->bridge_uid) != 0) {
-		*why = "bridge named a serving process that is not its child";
-		ret = -EPROTO;
-		goto fail;
-	}
-	if (r->bridge_uid != r->uid_base + SPACE_BRIDGE_UID_OFFSET) {
-		*why = "bridge serving process has another uid";
-		ret = -EACCES;
-		goto fail;
-	}
-	if (!same_exe(r->serve_pid, r->exe_dev, r->exe_ino)) {
-		*why = "bridge serving process runs another executable";
-		ret = -EACCES;
-		goto fail;
-	}
-	if (stat(m->cfg.spaced_host, &disk) != 0 || disk.st_dev != st.st_dev ||
-	    disk.st_ino != st.st_ino) {
-		*why = "spaced-host replaced while starting";
-		ret = -EACCES;
-		goto fail;
-	}
-	/* still alive now, so everything read from /proc above was this child */
-	pf[0] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
-	if (poll(pf, 1, 0) != 0) {
-		*why = "bridge exited after ready";
-		ret = -ECHILD;
-		goto fail;
-	}
 	*pidfd_out = pidfd;
 	pidfd = -1;
 	ret = 0;
@@ -587,6 +600,194 @@ out:
 	if (pfd[1] >= 0)
 		close(pfd[1]);
 	return ret;
+}
+
+/* A prepared jail's kept bridge (jailpool.c; docs/jail.md, "Prepared
+ * jails"): `spaced-host --pool` makes the jail and stays, with no
+ * identity and no secret, reading its claim on stdin. It is started as
+ * every bridge is (from a descriptor of spaced-host, in a session of its
+ * own, our child), at a lower priority, and keeps that descriptor with
+ * the pool so that its claim is checked against the file it runs. */
+int
+bridge_pool_spawn(const struct mgr *m, char **argv, struct jailpool_jail *j)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, ret = -EIO;
+	char line[64];
+	size_t got = 0;
+	uint64_t deadline;
+	pid_t pid;
+
+	j->mon = 0;
+	j->mon_pidfd = j->claim_fd = j->ready_fd = j->exefd = -1;
+	if ((j->exefd = open(m->cfg.spaced_host, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    fstat(j->exefd, &j->xst) != 0 || pipe2(in, O_CLOEXEC) != 0 ||
+	    pipe2(out, O_CLOEXEC) != 0) {
+		ret = -errno;
+		goto fail;
+	}
+	argv[0] = (char *)m->cfg.spaced_host;
+	if ((pid = spawn_bridge(j->exefd, in[0], out[1], true, argv)) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if ((j->mon_pidfd = pidfd_open(pid, 0)) < 0) {
+		ret = -errno;
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		goto fail;
+	}
+	j->mon = pid;
+	j->claim_fd = in[1];
+	j->ready_fd = out[0];
+	in[1] = out[0] = -1;
+	close(in[0]);
+	close(out[1]);
+	in[0] = out[1] = -1;
+	/* "pooled GUESTPID\n" */
+	deadline = now_mono_ns() + (uint64_t)MGR_READY_TIMEOUT_MS * 1000000u;
+	while (memchr(line, '\n', got) == NULL) {
+		struct pollfd pf[2] = { { .fd = j->ready_fd, .events = POLLIN },
+		    { .fd = j->mon_pidfd, .events = POLLIN } };
+		uint64_t now = now_mono_ns();
+		ssize_t n;
+
+		if (now >= deadline || got == sizeof(line) - 1) {
+			ret = -ETIMEDOUT;
+			goto fail;
+		}
+		if (poll(pf, 2, (int)((deadline - now) / 1000000u) + 1) <= 0)
+			continue;
+		if (!(pf[0].revents & (POLLIN | POLLHUP))) {
+			if (pf[1].revents & POLLIN) {
+				ret = -ECHILD;
+				goto fail;
+			}
+			continue;
+		}
+		if ((n = read(j->ready_fd, line + got, sizeof(line) - 1 - got)) <= 0) {
+			ret = -ECHILD;
+			goto fail;
+		}
+		got += (size_t)n;
+	}
+	line[got] = '\0';
+	{
+		char *end;
+		long v;
+
+		errno = 0;
+		v = strncmp(line, "pooled ", 7) == 0 ? strtol(line + 7, &end, 10) : 0;
+		if (v <= 1 || v > INT32_MAX || errno != 0 || strcmp(end, "\n") != 0) {
+			ret = -EPROTO;
+			goto fail;
+		}
+		j->pid = (pid_t)v;
+	}
+	return 0;
+fail:
+	bridge_pool_end(j);
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+	}
+	return ret;
+}
+
+void
+bridge_pool_end(struct jailpool_jail *j)
+{
+	/* its stdin closed: a kept bridge with no claim exits, leaving
+	 * the jail as it is (the caller destroys it) */
+	if (j->claim_fd >= 0)
+		close(j->claim_fd);
+	if (j->mon_pidfd >= 0) {
+		struct pollfd pf = { .fd = j->mon_pidfd, .events = POLLIN };
+
+		if (poll(&pf, 1, MGR_STOP_GRACE_MS) != 1) {
+			pidfd_send_signal(j->mon_pidfd, SIGKILL, NULL, 0);
+			poll(&pf, 1, MGR_STOP_GRACE_MS);
+		}
+		waitid(P_PIDFD, (id_t)j->mon_pidfd, NULL, WEXITED | WNOHANG);
+		close(j->mon_pidfd);
+	}
+	if (j->ready_fd >= 0)
+		close(j->ready_fd);
+	if (j->exefd >= 0)
+		close(j->exefd);
+	j->mon = 0;
+	j->mon_pidfd = j->claim_fd = j->ready_fd = j->exefd = -1;
+}
+
+int
+bridge_pool_claim(const struct mgr *m, struct record *r, struct jailpool_jail *j,
+    int *pidfd_out, const char **why)
+{
+	static const struct pool_claim zero;
+	struct pool_claim c = zero;
+	uint8_t buf[POOLCLAIM_MAX];
+	char nsp[PATH_MAX + 16];
+	struct stat disk;
+	uint64_t t0 = now_mono_ns(), t_ns, t_rdy = 0;
+	int n, ret;
+
+	*pidfd_out = -1;
+	*why = "spawn failed";
+	if (j->mon_pidfd < 0)
+		return -ESRCH;
+	/* what a --claim-from start would be given, and the kept bridge
+	 * runs the spaced-host a start would (not one replaced since) */
+	if (netns_ensure(r, nsp, sizeof(nsp)) != 0 || stat(m->cfg.spaced_host, &disk) != 0 ||
+	    disk.st_dev != j->xst.st_dev || disk.st_ino != j->xst.st_ino)
+		goto fallback;
+	t_ns = now_mono_ns();
+	c.id = r->id;
+	egress_nameserver(r, c.nameserver);
+	c.uid_base = r->uid_base;
+	c.memory_mb = r->memory_mb;
+	c.pids = r->pids;
+	c.cpu_percent = r->cpu_percent;
+	c.disk_mb = r->disk_mb;
+	if ((size_t)snprintf(c.claim_from, sizeof(c.claim_from), "%s", j->name) >=
+	    sizeof(c.claim_from) ||
+	    (size_t)snprintf(c.run_dir, sizeof(c.run_dir), "%s", r->run_dir) >= sizeof(c.run_dir) ||
+	    (size_t)snprintf(c.layer_dir, sizeof(c.layer_dir), "%s", r->layer_dir) >=
+	    sizeof(c.layer_dir) ||
+	    (size_t)snprintf(c.netns, sizeof(c.netns), "%s", nsp) >= sizeof(c.netns) ||
+	    (n = poolclaim_encode(&c, buf, sizeof(buf))) < 0)
+		goto fallback;
+	/* one write of at most PIPE_BUF: all of it or nothing (EPIPE: the
+	 * kept bridge is gone and read nothing) */
+	if (write(j->claim_fd, buf, (size_t)n) != n)
+		goto fallback;
+	close(j->claim_fd);
+	j->claim_fd = -1;
+	if ((ret = ready_checked(m, r, j->mon, j->mon_pidfd, j->ready_fd, j->exefd, &j->xst,
+	    &t_rdy, why)) != 0) {
+		bridge_stop(j->mon_pidfd);
+		bridge_pool_end(j);
+		return ret;
+	}
+	*pidfd_out = j->mon_pidfd;
+	j->mon_pidfd = -1;
+	bridge_pool_end(j);
+	{
+		uint64_t t_end = now_mono_ns();
+		log_info("bridge of %s g%llu a%u spawned in %.1f ms: network namespace %.1f, "
+		    "template 0.0, fork 0.0, exec to ready %.1f, checks %.1f (the prepared "
+		    "jail's kept bridge, claimed)", r->id.sandbox,
+		    (unsigned long long)r->id.generation, r->id.activation,
+		    (double)(t_end - t0) / 1e6, (double)(t_ns - t0) / 1e6,
+		    (double)(t_rdy - t_ns) / 1e6, (double)(t_end - t_rdy) / 1e6);
+	}
+	return 0;
+fallback:
+	/* nothing was claimed: the jail is as prepared, for a bridge
+	 * started to claim it once this one has let go of it */
+	bridge_pool_end(j);
+	return -ESRCH;
 }
 
 void

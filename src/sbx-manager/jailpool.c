@@ -68,7 +68,6 @@
 #include "util.h"
 
 #define JP_MAX          MGR_SLOTS_MAX   /* --jail-pool at most: one uid slot each */
-#define JP_SPAWN_MS     20000
 #define JP_PIDS         256u    /* the guest's process limit is set at its start */
 #define JP_RETRY_S      5
 #define JP_LISTEN_WAIT_MS 5000  /* a new guest's listen on jail.sock */
@@ -214,41 +213,12 @@ destroy(struct mgr *m, const char *name, uint32_t slot, bool reserved)
 	log_info("jail pool: %s destroyed", name);
 }
 
-/* spaced-host with argv, stdout out, in a session of its own, at a lower
- * CPU and I/O priority (made ahead: the creates running now go first; the
- * claim sets the jail's processes back to the default): its pid or -1.
- * vfork, as bridge.c: the child shares our memory until its exec and
- * makes system calls only; a function of its own, so that no variable of
- * the caller lives in a register the child could clobber. */
-static pid_t __attribute__((noinline))
-spawn_vfork(char **argv, int devnull, int out)
-{
-	pid_t pid = vfork();
-
-	if (pid != 0)
-		return pid;
-	setsid();
-	if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0)
-		_exit(127);
-	close_range(3, ~0u, 0);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	(void)setpriority(PRIO_PROCESS, 0, 10);
-	(void)syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
-	execv(argv[0], argv);
-	_exit(127);
-}
-
-/* spaced-host --pool for r; 0 when it said "pooled GUESTPID", with *gpid
- * set */
+/* spaced-host --pool for r, kept as the jail's bridge until its claim
+ * (bridge_pool_spawn); 0 when it said "pooled GUESTPID" (j->pid) */
 static int
-spawn_pool(struct mgr *m, const struct record *r, pid_t *gpid)
+spawn_pool(struct mgr *m, const struct record *r, struct jailpool_jail *j)
 {
-	char uidb[24], dmb[24], ns[16], nsp[PATH_MAX + 16], line[64];
-	int pfd[2], st, nul, ret = -EIO;
-	size_t got = 0;
-	pid_t pid;
+	char uidb[24], dmb[24], ns[16], nsp[PATH_MAX + 16];
 
 	if (netns_ensure(r, nsp, sizeof(nsp)) != 0)
 		return -EIO;
@@ -256,7 +226,7 @@ spawn_pool(struct mgr *m, const struct record *r, pid_t *gpid)
 	snprintf(dmb, sizeof(dmb), "%u", r->disk_mb);
 	egress_nameserver(r, ns);
 	char *argv[] = {
-		(char *)m->cfg.spaced_host, "--sandbox", (char *)r->id.sandbox, "--generation", "1",
+		NULL, "--sandbox", (char *)r->id.sandbox, "--generation", "1",
 		"--activation", "1", "--worker", (char *)r->id.worker, "--resident",
 		(char *)r->id.resident, "--substrate", "jail", "--template", "host",
 		"--run-dir", (char *)r->run_dir, "--layer-dir", (char *)r->layer_dir,
@@ -265,47 +235,7 @@ spawn_pool(struct mgr *m, const struct record *r, pid_t *gpid)
 	};
 	if (!ns[0])
 		argv[sizeof(argv) / sizeof(argv[0]) - 3] = NULL;
-	if (pipe2(pfd, O_CLOEXEC) != 0)
-		return -errno;
-	if ((nul = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-		ret = -errno;
-		close(pfd[0]);
-		close(pfd[1]);
-		return ret;
-	}
-	pid = spawn_vfork(argv, nul, pfd[1]);
-	close(nul);
-	if (pid < 0) {
-		ret = -errno;
-		close(pfd[0]);
-		close(pfd[1]);
-		return ret;
-	}
-	close(pfd[1]);
-	for (;;) {
-		ssize_t n = read(pfd[0], line + got, sizeof(line) - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (got >= sizeof(line) - 1 || memchr(line, '\n', got) != NULL)
-			break;
-	}
-	close(pfd[0]);
-	line[got] = '\0';
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && strncmp(line, "pooled ", 7) == 0) {
-		char *end;
-		long v = strtol(line + 7, &end, 10);
-
-		if (v > 1 && *end == '\n') {
-			*gpid = (pid_t)v;
-			ret = 0;
-		}
-	}
-	return ret;
+	return bridge_pool_spawn(m, argv, j);
 }
 
 /* one more prepared jail; 0 or -errno (nothing of it left then). Between
@@ -318,8 +248,9 @@ prepare_one(struct mgr *m)
 	char name[SPACE_ID_MAX + 1], p[PATH_MAX + 128];
 	struct record r;
 	uint32_t slot;
-	pid_t gpid = 0;
-	int fd, ret, pidfd;
+	struct jailpool_jail j = { .pidfd = -1, .mon_pidfd = -1, .claim_fd = -1, .ready_fd = -1,
+	    .exefd = -1 };
+	int fd, ret;
 
 	if ((ret = records_slot_reserve(m, &slot)) != 0)
 		return ret;
@@ -347,35 +278,30 @@ prepare_one(struct mgr *m)
 		destroy(m, name, slot, true);
 		return -ECANCELED;
 	}
-	if ((ret = spawn_pool(m, &r, &gpid)) != 0) {
+	snprintf(j.name, sizeof(j.name), "%s", name);
+	j.slot = slot;
+	if ((ret = spawn_pool(m, &r, &j)) != 0) {
 		log_warnx("jail pool: cannot prepare %s", name);
 		destroy(m, name, slot, true);
 		return ret;
 	}
-	/* the guest, to see it die while it waits: it was our child's
-	 * child a moment ago and nothing reaps it but its exit; the same
-	 * pid must still be the guest listening on the jail's socket */
-	for (int i = 0; i < JP_LISTEN_WAIT_MS / 10 && jail_guest(r.run_dir) != gpid; i++)
+	/* the guest, to see it die while it waits: the kept bridge's
+	 * child, whose exit only the bridge sees otherwise; the same pid
+	 * must still be the guest listening on the jail's socket */
+	for (int i = 0; i < JP_LISTEN_WAIT_MS / 10 && jail_guest(r.run_dir) != j.pid; i++)
 		usleep(10000);    /* it listens once it confined itself */
-	if ((pidfd = pidfd_open(gpid, 0)) < 0 || jail_guest(r.run_dir) != gpid) {
+	if ((j.pidfd = pidfd_open(j.pid, 0)) < 0 || jail_guest(r.run_dir) != j.pid) {
 		log_warnx("jail pool: %s: its guest is gone", name);
-		if (pidfd >= 0)
-			close(pidfd);
-		destroy(m, name, slot, true);
+		jailpool_discard(m, &j, true);
 		return -ESRCH;
 	}
 	pthread_mutex_lock(&jp_mu);
 	if (jp_stopping || nready >= JP_MAX) {
 		pthread_mutex_unlock(&jp_mu);
-		close(pidfd);
-		destroy(m, name, slot, true);
+		jailpool_discard(m, &j, true);
 		return -ECANCELED;
 	}
-	snprintf(ready[nready].name, sizeof(ready[nready].name), "%s", name);
-	ready[nready].slot = slot;
-	ready[nready].pid = gpid;
-	ready[nready].pidfd = pidfd;
-	nready++;
+	ready[nready++] = j;
 	pthread_mutex_unlock(&jp_mu);
 	log_info("jail pool: %s ready (slot %u)", name, slot);
 	metrics_inc(m, MC_JAILPOOL_MADE);
@@ -408,8 +334,7 @@ sweep(struct mgr *m)
 	pthread_mutex_unlock(&jp_mu);
 	for (i = 0; i < n; i++) {
 		log_warnx("jail pool: the guest of %s died before any claim", gone[i].name);
-		close(gone[i].pidfd);
-		destroy(m, gone[i].name, gone[i].slot, true);
+		jailpool_discard(m, &gone[i], true);
 	}
 }
 
@@ -525,10 +450,11 @@ jailpool_stop(struct mgr *m)
 
 		while (poll(&p, 1, 2000) < 0 && errno == EINTR)
 			;
-		close(gone[i].pidfd);
 	}
+	/* their kept bridges saw the guests go and are leaving: each is
+	 * reaped (bounded), then its jail destroyed */
 	for (i = 0; i < n; i++)
-		destroy(m, gone[i].name, gone[i].slot, true);
+		jailpool_discard(m, &gone[i], true);
 	if (n > 0)
 		log_info("jail pool: %u unclaimed prepared jail%s destroyed at the stop", n,
 		    n == 1 ? "" : "s");
@@ -556,8 +482,7 @@ jailpool_take(struct mgr *m, const struct record *r, struct jailpool_jail *out)
 		 * be later; here, out of the lock */
 		pthread_mutex_unlock(&jp_mu);
 		log_warnx("jail pool: the guest of %s died before any claim", out->name);
-		close(out->pidfd);
-		destroy(m, out->name, out->slot, true);
+		jailpool_discard(m, out, true);
 		pthread_mutex_lock(&jp_mu);
 	}
 	pthread_mutex_unlock(&jp_mu);
@@ -593,21 +518,25 @@ jailpool_bind(struct mgr *m, const struct record *r, const struct jailpool_jail 
 }
 
 void
-jailpool_release(const struct jailpool_jail *j)
+jailpool_release(struct jailpool_jail *j)
 {
+	/* a kept bridge not handed over (a claim that did not reach it)
+	 * ends first: it holds the jail's layer */
+	bridge_pool_end(j);
 	if (j->pidfd >= 0)
 		close(j->pidfd);
+	j->pidfd = -1;
 }
 
 void
-jailpool_discard(struct mgr *m, const struct jailpool_jail *j, bool reserved)
+jailpool_discard(struct mgr *m, struct jailpool_jail *j, bool reserved)
 {
 	jailpool_release(j);
 	destroy(m, j->name, j->slot, reserved);
 }
 
 bool
-jailpool_claimed(struct mgr *m, const struct record *r, const struct jailpool_jail *j)
+jailpool_claimed(struct mgr *m, const struct record *r, struct jailpool_jail *j)
 {
 	char path[64], line[512], want[SPACE_ID_MAX + 48];
 	bool in = false;

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "admit.h"
@@ -180,6 +181,19 @@ void bpool_open_ahead(struct mgr *m, const struct record *r);
 int bridge_spawn(const struct mgr *m, struct record *r, int *pidfd_out, const char **why);
 /* the same, binding the prepared jail claim_from (jailpool.c) when not NULL */
 int bridge_spawn_claim(const struct mgr *m, struct record *r, const char *claim_from,
+    int *pidfd_out, const char **why);
+/* a prepared jail's kept bridge (bridge.c): started for j with argv
+ * (argv[0] is set here), 0 once it said "pooled GUESTPID" (j->pid set);
+ * ended without a claim (its jail left as it is, reaped); claimed for r:
+ * 0 and *pidfd_out its pidfd once ready and checked as bridge_spawn's,
+ * -ESRCH when nothing was claimed (it was gone, or cannot be given this
+ * claim: the jail is as prepared, and the kept bridge ended), other
+ * -errno when it failed (stopped). j's bridge is not j's any more after
+ * a claim, whatever it returned. */
+struct jailpool_jail;
+int  bridge_pool_spawn(const struct mgr *m, char **argv, struct jailpool_jail *j);
+void bridge_pool_end(struct jailpool_jail *j);
+int  bridge_pool_claim(const struct mgr *m, struct record *r, struct jailpool_jail *j,
     int *pidfd_out, const char **why);
 
 /* template.c: the cache of template images (docs/templates.md) */
@@ -372,16 +386,23 @@ struct jailpool_jail {
 	uint32_t slot;
 	pid_t pid;                      /* its guest */
 	int pidfd;                      /* its guest: readable once it died */
+	/* its kept bridge (spaced-host --pool, waiting for its claim; 0 /
+	 * -1 once gone or handed over): pid, pidfd, the pipe the claim is
+	 * written to, the one "ready PID" comes on, the spaced-host file it
+	 * was started from and that file's state then */
+	pid_t mon;
+	int mon_pidfd, claim_fd, ready_fd, exefd;
+	struct stat xst;
 };
 void jailpool_start(struct mgr *m);
 bool jailpool_take(struct mgr *m, const struct record *r, struct jailpool_jail *out);
 int  jailpool_bind(struct mgr *m, const struct record *r, const struct jailpool_jail *j);
-void jailpool_discard(struct mgr *m, const struct jailpool_jail *j, bool reserved);
+void jailpool_discard(struct mgr *m, struct jailpool_jail *j, bool reserved);
 /* after r's bridge said ready: did it bind the prepared jail j (its guest
  * alive in r's cgroup) rather than start a new jail? Then j's guest
  * descriptor is closed (jailpool_release alone does only that) */
-bool jailpool_claimed(struct mgr *m, const struct record *r, const struct jailpool_jail *j);
-void jailpool_release(const struct jailpool_jail *j);
+bool jailpool_claimed(struct mgr *m, const struct record *r, struct jailpool_jail *j);
+void jailpool_release(struct jailpool_jail *j);
 /* a clean stop: no more claims, the filler ends, every unclaimed prepared
  * jail is destroyed as at a start */
 void jailpool_stop(struct mgr *m);

@@ -22,9 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,6 +38,7 @@
 #include "limits.h"
 #include "log.h"
 #include "tplimage.h"
+#include "poolclaim.h"
 #include "proto.h"
 #include "util.h"
 
@@ -256,6 +259,157 @@ on_serve_msg(struct host *h, int mon, pid_t serve, bool *ready)
 	}
 }
 
+/* the claim a kept prepared bridge becomes an execution's bridge by: its
+ * strings stay here for the rest of the process (h->cfg points into it) */
+static struct pool_claim claim;
+
+#define CLAIM_READ_MS 2000      /* the rest of a claim once its first bytes came */
+
+/* one claim from stdin: 0 and claim set, 1 at end of file (sbx-manager
+ * gone or done with this jail), -1 for what is not a whole claim */
+static int
+claim_read(void)
+{
+	uint8_t buf[POOLCLAIM_MAX];
+	uint64_t until = 0;
+	size_t got = 0, want = POOLCLAIM_HDR_LEN;
+	const char *why;
+
+	for (;;) {
+		ssize_t n = read(0, buf + got, want - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = { .fd = 0, .events = POLLIN };
+			uint64_t now = now_mono_ns();
+			if (until == 0 || now >= until ||
+			    poll(&p, 1, (int)((until - now) / 1000000u) + 1) < 0) {
+				log_warnx("claim: incomplete");
+				return -1;
+			}
+			continue;
+		}
+		if (n <= 0) {
+			if (n == 0 && got == 0)
+				return 1;
+			log_warnx("claim: incomplete (%zu bytes)", got);
+			return -1;
+		}
+		if (until == 0)
+			until = now_mono_ns() + (uint64_t)CLAIM_READ_MS * 1000000u;
+		got += (size_t)n;
+		if (got == POOLCLAIM_HDR_LEN && want == POOLCLAIM_HDR_LEN) {
+			uint32_t len = (uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 |
+			    (uint32_t)buf[6] << 8 | buf[7];
+			if (len > POOLCLAIM_MAX - POOLCLAIM_HDR_LEN) {
+				log_warnx("claim: too long (%" PRIu32 " bytes)", len);
+				return -1;
+			}
+			want += len;
+		}
+		if (got == want)
+			break;
+	}
+	if (poolclaim_decode(buf, got, &claim, &why) != 0) {
+		log_warnx("claim refused: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* A prepared jail's bridge, kept (docs/jail.md, "Prepared jails"): it
+ * holds no identity and no secret, and waits for sbx-manager's claim on
+ * stdin. 0: claimed, h is the claim's bridge now (a --claim-from start
+ * with the claim's arguments); 1: no claim came (end of file, SIGTERM):
+ * the jail is left for sbx-manager to end or destroy; 2: the guest died,
+ * or the claim was not one for this jail. */
+static int
+pool_hold(struct host *h, int sigfd)
+{
+	struct substrate_config *c = &h->cfg;
+	char pool_id[SPACE_ID_MAX + 1];
+	int fl, r;
+
+	snprintf(pool_id, sizeof(pool_id), "%s", h->rec.id.sandbox);
+	if ((fl = fcntl(0, F_GETFL)) < 0 || fcntl(0, F_SETFL, fl | O_NONBLOCK) < 0)
+		return 2;
+	for (;;) {
+		struct pollfd p[3];
+
+		p[0] = (struct pollfd){ .fd = 0, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+		p[2] = (struct pollfd){ .fd = h->ops->guest_fd(h->sub), .events = POLLIN };
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return 2;
+		}
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				pid_t gp = h->ops->guest_pid(h->sub);
+				int st;
+				if (si.ssi_signo != SIGCHLD) {
+					log_info("prepared jail %s: no claim (signal %u)", pool_id,
+					    si.ssi_signo);
+					return 1;
+				}
+				if (gp > 0 && waitpid(gp, &st, WNOHANG) == gp) {
+					h->ops->guest_reaped(h->sub, st);
+					log_warnx("prepared jail %s: its guest is gone", pool_id);
+					return 2;
+				}
+			}
+		}
+		if (p[2].fd >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+			log_warnx("prepared jail %s: its guest is gone", pool_id);
+			return 2;
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
+			break;
+	}
+	if ((r = claim_read()) != 0) {
+		if (r == 1)
+			log_info("prepared jail %s: no claim (sbx-manager closed the pipe)", pool_id);
+		return r == 1 ? 1 : 2;
+	}
+	/* only for this jail: its pool id, its uid range (the guest's id
+	 * maps), its substrate */
+	if (strcmp(claim.claim_from, pool_id) != 0 || claim.uid_base != c->uid_base ||
+	    strcmp(claim.id.substrate, h->rec.id.substrate) != 0) {
+		log_warnx("prepared jail %s: a claim for another jail refused (%s)", pool_id,
+		    claim.claim_from);
+		return 2;
+	}
+	h->rec.id = claim.id;
+	c->sandbox = h->rec.id.sandbox;
+	c->generation = h->rec.id.generation;
+	c->activation = h->rec.id.activation;
+	c->run_dir = claim.run_dir;
+	c->layer_dir = claim.layer_dir;
+	c->netns = claim.netns;
+	snprintf(c->nameserver, sizeof(c->nameserver), "%s", claim.nameserver);
+	c->memory_mb = claim.memory_mb;
+	c->pids = claim.pids;
+	c->cpu_percent = claim.cpu_percent;
+	c->disk_mb = claim.disk_mb;
+	c->pool = false;
+	c->claim_from = claim.claim_from;
+	/* made ahead at a lower priority; the execution's bridge runs at
+	 * the default one (the claim sets the jail's processes back too) */
+	(void)setpriority(PRIO_PROCESS, 0, 0);
+	(void)syscall(SYS_ioprio_set, 1, 0, 0);
+	int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (nul >= 0) {
+		dup2(nul, 0);
+		close(nul);
+	}
+	log_info("prepared jail %s claimed by %s g%" PRIu64 " a%" PRIu32, pool_id,
+	    h->rec.id.sandbox, h->rec.id.generation, h->rec.id.activation);
+	return 0;
+}
+
 /* SIGTERM, then SIGKILL after the drain time; reaps it */
 static void
 serve_stop(pid_t pid, int timeout_ms)
@@ -327,21 +481,38 @@ main(int argc, char **argv)
 		fatalx("cannot launch the guest (%s): %s", h.ops->name, strerror(-r));
 	}
 	if (h.cfg.pool) {
-		/* a prepared jail: its guest waits on jail.sock for the bind
-		 * (the claim's bridge); we leave it as a killed bridge would,
+		/* a prepared jail: its guest waits on jail.sock for the bind.
+		 * We wait for sbx-manager's claim on stdin and bind it
+		 * ourselves; without one we leave as a killed bridge would,
 		 * the layer mounted, the cgroup and jail.sock in place */
 		char line[32];
 		int n = snprintf(line, sizeof(line), "pooled %d\n", (int)h.ops->guest_pid(h.sub));
 
 		sodium_memzero(secret, sizeof(secret));
 		close(control);
+		control = -1;
 		log_info("prepared jail %s in %.1f ms (guest pid %d)", h.rec.id.sandbox,
 		    (double)(t_launched - t_main) / 1e6, (int)h.ops->guest_pid(h.sub));
-		rc = write(1, line, (size_t)n) == n ? 0 : 1;
-		if (rc != 0)
+		if (write(1, line, (size_t)n) != n) {
 			h.ops->stop(h.sub);
+			h.ops->free(h.sub);
+			return 1;
+		}
+		rc = pool_hold(&h, sigfd);
+		/* what was the pool's is released, not ended: the layer's
+		 * lock (the claim takes it again), the guest's pidfd */
 		h.ops->free(h.sub);
-		return rc;
+		h.sub = NULL;
+		if (rc != 0)
+			return rc == 1 ? 0 : 1;
+		t_main = now_mono_ns();
+		randombytes_buf(secret, sizeof(secret));
+		r = h.ops->launch(&h.cfg, secret, &h.sub, &control);
+		t_launched = now_mono_ns();
+		if (r < 0) {
+			sodium_memzero(secret, sizeof(secret));
+			fatalx("cannot bind the prepared jail (%s): %s", h.ops->name, strerror(-r));
+		}
 	}
 	snprintf(sock, sizeof(sock), "%s/bridge.sock", h.cfg.run_dir);
 	/* bound, not listening: binding needs root in the 0700 directory;
@@ -420,17 +591,22 @@ main(int argc, char **argv)
 			struct signalfd_siginfo si;
 			while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD) {
-					pid_t gp = h.ops->guest_pid(h.sub);
+					pid_t gp = h.ops->guest_pid(h.sub), w;
 					int st;
-					if (gp > 0 && waitpid(gp, &st, WNOHANG) == gp) {
-						h.ops->guest_reaped(h.sub, st);
-						log_warnx("the guest of %s generation %" PRIu64
-						    " is gone", h.rec.id.sandbox, h.rec.id.generation);
-						stopping = true;
-					}
-					if (waitpid(serve, &st, WNOHANG) == serve) {
-						serve_gone = true;
-						stopping = true;
+					/* every child: a kept prepared bridge that fell
+					 * back to a new jail has the prepared guest its
+					 * claim ended as one too */
+					while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+						if (gp > 0 && w == gp) {
+							h.ops->guest_reaped(h.sub, st);
+							log_warnx("the guest of %s generation %" PRIu64
+							    " is gone", h.rec.id.sandbox,
+							    h.rec.id.generation);
+							stopping = true;
+						} else if (w == serve) {
+							serve_gone = true;
+							stopping = true;
+						}
 					}
 				} else {
 					log_info("stopping on signal %u", si.ssi_signo);

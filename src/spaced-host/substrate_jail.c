@@ -918,6 +918,9 @@ jail_stop(struct substrate *s)
 	if (s->pid > 0 && s->adopted) {
 		/* the kept guest: by its pidfd, never a bare pid */
 		kept_kill(s->pidfd);
+		/* a prepared jail's guest bound by the bridge that made it
+		 * (a kept prepared bridge) is our child: reaped here */
+		(void)waitid(P_PIDFD, (id_t)s->pidfd, NULL, WEXITED | WNOHANG);
 		s->pid = 0;
 	} else if (s->pid > 0) {
 		/* killing PID 1 of the namespace kills every process in it */
@@ -935,11 +938,16 @@ jail_stop(struct substrate *s)
 	return 0;
 }
 
+/* our handles only: what the jail is (its guest, mounts, cgroup) stays.
+ * The layer's lock goes too, so a kept prepared bridge can bind its jail
+ * after releasing what it made it with (main.c, pool_hold) */
 static void
 jail_free(struct substrate *s)
 {
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	if (s->layer.lock_fd >= 0)
+		close(s->layer.lock_fd);
 	free(s);
 }
 

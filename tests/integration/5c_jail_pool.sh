@@ -2,7 +2,9 @@
 # Prepared jails (sbx-manager jailpool.c, docs/worker.md "Prepared jails"):
 # with --jail-pool N the worker keeps N jails ready (guest running, layer
 # mounted, unbound, each on a uid slot of its own). A new sandbox claims
-# one: the jail serves it (same guest pid as prepared), two sandboxes get
+# one: the jail serves it (same guest pid as prepared), its bridge is the
+# kept spaced-host --pool that made the jail, given the claim (no new
+# bridge process, back at the default priority), two sandboxes get
 # two different jails (guest pids, uid ranges), the pool is filled again.
 # A prepared jail is out of reach of a capability before its claim. A
 # prepared jail whose guest died is not claimed: the create still
@@ -83,6 +85,17 @@ done
 is "... nothing left of the binding of sbx-manager.sock" "$(find "$T/w1/run" -maxdepth 1 -name '.api*' | wc -l)" 0
 U1=$(for g in $P1; do uid0_of "$g"; done | sort -u | wc -l)
 is "... on two different uid ranges" "$U1" 2
+# each prepared jail's bridge waits for its claim: the spaced-host --pool
+# that made the jail is its guest's parent, still running, at the lower
+# priority of work made ahead, holding nothing a capability reaches
+ppid_of() { ps -o ppid= -p "$1" | tr -d ' '; }
+for g in $P1; do
+	kb=$(ppid_of "$g")
+	check "... guest $g: its parent $kb is a kept spaced-host --pool" \
+	    sh -c "tr '\\0' ' ' </proc/$kb/cmdline | grep -q 'spaced-host.* --pool'"
+	is "... which runs at nice 10 until claimed" "$(ps -o ni= -p "$kb" | tr -d ' ')" 10
+	is "... and holds no secret yet: it has no serving process" "$(pgrep -P "$kb" | grep -vx "$g" | wc -l)" 0
+done
 
 is "create A" "$(cpost /v1/sandboxes "{\"worker\":\"w1\",$R256}")" 201
 A=$(jget id)
@@ -97,6 +110,16 @@ is "... its output" "$(jget stdout | head -1)" hi
 GA=$(claimed_guest "$A")
 case " $P1 " in *" $GA "*) ok "A's guest (pid $GA) is a prepared one" ;;
 *) not_ok "A's guest (pid $GA) is a prepared one ($P1)" ;; esac
+# the bridge that serves A is the kept one that made its jail, given the
+# claim: no spaced-host was started for A, and it runs at the default
+# priority now, as its serving process does
+BA=$(sed -n "s/.*serving $A g1 a1 (bridge pid \([0-9]*\)).*/\1/p" "$LOG" | head -1)
+is "A's bridge (pid $BA) is the kept bridge that made its jail" "$(ppid_of "$GA")" "$BA"
+check "... the log says the kept bridge was claimed" \
+    grep -q "bridge of $A g1 a1 spawned in .*(the prepared jail's kept bridge, claimed)" "$LOG"
+is "... at the default priority now" "$(ps -o ni= -p "$BA" | tr -d ' ')" 0
+SA=$(pgrep -P "$BA" | grep -vx "$GA" | head -1)
+is "... its serving process ($SA) too" "$(ps -o ni= -p "$SA" | tr -d ' ')" 0
 is "... the file is the sandbox user's" \
     "$(napi POST exec --data-binary '{"argv":["stat","-c","%u","/home/user/f"]}' >/dev/null; jget stdout)" 1000
 check "... the record's uid range is the jail's" \

@@ -1,0 +1,202 @@
+/* The claim of a prepared jail's kept bridge (poolclaim.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "poolclaim.h"
+#include "util.h"
+
+#define FIXED_LEN (8 + 4 * 6)
+
+static void
+put_be(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+}
+
+static uint64_t
+get_be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static bool
+id_ok(const char *s, size_t max)
+{
+	size_t l = strnlen(s, max + 1);
+
+	return l >= 1 && l <= max && id_valid(s);
+}
+
+static bool
+path_ok(const char *s)
+{
+	size_t l = strnlen(s, POOLCLAIM_PATH_MAX + 1);
+
+	return l >= 2 && l <= POOLCLAIM_PATH_MAX && s[0] == '/' && strchr(s, '\n') == NULL;
+}
+
+/* "" or a dotted IPv4 address written as inet_ntop writes it */
+static bool
+ns_ok(const char *s)
+{
+	struct in_addr a;
+	char back[16];
+
+	if (strnlen(s, 16) == 16)
+		return false;
+	if (s[0] == '\0')
+		return true;
+	return inet_pton(AF_INET, s, &a) == 1 &&
+	    inet_ntop(AF_INET, &a, back, sizeof(back)) != NULL && strcmp(back, s) == 0;
+}
+
+/* what spaced-host takes on its command line, and nothing else */
+static const char *
+claim_check(const struct pool_claim *c)
+{
+	if (c->id.generation < 1 || c->id.generation > INT64_MAX)
+		return "generation out of range";
+	if (c->id.activation < 1)
+		return "activation out of range";
+	if (c->uid_base < 65536 || c->uid_base > UINT32_MAX - 65536)
+		return "uid base out of range";
+	if (c->memory_mb < 16 || c->memory_mb > (1u << 20) || c->pids < 8 ||
+	    c->pids > (1u << 22) || c->cpu_percent < 1 || c->cpu_percent > 100000 ||
+	    c->disk_mb < 16 || c->disk_mb > (1u << 24))
+		return "limit out of range";
+	if (!id_ok(c->id.sandbox, SPACE_ID_MAX) || !id_ok(c->id.worker, SPACE_ID_MAX) ||
+	    !id_ok(c->id.resident, SPACE_ID_MAX) ||
+	    !id_ok(c->id.substrate, SPACE_SUBSTRATE_MAX) ||
+	    !id_ok(c->claim_from, SPACE_ID_MAX))
+		return "not an id";
+	if (!ns_ok(c->nameserver))
+		return "nameserver not an IPv4 address";
+	if (!path_ok(c->run_dir) || !path_ok(c->layer_dir) || !path_ok(c->netns))
+		return "not an absolute path";
+	return NULL;
+}
+
+static size_t
+put_str8(uint8_t *p, const char *s)
+{
+	size_t l = strlen(s);
+
+	p[0] = (uint8_t)l;
+	memcpy(p + 1, s, l);
+	return 1 + l;
+}
+
+static size_t
+put_str16(uint8_t *p, const char *s)
+{
+	size_t l = strlen(s);
+
+	put_be(p, l, 2);
+	memcpy(p + 2, s, l);
+	return 2 + l;
+}
+
+int
+poolclaim_encode(const struct pool_claim *c, uint8_t *buf, size_t cap)
+{
+	size_t n = POOLCLAIM_HDR_LEN;
+
+	/* the largest claim fits: 6 ids of at most 64 bytes and 3 paths of
+	 * at most POOLCLAIM_PATH_MAX, with their lengths, and the numbers */
+	_Static_assert(POOLCLAIM_HDR_LEN + FIXED_LEN + 6 * (1 + SPACE_ID_MAX) +
+	    3 * (2 + POOLCLAIM_PATH_MAX) <= POOLCLAIM_MAX, "a claim fits");
+	if (cap < POOLCLAIM_MAX || claim_check(c) != NULL)
+		return -EINVAL;
+	put_be(buf + n, c->id.generation, 8);
+	n += 8;
+	put_be(buf + n, c->id.activation, 4);
+	put_be(buf + n + 4, c->uid_base, 4);
+	put_be(buf + n + 8, c->memory_mb, 4);
+	put_be(buf + n + 12, c->pids, 4);
+	put_be(buf + n + 16, c->cpu_percent, 4);
+	put_be(buf + n + 20, c->disk_mb, 4);
+	n += 24;
+	n += put_str8(buf + n, c->id.sandbox);
+	n += put_str8(buf + n, c->id.worker);
+	n += put_str8(buf + n, c->id.resident);
+	n += put_str8(buf + n, c->id.substrate);
+	n += put_str8(buf + n, c->claim_from);
+	n += put_str8(buf + n, c->nameserver);
+	n += put_str16(buf + n, c->run_dir);
+	n += put_str16(buf + n, c->layer_dir);
+	n += put_str16(buf + n, c->netns);
+	put_be(buf, POOLCLAIM_MAGIC, 2);
+	put_be(buf + 2, POOLCLAIM_VERSION, 2);
+	put_be(buf + 4, n - POOLCLAIM_HDR_LEN, 4);
+	return (int)n;
+}
+
+/* one length-prefixed string (lb bytes of length) into dst[max + 1] */
+static int
+get_str(const uint8_t **p, const uint8_t *end, int lb, char *dst, size_t max)
+{
+	size_t l;
+
+	if (end - *p < lb)
+		return -EPROTO;
+	l = (size_t)get_be(*p, lb);
+	if (l > max || (size_t)(end - *p - lb) < l || memchr(*p + lb, '\0', l) != NULL)
+		return -EPROTO;
+	memcpy(dst, *p + lb, l);
+	dst[l] = '\0';
+	*p += lb + l;
+	return 0;
+}
+
+int
+poolclaim_decode(const uint8_t *buf, size_t n, struct pool_claim *c, const char **why)
+{
+	const uint8_t *p, *end;
+
+	memset(c, 0, sizeof(*c));
+	*why = "truncated";
+	if (n < POOLCLAIM_HDR_LEN + FIXED_LEN)
+		return -EPROTO;
+	*why = "not a claim";
+	if (get_be(buf, 2) != POOLCLAIM_MAGIC || get_be(buf + 2, 2) != POOLCLAIM_VERSION)
+		return -EPROTO;
+	*why = "length is not the payload's";
+	if (n > POOLCLAIM_MAX || get_be(buf + 4, 4) != n - POOLCLAIM_HDR_LEN)
+		return -EPROTO;
+	p = buf + POOLCLAIM_HDR_LEN;
+	end = buf + n;
+	c->id.generation = get_be(p, 8);
+	c->id.activation = (uint32_t)get_be(p + 8, 4);
+	c->uid_base = (uint32_t)get_be(p + 12, 4);
+	c->memory_mb = (uint32_t)get_be(p + 16, 4);
+	c->pids = (uint32_t)get_be(p + 20, 4);
+	c->cpu_percent = (uint32_t)get_be(p + 24, 4);
+	c->disk_mb = (uint32_t)get_be(p + 28, 4);
+	p += FIXED_LEN;
+	*why = "bad field";
+	if (get_str(&p, end, 1, c->id.sandbox, SPACE_ID_MAX) < 0 ||
+	    get_str(&p, end, 1, c->id.worker, SPACE_ID_MAX) < 0 ||
+	    get_str(&p, end, 1, c->id.resident, SPACE_ID_MAX) < 0 ||
+	    get_str(&p, end, 1, c->id.substrate, SPACE_SUBSTRATE_MAX) < 0 ||
+	    get_str(&p, end, 1, c->claim_from, SPACE_ID_MAX) < 0 ||
+	    get_str(&p, end, 1, c->nameserver, sizeof(c->nameserver) - 1) < 0 ||
+	    get_str(&p, end, 2, c->run_dir, POOLCLAIM_PATH_MAX) < 0 ||
+	    get_str(&p, end, 2, c->layer_dir, POOLCLAIM_PATH_MAX) < 0 ||
+	    get_str(&p, end, 2, c->netns, POOLCLAIM_PATH_MAX) < 0)
+		goto bad;
+	*why = "bytes after the claim";
+	if (p != end)
+		goto bad;
+	if ((*why = claim_check(c)) != NULL)
+		goto bad;
+	return 0;
+bad:
+	memset(c, 0, sizeof(*c));
+	return -EPROTO;
+}
