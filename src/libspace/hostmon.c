@@ -2,6 +2,9 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <sodium.h>
 
 #include "admit.h"
 #include "hostmon.h"
@@ -14,7 +17,7 @@ payload_len(uint16_t type)
 	switch (type) {
 	case HM_READY: case HM_OOM_QUERY: return 0;
 	case HM_OOM_COUNT: return 9;
-	default: return (size_t)-1;     /* REFUSED: variable, checked by its decoder */
+	default: return (size_t)-1;     /* REFUSED, CLAIM: variable, checked by their decoders */
 	}
 }
 
@@ -70,6 +73,17 @@ refusal_ok(const struct hm_refusal *r)
 	    field_ok(r->cap.resident, SPACE_ID_MAX) && field_ok(r->jti, SPACE_JTI_MAX);
 }
 
+/* a claim's identity: every id present and valid, counters from 1 */
+static bool
+claim_ok(const struct route_identity *id)
+{
+	return id->generation >= 1 && id->generation <= INT64_MAX && id->activation >= 1 &&
+	    field_ok(id->sandbox, SPACE_ID_MAX) && id->sandbox[0] &&
+	    field_ok(id->worker, SPACE_ID_MAX) && id->worker[0] &&
+	    field_ok(id->substrate, SPACE_SUBSTRATE_MAX) && id->substrate[0] &&
+	    field_ok(id->resident, SPACE_ID_MAX) && id->resident[0];
+}
+
 static size_t
 put_str(uint8_t *p, const char *s)
 {
@@ -112,6 +126,22 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 		n += put_str(buf + n, r->cap.substrate);
 		n += put_str(buf + n, r->cap.resident);
 		n += put_str(buf + n, r->jti);
+		break;
+	}
+	case HM_CLAIM: {
+		const struct route_identity *id = &m->u.claim.id;
+		if (!claim_ok(id))
+			return -EINVAL;
+		put64(buf + n, id->generation);
+		n += 8;
+		put32(buf + n, id->activation);
+		n += 4;
+		memcpy(buf + n, m->u.claim.secret, GUEST_SECRET_LEN);
+		n += GUEST_SECRET_LEN;
+		n += put_str(buf + n, id->sandbox);
+		n += put_str(buf + n, id->worker);
+		n += put_str(buf + n, id->substrate);
+		n += put_str(buf + n, id->resident);
 		break;
 	}
 	default:
@@ -190,6 +220,24 @@ hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
 		}
 		return 0;
 	}
+	case HM_CLAIM: {
+		struct route_identity *id = &m->u.claim.id;
+		if (len < 8 + 4 + GUEST_SECRET_LEN)
+			return -EPROTO;
+		id->generation = get_be(p, 8);
+		id->activation = (uint32_t)get_be(p + 8, 4);
+		memcpy(m->u.claim.secret, p + 12, GUEST_SECRET_LEN);
+		p += 12 + GUEST_SECRET_LEN;
+		if (get_str(&p, end, id->sandbox, SPACE_ID_MAX) < 0 ||
+		    get_str(&p, end, id->worker, SPACE_ID_MAX) < 0 ||
+		    get_str(&p, end, id->substrate, SPACE_SUBSTRATE_MAX) < 0 ||
+		    get_str(&p, end, id->resident, SPACE_ID_MAX) < 0 ||
+		    p != end || !claim_ok(id)) {
+			sodium_memzero(m, sizeof(*m));
+			return -EPROTO;
+		}
+		return 0;
+	}
 	default:
 		return 0;
 	}
@@ -231,4 +279,93 @@ hm_recv(int fd, struct hm_msg *m)
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		return -EPROTO;
 	return hm_decode(buf, (size_t)r, m);
+}
+
+int
+hm_send_claim(int fd, const struct hm_msg *m, int control, int sock)
+{
+	uint8_t buf[HM_MSG_MAX];
+	union {
+		char b[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+	    .msg_controllen = sizeof(cm.b) };
+	struct cmsghdr *c;
+	int n, fds[2] = { control, sock };
+	ssize_t w;
+
+	if (m->type != HM_CLAIM || (n = hm_encode(m, buf, sizeof(buf))) < 0)
+		return -EINVAL;
+	iov = (struct iovec){ buf, (size_t)n };
+	memset(cm.b, 0, sizeof(cm.b));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	do
+		w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	sodium_memzero(buf, sizeof(buf));
+	if (w < 0)
+		return -errno;
+	return w == n ? 0 : -EIO;
+}
+
+int
+hm_recv_claim(int fd, struct hm_msg *m, int fds[2])
+{
+	uint8_t buf[HM_MSG_MAX];
+	union {
+		char b[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+	    .msg_controllen = sizeof(cm.b) };
+	struct cmsghdr *c;
+	int got[2], ngot = 0, total = 0, r;
+	ssize_t k;
+
+	memset(m, 0, sizeof(*m));
+	fds[0] = fds[1] = -1;
+	do
+		k = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return -errno;
+	if (k == 0)
+		return -ECONNRESET;
+	for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+		size_t nf;
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		nf = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nf; i++) {
+			int f;
+			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			total++;
+			if (ngot < 2)
+				got[ngot++] = f;
+			else
+				close(f);
+		}
+	}
+	r = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || total != 2 ? -EPROTO :
+	    hm_decode(buf, (size_t)k, m);
+	sodium_memzero(buf, sizeof(buf));
+	if (r == 0 && m->type != HM_CLAIM) {
+		sodium_memzero(m, sizeof(*m));
+		r = -EPROTO;
+	}
+	if (r != 0) {
+		for (int i = 0; i < ngot; i++)
+			close(got[i]);
+		return r;
+	}
+	fds[0] = got[0];
+	fds[1] = got[1];
+	return 0;
 }

@@ -17,6 +17,16 @@
  *                                    generation u64, activation u32, then
  *                                    u8-length-prefixed strings: target,
  *                                    sandbox, worker, substrate, resident, jti
+ *     CLAIM       monitor -> serve   generation u64, activation u32, the
+ *                                    guest's secret (32 bytes), then
+ *                                    u8-length-prefixed ids: sandbox,
+ *                                    worker, substrate, resident; with
+ *                                    exactly two descriptors (SCM_RIGHTS):
+ *                                    the guest's control channel and the
+ *                                    bound bridge socket. A prepared jail's
+ *                                    serving process, made before any
+ *                                    claim, is told by it whom it serves
+ *                                    (docs/jail.md, "Prepared jails").
  *
  * Decoding refuses a bad magic, an unknown type, a length that is not the
  * type's, an enum out of range, a string over its limit or with bytes an
@@ -28,6 +38,7 @@
 #include <stdint.h>
 
 #include "claims.h"
+#include "guestmac.h"
 #include "limits.h"
 
 #define HM_MAGIC        0x484d
@@ -45,6 +56,7 @@ enum hm_type {
 	HM_OOM_QUERY,
 	HM_OOM_COUNT,
 	HM_REFUSED,
+	HM_CLAIM,
 	HM__MAX
 };
 
@@ -62,6 +74,7 @@ struct hm_msg {
 	union {
 		struct { uint8_t known; uint64_t n; } oom;
 		struct hm_refusal ref;
+		struct { struct route_identity id; uint8_t secret[GUEST_SECRET_LEN]; } claim;
 	} u;
 };
 
@@ -76,4 +89,10 @@ int hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m);
  * (a truncated packet included), -errno */
 int hm_send(int fd, const struct hm_msg *m);
 int hm_recv(int fd, struct hm_msg *m);
+/* CLAIM and its two descriptors; hm_recv_claim: 0 with fds[0..1] ours
+ * (O_CLOEXEC), or as hm_recv (-EPROTO also for another type, or another
+ * number of descriptors: whatever came is closed). The encoded secret is
+ * wiped on both sides. */
+int hm_send_claim(int fd, const struct hm_msg *m, int control, int sock);
+int hm_recv_claim(int fd, struct hm_msg *m, int fds[2]);
 #endif

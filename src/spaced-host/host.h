@@ -61,6 +61,13 @@ struct host {
  * the guest (secret is wiped here), says READY, serves until the guest is
  * gone. Never returns. */
 noreturn void serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN]);
+/* a prepared jail's serving process (docs/jail.md, "Prepared jails"):
+ * forked before any claim with only the monitor's channel (and the OOM
+ * count); drops to the serving uid and confines itself at once, then
+ * waits for the monitor's CLAIM (hostmon.h: the identity, the secret, the
+ * guest's channel, the bound socket) and goes on as serve_main. Never
+ * returns. */
+noreturn void serve_kept(struct host *h);
 /* OOM kills in the execution so far, asked of the monitor; -errno */
 int host_oom_kills(struct host *h, uint64_t *n);
 /* tell the monitor about a refusal (it counts and audits it) */

@@ -322,10 +322,11 @@ claim_read(void)
  * holds no identity and no secret, and waits for sbx-manager's claim on
  * stdin. 0: claimed, h is the claim's bridge now (a --claim-from start
  * with the claim's arguments); 1: no claim came (end of file, SIGTERM):
- * the jail is left for sbx-manager to end or destroy; 2: the guest died,
- * or the claim was not one for this jail. */
+ * the jail is left for sbx-manager to end or destroy; 2: the guest or
+ * the serving process made ahead (*serve, -1 once reaped here) died, or
+ * the claim was not one for this jail. */
 static int
-pool_hold(struct host *h, int sigfd)
+pool_hold(struct host *h, int sigfd, pid_t *serve)
 {
 	struct substrate_config *c = &h->cfg;
 	char pool_id[SPACE_ID_MAX + 1];
@@ -348,17 +349,26 @@ pool_hold(struct host *h, int sigfd)
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-				pid_t gp = h->ops->guest_pid(h->sub);
+				pid_t gp = h->ops->guest_pid(h->sub), w;
 				int st;
 				if (si.ssi_signo != SIGCHLD) {
 					log_info("prepared jail %s: no claim (signal %u)", pool_id,
 					    si.ssi_signo);
 					return 1;
 				}
-				if (gp > 0 && waitpid(gp, &st, WNOHANG) == gp) {
-					h->ops->guest_reaped(h->sub, st);
-					log_warnx("prepared jail %s: its guest is gone", pool_id);
-					return 2;
+				while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+					if (w == *serve) {
+						*serve = -1;
+						log_warnx("prepared jail %s: its serving process "
+						    "is gone", pool_id);
+						return 2;
+					}
+					if (gp > 0 && w == gp) {
+						h->ops->guest_reaped(h->sub, st);
+						log_warnx("prepared jail %s: its guest is gone",
+						    pool_id);
+						return 2;
+					}
 				}
 			}
 		}
@@ -400,6 +410,9 @@ pool_hold(struct host *h, int sigfd)
 	 * the default one (the claim sets the jail's processes back too) */
 	(void)setpriority(PRIO_PROCESS, 0, 0);
 	(void)syscall(SYS_ioprio_set, 1, 0, 0);
+	/* and its serving process (our unreaped child: the pid is it) */
+	(void)setpriority(PRIO_PROCESS, (id_t)*serve, 0);
+	(void)syscall(SYS_ioprio_set, 1, *serve, 0);
 	int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (nul >= 0) {
 		dup2(nul, 0);
@@ -430,6 +443,47 @@ serve_stop(pid_t pid, int timeout_ms)
 	}
 }
 
+/* The serving process, just forked: none of the monitor's handles but
+ * the ones it serves with. 3, 4, 5: the guest's channel, the socket, the
+ * monitor's channel; 6: the OOM count, read-only, when there is one;
+ * nothing else of the monitor's (the layer's lock, other cgroup files). A
+ * prepared jail's serving process (control < 0) has only 5 and 6: the
+ * channel and the socket come with its claim (serve_kept). */
+static noreturn void
+serving_child(struct host *h, int control, int lfd, int mon[2], int oomfd, int sigfd,
+    uint8_t secret[GUEST_SECRET_LEN])
+{
+	sigset_t none;
+	int nul, monfd;
+
+	close(mon[0]);
+	close(sigfd);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGTERM, SIG_DFL);
+	/* stdout is sbx-manager's ready pipe (stdin a kept bridge's claim
+	 * pipe): only the monitor reads and speaks there */
+	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 || dup2(nul, 0) < 0 ||
+	    dup2(nul, 1) < 0)
+		_exit(1);
+	if ((control >= 0 && (control = fcntl(control, F_DUPFD_CLOEXEC, 64)) < 0) ||
+	    (lfd >= 0 && (lfd = fcntl(lfd, F_DUPFD_CLOEXEC, 64)) < 0) ||
+	    (monfd = fcntl(mon[1], F_DUPFD_CLOEXEC, 64)) < 0 ||
+	    (oomfd >= 0 && (oomfd = fcntl(oomfd, F_DUPFD_CLOEXEC, 64)) < 0) ||
+	    (control >= 0 && dup3(control, 3, O_CLOEXEC) < 0) ||
+	    (lfd >= 0 && dup3(lfd, 4, O_CLOEXEC) < 0) || dup3(monfd, 5, O_CLOEXEC) < 0 ||
+	    (oomfd >= 0 && dup3(oomfd, 6, O_CLOEXEC) < 0) ||
+	    close_range(oomfd >= 0 ? 7 : 6, ~0u, 0) < 0 ||
+	    (control < 0 && close_range(3, 4, 0) < 0))
+		_exit(1);
+	h->mon = 5;
+	h->oomfd = oomfd >= 0 ? 6 : -1;
+	if (control < 0)
+		serve_kept(h);
+	h->control = 3;
+	serve_main(h, 4, secret);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -440,7 +494,7 @@ main(int argc, char **argv)
 	struct pollfd p[3];
 	sigset_t mask;
 	int lfd = -1, sigfd, r, rc = 1, mon[2] = { -1, -1 }, control = -1, oomfd = -1;
-	pid_t serve = -1;
+	pid_t serve = -1, pool_gpid = 0;
 	bool stopping = false, ready = false, serve_gone = false;
 
 	t_main = now_mono_ns();
@@ -498,20 +552,52 @@ main(int argc, char **argv)
 			h.ops->free(h.sub);
 			return 1;
 		}
-		rc = pool_hold(&h, sigfd);
+		/* its serving process too, made now: forked, its privileges
+		 * dropped, confined, waiting for the claim (serve_kept). The
+		 * OOM count it reads is the jail's cgroup file, which the
+		 * claim renames, not replaces */
+		pool_gpid = h.ops->guest_pid(h.sub);
+		oomfd = h.ops->oom_fd != NULL ? h.ops->oom_fd(h.sub) : -1;
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mon) < 0 ||
+		    (serve = fork()) < 0) {
+			log_warn("prepared jail %s: cannot start its serving process",
+			    h.rec.id.sandbox);
+			h.ops->free(h.sub);
+			return 1;
+		}
+		if (serve == 0)
+			serving_child(&h, -1, -1, mon, oomfd, sigfd, NULL);
+		close(mon[1]);
+		mon[1] = -1;
+		rc = pool_hold(&h, sigfd, &serve);
 		/* what was the pool's is released, not ended: the layer's
 		 * lock (the claim takes it again), the guest's pidfd */
 		h.ops->free(h.sub);
 		h.sub = NULL;
-		if (rc != 0)
+		if (rc != 0) {
+			if (serve > 0)
+				serve_stop(serve, 0);
 			return rc == 1 ? 0 : 1;
+		}
 		t_main = now_mono_ns();
 		randombytes_buf(secret, sizeof(secret));
 		r = h.ops->launch(&h.cfg, secret, &h.sub, &control);
 		t_launched = now_mono_ns();
 		if (r < 0) {
 			sodium_memzero(secret, sizeof(secret));
+			serve_stop(serve, 0);
 			fatalx("cannot bind the prepared jail (%s): %s", h.ops->name, strerror(-r));
+		}
+		if (h.ops->guest_pid(h.sub) != pool_gpid) {
+			/* the claim fell back to a new jail: its serving
+			 * process is made for it, as at any start */
+			serve_stop(serve, 0);
+			serve = -1;
+			close(mon[0]);
+			mon[0] = -1;
+			if (oomfd >= 0)
+				close(oomfd);
+			oomfd = -1;
 		}
 	}
 	snprintf(sock, sizeof(sock), "%s/bridge.sock", h.cfg.run_dir);
@@ -523,51 +609,41 @@ main(int argc, char **argv)
 		log_warnx("cannot bind %s: %s", sock, strerror(-lfd));
 		goto stop;
 	}
-	/* what an exec asks before it starts (an OOM kill is told from the
-	 * count going up), read by the serving process itself: a read-only
-	 * descriptor of that one cgroup file, not a round trip to us */
-	oomfd = h.ops->oom_fd != NULL ? h.ops->oom_fd(h.sub) : -1;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mon) < 0 ||
-	    (serve = fork()) < 0) {
-		sodium_memzero(secret, sizeof(secret));
-		log_warn("cannot start the serving process");
-		goto stop;
-	}
-	if (serve == 0) {
-		/* the serving process: none of the monitor's handles but the
-		 * three it serves with */
-		sigset_t none;
-		close(mon[0]);
-		close(sigfd);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGTERM, SIG_DFL);
-		/* stdout is sbx-manager's ready pipe: only the monitor speaks there */
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0)
-			_exit(1);
-		/* 3, 4, 5: the guest's channel, the socket, the monitor's channel;
-		 * 6: the OOM count, read-only, when there is one; nothing else
-		 * of the monitor's (the layer's lock, other cgroup files) */
-		if ((control = fcntl(control, F_DUPFD_CLOEXEC, 64)) < 0 ||
-		    (lfd = fcntl(lfd, F_DUPFD_CLOEXEC, 64)) < 0 ||
-		    (mon[1] = fcntl(mon[1], F_DUPFD_CLOEXEC, 64)) < 0 ||
-		    (oomfd >= 0 && (oomfd = fcntl(oomfd, F_DUPFD_CLOEXEC, 64)) < 0) ||
-		    dup3(control, 3, O_CLOEXEC) < 0 || dup3(lfd, 4, O_CLOEXEC) < 0 ||
-		    dup3(mon[1], 5, O_CLOEXEC) < 0 ||
-		    (oomfd >= 0 && dup3(oomfd, 6, O_CLOEXEC) < 0) ||
-		    close_range(oomfd >= 0 ? 7 : 6, ~0u, 0) < 0)
-			_exit(1);
-		h.control = 3;
-		h.mon = 5;
-		h.oomfd = oomfd >= 0 ? 6 : -1;
-		serve_main(&h, 4, secret);
+	if (serve > 0) {
+		/* the prepared jail's serving process: whom it serves, the
+		 * secret, the guest's channel and the socket */
+		struct hm_msg cm = { .type = HM_CLAIM };
+
+		cm.u.claim.id = h.rec.id;
+		memcpy(cm.u.claim.secret, secret, sizeof(secret));
+		r = hm_send_claim(mon[0], &cm, control, lfd);
+		sodium_memzero(&cm, sizeof(cm));
+		if (r < 0) {
+			sodium_memzero(secret, sizeof(secret));
+			log_warnx("cannot hand the claim to the serving process: %s", strerror(-r));
+			serve_stop(serve, 0);
+			goto stop;
+		}
+	} else {
+		/* what an exec asks before it starts (an OOM kill is told
+		 * from the count going up), read by the serving process
+		 * itself: a read-only descriptor of that one cgroup file,
+		 * not a round trip to us */
+		oomfd = h.ops->oom_fd != NULL ? h.ops->oom_fd(h.sub) : -1;
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mon) < 0 ||
+		    (serve = fork()) < 0) {
+			sodium_memzero(secret, sizeof(secret));
+			log_warn("cannot start the serving process");
+			goto stop;
+		}
+		if (serve == 0)
+			serving_child(&h, control, lfd, mon, oomfd, sigfd, secret);
+		close(mon[1]);
+		mon[1] = -1;
 	}
 	/* the secret, the guest's control channel and the socket are the
 	 * serving process's now */
 	sodium_memzero(secret, sizeof(secret));
-	close(mon[1]);
-	mon[1] = -1;
 	close(control);
 	control = -1;
 	close(lfd);

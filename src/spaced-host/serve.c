@@ -267,35 +267,82 @@ active_count(struct host *h)
 	return a;
 }
 
+/* what every serving process does first, as root still: the wake-up
+ * pipe, jansson's seed (it reads /dev/urandom on first use: before the
+ * filter takes open() away), then the serving uid */
+static void
+serve_prepare(struct host *h)
+{
+	if (pipe2(h->chan_wake, O_CLOEXEC | O_NONBLOCK) < 0)
+		h->chan_wake[0] = h->chan_wake[1] = -1;
+	json_object_seed(0);
+	drop_privileges(h, getppid());
+}
+
+static noreturn void serve_run(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN],
+    uint64_t t0, bool confined);
+
 noreturn void
 serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
+{
+	uint64_t t0 = now_mono_ns();
+
+	serve_prepare(h);
+	if (listen(lfd, 64) < 0)
+		die("listen");
+	serve_run(h, lfd, secret, t0, false);
+}
+
+noreturn void
+serve_kept(struct host *h)
+{
+	struct hm_msg m;
+	int fds[2], r;
+	uint64_t t0;
+
+	serve_prepare(h);
+	confine();
+	/* nothing is ours to serve until the claim: whom, the guest's
+	 * secret, its channel, the socket. The monitor's end closing (no
+	 * claim: the jail was destroyed) ends us */
+	if ((r = hm_recv_claim(h->mon, &m, fds)) != 0) {
+		if (r != -ECONNRESET)
+			log_warnx("serving process of a prepared jail: bad claim (%s)", strerror(-r));
+		_exit(r == -ECONNRESET ? 0 : 1);
+	}
+	t0 = now_mono_ns();
+	h->rec.id = m.u.claim.id;
+	h->control = fds[0];
+	if (listen(fds[1], 64) < 0)
+		die("listen");
+	serve_run(h, fds[1], m.u.claim.secret, t0, true);
+}
+
+/* the challenge, READY, then the serving loop; the secret is wiped once
+ * the challenge is checked */
+static noreturn void
+serve_run(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN], uint64_t t0, bool confined)
 {
 	struct hm_msg ready = { .type = HM_READY };
 	struct timeval tv = { MON_TIMEOUT_S, 0 };
 	struct pollfd p[4];
 	const char *why = NULL;
-	uint64_t until, t0 = now_mono_ns(), t_conf, t_chal;
+	uint64_t until, t_conf, t_chal;
 	uint8_t nonce[GUEST_NONCE_LEN];
 	bool ahead = false;
 	int r;
 
-	if (pipe2(h->chan_wake, O_CLOEXEC | O_NONBLOCK) < 0)
-		h->chan_wake[0] = h->chan_wake[1] = -1;
-	drop_privileges(h, getppid());
-	if (listen(lfd, 64) < 0)
-		die("listen");
-	/* jansson seeds its hash from /dev/urandom on first use: before the
-	 * filter takes open() away */
-	json_object_seed(0);
 	setsockopt(h->mon, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	/* the challenge goes out before the filter is built, so the guest
 	 * computes its reply meanwhile; its reply is read (the first bytes
-	 * of the guest this process parses) only under the filter */
+	 * of the guest this process parses) only under the filter (a
+	 * prepared jail's serving process was confined before its claim) */
 	if (challenge_send(h->control, nonce, &why) < 0) {
 		log_warnx("guest challenge failed: %s", why);
 		_exit(1);
 	}
-	confine();
+	if (!confined)
+		confine();
 	t_conf = now_mono_ns();
 
 	r = challenge_check(h->control, secret, nonce, &h->rec.id, CHALLENGE_TIMEOUT_MS, &why);
@@ -311,8 +358,9 @@ serve_main(struct host *h, int lfd, uint8_t secret[GUEST_SECRET_LEN])
 	/* where the serving process's start goes (docs/benchmarks.md,
 	 * "Bridge start: fixed costs") */
 	log_info("start of the serving process of %s: privileges and filter %.1f ms, "
-	    "guest challenge %.1f ms (its wait after the filter)", h->rec.id.sandbox,
-	    (double)(t_conf - t0) / 1e6, (double)(t_chal - t_conf) / 1e6);
+	    "guest challenge %.1f ms (its wait after the filter)%s", h->rec.id.sandbox,
+	    (double)(t_conf - t0) / 1e6, (double)(t_chal - t_conf) / 1e6,
+	    confined ? " (a prepared jail's: privileges and filter before the claim)" : "");
 
 	for (;;) {
 		p[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };

@@ -18,7 +18,10 @@ serve_filter(int *err)
 {
 	static const char *const allow[] = {
 		"read", "write", "readv", "writev", "close", "poll", "ppoll",
-		"accept4", "recvfrom", "recvmsg", "sendto", "sendmsg", "shutdown",
+		/* listen: only a socket it was given can listen (the one
+		 * socket it makes is a socketpair's, which cannot); a
+		 * prepared jail's serving process listens once claimed */
+		"listen", "accept4", "recvfrom", "recvmsg", "sendto", "sendmsg", "shutdown",
 		"getsockopt", "setsockopt", "fcntl", "fstat", "newfstatat", "lseek",
 		/* file bodies pass socket -> pipe -> socket (fsplice.h) */
 		"pipe2", "splice",

@@ -2,7 +2,8 @@
  * (hostmon.h), on arbitrary bytes. Invariants: whatever decodes re-encodes
  * to exactly the input (the codec has one encoding per message, so
  * nothing is ignored or left over), and every field it hands over is in
- * range: enums valid, strings NUL-terminated ids within their limits. */
+ * range: enums valid, strings NUL-terminated ids within their limits, a
+ * CLAIM's identity whole (every id present, counters from 1). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (m.type == HM_OOM_COUNT && m.u.oom.known > 1)
 		abort();
+	if (m.type == HM_CLAIM) {
+		const struct route_identity *id = &m.u.claim.id;
+		if (id->generation < 1 || id->activation < 1 || !id->sandbox[0] ||
+		    !id->worker[0] || !id->substrate[0] || !id->resident[0])
+			abort();
+		check_id(id->sandbox, sizeof(id->sandbox));
+		check_id(id->worker, sizeof(id->worker));
+		check_id(id->substrate, sizeof(id->substrate));
+		check_id(id->resident, sizeof(id->resident));
+	}
 	n = hm_encode(&m, out, sizeof(out));
 	if (n < 0 || (size_t)n != size || memcmp(out, data, size) != 0)
 		abort();

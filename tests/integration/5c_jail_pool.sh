@@ -4,7 +4,9 @@
 # mounted, unbound, each on a uid slot of its own). A new sandbox claims
 # one: the jail serves it (same guest pid as prepared), its bridge is the
 # kept spaced-host --pool that made the jail, given the claim (no new
-# bridge process, back at the default priority), two sandboxes get
+# bridge process, back at the default priority), its serving process the
+# one made ahead (serving uid, confined, listening on nothing until the
+# claim hands it the socket), two sandboxes get
 # two different jails (guest pids, uid ranges), the pool is filled again.
 # A prepared jail is out of reach of a capability before its claim. A
 # prepared jail whose guest died is not claimed: the create still
@@ -94,7 +96,15 @@ for g in $P1; do
 	check "... guest $g: its parent $kb is a kept spaced-host --pool" \
 	    sh -c "tr '\\0' ' ' </proc/$kb/cmdline | grep -q 'spaced-host.* --pool'"
 	is "... which runs at nice 10 until claimed" "$(ps -o ni= -p "$kb" | tr -d ' ')" 10
-	is "... and holds no secret yet: it has no serving process" "$(pgrep -P "$kb" | grep -vx "$g" | wc -l)" 0
+	# its serving process is made ahead too: forked, on the serving uid
+	# (the range's last id), confined, and reachable by nobody (no
+	# bridge.sock until the claim hands it one)
+	ks=$(pgrep -P "$kb" | grep -vx "$g" | head -1)
+	check "... its serving process ($ks) is made ahead" test -n "$ks"
+	is "... on the serving uid of the jail's range" \
+	    "$(awk '/^Uid:/ { print $3 }' /proc/"$ks"/status)" "$(($(uid0_of "$g") + 65535))"
+	is "... under its seccomp filter" "$(awk '/^Seccomp:/ { print $2 }' /proc/"$ks"/status)" 2
+	is "... listening on nothing" "$(ss -xlp 2>/dev/null | grep -c "pid=$ks,")" 0
 done
 
 is "create A" "$(cpost /v1/sandboxes "{\"worker\":\"w1\",$R256}")" 201
@@ -120,6 +130,7 @@ check "... the log says the kept bridge was claimed" \
 is "... at the default priority now" "$(ps -o ni= -p "$BA" | tr -d ' ')" 0
 SA=$(pgrep -P "$BA" | grep -vx "$GA" | head -1)
 is "... its serving process ($SA) too" "$(ps -o ni= -p "$SA" | tr -d ' ')" 0
+check "... which listens on A's bridge.sock now" sh -c "ss -xlp | grep 'pid=$SA,' | grep -q bridge.sock"
 is "... the file is the sandbox user's" \
     "$(napi POST exec --data-binary '{"argv":["stat","-c","%u","/home/user/f"]}' >/dev/null; jget stdout)" 1000
 check "... the record's uid range is the jail's" \
