@@ -441,8 +441,14 @@ launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
 			    (unsigned long long)r->id.generation, pool_name);
 	}
 	control_report(m, &r->id, "serving", NULL);
-	/* while the report travels: the first operation's bridge connection */
-	bpool_open_ahead(m, r);
+	/* while the report travels: the first operation's bridge connection.
+	 * Speculative work, done only when no other install runs beside this
+	 * one: in a burst of creates the CPU it takes (a thread here, a
+	 * connection the bridge serves, a child the guest forks and keeps a
+	 * second) is the other creates': about a third of a burst's CPU per
+	 * create (docs/benchmarks.md, "Eighth round") */
+	if (idle_installs() <= 1)
+		bpool_open_ahead(m, r);
 	return 0;
 failed:
 	if (claim != NULL)

@@ -66,6 +66,17 @@ idle_install_end(void)
 	pthread_mutex_unlock(&idle_mu);
 }
 
+unsigned
+idle_installs(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&idle_mu);
+	n = inflight;
+	pthread_mutex_unlock(&idle_mu);
+	return n;
+}
+
 bool
 idle_wait(void)
 {

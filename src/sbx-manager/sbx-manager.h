@@ -413,6 +413,8 @@ void jailpool_stop(struct mgr *m);
 void idle_install_begin(void);
 void idle_install_end(void);
 bool idle_wait(void);
+/* installs running now (the caller's own included when it is one) */
+unsigned idle_installs(void);
 void idle_stop(void);
 
 /* layer.c (digest buffers are SNAPSHOT_DIGEST_HEX + 1 = 65 bytes) */
