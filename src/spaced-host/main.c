@@ -22,6 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/prctl.h>
+#include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -318,6 +321,102 @@ claim_read(void)
 	return 0;
 }
 
+/* The command line a claimed kept bridge shows (ps, /proc/PID/cmdline):
+ * the one a --claim-from start for the same execution would have had, so
+ * a bridge is found by its sandbox and generation whichever way it came.
+ * The kernel is pointed at a new argument area (PR_SET_MM_MAP); where it
+ * refuses, the pool's command line stays (logged). */
+#define TITLE_MAX (POOLCLAIM_MAX + 512)
+
+static void
+claim_title(const struct host *h, const char *argv0)
+{
+	/* anonymous memory: the kernel reads a command line only from
+	 * there (not from a file's mapping, where static data may lie) */
+	static char *area;
+	const struct substrate_config *c = &h->cfg;
+	char gen[24], act[24], uidb[24], mem[24], pids[24], cpu[24], dmb[24];
+	const char *args[40];
+	size_t n = 0, off = 0;
+
+	snprintf(gen, sizeof(gen), "%" PRIu64, c->generation);
+	snprintf(act, sizeof(act), "%" PRIu32, c->activation);
+	snprintf(uidb, sizeof(uidb), "%u", (unsigned)c->uid_base);
+	snprintf(mem, sizeof(mem), "%u", c->memory_mb);
+	snprintf(pids, sizeof(pids), "%u", c->pids);
+	snprintf(cpu, sizeof(cpu), "%u", c->cpu_percent);
+	snprintf(dmb, sizeof(dmb), "%u", c->disk_mb);
+	args[n++] = argv0;
+	args[n++] = "--claim-from"; args[n++] = c->claim_from;
+	args[n++] = "--sandbox"; args[n++] = c->sandbox;
+	args[n++] = "--generation"; args[n++] = gen;
+	args[n++] = "--activation"; args[n++] = act;
+	args[n++] = "--worker"; args[n++] = h->rec.id.worker;
+	args[n++] = "--resident"; args[n++] = h->rec.id.resident;
+	args[n++] = "--substrate"; args[n++] = h->rec.id.substrate;
+	args[n++] = "--template"; args[n++] = c->template_name;
+	args[n++] = "--run-dir"; args[n++] = c->run_dir;
+	args[n++] = "--layer-dir"; args[n++] = c->layer_dir;
+	args[n++] = "--uid-base"; args[n++] = uidb;
+	args[n++] = "--memory-mb"; args[n++] = mem;
+	args[n++] = "--pids"; args[n++] = pids;
+	args[n++] = "--cpu-percent"; args[n++] = cpu;
+	args[n++] = "--netns"; args[n++] = c->netns;
+	args[n++] = "--disk-mb"; args[n++] = dmb;
+	if (c->nameserver[0]) {
+		args[n++] = "--nameserver";
+		args[n++] = c->nameserver;
+	}
+	if (area == NULL && (area = mmap(NULL, TITLE_MAX, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED) {
+		area = NULL;
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(args[i]) + 1;
+		if (off + l > TITLE_MAX)
+			goto fail;
+		memcpy(area + off, args[i], l);
+		off += l;
+	}
+	/* the whole map as it is, but for the argument area: PR_SET_MM_MAP
+	 * needs no capability beyond being this process (the per-field
+	 * calls need CAP_SYS_RESOURCE, which a container may not give) */
+	struct prctl_mm_map mm = { .exe_fd = (uint32_t)-1 };
+	uint64_t f[52] = { 0 };
+	char *stat = NULL, *p, *save = NULL, *tok;
+	size_t len;
+	int i;
+
+	if (read_file("/proc/self/stat", 4096, &stat, &len) < 0)
+		goto fail;
+	if ((p = strrchr(stat, ')')) == NULL) {
+		free(stat);
+		goto fail;
+	}
+	for (i = 3, tok = strtok_r(p + 1, " ", &save); tok != NULL && i < 52;
+	    i++, tok = strtok_r(NULL, " ", &save))
+		f[i] = strtoull(tok, NULL, 10);
+	free(stat);
+	if (i < 52)
+		goto fail;
+	mm.start_code = f[26];
+	mm.end_code = f[27];
+	mm.start_stack = f[28];
+	mm.start_data = f[45];
+	mm.end_data = f[46];
+	mm.start_brk = f[47];
+	mm.brk = (uint64_t)(uintptr_t)sbrk(0);
+	mm.arg_start = (uint64_t)(uintptr_t)area;
+	mm.arg_end = (uint64_t)(uintptr_t)(area + off);
+	mm.env_start = f[50];
+	mm.env_end = f[51];
+	if (prctl(PR_SET_MM, PR_SET_MM_MAP, (unsigned long)&mm, sizeof(mm), 0) == 0)
+		return;
+fail:
+	log_warn("claim: the command line stays the pool's");
+}
+
 /* A prepared jail's bridge, kept (docs/jail.md, "Prepared jails"): it
  * holds no identity and no secret, and waits for sbx-manager's claim on
  * stdin. 0: claimed, h is the claim's bridge now (a --claim-from start
@@ -326,7 +425,7 @@ claim_read(void)
  * the serving process made ahead (*serve, -1 once reaped here) died, or
  * the claim was not one for this jail. */
 static int
-pool_hold(struct host *h, int sigfd, pid_t *serve)
+pool_hold(struct host *h, int sigfd, pid_t *serve, const char *argv0)
 {
 	struct substrate_config *c = &h->cfg;
 	char pool_id[SPACE_ID_MAX + 1];
@@ -418,6 +517,7 @@ pool_hold(struct host *h, int sigfd, pid_t *serve)
 		dup2(nul, 0);
 		close(nul);
 	}
+	claim_title(h, argv0);
 	log_info("prepared jail %s claimed by %s g%" PRIu64 " a%" PRIu32, pool_id,
 	    h->rec.id.sandbox, h->rec.id.generation, h->rec.id.activation);
 	return 0;
@@ -569,7 +669,7 @@ main(int argc, char **argv)
 			serving_child(&h, -1, -1, mon, oomfd, sigfd, NULL);
 		close(mon[1]);
 		mon[1] = -1;
-		rc = pool_hold(&h, sigfd, &serve);
+		rc = pool_hold(&h, sigfd, &serve, argv[0]);
 		/* what was the pool's is released, not ended: the layer's
 		 * lock (the claim takes it again), the guest's pidfd */
 		h.ops->free(h.sub);

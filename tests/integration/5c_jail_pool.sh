@@ -127,6 +127,8 @@ BA=$(sed -n "s/.*serving $A g1 a1 (bridge pid \([0-9]*\)).*/\1/p" "$LOG" | head 
 is "A's bridge (pid $BA) is the kept bridge that made its jail" "$(ppid_of "$GA")" "$BA"
 check "... the log says the kept bridge was claimed" \
     grep -q "bridge of $A g1 a1 spawned in .*(the prepared jail's kept bridge, claimed)" "$LOG"
+check "... its command line names A (as a start for A would)" \
+    sh -c "tr '\\0' ' ' </proc/$BA/cmdline | grep -q -- '--claim-from pool-[0-9a-f]* --sandbox $A --generation 1 '"
 is "... at the default priority now" "$(ps -o ni= -p "$BA" | tr -d ' ')" 0
 SA=$(pgrep -P "$BA" | grep -vx "$GA" | head -1)
 is "... its serving process ($SA) too" "$(ps -o ni= -p "$SA" | tr -d ' ')" 0
