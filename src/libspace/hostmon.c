@@ -21,37 +21,6 @@ payload_len(uint16_t type)
 	}
 }
 
-static void
-put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void
-put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void
-put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint64_t
-get_be(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < n; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
 /* "" or an id ([A-Za-z0-9_-]), at most max bytes */
 static bool
 field_ok(const char *s, size_t max)
@@ -106,7 +75,7 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 		if (m->u.oom.known > 1)
 			return -EINVAL;
 		buf[n++] = m->u.oom.known;
-		put64(buf + n, m->u.oom.n);
+		be_store(buf + n, m->u.oom.n, 8);
 		n += 8;
 		break;
 	case HM_REFUSED: {
@@ -116,9 +85,9 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 		buf[n++] = r->op;
 		buf[n++] = r->outcome;
 		buf[n++] = r->reason;
-		put64(buf + n, r->cap.generation);
+		be_store(buf + n, r->cap.generation, 8);
 		n += 8;
-		put32(buf + n, r->cap.activation);
+		be_store(buf + n, r->cap.activation, 4);
 		n += 4;
 		n += put_str(buf + n, r->target);
 		n += put_str(buf + n, r->cap.sandbox);
@@ -132,9 +101,9 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 		const struct route_identity *id = &m->u.claim.id;
 		if (!claim_ok(id))
 			return -EINVAL;
-		put64(buf + n, id->generation);
+		be_store(buf + n, id->generation, 8);
 		n += 8;
-		put32(buf + n, id->activation);
+		be_store(buf + n, id->activation, 4);
 		n += 4;
 		memcpy(buf + n, m->u.claim.secret, GUEST_SECRET_LEN);
 		n += GUEST_SECRET_LEN;
@@ -147,9 +116,9 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 	default:
 		break;
 	}
-	put16(buf, HM_MAGIC);
-	put16(buf + 2, m->type);
-	put32(buf + 4, (uint32_t)(n - HM_HDR_LEN));
+	be_store(buf, HM_MAGIC, 2);
+	be_store(buf + 2, m->type, 2);
+	be_store(buf + 4, (uint32_t)(n - HM_HDR_LEN), 4);
 	return (int)n;
 }
 
@@ -180,10 +149,10 @@ hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
 	size_t want;
 
 	memset(m, 0, sizeof(*m));
-	if (n < HM_HDR_LEN || get_be(buf, 2) != HM_MAGIC)
+	if (n < HM_HDR_LEN || be_load(buf, 2) != HM_MAGIC)
 		return -EPROTO;
-	m->type = (uint16_t)get_be(buf + 2, 2);
-	len = (uint32_t)get_be(buf + 4, 4);
+	m->type = (uint16_t)be_load(buf + 2, 2);
+	len = (uint32_t)be_load(buf + 4, 4);
 	if (m->type < HM_READY || m->type >= HM__MAX || len != n - HM_HDR_LEN)
 		return -EPROTO;
 	want = payload_len(m->type);
@@ -196,7 +165,7 @@ hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
 		if (p[0] > 1)
 			return -EPROTO;
 		m->u.oom.known = p[0];
-		m->u.oom.n = get_be(p + 1, 8);
+		m->u.oom.n = be_load(p + 1, 8);
 		return 0;
 	case HM_REFUSED: {
 		struct hm_refusal *r = &m->u.ref;
@@ -205,8 +174,8 @@ hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
 		r->op = p[0];
 		r->outcome = p[1];
 		r->reason = p[2];
-		r->cap.generation = get_be(p + 3, 8);
-		r->cap.activation = (uint32_t)get_be(p + 11, 4);
+		r->cap.generation = be_load(p + 3, 8);
+		r->cap.activation = (uint32_t)be_load(p + 11, 4);
 		p += 15;
 		if (get_str(&p, end, r->target, SPACE_ID_MAX) < 0 ||
 		    get_str(&p, end, r->cap.sandbox, SPACE_ID_MAX) < 0 ||
@@ -224,8 +193,8 @@ hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
 		struct route_identity *id = &m->u.claim.id;
 		if (len < 8 + 4 + GUEST_SECRET_LEN)
 			return -EPROTO;
-		id->generation = get_be(p, 8);
-		id->activation = (uint32_t)get_be(p + 8, 4);
+		id->generation = be_load(p, 8);
+		id->activation = (uint32_t)be_load(p + 8, 4);
 		memcpy(m->u.claim.secret, p + 12, GUEST_SECRET_LEN);
 		p += 12 + GUEST_SECRET_LEN;
 		if (get_str(&p, end, id->sandbox, SPACE_ID_MAX) < 0 ||

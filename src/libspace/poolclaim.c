@@ -8,23 +8,6 @@
 
 #define FIXED_LEN (8 + 4 * 6)
 
-static void
-put_be(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
-}
-
-static uint64_t
-get_be(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < n; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static bool
 id_ok(const char *s, size_t max)
 {
@@ -97,7 +80,7 @@ put_str16(uint8_t *p, const char *s)
 {
 	size_t l = strlen(s);
 
-	put_be(p, l, 2);
+	be_store(p, l, 2);
 	memcpy(p + 2, s, l);
 	return 2 + l;
 }
@@ -113,14 +96,14 @@ poolclaim_encode(const struct pool_claim *c, uint8_t *buf, size_t cap)
 	    3 * (2 + POOLCLAIM_PATH_MAX) <= POOLCLAIM_MAX, "a claim fits");
 	if (cap < POOLCLAIM_MAX || claim_check(c) != NULL)
 		return -EINVAL;
-	put_be(buf + n, c->id.generation, 8);
+	be_store(buf + n, c->id.generation, 8);
 	n += 8;
-	put_be(buf + n, c->id.activation, 4);
-	put_be(buf + n + 4, c->uid_base, 4);
-	put_be(buf + n + 8, c->memory_mb, 4);
-	put_be(buf + n + 12, c->pids, 4);
-	put_be(buf + n + 16, c->cpu_percent, 4);
-	put_be(buf + n + 20, c->disk_mb, 4);
+	be_store(buf + n, c->id.activation, 4);
+	be_store(buf + n + 4, c->uid_base, 4);
+	be_store(buf + n + 8, c->memory_mb, 4);
+	be_store(buf + n + 12, c->pids, 4);
+	be_store(buf + n + 16, c->cpu_percent, 4);
+	be_store(buf + n + 20, c->disk_mb, 4);
 	n += 24;
 	n += put_str8(buf + n, c->id.sandbox);
 	n += put_str8(buf + n, c->id.worker);
@@ -131,9 +114,9 @@ poolclaim_encode(const struct pool_claim *c, uint8_t *buf, size_t cap)
 	n += put_str16(buf + n, c->run_dir);
 	n += put_str16(buf + n, c->layer_dir);
 	n += put_str16(buf + n, c->netns);
-	put_be(buf, POOLCLAIM_MAGIC, 2);
-	put_be(buf + 2, POOLCLAIM_VERSION, 2);
-	put_be(buf + 4, n - POOLCLAIM_HDR_LEN, 4);
+	be_store(buf, POOLCLAIM_MAGIC, 2);
+	be_store(buf + 2, POOLCLAIM_VERSION, 2);
+	be_store(buf + 4, n - POOLCLAIM_HDR_LEN, 4);
 	return (int)n;
 }
 
@@ -145,7 +128,7 @@ get_str(const uint8_t **p, const uint8_t *end, int lb, char *dst, size_t max)
 
 	if (end - *p < lb)
 		return -EPROTO;
-	l = (size_t)get_be(*p, lb);
+	l = (size_t)be_load(*p, lb);
 	if (l > max || (size_t)(end - *p - lb) < l || memchr(*p + lb, '\0', l) != NULL)
 		return -EPROTO;
 	memcpy(dst, *p + lb, l);
@@ -164,20 +147,20 @@ poolclaim_decode(const uint8_t *buf, size_t n, struct pool_claim *c, const char 
 	if (n < POOLCLAIM_HDR_LEN + FIXED_LEN)
 		return -EPROTO;
 	*why = "not a claim";
-	if (get_be(buf, 2) != POOLCLAIM_MAGIC || get_be(buf + 2, 2) != POOLCLAIM_VERSION)
+	if (be_load(buf, 2) != POOLCLAIM_MAGIC || be_load(buf + 2, 2) != POOLCLAIM_VERSION)
 		return -EPROTO;
 	*why = "length is not the payload's";
-	if (n > POOLCLAIM_MAX || get_be(buf + 4, 4) != n - POOLCLAIM_HDR_LEN)
+	if (n > POOLCLAIM_MAX || be_load(buf + 4, 4) != n - POOLCLAIM_HDR_LEN)
 		return -EPROTO;
 	p = buf + POOLCLAIM_HDR_LEN;
 	end = buf + n;
-	c->id.generation = get_be(p, 8);
-	c->id.activation = (uint32_t)get_be(p + 8, 4);
-	c->uid_base = (uint32_t)get_be(p + 12, 4);
-	c->memory_mb = (uint32_t)get_be(p + 16, 4);
-	c->pids = (uint32_t)get_be(p + 20, 4);
-	c->cpu_percent = (uint32_t)get_be(p + 24, 4);
-	c->disk_mb = (uint32_t)get_be(p + 28, 4);
+	c->id.generation = be_load(p, 8);
+	c->id.activation = (uint32_t)be_load(p + 8, 4);
+	c->uid_base = (uint32_t)be_load(p + 12, 4);
+	c->memory_mb = (uint32_t)be_load(p + 16, 4);
+	c->pids = (uint32_t)be_load(p + 20, 4);
+	c->cpu_percent = (uint32_t)be_load(p + 24, 4);
+	c->disk_mb = (uint32_t)be_load(p + 28, 4);
 	p += FIXED_LEN;
 	*why = "bad field";
 	if (get_str(&p, end, 1, c->id.sandbox, SPACE_ID_MAX) < 0 ||

@@ -677,3 +677,20 @@ unix_bind_private(const char *path, int type)
 	}
 	return fd;
 }
+
+uint64_t
+be_load(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+void
+be_store(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+}

@@ -32,6 +32,10 @@ int rfc3339_format(int64_t unix_time, char out[RFC3339_LEN + 1]);
 bool ct_equal(const void *a, const void *b, size_t len);
 
 /* identifiers: [A-Za-z0-9_-]{1,SPACE_ID_MAX} */
+/* big-endian unsigned integers of n bytes (1..8), as the binary codecs
+ * write them */
+uint64_t be_load(const uint8_t *p, int n);
+void be_store(uint8_t *p, uint64_t v, int n);
 bool id_valid(const char *s);
 /* prefix + 26 random base32-lowercase characters, e.g. "sbx_..." */
 int id_random(const char *prefix, char *out, size_t outcap);
