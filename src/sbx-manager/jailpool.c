@@ -451,8 +451,14 @@ jailpool_stop(struct mgr *m)
 		while (poll(&p, 1, 2000) < 0 && errno == EINTR)
 			;
 	}
-	/* their kept bridges saw the guests go and are leaving: each is
-	 * reaped (bounded), then its jail destroyed */
+	/* their kept bridges saw the guests go and are leaving; told all
+	 * at once too (their claim pipes closed), then each is reaped
+	 * (bounded) and its jail destroyed */
+	for (i = 0; i < n; i++)
+		if (gone[i].claim_fd >= 0) {
+			close(gone[i].claim_fd);
+			gone[i].claim_fd = -1;
+		}
 	for (i = 0; i < n; i++)
 		jailpool_discard(m, &gone[i], true);
 	if (n > 0)
