@@ -133,6 +133,17 @@ is "... at the default priority now" "$(ps -o ni= -p "$BA" | tr -d ' ')" 0
 SA=$(pgrep -P "$BA" | grep -vx "$GA" | head -1)
 is "... its serving process ($SA) too" "$(ps -o ni= -p "$SA" | tr -d ' ')" 0
 check "... which listens on A's bridge.sock now" sh -c "ss -xlp | grep 'pid=$SA,' | grep -q bridge.sock"
+# made before A existed, it holds what one forked for A would: the serving
+# uid, its filter, no_new_privs, and of the monitor's only its channels and
+# the OOM count of A's group (the jail's group, renamed at the claim)
+is "... on the serving uid, no_new_privs, under its filter" \
+    "$(awk '/^Uid:/ { u = $3 } /^NoNewPrivs:/ { n = $2 } /^Seccomp:/ { f = $2 } END { print u, n, f }' /proc/"$SA"/status)" \
+    "$(($(uid0_of "$GA") + 65535)) 1 2"
+o6=$(readlink "/proc/$SA/fd/6")
+check "... its fd 6 is A's OOM count ($o6)" \
+    sh -c "case '$o6' in */$A.g1/memory.oom_control|*/$A.g1/memory.events) true ;; *) false ;; esac"
+others=$(for fd in /proc/$SA/fd/*; do n=${fd##*/}; [ "$n" -le 6 ] && continue; readlink "$fd"; done | grep -v '^socket:\|^pipe:\|^anon_inode:' | tr '\n' ' ')
+is "... and no file beyond it [$others]" "$others" ""
 is "... the file is the sandbox user's" \
     "$(napi POST exec --data-binary '{"argv":["stat","-c","%u","/home/user/f"]}' >/dev/null; jget stdout)" 1000
 check "... the record's uid range is the jail's" \
