@@ -53,15 +53,6 @@ claim_ok(const struct route_identity *id)
 	    field_ok(id->resident, SPACE_ID_MAX) && id->resident[0];
 }
 
-static size_t
-put_str(uint8_t *p, const char *s)
-{
-	size_t l = strlen(s);
-
-	p[0] = (uint8_t)l;
-	memcpy(p + 1, s, l);
-	return 1 + l;
-}
 
 int
 hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
@@ -89,12 +80,12 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 		n += 8;
 		be_store(buf + n, r->cap.activation, 4);
 		n += 4;
-		n += put_str(buf + n, r->target);
-		n += put_str(buf + n, r->cap.sandbox);
-		n += put_str(buf + n, r->cap.worker);
-		n += put_str(buf + n, r->cap.substrate);
-		n += put_str(buf + n, r->cap.resident);
-		n += put_str(buf + n, r->jti);
+		n += lstr_put(buf + n, r->target, 1);
+		n += lstr_put(buf + n, r->cap.sandbox, 1);
+		n += lstr_put(buf + n, r->cap.worker, 1);
+		n += lstr_put(buf + n, r->cap.substrate, 1);
+		n += lstr_put(buf + n, r->cap.resident, 1);
+		n += lstr_put(buf + n, r->jti, 1);
 		break;
 	}
 	case HM_CLAIM: {
@@ -107,10 +98,10 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 		n += 4;
 		memcpy(buf + n, m->u.claim.secret, GUEST_SECRET_LEN);
 		n += GUEST_SECRET_LEN;
-		n += put_str(buf + n, id->sandbox);
-		n += put_str(buf + n, id->worker);
-		n += put_str(buf + n, id->substrate);
-		n += put_str(buf + n, id->resident);
+		n += lstr_put(buf + n, id->sandbox, 1);
+		n += lstr_put(buf + n, id->worker, 1);
+		n += lstr_put(buf + n, id->substrate, 1);
+		n += lstr_put(buf + n, id->resident, 1);
 		break;
 	}
 	default:
@@ -122,24 +113,6 @@ hm_encode(const struct hm_msg *m, uint8_t *buf, size_t cap)
 	return (int)n;
 }
 
-/* one length-prefixed string into dst[max + 1] */
-static int
-get_str(const uint8_t **p, const uint8_t *end, char *dst, size_t max)
-{
-	size_t l;
-
-	if (*p >= end)
-		return -EPROTO;
-	l = **p;
-	if (l > max || (size_t)(end - *p - 1) < l)
-		return -EPROTO;
-	if (memchr(*p + 1, '\0', l) != NULL)
-		return -EPROTO;
-	memcpy(dst, *p + 1, l);
-	dst[l] = '\0';
-	*p += 1 + l;
-	return 0;
-}
 
 int
 hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
@@ -177,12 +150,12 @@ hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
 		r->cap.generation = be_load(p + 3, 8);
 		r->cap.activation = (uint32_t)be_load(p + 11, 4);
 		p += 15;
-		if (get_str(&p, end, r->target, SPACE_ID_MAX) < 0 ||
-		    get_str(&p, end, r->cap.sandbox, SPACE_ID_MAX) < 0 ||
-		    get_str(&p, end, r->cap.worker, SPACE_ID_MAX) < 0 ||
-		    get_str(&p, end, r->cap.substrate, SPACE_SUBSTRATE_MAX) < 0 ||
-		    get_str(&p, end, r->cap.resident, SPACE_ID_MAX) < 0 ||
-		    get_str(&p, end, r->jti, SPACE_JTI_MAX) < 0 ||
+		if (lstr_get(&p, end, 1, r->target, SPACE_ID_MAX) < 0 ||
+		    lstr_get(&p, end, 1, r->cap.sandbox, SPACE_ID_MAX) < 0 ||
+		    lstr_get(&p, end, 1, r->cap.worker, SPACE_ID_MAX) < 0 ||
+		    lstr_get(&p, end, 1, r->cap.substrate, SPACE_SUBSTRATE_MAX) < 0 ||
+		    lstr_get(&p, end, 1, r->cap.resident, SPACE_ID_MAX) < 0 ||
+		    lstr_get(&p, end, 1, r->jti, SPACE_JTI_MAX) < 0 ||
 		    p != end || !refusal_ok(r)) {
 			memset(m, 0, sizeof(*m));
 			return -EPROTO;
@@ -197,10 +170,10 @@ hm_decode(const uint8_t *buf, size_t n, struct hm_msg *m)
 		id->activation = (uint32_t)be_load(p + 8, 4);
 		memcpy(m->u.claim.secret, p + 12, GUEST_SECRET_LEN);
 		p += 12 + GUEST_SECRET_LEN;
-		if (get_str(&p, end, id->sandbox, SPACE_ID_MAX) < 0 ||
-		    get_str(&p, end, id->worker, SPACE_ID_MAX) < 0 ||
-		    get_str(&p, end, id->substrate, SPACE_SUBSTRATE_MAX) < 0 ||
-		    get_str(&p, end, id->resident, SPACE_ID_MAX) < 0 ||
+		if (lstr_get(&p, end, 1, id->sandbox, SPACE_ID_MAX) < 0 ||
+		    lstr_get(&p, end, 1, id->worker, SPACE_ID_MAX) < 0 ||
+		    lstr_get(&p, end, 1, id->substrate, SPACE_SUBSTRATE_MAX) < 0 ||
+		    lstr_get(&p, end, 1, id->resident, SPACE_ID_MAX) < 0 ||
 		    p != end || !claim_ok(id)) {
 			sodium_memzero(m, sizeof(*m));
 			return -EPROTO;

@@ -65,25 +65,7 @@ claim_check(const struct pool_claim *c)
 	return NULL;
 }
 
-static size_t
-put_str8(uint8_t *p, const char *s)
-{
-	size_t l = strlen(s);
 
-	p[0] = (uint8_t)l;
-	memcpy(p + 1, s, l);
-	return 1 + l;
-}
-
-static size_t
-put_str16(uint8_t *p, const char *s)
-{
-	size_t l = strlen(s);
-
-	be_store(p, l, 2);
-	memcpy(p + 2, s, l);
-	return 2 + l;
-}
 
 int
 poolclaim_encode(const struct pool_claim *c, uint8_t *buf, size_t cap)
@@ -105,37 +87,21 @@ poolclaim_encode(const struct pool_claim *c, uint8_t *buf, size_t cap)
 	be_store(buf + n + 16, c->cpu_percent, 4);
 	be_store(buf + n + 20, c->disk_mb, 4);
 	n += 24;
-	n += put_str8(buf + n, c->id.sandbox);
-	n += put_str8(buf + n, c->id.worker);
-	n += put_str8(buf + n, c->id.resident);
-	n += put_str8(buf + n, c->id.substrate);
-	n += put_str8(buf + n, c->claim_from);
-	n += put_str8(buf + n, c->nameserver);
-	n += put_str16(buf + n, c->run_dir);
-	n += put_str16(buf + n, c->layer_dir);
-	n += put_str16(buf + n, c->netns);
+	n += lstr_put(buf + n, c->id.sandbox, 1);
+	n += lstr_put(buf + n, c->id.worker, 1);
+	n += lstr_put(buf + n, c->id.resident, 1);
+	n += lstr_put(buf + n, c->id.substrate, 1);
+	n += lstr_put(buf + n, c->claim_from, 1);
+	n += lstr_put(buf + n, c->nameserver, 1);
+	n += lstr_put(buf + n, c->run_dir, 2);
+	n += lstr_put(buf + n, c->layer_dir, 2);
+	n += lstr_put(buf + n, c->netns, 2);
 	be_store(buf, POOLCLAIM_MAGIC, 2);
 	be_store(buf + 2, POOLCLAIM_VERSION, 2);
 	be_store(buf + 4, n - POOLCLAIM_HDR_LEN, 4);
 	return (int)n;
 }
 
-/* one length-prefixed string (lb bytes of length) into dst[max + 1] */
-static int
-get_str(const uint8_t **p, const uint8_t *end, int lb, char *dst, size_t max)
-{
-	size_t l;
-
-	if (end - *p < lb)
-		return -EPROTO;
-	l = (size_t)be_load(*p, lb);
-	if (l > max || (size_t)(end - *p - lb) < l || memchr(*p + lb, '\0', l) != NULL)
-		return -EPROTO;
-	memcpy(dst, *p + lb, l);
-	dst[l] = '\0';
-	*p += lb + l;
-	return 0;
-}
 
 int
 poolclaim_decode(const uint8_t *buf, size_t n, struct pool_claim *c, const char **why)
@@ -163,15 +129,15 @@ poolclaim_decode(const uint8_t *buf, size_t n, struct pool_claim *c, const char 
 	c->disk_mb = (uint32_t)be_load(p + 28, 4);
 	p += FIXED_LEN;
 	*why = "bad field";
-	if (get_str(&p, end, 1, c->id.sandbox, SPACE_ID_MAX) < 0 ||
-	    get_str(&p, end, 1, c->id.worker, SPACE_ID_MAX) < 0 ||
-	    get_str(&p, end, 1, c->id.resident, SPACE_ID_MAX) < 0 ||
-	    get_str(&p, end, 1, c->id.substrate, SPACE_SUBSTRATE_MAX) < 0 ||
-	    get_str(&p, end, 1, c->claim_from, SPACE_ID_MAX) < 0 ||
-	    get_str(&p, end, 1, c->nameserver, sizeof(c->nameserver) - 1) < 0 ||
-	    get_str(&p, end, 2, c->run_dir, POOLCLAIM_PATH_MAX) < 0 ||
-	    get_str(&p, end, 2, c->layer_dir, POOLCLAIM_PATH_MAX) < 0 ||
-	    get_str(&p, end, 2, c->netns, POOLCLAIM_PATH_MAX) < 0)
+	if (lstr_get(&p, end, 1, c->id.sandbox, SPACE_ID_MAX) < 0 ||
+	    lstr_get(&p, end, 1, c->id.worker, SPACE_ID_MAX) < 0 ||
+	    lstr_get(&p, end, 1, c->id.resident, SPACE_ID_MAX) < 0 ||
+	    lstr_get(&p, end, 1, c->id.substrate, SPACE_SUBSTRATE_MAX) < 0 ||
+	    lstr_get(&p, end, 1, c->claim_from, SPACE_ID_MAX) < 0 ||
+	    lstr_get(&p, end, 1, c->nameserver, sizeof(c->nameserver) - 1) < 0 ||
+	    lstr_get(&p, end, 2, c->run_dir, POOLCLAIM_PATH_MAX) < 0 ||
+	    lstr_get(&p, end, 2, c->layer_dir, POOLCLAIM_PATH_MAX) < 0 ||
+	    lstr_get(&p, end, 2, c->netns, POOLCLAIM_PATH_MAX) < 0)
 		goto bad;
 	*why = "bytes after the claim";
 	if (p != end)

@@ -694,3 +694,29 @@ be_store(uint8_t *p, uint64_t v, int n)
 	for (int i = 0; i < n; i++)
 		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
 }
+
+size_t
+lstr_put(uint8_t *p, const char *s, int lb)
+{
+	size_t l = strlen(s);
+
+	be_store(p, l, lb);
+	memcpy(p + lb, s, l);
+	return (size_t)lb + l;
+}
+
+int
+lstr_get(const uint8_t **p, const uint8_t *end, int lb, char *dst, size_t max)
+{
+	size_t l;
+
+	if (end - *p < lb)
+		return -EPROTO;
+	l = (size_t)be_load(*p, lb);
+	if (l > max || (size_t)(end - *p - lb) < l || memchr(*p + lb, '\0', l) != NULL)
+		return -EPROTO;
+	memcpy(dst, *p + lb, l);
+	dst[l] = '\0';
+	*p += lb + l;
+	return 0;
+}

@@ -36,6 +36,13 @@ bool ct_equal(const void *a, const void *b, size_t len);
  * write them */
 uint64_t be_load(const uint8_t *p, int n);
 void be_store(uint8_t *p, uint64_t v, int n);
+/* a string after its length in lb big-endian bytes (1 or 2): lstr_put
+ * writes it (the caller has checked it fits) and returns the bytes
+ * written; lstr_get reads one into dst[max + 1] at *p (< end) and moves
+ * *p past it: 0, or -EPROTO for a length past end or over max, or a NUL
+ * inside */
+size_t lstr_put(uint8_t *p, const char *s, int lb);
+int lstr_get(const uint8_t **p, const uint8_t *end, int lb, char *dst, size_t max);
 bool id_valid(const char *s);
 /* prefix + 26 random base32-lowercase characters, e.g. "sbx_..." */
 int id_random(const char *prefix, char *out, size_t outcap);

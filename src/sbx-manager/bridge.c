@@ -725,8 +725,7 @@ int
 bridge_pool_claim(const struct mgr *m, struct record *r, struct jailpool_jail *j,
     int *pidfd_out, const char **why)
 {
-	static const struct pool_claim zero;
-	struct pool_claim c = zero;
+	struct pool_claim c;
 	uint8_t buf[POOLCLAIM_MAX];
 	char nsp[PATH_MAX + 16];
 	struct stat disk;
@@ -743,6 +742,7 @@ bridge_pool_claim(const struct mgr *m, struct record *r, struct jailpool_jail *j
 	    disk.st_dev != j->xst.st_dev || disk.st_ino != j->xst.st_ino)
 		goto fallback;
 	t_ns = now_mono_ns();
+	memset(&c, 0, sizeof(c));
 	c.id = r->id;
 	egress_nameserver(r, c.nameserver);
 	c.uid_base = r->uid_base;

@@ -50,12 +50,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/resource.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sodium.h>

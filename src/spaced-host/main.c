@@ -303,8 +303,7 @@ claim_read(void)
 			until = now_mono_ns() + (uint64_t)CLAIM_READ_MS * 1000000u;
 		got += (size_t)n;
 		if (got == POOLCLAIM_HDR_LEN && want == POOLCLAIM_HDR_LEN) {
-			uint32_t len = (uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 |
-			    (uint32_t)buf[6] << 8 | buf[7];
+			uint32_t len = (uint32_t)be_load(buf + 4, 4);
 			if (len > POOLCLAIM_MAX - POOLCLAIM_HDR_LEN) {
 				log_warnx("claim: too long (%" PRIu32 " bytes)", len);
 				return -1;
