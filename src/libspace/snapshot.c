@@ -181,6 +181,7 @@ struct snap_create {
 	char link[SPACE_PATH_MAX + 1];
 	unsigned char io[SNAP_BUF];
 	bool drop_read;         /* SNAPSHOT_DROP_READ */
+	const struct snapshot_index *base;      /* a delta of its base, or NULL */
 	struct snapshot_stats st;
 };
 
@@ -402,6 +403,25 @@ out:
 	return r;
 }
 
+/* a file the index says is as the base has it: no data, a hard link to
+ * its own path (snapshot.h) */
+static int
+emit_same(struct snap_create *c, const struct stat *st)
+{
+	int r;
+
+	entry_start(c, AE_IFREG, st->st_mode & SNAP_FILE_MODES, st);
+	archive_entry_set_size(c->ae, 0);
+	archive_entry_copy_hardlink(c->ae, c->path);
+	if ((r = entry_write(c)) < 0)
+		return r;
+	if (archive_write_finish_entry(c->a) != ARCHIVE_OK)
+		return arc_err(c);
+	c->st.bytes += (uint64_t)st->st_size;
+	c->st.unchanged++;
+	return 0;
+}
+
 static int
 name_cmp(const void *a, const void *b)
 {
@@ -492,7 +512,8 @@ walk_dir(struct snap_create *c, int dfd, size_t plen, int depth)
 			break;
 		}
 		if (S_ISREG(st.st_mode)) {
-			r = emit_file(c, dfd, name, &st);
+			r = c->base && snapshot_index_same(c->base, c->path, &st) ?
+			    emit_same(c, &st) : emit_file(c, dfd, name, &st);
 		} else if (S_ISDIR(st.st_mode)) {
 			struct stat cst;
 			int cfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -574,6 +595,15 @@ snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_b
     int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_stats *stats)
 {
+	return snapshot_create_delta(layer_dir, store_dir, max_bytes, tee_fd, tee_err, flags, NULL,
+	    digest_out, stats);
+}
+
+int
+snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
+    int tee_fd, int *tee_err, unsigned flags, const struct snapshot_index *base,
+    char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats)
+{
 	struct snap_create *c = NULL;
 	struct snap_out *o = NULL;
 	unsigned char digest[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], rnd[8];
@@ -596,6 +626,7 @@ snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_b
 	o->stream_max = snapshot_stream_max(max_bytes);
 	c->o = o;
 	c->drop_read = (flags & SNAPSHOT_DROP_READ) != 0;
+	c->base = base;
 	if ((o->z = ZSTD_createCCtx()) == NULL ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(o->z, ZSTD_c_compressionLevel, SPACE_SNAPSHOT_ZSTD_LEVEL)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(o->z, ZSTD_c_windowLog, SPACE_SNAPSHOT_WINDOW_LOG - 2)) ||
@@ -635,6 +666,18 @@ snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_b
 	if ((c->a = writer_new(o)) == NULL) {
 		r = -ENOMEM;
 		goto out;
+	}
+	if (base != NULL) {
+		unsigned char b[SNAPSHOT_DIGEST_LEN], head[SNAP_DELTA_LEN];
+
+		if (hex_decode(snapshot_index_base(base), SNAPSHOT_DIGEST_HEX, b, sizeof(b)) !=
+		    (ssize_t)sizeof(b)) {
+			r = -EINVAL;
+			goto out;
+		}
+		snap_delta_header(head, b);
+		if ((r = out_put(o, head, sizeof(head))) < 0)
+			goto out;
 	}
 	if ((r = walk_dir(c, lfd, 0, 0)) < 0)
 		goto out;

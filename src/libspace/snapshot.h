@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define SNAPSHOT_DIGEST_LEN     32                      /* BLAKE2b-256 */
 #define SNAPSHOT_DIGEST_HEX     (2 * SNAPSHOT_DIGEST_LEN)
@@ -23,6 +24,7 @@ struct snapshot_stats {
 	uint64_t entries;       /* archived (create) or extracted (restore) */
 	uint64_t bytes;         /* file sizes (holes included) */
 	uint64_t skipped;       /* create only: devices, fifos, sockets left out */
+	uint64_t unchanged;     /* files as in the base (a delta) */
 };
 
 /* Archives layer_dir (never following a symlink inside it) into store_dir,
@@ -52,6 +54,58 @@ int snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_b
 int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_stats *stats);
+
+/* ---- incremental archives (docs/recovery.md, "Incremental archives") ----
+ *
+ * A layer restored from an archive B keeps an index of its regular files
+ * as they were when the restore ended: path, inode number, size, mtime
+ * and ctime. An archive of that layer made with the index is a delta of
+ * B: it begins with a frame naming B, and each regular file whose inode,
+ * size, mtime and ctime are still the index's is an entry without data
+ * marked "as in the base" (a hard link to its own path, which a full
+ * archive never holds); everything else is archived whole, and what was
+ * deleted is simply absent. ctime cannot be set from user space: any
+ * write, truncation, chmod, rename into place or re-creation changes it.
+ * A delta is restored onto a tree that holds its base's state. Chains are
+ * bounded: the archive of a layer whose base is already
+ * SNAPSHOT_DELTA_DEPTH_MAX deltas deep is made whole. */
+#define SNAPSHOT_DELTA_DEPTH_MAX 8
+
+struct snapshot_index;
+/* Walks layer_dir (one file system, no symlink followed) and writes the
+ * index of its regular files to path (temporary file, fsync'd, renamed),
+ * naming base (the digest the layer holds the state of) and depth (how
+ * many deltas deep base is: 0 for a whole archive). -E2BIG when the
+ * index would exceed SPACE_SNAPSHOT_INDEX_MAX (the layer's next archive
+ * is then made whole). */
+int snapshot_index_save(const char *layer_dir, const char *path, const char *base, unsigned depth);
+/* Reads and decodes an index file strictly: 0, -ENOENT, or -EBADMSG. */
+int snapshot_index_load(const char *path, struct snapshot_index **out);
+int snapshot_index_decode(const unsigned char *buf, size_t len, struct snapshot_index **out);
+void snapshot_index_free(struct snapshot_index *x);
+/* the base's digest (hex) and its depth */
+const char *snapshot_index_base(const struct snapshot_index *x);
+unsigned snapshot_index_depth(const struct snapshot_index *x);
+size_t snapshot_index_count(const struct snapshot_index *x);
+/* true when path is in the index with exactly st's inode, size, mtime and
+ * ctime */
+bool snapshot_index_same(const struct snapshot_index *x, const char *path,
+    const struct stat *st);
+
+/* snapshot_create_tee with an index (NULL: a whole archive): the archive
+ * is a delta of the index's base. */
+int snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
+    int tee_fd, int *tee_err, unsigned flags, const struct snapshot_index *base,
+    char digest_out[SNAPSHOT_DIGEST_HEX + 1], struct snapshot_stats *stats);
+
+/* Whether store_dir/<digest>.snap (or the archive arriving at f, waiting
+ * for its first bytes) is a delta: 1 with base (hex) set, 0 for a whole
+ * archive, or a negative errno (-EBADMSG: not an archive). Only a hint
+ * for choosing what to restore onto: the restore checks the frame again,
+ * as part of the hashed body. */
+int snapshot_base_of(const char *store_dir, const char *digest, char base[SNAPSHOT_DIGEST_HEX + 1]);
+struct snapshot_feed;
+int snapshot_feed_base_of(const struct snapshot_feed *f, char base[SNAPSHOT_DIGEST_HEX + 1]);
 
 /* Restores store_dir/<digest>.snap into dest_dir, which must be missing
  * (it is created 0755) or empty, in one pass: every entry is checked
@@ -89,6 +143,20 @@ struct snapshot_feed {
  * extracted. */
 int snapshot_restore_feed(const struct snapshot_feed *f, const char *digest, const char *dest_dir,
     uint64_t max_bytes, struct snapshot_stats *stats, const char **why);
+
+/* A delta onto dest_dir, which holds the state of base (the digest the
+ * delta must name): dest's entries are first moved aside into a staging
+ * directory, the delta is extracted beside it with the same checks as a
+ * whole archive (unchanged files are renamed over from the staging
+ * directory, each one a regular file there or the restore fails), then
+ * the staging directory is removed. On failure dest is left in no
+ * particular state: the caller discards it (sbx-manager restores into an
+ * image it publishes only after this returned 0). A whole archive, or a
+ * delta of another base, is refused (-EBADMSG). */
+int snapshot_restore_onto(const char *store_dir, const char *digest, const char *base,
+    const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats, const char **why);
+int snapshot_restore_feed_onto(const struct snapshot_feed *f, const char *digest, const char *base,
+    const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats, const char **why);
 
 /* The most tar stream a layer of quota max_bytes can produce (file data
  * at most the quota, headers within the rest); both sides enforce it. */

@@ -25,4 +25,16 @@
 bool snap_path_valid(const char *p, size_t len);
 
 void snap_trailer(unsigned char out[SNAP_TRAILER_LEN], const unsigned char digest[32]);
+
+/* An incremental archive begins with another skippable frame, of the
+ * same shape, naming the digest of its base: the archive whose state the
+ * files it marks unchanged are taken from (docs/recovery.md). It is part
+ * of the body, so the archive's digest covers it. */
+#define SNAP_DELTA_MAGIC        0x184D2A5Du
+#define SNAP_DELTA_LEN          (8 + 32)
+void snap_delta_header(unsigned char out[SNAP_DELTA_LEN], const unsigned char base[32]);
+/* 1 and base when p (n >= SNAP_DELTA_LEN bytes, an archive's first) is
+ * a delta header, 0 when it is not one, -EBADMSG when it has the magic
+ * and the wrong length */
+int snap_delta_parse(const unsigned char *p, size_t n, unsigned char base[32]);
 #endif

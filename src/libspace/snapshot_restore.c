@@ -50,6 +50,9 @@ struct snap_in {
 	ZSTD_inBuffer in;
 	crypto_generichash_state h;
 	const char *why;        /* what our callback refused */
+	const unsigned char *want_base; /* a delta of this base expected, or NULL: a whole archive */
+	bool head_done;         /* the first bytes looked at: a delta's frame or not */
+	bool delta;             /* it was one (and was hashed) */
 	unsigned char ibuf[SNAP_BUF];
 	unsigned char obuf[SNAP_BUF];
 };
@@ -89,11 +92,64 @@ feed_wait(struct snap_in *rd)
 	return 0;
 }
 
+/* The body's first bytes: a delta's frame naming its base (hashed, as
+ * part of the body), or already the compressed stream. Which one the
+ * caller expects is decided before: a delta restored without its base,
+ * or onto another, or a whole archive where a delta was expected, is
+ * refused before anything is extracted. */
+static int
+read_head(struct snap_in *rd)
+{
+	unsigned char head[SNAP_DELTA_LEN], base[SNAPSHOT_DIGEST_LEN];
+	ssize_t n = 0;
+	int r = 0;
+
+	while (rd->limit < SNAP_DELTA_LEN && !rd->final)
+		if (feed_wait(rd) < 0)
+			return -1;
+	if (rd->limit >= SNAP_DELTA_LEN) {
+		do
+			n = pread(rd->fd, head, sizeof(head), 0);
+		while (n < 0 && errno == EINTR);
+		if (n != (ssize_t)sizeof(head)) {
+			rd->why = "archive shorter than its size";
+			return -1;
+		}
+		r = snap_delta_parse(head, sizeof(head), base);
+	}
+	rd->head_done = true;
+	if (r < 0) {
+		rd->why = "malformed incremental archive frame";
+		return -1;
+	}
+	if (r == 0) {
+		if (rd->want_base != NULL) {
+			rd->why = "a whole archive where an incremental one was expected";
+			return -1;
+		}
+		return 0;
+	}
+	if (rd->want_base == NULL) {
+		rd->why = "an incremental archive restored without its base";
+		return -1;
+	}
+	if (sodium_memcmp(base, rd->want_base, sizeof(base)) != 0) {
+		rd->why = "an incremental archive of another base";
+		return -1;
+	}
+	crypto_generichash_update(&rd->h, head, sizeof(head));
+	rd->off = SNAP_DELTA_LEN;
+	rd->delta = true;
+	return 0;
+}
+
 static la_ssize_t
 in_read_cb(struct archive *a, void *ctx, const void **buf)
 {
 	struct snap_in *rd = ctx;
 
+	if (!rd->head_done && read_head(rd) < 0)
+		return in_fail(a, rd, rd->why);
 	for (;;) {
 		ZSTD_outBuffer out = { rd->obuf, sizeof(rd->obuf), 0 };
 
@@ -148,6 +204,7 @@ struct snap_entry {
 	int64_t sec;
 	uint32_t nsec;
 	int64_t size;                           /* AE_IFREG */
+	bool same;                              /* AE_IFREG of a delta: as in the base */
 	char path[SPACE_PATH_MAX + 1];
 	const char *target;                     /* AE_IFLNK, owned by libarchive */
 };
@@ -176,6 +233,8 @@ pass_open(struct snap_pass *p, struct snap_in *rd, uint64_t body, uint64_t out_m
 	rd->in.src = rd->ibuf;
 	rd->in.size = rd->in.pos = 0;
 	rd->why = NULL;
+	rd->head_done = false;
+	rd->delta = false;
 	crypto_generichash_init(&rd->h, NULL, 0, SNAPSHOT_DIGEST_LEN);
 	if (ZSTD_isError(ZSTD_DCtx_reset(rd->z, ZSTD_reset_session_and_parameters)) ||
 	    ZSTD_isError(ZSTD_DCtx_setParameter(rd->z, ZSTD_d_windowLogMax, SPACE_SNAPSHOT_WINDOW_LOG)))
@@ -221,7 +280,7 @@ static int
 next_entry(struct snap_pass *p, struct snap_entry *e, const char **why)
 {
 	struct archive_entry *ae;
-	const char *path;
+	const char *path, *hl;
 	size_t plen;
 	int r;
 
@@ -235,9 +294,17 @@ next_entry(struct snap_pass *p, struct snap_entry *e, const char **why)
 		return -EBADMSG;
 	}
 	p->seen++;
-	if (archive_entry_hardlink(ae) != NULL) {
-		*why = "hard link";
-		return -EBADMSG;
+	/* a hard link only ever means "as in the base": to its own path,
+	 * in a delta, on a file entry without data */
+	e->same = false;
+	if ((hl = archive_entry_hardlink(ae)) != NULL) {
+		path = archive_entry_pathname(ae);
+		if (!p->rd->delta || path == NULL || strcmp(hl, path) != 0 ||
+		    archive_entry_size(ae) != 0) {
+			*why = "hard link";
+			return -EBADMSG;
+		}
+		e->same = true;
 	}
 	if (archive_entry_xattr_count(ae) != 0) {
 		*why = "extended attributes are not snapshot content";
@@ -272,6 +339,14 @@ next_entry(struct snap_pass *p, struct snap_entry *e, const char **why)
 	if (archive_entry_mtime_nsec(ae) < 0 || archive_entry_mtime_nsec(ae) >= 1000000000L) {
 		*why = "bad mtime";
 		return -EBADMSG;
+	}
+	/* libarchive gives a hard link no file type of its own */
+	if (e->same) {
+		if (e->type != 0 && e->type != AE_IFREG) {
+			*why = "hard link";
+			return -EBADMSG;
+		}
+		e->type = AE_IFREG;
 	}
 	if (e->type != AE_IFREG && e->size != 0) {
 		*why = "data on an entry that is not a file";
@@ -440,6 +515,7 @@ struct dir_fix {
 };
 
 struct snap_restore {
+	int base_root;          /* a delta's base, moved aside, or -1 */
 	struct dir_fix *dirs;
 	size_t ndirs, capdirs;
 	char *names;
@@ -482,6 +558,39 @@ remember_dir(struct snap_restore *x, const struct snap_entry *e)
 	return 0;
 }
 
+/* A file as in the base: renamed over from the base's tree (a regular
+ * file there, reached without following a symlink), then given the
+ * entry's mode and mtime. pfd/name: where it goes. */
+static int
+same_entry(struct snap_restore *x, int pfd, const char *name, struct snap_entry *e,
+    const struct timespec ts[2], const char **why)
+{
+	const char *bname;
+	struct stat st, fst;
+	int bfd, fd, r = 0;
+
+	if (x->base_root < 0 || (bfd = open_parent(x->base_root, e->path, &bname)) < 0) {
+		*why = "a file as in the base, which the base does not hold";
+		return -EBADMSG;
+	}
+	if (fstatat(bfd, bname, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+		*why = "a file as in the base, which the base does not hold";
+		r = -EBADMSG;
+	} else if (renameat2(bfd, bname, pfd, name, RENAME_NOREPLACE) < 0)
+		r = -errno;
+	close(bfd);
+	if (r < 0)
+		return r;
+	if ((fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+		return -errno;
+	if (fstat(fd, &fst) < 0 || fst.st_ino != st.st_ino || fchmod(fd, e->mode) < 0 ||
+	    futimens(fd, ts) < 0)
+		r = errno ? -errno : -EBUSY;
+	close(fd);
+	e->size = st.st_size;
+	return r;
+}
+
 static int
 extract_entry(struct snap_restore *x, struct snap_pass *p, int root,
     struct snap_entry *e, const char **why)
@@ -503,6 +612,10 @@ extract_entry(struct snap_restore *x, struct snap_pass *p, int root,
 			r = remember_dir(x, e);
 		break;
 	case AE_IFREG:
+		if (e->same) {
+			r = same_entry(x, pfd, name, e, ts, why);
+			break;
+		}
 		/* O_EXCL + O_NOFOLLOW: a duplicate entry or a planted
 		 * symlink is refused, never written through */
 		fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -648,7 +761,8 @@ out:
  * everything again on failure. */
 static int
 restore_into(struct snap_in *rd, const unsigned char want[SNAPSHOT_DIGEST_LEN], uint64_t body,
-    const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+    const char *dest_dir, uint64_t max_bytes, int base_root, struct snapshot_stats *stats,
+    const char **why)
 {
 	struct snap_restore *x = NULL;
 	struct snap_entry *e = NULL;
@@ -661,6 +775,7 @@ restore_into(struct snap_in *rd, const unsigned char want[SNAPSHOT_DIGEST_LEN], 
 		r = -ENOMEM;
 		goto out;
 	}
+	x->base_root = base_root;
 	if (mkdir(dest_dir, 0755) == 0)
 		made_dest = true;
 	else if (errno != EEXIST) {
@@ -721,6 +836,117 @@ restore_digest(const char *digest, unsigned char want[SNAPSHOT_DIGEST_LEN], cons
 	return 0;
 }
 
+/* every name in from (but skip) moved into to, never replacing one */
+static int
+move_children(int from, int to, const char *skip)
+{
+	char **names = NULL, **nn;
+	size_t n = 0, cap = 0, i;
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	if ((fd = openat(from, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -errno;
+	}
+	/* listed first: a directory read while its names leave it may skip some */
+	while ((errno = 0, de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    (skip && strcmp(de->d_name, skip) == 0))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 32;
+			if (cap > SPACE_SNAPSHOT_ENTRIES_MAX ||
+			    (nn = realloc(names, cap * sizeof(*names))) == NULL) {
+				r = -ENOMEM;
+				break;
+			}
+			names = nn;
+		}
+		if ((names[n] = strdup(de->d_name)) == NULL) {
+			r = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	if (r == 0 && errno != 0)
+		r = -errno;
+	closedir(d);
+	for (i = 0; i < n && r == 0; i++)
+		if (renameat2(from, names[i], to, names[i], RENAME_NOREPLACE) < 0)
+			r = -errno;
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return r;
+}
+
+/* A delta onto dest_dir, which holds its base's state: dest's entries
+ * go into a staging directory (random name), the delta is extracted
+ * into a fresh one beside it (the unchanged files renamed over from the
+ * staging one), the staging directory with what is left in it (files
+ * changed or deleted since the base) is removed and the fresh tree's
+ * entries take dest's place. Nothing is undone on failure: the caller
+ * discards dest (snapshot.h). */
+static int
+restore_onto(struct snap_in *rd, const unsigned char want[SNAPSHOT_DIGEST_LEN], uint64_t body,
+    const char *base, const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats,
+    const char **why)
+{
+	unsigned char b[SNAPSHOT_DIGEST_LEN], rnd[8];
+	char stage[40], fresh[40], hex[17], path[PATH_MAX];
+	int root = -1, sfd = -1, nfd = -1, r;
+
+	if ((r = restore_digest(base, b, why)) < 0)
+		return r;
+	rd->want_base = b;
+	randombytes_buf(rnd, sizeof(rnd));
+	hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
+	snprintf(stage, sizeof(stage), ".space-base-%s", hex);
+	snprintf(fresh, sizeof(fresh), ".space-new-%s", hex);
+	if (snprintf(path, sizeof(path), "%s/%s", dest_dir, fresh) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	if ((root = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	if (mkdirat(root, stage, 0700) < 0 ||
+	    (sfd = openat(root, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((r = move_children(root, sfd, stage)) < 0)
+		goto out;
+	if (mkdirat(root, fresh, 0755) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((r = restore_into(rd, want, body, path, max_bytes, sfd, stats, why)) < 0)
+		goto out;
+	if ((r = remove_tree(sfd)) < 0 || unlinkat(root, stage, AT_REMOVEDIR) < 0) {
+		r = r < 0 ? r : -errno;
+		goto out;
+	}
+	if ((nfd = openat(root, fresh, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((r = move_children(nfd, root, NULL)) < 0)
+		goto out;
+	if (unlinkat(root, fresh, AT_REMOVEDIR) < 0 || syncfs(root) < 0)
+		r = -errno;
+out:
+	if (r < 0 && *why == NULL)
+		*why = "cannot apply the incremental archive onto its base";
+	if (nfd >= 0)
+		close(nfd);
+	if (sfd >= 0)
+		close(sfd);
+	close(root);
+	return r;
+}
+
 static struct snap_in *
 in_new(void)
 {
@@ -741,8 +967,8 @@ in_free(struct snap_in *rd)
 	free(rd);
 }
 
-int
-snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir,
+static int
+restore_file(const char *store_dir, const char *digest, const char *onto, const char *dest_dir,
     uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
 {
 	unsigned char want[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], expect[SNAP_TRAILER_LEN];
@@ -797,7 +1023,8 @@ snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir
 		goto out;
 	}
 	rd->fd = fd;
-	r = restore_into(rd, want, body, dest_dir, max_bytes, stats, why);
+	r = onto ? restore_onto(rd, want, body, onto, dest_dir, max_bytes, stats, why) :
+	    restore_into(rd, want, body, dest_dir, max_bytes, -1, stats, why);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -805,9 +1032,9 @@ out:
 	return r;
 }
 
-int
-snapshot_restore_feed(const struct snapshot_feed *f, const char *digest, const char *dest_dir,
-    uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+static int
+restore_feed(const struct snapshot_feed *f, const char *digest, const char *onto,
+    const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
 {
 	unsigned char want[SNAPSHOT_DIGEST_LEN];
 	struct snap_in *rd;
@@ -823,7 +1050,36 @@ snapshot_restore_feed(const struct snapshot_feed *f, const char *digest, const c
 		return -ENOMEM;
 	rd->fd = f->fd;
 	rd->feed = f;
-	r = restore_into(rd, want, 0, dest_dir, max_bytes, stats, why);
+	r = onto ? restore_onto(rd, want, 0, onto, dest_dir, max_bytes, stats, why) :
+	    restore_into(rd, want, 0, dest_dir, max_bytes, -1, stats, why);
 	in_free(rd);
 	return r;
+}
+
+int
+snapshot_restore(const char *store_dir, const char *digest, const char *dest_dir,
+    uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+{
+	return restore_file(store_dir, digest, NULL, dest_dir, max_bytes, stats, why);
+}
+
+int
+snapshot_restore_onto(const char *store_dir, const char *digest, const char *base,
+    const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+{
+	return restore_file(store_dir, digest, base, dest_dir, max_bytes, stats, why);
+}
+
+int
+snapshot_restore_feed(const struct snapshot_feed *f, const char *digest, const char *dest_dir,
+    uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+{
+	return restore_feed(f, digest, NULL, dest_dir, max_bytes, stats, why);
+}
+
+int
+snapshot_restore_feed_onto(const struct snapshot_feed *f, const char *digest, const char *base,
+    const char *dest_dir, uint64_t max_bytes, struct snapshot_stats *stats, const char **why)
+{
+	return restore_feed(f, digest, base, dest_dir, max_bytes, stats, why);
 }

@@ -32,6 +32,33 @@ snap_trailer(unsigned char out[SNAP_TRAILER_LEN], const unsigned char digest[32]
 }
 
 void
+snap_delta_header(unsigned char out[SNAP_DELTA_LEN], const unsigned char base[32])
+{
+	snap_trailer(out, base);
+	for (int i = 0; i < 4; i++)
+		out[i] = (unsigned char)(SNAP_DELTA_MAGIC >> (8 * i));
+}
+
+int
+snap_delta_parse(const unsigned char *p, size_t n, unsigned char base[32])
+{
+	uint32_t m = 0, len = 0;
+
+	if (n < SNAP_DELTA_LEN)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		m |= (uint32_t)p[i] << (8 * i);
+		len |= (uint32_t)p[4 + i] << (8 * i);
+	}
+	if (m != SNAP_DELTA_MAGIC)
+		return 0;
+	if (len != 32)
+		return -EBADMSG;
+	memcpy(base, p + 8, 32);
+	return 1;
+}
+
+void
 snapshot_hash_init(struct snapshot_hash *h)
 {
 	memset(h, 0, sizeof(*h));

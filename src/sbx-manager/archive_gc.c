@@ -121,6 +121,9 @@ apply_answer(struct mgr *m, int sfd, char (*named)[65], size_t nn, const struct 
 			;
 		if (i == n)
 			continue;       /* not offered: never deleted */
+		/* nothing references it: its sandbox is gone, and so is an
+		 * image kept of it (kept.c), whether the file goes or not */
+		kept_forget_digest(m, named[k]);
 		if (collect_one(sfd, &o[i]) == 1) {
 			metrics_inc(m, MC_ARCHIVES_COLLECTED);
 			done++;

@@ -650,20 +650,20 @@ archive_why(int rc)
  * 0 or -errno (-ENOTSUP: no snapshot store here) */
 static int
 archive_stopped(struct mgr *m, struct record *r, const char *what, char digest[SNAPSHOT_DIGEST_HEX + 1],
-    uint64_t *size)
+    uint64_t *size, unsigned *depth)
 {
 	bool uploaded = false;
 	int rc;
 
 	wait_layer_free(r);
-	if ((rc = layer_snapshot_stopped(m, r, digest, size, &uploaded)) != 0) {
+	if ((rc = layer_snapshot_stopped(m, r, digest, size, &uploaded, depth)) != 0) {
 		log_warnx("%s %s g%llu: archiving its layer failed: %s", what, r->id.sandbox,
 		    (unsigned long long)r->id.generation, strerror(-rc));
 		return rc;
 	}
-	log_info("%s %s g%llu: layer archived as %s (%llu bytes%s)", what, r->id.sandbox,
+	log_info("%s %s g%llu: layer archived as %s (%llu bytes%s%s)", what, r->id.sandbox,
 	    (unsigned long long)r->id.generation, digest, (unsigned long long)*size,
-	    uploaded ? ", uploaded while it was made" : "");
+	    *depth ? ", incremental" : "", uploaded ? ", uploaded while it was made" : "");
 	return uploaded ? 0 : archive_upload(m, digest);
 }
 
@@ -672,6 +672,7 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 {
 	char digest[SNAPSHOT_DIGEST_HEX + 1];
 	uint64_t size = 0;
+	unsigned depth = 0;
 	struct record r;
 	int rc;
 
@@ -727,13 +728,15 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 	}
 	if (!want_snapshot) {
 		control_report(m, &r.id, "retired", NULL);
-		/* a kill keeps nothing of the execution */
+		/* a kill keeps nothing of the execution, nor an image
+		 * kept of the sandbox earlier */
 		wait_layer_free(&r);
+		kept_drop(m, r.id.sandbox);
 		reclaim_execution(m, &r);
 		return;
 	}
 	/* archived only now: nothing can write to the layer any more */
-	if ((rc = archive_stopped(m, &r, "retired", digest, &size)) != 0) {
+	if ((rc = archive_stopped(m, &r, "retired", digest, &size, &depth)) != 0) {
 		control_report_retired(m, &r.id, NULL, 0, archive_why(rc));
 		return;
 	}
@@ -741,8 +744,12 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 	 * fsync'd too unless it was uploaded while it was made): recorded
 	 * with the execution for a replay, then the layer goes */
 	snprintf(r.snapshot, sizeof(r.snapshot), "%s", digest);
-	if (records_put(m, &r) == 0)
+	if (records_put(m, &r) == 0) {
+		/* the image is what digest holds: kept for the sandbox's
+		 * next install here (kept.c), the rest reclaimed */
+		kept_keep(m, &r, digest, depth);
 		reclaim_execution(m, &r);
+	}
 	control_report_retired(m, &r.id, digest, size, NULL);
 }
 
@@ -1099,12 +1106,13 @@ fail_salvaged(struct mgr *m, struct record *r, const char *why)
 {
 	char digest[SNAPSHOT_DIGEST_HEX + 1];
 	uint64_t size = 0;
+	unsigned depth = 0;
 
 	if (!m->cfg.snapshot_dir[0] || !layer_present(r)) {
 		control_report(m, &r->id, "failed", why);
 		return;
 	}
-	if (archive_stopped(m, r, "failed", digest, &size) != 0) {
+	if (archive_stopped(m, r, "failed", digest, &size, &depth) != 0) {
 		control_report(m, &r->id, "failed", why);
 		return;
 	}

@@ -79,7 +79,8 @@ mount_image(const char *img, const char *dir, bool ro)
  * the caller sends the file (snapblob_put, retried). */
 static int
 archive_dir(struct mgr *m, const struct record *r0, const char *dir, unsigned flags,
-    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded)
+    const struct snapshot_index *base, char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size,
+    bool *uploaded)
 {
 	char path[PATH_MAX + 80];
 	struct stat st;
@@ -91,8 +92,8 @@ archive_dir(struct mgr *m, const struct record *r0, const char *dir, unsigned fl
 		int wfd = -1, tee_err = 0;
 		bool streamed = snapblob_stream_begin(m, &wfd, &k) == 0;
 
-		r = snapshot_create_tee(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
-		    wfd, &tee_err, flags, digest, NULL);
+		r = snapshot_create_delta(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
+		    wfd, &tee_err, flags, base, digest, NULL);
 		if (streamed) {
 			uint64_t n = 0;
 
@@ -164,18 +165,40 @@ layer_snapshot_live(struct mgr *m, const struct record *r,
 	if (!m->cfg.snapshot_dir[0])
 		return -ENOTSUP;
 	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
-	return archive_dir(m, r, rw, 0, digest, size, uploaded);
+	/* a named snapshot is whole: it outlives the automatic ones */
+	return archive_dir(m, r, rw, 0, NULL, digest, size, uploaded);
+}
+
+/* the index a restore left beside the image (layer_restore): what the
+ * next archive of the layer can be a delta of */
+static void
+index_path(const struct record *r, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/base.idx", r->layer_dir);
 }
 
 int
 layer_snapshot_stopped(struct mgr *m, const struct record *r,
-    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded)
+    char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded, unsigned *depth)
 {
-	char img[PATH_MAX + 16], mnt[PATH_MAX + 16];
+	char img[PATH_MAX + 16], mnt[PATH_MAX + 16], idx[PATH_MAX + 16];
+	struct snapshot_index *base = NULL;
 	int ret;
 
+	*depth = 0;
 	if (!m->cfg.snapshot_dir[0])
 		return -ENOTSUP;
+	/* a delta of the archive the layer was restored from, unless the
+	 * chain is as deep as it may be: then whole again */
+	index_path(r, idx, sizeof(idx));
+	if ((ret = snapshot_index_load(idx, &base)) == 0 &&
+	    snapshot_index_depth(base) + 1 > SNAPSHOT_DELTA_DEPTH_MAX) {
+		snapshot_index_free(base);
+		base = NULL;
+	} else if (ret != 0 && ret != -ENOENT)
+		log_warnx("layer of %s: its index is unreadable (%d): archived whole", r->id.sandbox, ret);
+	if (base != NULL)
+		*depth = snapshot_index_depth(base) + 1;
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	snprintf(mnt, sizeof(mnt), "%s/snap", r->run_dir);
 	if (mkdir(mnt, 0700) != 0 && errno != EEXIST)
@@ -184,11 +207,12 @@ layer_snapshot_stopped(struct mgr *m, const struct record *r,
 		goto out;
 	/* a mount of its own, read once and unmounted: its pages need not
 	 * stay cached (the image's own pages stay) */
-	ret = archive_dir(m, r, mnt, SNAPSHOT_DROP_READ, digest, size, uploaded);
+	ret = archive_dir(m, r, mnt, SNAPSHOT_DROP_READ, base, digest, size, uploaded);
 	if (umount2(mnt, 0) != 0)
 		umount2(mnt, MNT_DETACH);
 out:
 	rmdir(mnt);
+	snapshot_index_free(base);
 	return ret;
 }
 
@@ -263,8 +287,18 @@ chown_restored(const char *dir, uid_t uid)
  * is dropped and fetched again, once: the cache's copy is not fsync'd
  * when it is fetched (nor trusted). A failed restore leaves mnt empty. */
 static int
-restore_archive(const struct mgr *m0, const struct record *r, const char *digest, const char *mnt,
-    struct snapblob_dl **dl, int rfd, const char **why)
+restore_cached(const struct mgr *m, const char *digest, const char *onto, const char *mnt,
+    uint64_t quota, const char **why)
+{
+	return onto ? snapshot_restore_onto(m->cfg.snapshot_dir, digest, onto, mnt, quota, NULL, why) :
+	    snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
+}
+
+/* onto: NULL for a whole archive into an empty mnt, or the base a delta
+ * is restored onto (mnt holds its state) */
+static int
+restore_archive(const struct mgr *m0, const struct record *r, const char *digest, const char *onto,
+    const char *mnt, struct snapblob_dl **dl, int rfd, const char **why)
 {
 	struct mgr *m = (struct mgr *)m0;
 	uint64_t quota = (uint64_t)r->disk_mb << 20;
@@ -274,7 +308,8 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 	if (*dl != NULL) {
 		struct snapshot_feed f = { .fd = rfd, .more = snapblob_more, .ctx = *dl };
 
-		ret = snapshot_restore_feed(&f, digest, mnt, quota, NULL, why);
+		ret = onto ? snapshot_restore_feed_onto(&f, digest, onto, mnt, quota, NULL, why) :
+		    snapshot_restore_feed(&f, digest, mnt, quota, NULL, why);
 		fr = snapblob_follow_end(*dl, ret == 0 ? SNAPBLOB_RESTORED : SNAPBLOB_REFUSED, &fwhy);
 		*dl = NULL;
 		if (fr == 0)
@@ -289,9 +324,9 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 		if ((ret = snapblob_fetch(m, digest, why)) != 0)
 			return ret;
 		*why = NULL;
-		return snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
+		return restore_cached(m, digest, onto, mnt, quota, why);
 	}
-	ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
+	ret = restore_cached(m, digest, onto, mnt, quota, why);
 	if (ret == -EBADMSG) {
 		log_warnx("archive %s: the cached copy failed verification (%s): fetching it again",
 		    digest, *why ? *why : "-");
@@ -301,27 +336,79 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 			return ret;
 		}
 		*why = NULL;
-		ret = snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
+		ret = restore_cached(m, digest, onto, mnt, quota, why);
 	}
 	return ret;
 }
 
-int
-layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why)
+/* digest, a base of the archive being installed, into the empty mnt:
+ * its own base first when it is a delta too (from the cache, fetched
+ * when missing). *depth: how many deltas deep it is. */
+static int
+restore_chain(const struct mgr *m0, const struct record *r, const char *digest, const char *mnt,
+    unsigned level, unsigned *depth, const char **why)
+{
+	struct mgr *m = (struct mgr *)m0;
+	char base[SNAPSHOT_DIGEST_HEX + 1];
+	struct snapblob_dl *none = NULL;
+	int ret, isd;
+
+	if (level > SNAPSHOT_DELTA_DEPTH_MAX) {
+		*why = "incremental archives chained deeper than allowed";
+		return -EBADMSG;
+	}
+	if ((isd = snapshot_base_of(m->cfg.snapshot_dir, digest, base)) == -ENOENT) {
+		if ((ret = snapblob_fetch(m, digest, why)) != 0)
+			return ret;
+		isd = snapshot_base_of(m->cfg.snapshot_dir, digest, base);
+	}
+	if (isd < 0) {
+		*why = "cannot read a base archive";
+		return isd;
+	}
+	*depth = 0;
+	if (isd == 1) {
+		unsigned d = 0;
+
+		if ((ret = restore_chain(m, r, base, mnt, level + 1, &d, why)) != 0)
+			return ret;
+		*depth = d + 1;
+	}
+	return restore_archive(m, r, digest, isd == 1 ? base : NULL, mnt, &none, -1, why);
+}
+
+/* the kept image's root to the new execution's sandbox root (mkfs gave
+ * a fresh image's root to it) */
+static int
+chown_root(const char *dir, uid_t uid)
+{
+	return lchown(dir, uid, uid) == 0 ? 0 : -errno;
+}
+
+/* Builds r's layer image from digest. The image is, in order of
+ * preference: the one this worker kept of the sandbox when it retired
+ * (kept.c), as it is when it holds digest itself, or with digest
+ * restored onto it when digest is a delta of what it holds; else a
+ * fresh one, with digest's chain of bases restored first when digest is
+ * a delta. The restored layer's index is written beside it (the next
+ * archive's base). A kept image that fails is dropped and the layer
+ * built fresh. */
+static int
+restore_image(const struct mgr *m, const struct record *r, const char *digest, bool use_kept,
+    bool *kept_failed, const char **why)
 {
 	char img[PATH_MAX + 16], fin[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32];
-	char owner[128];
+	char owner[128], base[SNAPSHOT_DIGEST_HEX + 1], kd[SNAPSHOT_DIGEST_HEX + 1];
+	char idx[PATH_MAX + 16];
 	struct snapblob_dl *dl = NULL;
 	const char *dwhy = NULL;
-	int fd, ret, rfd = -1;
+	unsigned kdepth = 0, depth = 0;
+	int fd, ret, rfd = -1, isd = 0;
+	bool kept = false, as_is = false;
 	char *const mkfs[] = { (char *)tool("/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"), "-q", "-F",
 	    "-E", owner, "-m", "0", img, NULL };
 
 	*why = "cannot build the layer";
-	if (!m->cfg.snapshot_dir[0]) {
-		*why = "no snapshot store on this worker (--snapshot-dir)";
-		return -ENOTSUP;
-	}
 	/* an archive the cache lacks is downloaded by digest from the
 	 * control plane while the image is made and restored as it arrives
 	 * (restore_archive); when no download can start now, it is fetched
@@ -329,12 +416,21 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	if (snapblob_follow((struct mgr *)m, digest, &dl, &rfd, &dwhy) < 0 &&
 	    (ret = snapblob_fetch((struct mgr *)m, digest, why)) != 0)
 		return ret;
+	/* whole or a delta, and of what: read from its first bytes (the
+	 * restore checks them again, hashed with the rest) */
+	if (dl != NULL) {
+		struct snapshot_feed f = { .fd = rfd, .more = snapblob_more, .ctx = dl };
+
+		isd = snapshot_feed_base_of(&f, base);
+	} else
+		isd = snapshot_base_of(m->cfg.snapshot_dir, digest, base);
 	/* built under another name and renamed into place when complete: a
 	 * restore interrupted by a crash leaves no disk.img a bridge could
 	 * start on, and the restart restores again (the digest is recorded) */
 	snprintf(img, sizeof(img), "%s/disk.img.part", r->layer_dir);
 	snprintf(fin, sizeof(fin), "%s/disk.img", r->layer_dir);
 	snprintf(mnt, sizeof(mnt), "%s/restore", r->run_dir);
+	index_path(r, idx, sizeof(idx));
 	/* a fresh sparse file: its journal reads as zeros unwritten
 	 * (spaced-host's layer.c makes its images the same way) */
 	snprintf(owner, sizeof(owner), "root_owner=%u:%u,lazy_itable_init=1,lazy_journal_init=1",
@@ -344,14 +440,23 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	umount2(mnt, MNT_DETACH);
 	unlink(img);
 	unlink(fin);
-	if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
-		ret = -errno;
-		goto fail;
+	unlink(idx);
+	if (use_kept && kept_peek(m, r->id.sandbox, kd, &kdepth) == 0 &&
+	    (strcmp(kd, digest) == 0 || (isd == 1 && strcmp(kd, base) == 0)) &&
+	    kept_take(m, r->id.sandbox, img) == 0) {
+		kept = true;
+		as_is = strcmp(kd, digest) == 0;
 	}
-	ret = ftruncate(fd, (off_t)r->disk_mb << 20) == 0 ? 0 : -errno;
-	close(fd);
-	if (ret != 0 || (ret = run(mkfs)) != 0)
-		goto fail;
+	if (!kept) {
+		if ((fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
+			ret = -errno;
+			goto fail;
+		}
+		ret = ftruncate(fd, (off_t)r->disk_mb << 20) == 0 ? 0 : -errno;
+		close(fd);
+		if (ret != 0 || (ret = run(mkfs)) != 0)
+			goto fail;
+	}
 	if (mkdir(mnt, 0700) != 0 && errno != EEXIST) {
 		ret = -errno;
 		goto fail;
@@ -359,15 +464,47 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 	if ((ret = mount_image(img, mnt, false)) != 0)
 		goto fail_dir;
 	loopdev_direct_io(mnt);
-	/* snapshot_restore wants an empty destination; spaced-host makes
-	 * what it needs (home, tmp) when it mounts the layer */
-	snprintf(lf, sizeof(lf), "%s/lost+found", mnt);
-	rmdir(lf);
-	ret = restore_archive(m, r, digest, mnt, &dl, rfd, why);
+	if (as_is) {
+		/* the image is the archive's state: nothing to read */
+		ret = 0;
+		depth = kdepth;
+		if (dl != NULL)
+			(void)snapblob_follow_end(dl, SNAPBLOB_UNREAD, &dwhy);
+		dl = NULL;
+		log_info("layer of %s: the image kept here is %s itself", r->id.sandbox, digest);
+	} else if (kept) {
+		ret = restore_archive(m, r, digest, base, mnt, &dl, rfd, why);
+		depth = kdepth + 1;
+		if (ret == 0)
+			log_info("layer of %s: %s restored onto the image kept here", r->id.sandbox,
+			    digest);
+	} else {
+		/* snapshot_restore wants an empty destination; spaced-host
+		 * makes what it needs (home, tmp) when it mounts the layer */
+		snprintf(lf, sizeof(lf), "%s/lost+found", mnt);
+		rmdir(lf);
+		if (isd == 1) {
+			unsigned d = 0;
+
+			/* the bases first (from the cache, or fetched),
+			 * while the download goes on */
+			if ((ret = restore_chain(m, r, base, mnt, 1, &d, why)) == 0) {
+				depth = d + 1;
+				ret = restore_archive(m, r, digest, base, mnt, &dl, rfd, why);
+			}
+		} else
+			ret = restore_archive(m, r, digest, NULL, mnt, &dl, rfd, why);
+	}
 	if (ret == 0) {
-		if (chown_restored(mnt, r->uid_base + JAIL_USER_UID) != 0) {
+		if (chown_restored(mnt, r->uid_base + JAIL_USER_UID) != 0 ||
+		    (kept && chown_root(mnt, r->uid_base) != 0)) {
 			*why = "cannot give the restored files to the sandbox user";
 			ret = -EIO;
+		} else if (m->cfg.kept_layers > 0 && depth <= SNAPSHOT_DELTA_DEPTH_MAX &&
+		    (fd = snapshot_index_save(mnt, idx, digest, depth)) != 0) {
+			/* no index: the next archive is whole */
+			log_info("layer of %s: no index of the restored files (%d)", r->id.sandbox, fd);
+			unlink(idx);
 		}
 	} else if (*why == NULL)
 		*why = ret == -ENOENT ? "no such snapshot in the store" : "snapshot restore failed";
@@ -384,7 +521,30 @@ fail:
 		(void)snapblob_follow_end(dl, SNAPBLOB_UNREAD, &dwhy);
 	if (rfd >= 0)
 		close(rfd);
-	if (ret != 0)
+	if (ret != 0) {
 		unlink(img);
+		unlink(idx);
+		*kept_failed = kept;
+	}
+	return ret;
+}
+
+int
+layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why)
+{
+	bool kept_failed = false;
+	int ret;
+
+	if (!m->cfg.snapshot_dir[0]) {
+		*why = "no snapshot store on this worker (--snapshot-dir)";
+		return -ENOTSUP;
+	}
+	ret = restore_image(m, r, digest, true, &kept_failed, why);
+	if (ret != 0 && kept_failed) {
+		log_warnx("layer of %s: the image kept here failed (%s): building it fresh",
+		    r->id.sandbox, *why ? *why : "-");
+		*why = NULL;
+		ret = restore_image(m, r, digest, false, &kept_failed, why);
+	}
 	return ret;
 }

@@ -31,7 +31,7 @@ usage(void)
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096] [--layer-pool 16]\n"
 	    "       [--netns-pool 8]\n"
-	    "       [--jail-pool 0]\n"
+	    "       [--jail-pool 0] [--kept-layers 8]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
 	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID]\n"
 	    "       [--gateway-listen HOST:PORT [--gateway-uid UID]] [-v]\n");
@@ -156,6 +156,7 @@ main(int argc, char **argv)
 		{ "layer-pool", required_argument, NULL, 1101 },
 		{ "netns-pool", required_argument, NULL, 1102 },
 		{ "jail-pool", required_argument, NULL, 1103 },
+		{ "kept-layers", required_argument, NULL, 1104 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -181,6 +182,7 @@ main(int argc, char **argv)
 	cfg->netns_pool = 8;
 	cfg->api_conns = MGR_CONN_DEFAULT;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
+	cfg->kept_layers = MGR_KEPT_LAYERS;
 	while ((c = getopt_long(argc, argv, "v", opts, &optidx)) != -1) {
 		switch (c) {
 		case 'd': copy_opt(cfg->data_dir, sizeof(cfg->data_dir), optarg, "data-dir"); break;
@@ -241,6 +243,13 @@ main(int argc, char **argv)
 			if (errno || *end || cap2 > MGR_SLOTS_MAX)
 				usage();
 			cfg->jail_pool = (unsigned)cap2;
+			break;
+		case 1104:
+			errno = 0;
+			cap2 = strtoul(optarg, &end, 10);
+			if (errno || *end || cap2 > MGR_SLOTS_MAX)
+				usage();
+			cfg->kept_layers = (unsigned)cap2;
 			break;
 		case 1001: case 1002: case 1003:
 			if (egress_option(opts[optidx].name, optarg) != 0)

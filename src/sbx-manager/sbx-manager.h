@@ -45,6 +45,7 @@
 #define MGR_IO_TIMEOUT_S     30         /* a frame stalled half-way */
 #define MGR_HASH_HEX         64         /* BLAKE2b-256 in hex */
 #define MGR_SNAPSHOT_GC_GRACE 3600      /* seconds before an archive is offered for collection */
+#define MGR_KEPT_LAYERS 8               /* retired images kept for a resume or an incremental archive here (kept.c) */
 #define MGR_SNAPSHOT_TMP_GRACE 3600     /* seconds unwritten before a writer's .tmp file is deleted */
 
 struct mgr_config {
@@ -65,6 +66,7 @@ struct mgr_config {
 	unsigned layer_pool;            /* fresh layer images kept ready (layerpool.c) */
 	unsigned netns_pool;            /* network namespaces kept ready (netnspool.c) */
 	unsigned jail_pool;             /* prepared jails kept ready (jailpool.c) */
+	unsigned kept_layers;           /* retired images kept for a resume here (kept.c) */
 	char snapshot_dir[1024];        /* this worker's archive cache (DATA/snapshots by default) */
 	unsigned snapshot_gc_grace;     /* seconds: younger archives are never offered */
 };
@@ -425,9 +427,19 @@ int layer_snapshot_live(struct mgr *m, const struct record *r, char digest[65], 
 /* after the bridge ended: detach a mount it left, wait (bounded) until no
  * file system of the image is left; 0 or -EBUSY */
 int layer_release(const struct record *r);
+/* a delta of the archive the layer was restored from when its index
+ * allows (*depth: how many deltas deep the archive is, 0 whole) */
 int layer_snapshot_stopped(struct mgr *m, const struct record *r, char digest[65],
-    uint64_t *size, bool *uploaded);
+    uint64_t *size, bool *uploaded, unsigned *depth);
 int layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why);
+
+/* kept.c: the image a retired execution was archived from, kept for
+ * the same sandbox's next install here (docs/worker.md, "Kept layers") */
+void kept_keep(const struct mgr *m, const struct record *r, const char *digest, unsigned depth);
+int kept_peek(const struct mgr *m, const char *sandbox, char digest[65], unsigned *depth);
+int kept_take(const struct mgr *m, const char *sandbox, const char *img);
+void kept_drop(const struct mgr *m, const char *sandbox);
+void kept_forget_digest(const struct mgr *m, const char *digest);
 
 /* reclaim.c: deleting a retired execution's layer and run directory,
  * crash-safe (a journal entry first, finished by reclaim_resume) */

@@ -1,0 +1,103 @@
+#!/bin/sh
+# Incremental moves (docs/recovery.md, "Incremental archives"; docs/worker.md,
+# "Kept layers"), two real workers, archives over HTTP by digest. The first
+# move archives the layer whole; the worker it left keeps the image. The
+# next move back is a delta of the archive the layer was restored from,
+# restored onto that kept image: the tree read back on the other side is
+# the one left behind, byte for byte, with changed, rewritten (same size),
+# chmod'ed, deleted, added and replaced entries, and the delta is small.
+# From the tenant's side: a file rewritten with its size and mtime put back
+# still travels (ctime cannot be set). A worker without a kept image
+# restores the chain (base, then delta) from the control plane. A pause and
+# a resume on the same worker start from the image kept there. A kill drops
+# the kept image of the worker it ran on.
+. "$SPACE_TOP/tests/lib.sh"
+. "$SPACE_TOP/tests/lib_platform.sh"
+
+platform_init
+NP1=$(free_port); NP2=$(free_port)
+check "space-control up" start_ctl
+check "worker w1 up" add_worker 1 w1 "$NP1"
+check "worker w2 up" add_worker 2 w2 "$NP2"
+
+is "create a sandbox on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "running" wait_state "$S" running 20
+
+# sh -c SCRIPT in the sandbox, through its current route; stdout printed
+run() {
+	CAP=$(route "$S"); _e=$(jget endpoint)
+	python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$1" >"$T/req"
+	[ "$(napi_at "$_e" POST exec --data-binary @"$T/req")" = 200 ] || { echo "exec failed: $(cat "$T/body")" >&2; return 1; }
+	[ "$(jget exit_code)" = 0 ] || { echo "exec exit $(jget exit_code): $(jget stderr)" >&2; return 1; }
+	jget stdout
+}
+# every entry of the tree: type, mode, size, mtime (ns), link target, and
+# every file's SHA-256
+manifest() {
+	run 'cd /home/user/t && find . -printf "%y %m %s %T@ %p %l\n" | sort && find . -type f | sort | xargs sha256sum'
+}
+move() {
+	is "move to $1 -> 202" "$(cpost "/v1/sandboxes/$S/move" "{\"to\":\"$1\"}")" 202
+	wait_state "$S" running 60 && sbx "$S" && [ "$(jget execution.worker "$T/sbx")" = "$1" ]
+}
+
+check "a tree written on w1" run 'mkdir -p /home/user/t/d/e && cd /home/user/t &&
+	head -c 3000000 /dev/urandom >big && echo a >a && echo bb >b && echo c >c &&
+	echo e >e && echo x >d/e/x && echo same >same && ln -s a l &&
+	truncate -s 50M sparse && printf y | dd of=sparse bs=1 seek=10000000 conv=notrunc 2>/dev/null'
+check "move 1 to w2" move w2
+P1=$(jget snapshot "$T/sbx")
+check "... its archive is whole" grep -q "layer archived as $P1 ([0-9]* bytes, uploaded" "$T/mgr_w1.log"
+check "... w1 kept the image it archived" test -f "$T/w1/kept/$S.img"
+is "... tagged with that archive" "$(cut -d' ' -f1 "$T/w1/kept/$S.tag")" "$P1"
+
+# the changes of a sandbox that ran on w2
+MT=$(run 'stat -c %Y /home/user/t/same')
+check "changes on w2" run "cd /home/user/t && echo changed >a && echo BB >b && chmod 600 c &&
+	rm e && echo new >n && rm -r d/e && echo now-a-file >d/e && rm l && ln -s b l &&
+	printf 'SAME\n' >same && touch -d @$MT same"
+is "the rewritten file kept its size and mtime" "$(run 'stat -c "%s %Y" /home/user/t/same')" "5 $MT"
+manifest >"$T/m2" || not_ok "manifest on w2"
+check "move 2 back to w1" move w1
+P2=$(jget snapshot "$T/sbx")
+check "... w2 made it a delta" grep -q "layer archived as $P2 ([0-9]* bytes, incremental" "$T/mgr_w2.log"
+check "... w1 restored it onto the image it kept" \
+	grep -q "layer of $S: $P2 restored onto the image kept here" "$T/mgr_w1.log"
+SZ=$(stat -c %s "$T/c/archives/$P2.snap")
+check "... the delta is small ($SZ bytes for a 3 MB file left alone)" test "$SZ" -lt 65536
+check "... the control plane keeps its base" test -f "$T/c/archives/$P1.snap"
+manifest >"$T/m1" || not_ok "manifest on w1"
+check "the tree on w1 is the tree left on w2" cmp -s "$T/m1" "$T/m2"
+is "... including the rewrite whose size and mtime were put back" "$(run 'cat /home/user/t/same')" SAME
+is "the files are the sandbox user's" "$(run 'stat -c %u /home/user/t/big /home/user/t/d/e | sort -u')" 1000
+
+# w2 has no image any more: the chain is restored from the control plane
+check "one more change on w1" run 'echo third >>/home/user/t/n && rm /home/user/t/b'
+manifest >"$T/m3" || not_ok "manifest before move 3"
+rm -f "$T/w2/kept/$S.img" "$T/w2/kept/$S.tag"
+check "move 3 to w2 (no kept image there)" move w2
+P3=$(jget snapshot "$T/sbx")
+check "... a delta again" grep -q "layer archived as $P3 ([0-9]* bytes, incremental" "$T/mgr_w1.log"
+check "... w2 built it fresh, not onto a kept image" sh -c "! grep -q '$P3 restored onto the image kept here' '$T/mgr_w2.log'"
+manifest >"$T/m3b" || not_ok "manifest after move 3"
+check "... the tree is intact (base, delta, delta restored in turn)" cmp -s "$T/m3" "$T/m3b"
+
+# a pause and a resume on the same worker: the kept image is the archive
+is "pause -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
+check "paused" wait_state "$S" paused 60
+P4=$(jget snapshot "$T/sbx")
+is "resume on w2 -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{"worker":"w2"}')" 202
+check "running" wait_state "$S" running 60
+check "... from the image kept there, nothing restored" \
+	grep -q "layer of $S: the image kept here is $P4 itself" "$T/mgr_w2.log"
+manifest >"$T/m4" || not_ok "manifest after the resume"
+check "... the tree is intact" cmp -s "$T/m3" "$T/m4"
+
+# a kill keeps nothing on the worker it ran on
+is "kill -> 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
+check "killed" wait_state "$S" killed 30
+check "... w2 dropped its kept image" sh -c "sleep 1; ! ls '$T/w2/kept' 2>/dev/null | grep -q '$S'"
+
+platform_cleanup
+done_testing
