@@ -1,0 +1,1131 @@
+/* Incremental ("delta") snapshot archives: a delta made from a restored
+ * layer and its index, restored onto its base's state, equals the layer;
+ * it is small when little changed and the same for the same tree; the
+ * index codec is strict; and a restore refuses every delta that does not
+ * fit the base it is applied to, tested with archives built by hand the
+ * way an attacker with write access to the store would build them. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sodium.h>
+#include <zstd.h>
+
+#include "snapshot.h"
+#include "util.h"
+#include "tap.h"
+
+static char top[256];
+
+static void
+path_join(char *out, size_t cap, const char *a, const char *b)
+{
+	if (snprintf(out, cap, "%s/%s", a, b) >= (int)cap)
+		abort();
+}
+
+static void
+must(int r, const char *what)
+{
+	if (r < 0) {
+		perror(what);
+		exit(1);
+	}
+}
+
+static void
+write_bytes(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len) {
+		perror(path);
+		exit(1);
+	}
+	fchmod(fd, mode);
+	close(fd);
+}
+
+static void
+set_mtime(const char *path, time_t sec, long nsec)
+{
+	struct timespec ts[2] = { { sec, nsec }, { sec, nsec } };
+	must(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), path);
+}
+
+static bool
+exists(const char *p)
+{
+	struct stat st;
+	return lstat(p, &st) == 0;
+}
+
+static void
+rm_rf(const char *p)
+{
+	char cmd[700];
+
+	snprintf(cmd, sizeof(cmd), "chmod -R u+rwx '%s' 2>/dev/null; rm -rf '%s'", p, p);
+	if (system(cmd) != 0)
+		diag("could not remove %s", p);
+}
+
+/* ctime comes from the kernel's coarse clock: a change made within the
+ * same tick as the index would keep its ctime */
+static void
+tick(void)
+{
+	usleep(30000);
+}
+
+static uint64_t
+file_size(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static void
+archive_path(char *out, size_t cap, const char *store, const char *dg)
+{
+	if (snprintf(out, cap, "%s/%s.snap", store, dg) >= (int)cap)
+		abort();
+}
+
+/* a ".space-base-*" or ".space-new-*" directory anywhere directly in dir */
+static bool
+has_staging(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool found = false;
+
+	if (d == NULL)
+		return false;
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, ".space-base-", 12) == 0 ||
+		    strncmp(de->d_name, ".space-new-", 11) == 0)
+			found = true;
+	closedir(d);
+	return found;
+}
+
+/* Compares two trees entry by entry (type, permission bits, mtime to the
+ * nanosecond, data, link target, no entry more or less); returns the
+ * number of differences and prints them. The roots themselves are not
+ * compared. */
+static int
+tree_diff(const char *a, const char *b)
+{
+	DIR *d = opendir(a);
+	struct dirent *de;
+	int diffs = 0, na = 0, nb = 0;
+
+	if (d == NULL)
+		return 1;
+	while ((de = readdir(d)) != NULL) {
+		char pa[1024], pb[1024];
+		struct stat sa, sb;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		path_join(pa, sizeof(pa), a, de->d_name);
+		path_join(pb, sizeof(pb), b, de->d_name);
+		na++;
+		if (lstat(pa, &sa) < 0 || lstat(pb, &sb) < 0) {
+			diag("missing %s", pb);
+			diffs++;
+			continue;
+		}
+		if ((sa.st_mode & S_IFMT) != (sb.st_mode & S_IFMT)) {
+			diag("type differs %s", pb);
+			diffs++;
+			continue;
+		}
+		if (!S_ISLNK(sa.st_mode) && (sa.st_mode & 07777) != (sb.st_mode & 07777)) {
+			diag("mode %o vs %o at %s", sa.st_mode & 07777, sb.st_mode & 07777, pb);
+			diffs++;
+		}
+		if (sa.st_mtim.tv_sec != sb.st_mtim.tv_sec || sa.st_mtim.tv_nsec != sb.st_mtim.tv_nsec) {
+			diag("mtime differs at %s (%lld.%09ld vs %lld.%09ld)", pb,
+			    (long long)sa.st_mtim.tv_sec, sa.st_mtim.tv_nsec,
+			    (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+			diffs++;
+		}
+		if (S_ISREG(sa.st_mode)) {
+			char *ca = NULL, *cb = NULL;
+			size_t la = 0, lb = 0;
+			if (read_file(pa, 64u << 20, &ca, &la) < 0 || read_file(pb, 64u << 20, &cb, &lb) < 0 ||
+			    la != lb || memcmp(ca, cb, la) != 0) {
+				diag("content differs at %s", pb);
+				diffs++;
+			}
+			free(ca);
+			free(cb);
+		} else if (S_ISLNK(sa.st_mode)) {
+			char ta[512] = "", tb[512] = "";
+			ssize_t la = readlink(pa, ta, sizeof(ta) - 1);
+			ssize_t lb = readlink(pb, tb, sizeof(tb) - 1);
+			if (la < 0 || lb < 0 || strcmp(ta, tb) != 0) {
+				diag("link target differs at %s", pb);
+				diffs++;
+			}
+		} else if (S_ISDIR(sa.st_mode))
+			diffs += tree_diff(pa, pb);
+	}
+	closedir(d);
+	/* and nothing extra in b */
+	if ((d = opendir(b)) != NULL) {
+		while ((de = readdir(d)) != NULL)
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				nb++;
+		closedir(d);
+	}
+	if (na != nb) {
+		diag("%s has %d entries, %s has %d", a, na, b, nb);
+		diffs++;
+	}
+	return diffs;
+}
+
+/* ---- the layer ---- */
+
+#define UNTOUCHED_FILES 5       /* keep1.txt keep2.bin sparse.img empty d/nested.txt */
+#define SPARSE_SIZE     (16u << 20)
+
+static void
+make_tree(const char *root)
+{
+	unsigned char buf[100000];
+	char p[512];
+	int fd;
+
+	must(mkdir(root, 0755), root);
+	path_join(p, sizeof(p), root, "keep1.txt");
+	write_bytes(p, "unchanged one\n", 14, 0644);
+	set_mtime(p, 1700000001, 111111111);
+	path_join(p, sizeof(p), root, "keep2.bin");
+	randombytes_buf(buf, sizeof(buf));
+	write_bytes(p, buf, sizeof(buf), 0600);
+	set_mtime(p, 1700000002, 222222222);
+	path_join(p, sizeof(p), root, "sparse.img");
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd < 0 || ftruncate(fd, SPARSE_SIZE) < 0 || pwrite(fd, "head", 4, 0) != 4 ||
+	    pwrite(fd, "middle", 6, SPARSE_SIZE / 2) != 6 || pwrite(fd, "tail", 4, SPARSE_SIZE - 4) != 4)
+		must(-1, "sparse file");
+	close(fd);
+	set_mtime(p, 1700000003, 333);
+	path_join(p, sizeof(p), root, "empty");
+	write_bytes(p, "", 0, 0600);
+	path_join(p, sizeof(p), root, "d");
+	must(mkdir(p, 0750), p);
+	path_join(p, sizeof(p), root, "d/nested.txt");
+	write_bytes(p, "nested\n", 7, 0444);
+	path_join(p, sizeof(p), root, "d/empty-dir");
+	must(mkdir(p, 0555), p);
+	path_join(p, sizeof(p), root, "mod.txt");
+	write_bytes(p, "original content\n", 17, 0644);
+	path_join(p, sizeof(p), root, "app.txt");
+	write_bytes(p, "line1\n", 6, 0644);
+	path_join(p, sizeof(p), root, "perm.txt");
+	write_bytes(p, "perm\n", 5, 0644);
+	path_join(p, sizeof(p), root, "del.txt");
+	write_bytes(p, "delete me\n", 10, 0644);
+	path_join(p, sizeof(p), root, "becomes_dir");
+	write_bytes(p, "a file for now\n", 15, 0644);
+	path_join(p, sizeof(p), root, "link");
+	must(symlink("keep1.txt", p), "symlink");
+	set_mtime(p, 1600000000, 5);
+	path_join(p, sizeof(p), root, "d/empty-dir");
+	set_mtime(p, 1650000001, 0);
+	path_join(p, sizeof(p), root, "d");
+	set_mtime(p, 1650000002, 999);
+}
+
+/* the changes of the round trip: every kind but "untouched" */
+static void
+change_tree(const char *r)
+{
+	char p[512];
+	int fd;
+
+	tick();
+	path_join(p, sizeof(p), r, "mod.txt");
+	write_bytes(p, "changed!\n", 9, 0644);
+	path_join(p, sizeof(p), r, "app.txt");
+	if ((fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC)) < 0 || write(fd, "line2\n", 6) != 6)
+		must(-1, p);
+	close(fd);
+	path_join(p, sizeof(p), r, "perm.txt");
+	must(chmod(p, 0600), p);
+	path_join(p, sizeof(p), r, "del.txt");
+	must(unlink(p), p);
+	path_join(p, sizeof(p), r, "new.txt");
+	write_bytes(p, "brand new\n", 10, 0644);
+	path_join(p, sizeof(p), r, "becomes_dir");
+	must(unlink(p), p);
+	must(mkdir(p, 0711), p);
+	path_join(p, sizeof(p), r, "becomes_dir/inside.txt");
+	write_bytes(p, "inside\n", 7, 0640);
+	path_join(p, sizeof(p), r, "newlink");
+	must(symlink("d/nested.txt", p), "symlink");
+}
+
+/* Shared by the tests: the original tree T and its whole archive A, a
+ * layer R restored from A and changed since its index, and the delta B
+ * of R. */
+static char store[300], tree[300], lay[300], idxp[300];
+static char dga[SNAPSHOT_DIGEST_HEX + 1], dgb[SNAPSHOT_DIGEST_HEX + 1];
+
+/* dir holding A's state, fresh */
+static void
+base_copy(const char *dir)
+{
+	const char *why = NULL;
+	int r;
+
+	rm_rf(dir);
+	r = snapshot_restore(store, dga, dir, 0, NULL, &why);
+	if (r != 0) {
+		diag("restore of the base into %s: %d (%s)", dir, r, why ? why : "-");
+		exit(1);
+	}
+}
+
+static void
+test_round_trip(void)
+{
+	struct snapshot_index *ix = NULL;
+	struct snapshot_stats st = { 0 }, rst = { 0 };
+	char s[300], base[SNAPSHOT_DIGEST_HEX + 1], p[512];
+	const char *why = NULL;
+	struct stat sb;
+	int r;
+
+	path_join(store, sizeof(store), top, "store");
+	path_join(tree, sizeof(tree), top, "tree");
+	path_join(lay, sizeof(lay), top, "layer");
+	path_join(idxp, sizeof(idxp), top, "layer.idx");
+	make_tree(tree);
+	r = snapshot_create(tree, store, 0, dga, NULL);
+	is_int(r, 0, "whole archive A of the tree");
+	r = snapshot_restore(store, dga, lay, 0, NULL, &why);
+	is_int(r, 0, "A restored into the layer (%s)", why ? why : "-");
+	r = snapshot_index_save(lay, idxp, dga, 0);
+	is_int(r, 0, "the layer's index saved");
+	change_tree(lay);
+	r = snapshot_index_load(idxp, &ix);
+	is_int(r, 0, "the index loaded");
+	if (ix == NULL)
+		exit(1);
+	is_int(snapshot_index_count(ix), 10, "... 10 regular files in it");
+	is_str(snapshot_index_base(ix), dga, "... naming A");
+	is_int(snapshot_index_depth(ix), 0, "... at depth 0");
+
+	r = snapshot_create_delta(lay, store, 0, -1, NULL, 0, ix, dgb, &st);
+	is_int(r, 0, "delta B of the changed layer");
+	is_int(st.unchanged, UNTOUCHED_FILES, "... exactly the untouched files are unchanged");
+	ok(strcmp(dga, dgb) != 0, "... a digest of its own");
+
+	memset(base, 0, sizeof(base));
+	is_int(snapshot_base_of(store, dgb, base), 1, "B is a delta");
+	is_str(base, dga, "... of A");
+	is_int(snapshot_base_of(store, dga, base), 0, "A is a whole archive");
+
+	path_join(s, sizeof(s), top, "rt-onto");
+	base_copy(s);
+	r = snapshot_restore_onto(store, dgb, dga, s, 0, &rst, &why);
+	is_int(r, 0, "B restored onto a copy of A's state (%s)", why ? why : "-");
+	is_int(tree_diff(lay, s), 0, "... which now equals the layer exactly");
+	ok(!has_staging(s), "... no staging directory left");
+	is_int(rst.entries, st.entries, "... as many entries extracted as archived");
+	path_join(p, sizeof(p), s, "sparse.img");
+	ok(lstat(p, &sb) == 0 && sb.st_size == SPARSE_SIZE &&
+	    (uint64_t)sb.st_blocks * 512 < (1u << 20),
+	    "... the unchanged sparse file is still sparse (%lld blocks)", (long long)sb.st_blocks);
+
+	snapshot_index_free(ix);
+}
+
+/* ---- a restore while the archive arrives ---- */
+
+struct feed_sim {
+	uint64_t size, shown;
+	size_t step;
+};
+
+static int64_t
+feed_more(void *ctx, uint64_t have, bool *end)
+{
+	struct feed_sim *f = ctx;
+
+	f->shown = f->shown + f->step > f->size ? f->size : f->shown + f->step;
+	if (f->shown <= have && f->shown < f->size)
+		f->shown = have + 1 > f->size ? f->size : have + 1;
+	*end = f->shown == f->size;
+	return (int64_t)f->shown;
+}
+
+static void
+test_feed(void)
+{
+	char s[300], p[512], base[SNAPSHOT_DIGEST_HEX + 1];
+	const char *why = NULL;
+	struct feed_sim sim = { 0 };
+	struct snapshot_feed f = { .more = feed_more, .ctx = &sim };
+	int r;
+
+	archive_path(p, sizeof(p), store, dgb);
+	sim.size = file_size(p);
+	sim.step = 1000;
+	if ((f.fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		must(-1, p);
+	memset(base, 0, sizeof(base));
+	is_int(snapshot_feed_base_of(&f, base), 1, "a delta arriving is one");
+	is_str(base, dga, "... of A");
+	sim.shown = 0;
+	path_join(s, sizeof(s), top, "feed-onto");
+	base_copy(s);
+	r = snapshot_restore_feed_onto(&f, dgb, dga, s, 0, NULL, &why);
+	is_int(r, 0, "B restored onto A's state while it arrives, 1000 bytes at a time (%s)",
+	    why ? why : "-");
+	is_int(tree_diff(lay, s), 0, "... equals the layer");
+	ok(!has_staging(s), "... no staging directory left");
+	sim.shown = 0;
+	rm_rf(s);
+	r = snapshot_restore_feed(&f, dgb, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a delta arriving restored without a base: refused (%s)",
+	    why ? why : "-");
+	ok(!exists(s), "... nothing left");
+	close(f.fd);
+}
+
+/* one small file changed in a large layer: the delta is small, and the
+ * same tree with the same index gives the same delta */
+static void
+test_small_and_deterministic(void)
+{
+	struct snapshot_index *ix = NULL;
+	struct snapshot_stats st = { 0 };
+	char t[300], l[300], ip[300], s[300], st2[300], p[512], pa[512], pb[512];
+	char da[SNAPSHOT_DIGEST_HEX + 1], db[SNAPSHOT_DIGEST_HEX + 1], db2[SNAPSHOT_DIGEST_HEX + 1];
+	size_t big = 8u << 20;
+	unsigned char *buf = malloc(big);
+	char *ca = NULL, *cb = NULL;
+	size_t la = 0, lb = 0;
+	const char *why = NULL;
+	int r;
+
+	if (buf == NULL)
+		abort();
+	path_join(t, sizeof(t), top, "big-tree");
+	path_join(l, sizeof(l), top, "big-layer");
+	path_join(ip, sizeof(ip), top, "big.idx");
+	path_join(s, sizeof(s), top, "big-onto");
+	path_join(st2, sizeof(st2), top, "store2");
+	must(mkdir(t, 0755), t);
+	path_join(p, sizeof(p), t, "big.bin");
+	randombytes_buf(buf, big);
+	write_bytes(p, buf, big, 0644);
+	free(buf);
+	path_join(p, sizeof(p), t, "small.txt");
+	write_bytes(p, "0123456789", 10, 0644);
+	is_int(snapshot_create(t, store, 0, da, NULL), 0, "whole archive of an 8 MiB layer");
+	archive_path(pa, sizeof(pa), store, da);
+	ok(file_size(pa) > big, "... larger than 8 MiB (%llu bytes)", (unsigned long long)file_size(pa));
+	is_int(snapshot_restore(store, da, l, 0, NULL, &why), 0, "... restored");
+	is_int(snapshot_index_save(l, ip, da, 2), 0, "... indexed (depth 2)");
+	tick();
+	path_join(p, sizeof(p), l, "small.txt");
+	write_bytes(p, "abcdefghij", 10, 0644);
+	is_int(snapshot_index_load(ip, &ix), 0, "index loaded");
+	if (ix == NULL)
+		exit(1);
+	is_int(snapshot_index_depth(ix), 2, "... depth 2");
+	r = snapshot_create_delta(l, store, 0, -1, NULL, 0, ix, db, &st);
+	is_int(r, 0, "delta after a 10-byte change");
+	is_int(st.unchanged, 1, "... the big file unchanged");
+	archive_path(pb, sizeof(pb), store, db);
+	ok(file_size(pb) < 64u << 10, "... the delta is small (%llu bytes)",
+	    (unsigned long long)file_size(pb));
+	r = snapshot_create_delta(l, st2, 0, -1, NULL, 0, ix, db2, NULL);
+	is_int(r, 0, "the same delta again, into another store");
+	is_str(db2, db, "... the same digest");
+	archive_path(pa, sizeof(pa), st2, db2);
+	ok(read_file(pa, 1u << 20, &ca, &la) == 0 && read_file(pb, 1u << 20, &cb, &lb) == 0 &&
+	    la == lb && memcmp(ca, cb, la) == 0, "... byte for byte");
+	free(ca);
+	free(cb);
+	r = snapshot_create_delta(l, st2, 0, -1, NULL, 0, ix, db2, NULL);
+	is_int(r, 0, "and once more into the store that has it");
+	is_str(db2, db, "... the same digest");
+	r = snapshot_restore(store, da, s, 0, NULL, &why);
+	r = r ? r : snapshot_restore_onto(store, db, da, s, 0, NULL, &why);
+	is_int(r, 0, "the small delta restored onto its base (%s)", why ? why : "-");
+	is_int(tree_diff(l, s), 0, "... equals the layer");
+	snapshot_index_free(ix);
+	rm_rf(s);
+	rm_rf(l);
+	rm_rf(t);
+}
+
+/* ---- a hand-made archive: libarchive's pax writer used raw, zstd, the
+ * trailer; with a delta's frame in front when head is set ---- */
+
+struct hand {
+	struct archive *a;
+	struct archive_entry *ae;
+	unsigned char *b;
+	size_t cap, used;
+	bool has_head;
+	unsigned char head[40];
+};
+
+static void
+h_start(struct hand *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->cap = 1u << 20;
+	h->b = malloc(h->cap);
+	h->a = archive_write_new();
+	h->ae = archive_entry_new();
+	if (!h->b || !h->a || !h->ae ||
+	    archive_write_set_format_pax(h->a) != ARCHIVE_OK ||
+	    archive_write_set_format_option(h->a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(h->a, 0) != ARCHIVE_OK ||
+	    archive_write_open_memory(h->a, h->b, h->cap, &h->used) != ARCHIVE_OK)
+		abort();
+}
+
+/* the frame naming base_hex, as snapshot_create_delta writes it */
+static void
+h_delta(struct hand *h, const char *base_hex)
+{
+	memcpy(h->head, (unsigned char[]){ 0x5d, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 }, 8);
+	if (hex_decode(base_hex, SNAPSHOT_DIGEST_HEX, h->head + 8, 32) != 32)
+		abort();
+	h->has_head = true;
+}
+
+static void
+h_head(struct hand *h, unsigned type, unsigned mode, const char *path, int64_t size)
+{
+	archive_entry_clear(h->ae);
+	archive_entry_copy_pathname(h->ae, path);
+	archive_entry_set_filetype(h->ae, type);
+	archive_entry_set_perm(h->ae, mode);
+	archive_entry_set_mtime(h->ae, 1700000000, 0);
+	if (type == AE_IFREG)
+		archive_entry_set_size(h->ae, size);
+}
+
+static void
+h_file(struct hand *h, const char *path, uint32_t mode, const char *data)
+{
+	h_head(h, AE_IFREG, mode, path, (int64_t)strlen(data));
+	if (archive_write_header(h->a, h->ae) != ARCHIVE_OK ||
+	    archive_write_data(h->a, data, strlen(data)) != (la_ssize_t)strlen(data))
+		abort();
+}
+
+static void
+h_hardlink(struct hand *h, const char *path, const char *target)
+{
+	h_head(h, AE_IFREG, 0644, path, 0);
+	archive_entry_copy_hardlink(h->ae, target);
+	if (archive_write_header(h->a, h->ae) != ARCHIVE_OK)
+		abort();
+}
+
+/* body + the trailer naming its digest, stored under that digest */
+static void
+store_body(const char *st, const unsigned char *body, size_t len, char hex[SNAPSHOT_DIGEST_HEX + 1])
+{
+	unsigned char dg[32], tr[40];
+	char p[512];
+	int fd;
+
+	crypto_generichash(dg, sizeof(dg), body, len, NULL, 0);
+	hex_encode(dg, sizeof(dg), hex, SNAPSHOT_DIGEST_HEX + 1);
+	memcpy(tr, (unsigned char[]){ 0x5e, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 }, 8);
+	memcpy(tr + 8, dg, 32);
+	mkdir(st, 0700);
+	archive_path(p, sizeof(p), st, hex);
+	unlink(p);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+	if (fd < 0 || write(fd, body, len) != (ssize_t)len || write(fd, tr, 40) != 40)
+		abort();
+	close(fd);
+}
+
+static void
+h_store(struct hand *h, const char *st, char hex[SNAPSHOT_DIGEST_HEX + 1])
+{
+	size_t zcap, zlen, off = h->has_head ? 40 : 0;
+	unsigned char *z;
+
+	if (archive_write_close(h->a) != ARCHIVE_OK)
+		abort();
+	zcap = ZSTD_compressBound(h->used) + 40;
+	if ((z = malloc(zcap)) == NULL)
+		abort();
+	if (h->has_head)
+		memcpy(z, h->head, 40);
+	zlen = ZSTD_compress(z + off, zcap - off, h->b, h->used, 3);
+	if (ZSTD_isError(zlen))
+		abort();
+	store_body(st, z, off + zlen, hex);
+	free(z);
+	archive_write_free(h->a);
+	archive_entry_free(h->ae);
+	free(h->b);
+	memset(h, 0, sizeof(*h));
+}
+
+/* the file's bytes, mode and mtime, to see that nothing touched it */
+struct snap_of {
+	char *data;
+	size_t len;
+	struct stat st;
+};
+
+static void
+look(const char *p, struct snap_of *o)
+{
+	memset(o, 0, sizeof(*o));
+	if (lstat(p, &o->st) < 0 || read_file(p, 1u << 20, &o->data, &o->len) < 0)
+		must(-1, p);
+}
+
+static bool
+same_as(const char *p, const struct snap_of *o)
+{
+	struct snap_of n;
+	bool same;
+
+	memset(&n, 0, sizeof(n));
+	if (lstat(p, &n.st) < 0 || read_file(p, 1u << 20, &n.data, &n.len) < 0)
+		return false;
+	same = S_ISREG(n.st.st_mode) && n.st.st_ino == o->st.st_ino && n.len == o->len &&
+	    memcmp(n.data, o->data, n.len) == 0 && n.st.st_mode == o->st.st_mode &&
+	    n.st.st_mtim.tv_sec == o->st.st_mtim.tv_sec &&
+	    n.st.st_mtim.tv_nsec == o->st.st_mtim.tv_nsec && n.st.st_nlink == 1;
+	free(n.data);
+	return same;
+}
+
+static void
+test_hostile(void)
+{
+	char s[300], p[512], q[512], out[300], outd[300], hs[300];
+	char dg[SNAPSHOT_DIGEST_HEX + 1], other[SNAPSHOT_DIGEST_HEX + 1], base[SNAPSHOT_DIGEST_HEX + 1];
+	struct snap_of before;
+	const char *why = NULL;
+	unsigned char *all = NULL;
+	size_t len = 0;
+	struct hand h;
+	int r;
+
+	path_join(s, sizeof(s), top, "h-onto");
+	path_join(hs, sizeof(hs), top, "hstore");
+
+	/* a delta without its base */
+	rm_rf(s);
+	r = snapshot_restore(store, dgb, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a delta restored without a base: refused (%s)", why ? why : "-");
+	ok(why && strstr(why, "without its base"), "... as a delta without its base");
+	ok(!exists(s), "... nothing left");
+
+	/* onto another base than the one it names */
+	memset(other, 'a', SNAPSHOT_DIGEST_HEX);
+	other[SNAPSHOT_DIGEST_HEX] = '\0';
+	base_copy(s);
+	r = snapshot_restore_onto(store, dgb, other, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a delta onto another base: refused (%s)", why ? why : "-");
+	ok(why && strstr(why, "another base"), "... as a delta of another base");
+
+	/* a whole archive where a delta was expected */
+	base_copy(s);
+	r = snapshot_restore_onto(store, dga, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a whole archive restored as a delta: refused (%s)", why ? why : "-");
+	ok(why && strstr(why, "whole archive"), "... as a whole archive");
+
+	/* bad base digest strings */
+	base_copy(s);
+	r = snapshot_restore_onto(store, dgb, "../../etc", s, 0, NULL, &why);
+	is_int(r, -EINVAL, "a base that is no digest: -EINVAL (%s)", why ? why : "-");
+
+	/* an unchanged file the base does not hold */
+	base_copy(s);
+	path_join(p, sizeof(p), s, "keep1.txt");
+	must(unlink(p), p);
+	r = snapshot_restore_onto(store, dgb, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "an unchanged file missing from the base: refused (%s)", why ? why : "-");
+	ok(why && strstr(why, "does not hold"), "... as a file the base does not hold");
+
+	/* ... a symlink there, to a file outside dest */
+	path_join(out, sizeof(out), top, "outside.txt");
+	write_bytes(out, "secret outside\n", 15, 0600);
+	set_mtime(out, 1500000000, 42);
+	look(out, &before);
+	base_copy(s);
+	path_join(p, sizeof(p), s, "keep1.txt");
+	must(unlink(p), p);
+	must(symlink(out, p), "symlink");
+	r = snapshot_restore_onto(store, dgb, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "an unchanged file that is a symlink in the base: refused (%s)",
+	    why ? why : "-");
+	ok(same_as(out, &before), "... the file it points to is untouched (data, mode, mtime, inode)");
+
+	/* ... a directory there */
+	base_copy(s);
+	path_join(p, sizeof(p), s, "keep1.txt");
+	must(unlink(p), p);
+	must(mkdir(p, 0755), p);
+	r = snapshot_restore_onto(store, dgb, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "an unchanged file that is a directory in the base: refused (%s)",
+	    why ? why : "-");
+
+	/* ... its parent directory a symlink to a directory outside */
+	path_join(outd, sizeof(outd), top, "outside-dir");
+	rm_rf(outd);
+	must(mkdir(outd, 0755), outd);
+	path_join(q, sizeof(q), outd, "nested.txt");
+	write_bytes(q, "outside nested\n", 15, 0644);
+	set_mtime(q, 1500000000, 43);
+	free(before.data);
+	look(q, &before);
+	base_copy(s);
+	path_join(p, sizeof(p), s, "d");
+	rm_rf(p);
+	must(symlink(outd, p), "symlink");
+	r = snapshot_restore_onto(store, dgb, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "an unchanged file beneath a symlinked directory of the base: refused (%s)",
+	    why ? why : "-");
+	ok(same_as(q, &before), "... the file outside is untouched");
+	free(before.data);
+
+	/* a whole archive with a hard link to its own path */
+	h_start(&h);
+	h_file(&h, "f", 0644, "x");
+	h_hardlink(&h, "g", "g");
+	h_store(&h, hs, dg);
+	rm_rf(s);
+	r = snapshot_restore(hs, dg, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a whole archive with a hard link to its own path: refused (%s)",
+	    why ? why : "-");
+	is_str(why, "hard link", "... as a hard link");
+	ok(!exists(s), "... nothing left");
+
+	/* the control: a hand-made delta of A restores onto A */
+	h_start(&h);
+	h_delta(&h, dga);
+	h_hardlink(&h, "keep1.txt", "keep1.txt");
+	h_file(&h, "x.txt", 0644, "hand");
+	h_store(&h, hs, dg);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, 0, "a hand-made delta of A restores onto A (%s)", why ? why : "-");
+	path_join(p, sizeof(p), s, "keep1.txt");
+	{
+		char *c = NULL;
+		size_t l = 0;
+		struct stat sb;
+		ok(read_file(p, 100, &c, &l) == 0 && l == 14 && memcmp(c, "unchanged one\n", 14) == 0 &&
+		    lstat(p, &sb) == 0 && (sb.st_mode & 07777) == 0644 &&
+		    sb.st_mtim.tv_sec == 1700000000 && sb.st_mtim.tv_nsec == 0,
+		    "... its unchanged file has the base's data and the entry's mode and mtime");
+		free(c);
+	}
+	path_join(p, sizeof(p), s, "keep2.bin");
+	ok(!exists(p), "... what the delta does not hold is gone");
+	ok(!has_staging(s), "... no staging directory left");
+	/* ... and not without its base, nor as a whole archive */
+	rm_rf(s);
+	r = snapshot_restore(hs, dg, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "... but not restored whole (%s)", why ? why : "-");
+
+	/* a delta with a hard link to another path */
+	h_start(&h);
+	h_delta(&h, dga);
+	h_hardlink(&h, "keep1.txt", "keep2.bin");
+	h_store(&h, hs, dg);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a delta with a hard link to another path: refused (%s)", why ? why : "-");
+	is_str(why, "hard link", "... as a hard link");
+
+	/* ... to a path outside */
+	h_start(&h);
+	h_delta(&h, dga);
+	h_hardlink(&h, "keep1.txt", out);
+	h_store(&h, hs, dg);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a delta with a hard link to an absolute path: refused (%s)",
+	    why ? why : "-");
+
+	/* ... an "unchanged" directory */
+	h_start(&h);
+	h_delta(&h, dga);
+	h_head(&h, AE_IFDIR, 0755, "d", 0);
+	archive_entry_copy_hardlink(h.ae, "d");
+	if (archive_write_header(h.a, h.ae) != ARCHIVE_OK)
+		abort();
+	h_store(&h, hs, dg);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a delta with an \"unchanged\" directory: refused (%s)", why ? why : "-");
+
+	/* ... the same file unchanged twice */
+	h_start(&h);
+	h_delta(&h, dga);
+	h_hardlink(&h, "keep1.txt", "keep1.txt");
+	h_hardlink(&h, "keep1.txt", "keep1.txt");
+	h_store(&h, hs, dg);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	ok(r < 0, "a delta with one file unchanged twice: refused (%d, %s)", r, why ? why : "-");
+
+	/* ... a file beneath a path the delta made a symlink */
+	h_start(&h);
+	h_delta(&h, dga);
+	h_head(&h, AE_IFLNK, 0777, "d", 0);
+	archive_entry_copy_symlink(h.ae, outd);
+	if (archive_write_header(h.a, h.ae) != ARCHIVE_OK)
+		abort();
+	h_hardlink(&h, "d/nested.txt", "d/nested.txt");
+	h_store(&h, hs, dg);
+	base_copy(s);
+	path_join(q, sizeof(q), outd, "nested.txt");
+	look(q, &before);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	/* as for a whole archive (test_snapshot): the entry fails first,
+	 * the archive is intact, the answer is the entry's errno */
+	is_int(r, -ENOTDIR, "a delta with an unchanged file beneath its own symlink: refused (%s)",
+	    why ? why : "-");
+	ok(same_as(q, &before), "... the file outside is untouched");
+	free(before.data);
+
+	/* a frame with the magic and the wrong length */
+	h_start(&h);
+	h_delta(&h, dga);
+	h.head[4] = 33;
+	h_file(&h, "x.txt", 0644, "hand");
+	h_store(&h, hs, dg);
+	is_int(snapshot_base_of(hs, dg, base), -EBADMSG, "a malformed delta frame: not an archive");
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "... refused onto the base (%s)", why ? why : "-");
+	rm_rf(s);
+	r = snapshot_restore(hs, dg, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "... and whole (%s)", why ? why : "-");
+	ok(!exists(s), "... nothing left");
+
+	/* one byte of the base digest flipped: in place (the digest no
+	 * longer matches), and re-hashed under its own name (another base) */
+	archive_path(p, sizeof(p), store, dgb);
+	if (read_file(p, 64u << 20, (char **)&all, &len) < 0 || len < 200)
+		must(-1, p);
+	all[8 + 5] ^= 0x01;
+	archive_path(q, sizeof(q), hs, dgb);
+	unlink(q);
+	write_bytes(q, all, len, 0444);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dgb, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "the base digest flipped in place: refused (%s)", why ? why : "-");
+	store_body(hs, all, len - 40, dg);
+	memset(base, 0, sizeof(base));
+	is_int(snapshot_base_of(hs, dg, base), 1, "the flipped delta re-hashed: still a delta");
+	ok(strcmp(base, dga) != 0, "... naming another base");
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "... refused onto A (%s)", why ? why : "-");
+	ok(why && strstr(why, "another base"), "... as a delta of another base");
+	/* a byte flipped in the compressed stream: the digest */
+	all[8 + 5] ^= 0x01;
+	all[len / 2] ^= 0x10;
+	write_bytes(q, all, len, 0444);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dgb, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a byte flipped in the delta's stream: refused (%s)", why ? why : "-");
+	free(all);
+	rm_rf(s);
+	rm_rf(outd);
+}
+
+/* ---- the index codec ---- */
+
+struct ixe {
+	const char *path;
+	uint64_t ino, size;
+	int64_t ms;
+	uint32_t mns;
+	int64_t cs;
+	uint32_t cns;
+};
+
+static size_t
+ix_build(uint8_t *b, const char *magic, uint32_t depth, uint32_t count, const struct ixe *e, size_t n)
+{
+	size_t o = 48;
+
+	memcpy(b, magic, 8);
+	for (int i = 0; i < 32; i++)
+		b[8 + i] = (uint8_t)(0xa0 + i);
+	be_store(b + 40, depth, 4);
+	be_store(b + 44, count, 4);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(e[i].path);
+		be_store(b + o, l, 2);
+		memcpy(b + o + 2, e[i].path, l);
+		o += 2 + l;
+		be_store(b + o, e[i].ino, 8);
+		be_store(b + o + 8, e[i].size, 8);
+		be_store(b + o + 16, (uint64_t)e[i].ms, 8);
+		be_store(b + o + 24, e[i].mns, 4);
+		be_store(b + o + 28, (uint64_t)e[i].cs, 8);
+		be_store(b + o + 36, e[i].cns, 4);
+		o += 40;
+	}
+	return o;
+}
+
+/* decodes exactly len bytes (a buffer of that size: ASan sees any read
+ * past it) */
+static int
+decode(const uint8_t *b, size_t len, struct snapshot_index **out)
+{
+	unsigned char *c = malloc(len ? len : 1);
+	int r;
+
+	if (c == NULL)
+		abort();
+	memcpy(c, b, len);
+	r = snapshot_index_decode(c, len, out);
+	free(c);
+	return r;
+}
+
+static void
+bad_index(const char *label, const uint8_t *b, size_t len)
+{
+	struct snapshot_index *x = (struct snapshot_index *)1;
+
+	is_int(decode(b, len, &x), -EBADMSG, "index %s: refused", label);
+	ok(x == NULL, "... and nothing returned");
+}
+
+static void
+test_index_codec(void)
+{
+	static const struct ixe good[] = {
+		{ "a", 11, 1, 1700000000, 1, 1700000001, 2 },
+		{ "b/c", 12, 0, -5, 999999999, 0, 0 },
+		{ "b/d", 13, 100, 1, 0, 2, 0 },
+	};
+	struct ixe e[3];
+	uint8_t b[1024];
+	struct snapshot_index *x = NULL;
+	char p[300], cmd[700];
+	size_t n;
+	struct stat st;
+
+	n = ix_build(b, "SPXIDX1\n", 3, 3, good, 3);
+	is_int(decode(b, n, &x), 0, "a valid index decodes");
+	if (x) {
+		is_int(snapshot_index_count(x), 3, "... 3 files");
+		is_int(snapshot_index_depth(x), 3, "... depth 3");
+		is_str(snapshot_index_base(x),
+		    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf", "... its base");
+		memset(&st, 0, sizeof(st));
+		st.st_mode = S_IFREG | 0644;
+		st.st_ino = 12;
+		st.st_size = 0;
+		st.st_mtim.tv_sec = -5;
+		st.st_mtim.tv_nsec = 999999999;
+		ok(snapshot_index_same(x, "b/c", &st), "... a file exactly as indexed is the same");
+		st.st_ino = 13;
+		ok(!snapshot_index_same(x, "b/c", &st), "... another inode is not");
+		st.st_ino = 12;
+		st.st_mode = S_IFLNK | 0777;
+		ok(!snapshot_index_same(x, "b/c", &st), "... nor a symlink");
+		st.st_mode = S_IFREG | 0644;
+		ok(!snapshot_index_same(x, "b/e", &st), "... nor a path not in it");
+		snapshot_index_free(x);
+	}
+	x = NULL;
+	n = ix_build(b, "SPXIDX1\n", 0, 0, NULL, 0);
+	is_int(decode(b, n, &x), 0, "an empty index decodes");
+	ok(x && snapshot_index_count(x) == 0, "... with no file");
+	snapshot_index_free(x);
+
+	n = ix_build(b, "SPXIDX1\n", 3, 3, good, 3);
+	bad_index("cut by one byte", b, n - 1);
+	b[n] = 0;
+	bad_index("with one byte more", b, n + 1);
+	bad_index("of its head alone", b, 47);
+	bad_index("empty", b, 0);
+	n = ix_build(b, "SPXIDX2\n", 3, 3, good, 3);
+	bad_index("with the wrong magic", b, n);
+	n = ix_build(b, "SPXIDX1\n", SNAPSHOT_DELTA_DEPTH_MAX + 1, 3, good, 3);
+	bad_index("deeper than SNAPSHOT_DELTA_DEPTH_MAX", b, n);
+	n = ix_build(b, "SPXIDX1\n", SNAPSHOT_DELTA_DEPTH_MAX, 3, good, 3);
+	x = NULL;
+	is_int(decode(b, n, &x), 0, "an index at SNAPSHOT_DELTA_DEPTH_MAX decodes");
+	snapshot_index_free(x);
+	n = ix_build(b, "SPXIDX1\n", 3, 4, good, 3);
+	bad_index("counting one file more", b, n);
+	n = ix_build(b, "SPXIDX1\n", 3, 2, good, 3);
+	bad_index("counting one file less", b, n);
+	n = ix_build(b, "SPXIDX1\n", 3, 0xffffffffu, good, 3);
+	bad_index("counting 2^32-1 files", b, n);
+
+	memcpy(e, good, sizeof(e));
+	e[0] = good[1];
+	e[1] = good[0];
+	n = ix_build(b, "SPXIDX1\n", 3, 3, e, 3);
+	bad_index("unsorted", b, n);
+	memcpy(e, good, sizeof(e));
+	e[2].path = "b/c";
+	n = ix_build(b, "SPXIDX1\n", 3, 3, e, 3);
+	bad_index("with a path twice", b, n);
+	static const char *const badpaths[] = { "..", "b/../c", "/etc/passwd", "", "b//c", "./b",
+	    "b/", "b/." };
+	for (size_t i = 0; i < sizeof(badpaths) / sizeof(*badpaths); i++) {
+		char label[64];
+
+		memcpy(e, good, sizeof(e));
+		e[0].path = badpaths[i];
+		n = ix_build(b, "SPXIDX1\n", 3, 1, e, 1);
+		snprintf(label, sizeof(label), "with path \"%s\"", badpaths[i]);
+		bad_index(label, b, n);
+	}
+	n = ix_build(b, "SPXIDX1\n", 3, 1, good, 1);
+	b[50] = '\0';       /* the path "a" a NUL */
+	bad_index("with a NUL in a path", b, n);
+	memcpy(e, good, sizeof(e));
+	e[1].mns = 1000000000u;
+	n = ix_build(b, "SPXIDX1\n", 3, 3, e, 3);
+	bad_index("with mtime nanoseconds 1e9", b, n);
+	memcpy(e, good, sizeof(e));
+	e[2].cns = 0xffffffffu;
+	n = ix_build(b, "SPXIDX1\n", 3, 3, e, 3);
+	bad_index("with ctime nanoseconds 2^32-1", b, n);
+	memcpy(e, good, sizeof(e));
+	e[0].size = (uint64_t)INT64_MAX + 1;
+	n = ix_build(b, "SPXIDX1\n", 3, 3, e, 3);
+	bad_index("with a size over INT64_MAX", b, n);
+	n = ix_build(b, "SPXIDX1\n", 3, 3, good, 3);
+	be_store(b + 48, 0xffff, 2);        /* the first path's length past the end */
+	bad_index("with a path longer than the file", b, n);
+
+	/* save and load: the layer's files */
+	path_join(p, sizeof(p), top, "tree.idx");
+	is_int(snapshot_index_save(tree, p, dga, 3), 0, "the tree's index saved at depth 3");
+	x = NULL;
+	is_int(snapshot_index_load(p, &x), 0, "... loaded");
+	if (x) {
+		is_int(snapshot_index_count(x), 10, "... its 10 regular files");
+		is_str(snapshot_index_base(x), dga, "... its base");
+		is_int(snapshot_index_depth(x), 3, "... depth 3");
+		snapshot_index_free(x);
+	}
+	is_int(snapshot_index_save(tree, p, dga, SNAPSHOT_DELTA_DEPTH_MAX + 1), -EINVAL,
+	    "an index deeper than the bound is not saved");
+	is_int(snapshot_index_save(tree, p, "../x", 0), -EINVAL, "nor one of a base that is no digest");
+	snprintf(cmd, sizeof(cmd), "truncate -s -1 '%s'", p);
+	if (system(cmd) != 0)
+		diag("truncate failed");
+	x = (struct snapshot_index *)1;
+	is_int(snapshot_index_load(p, &x), -EBADMSG, "a saved index cut by one byte: refused");
+	ok(x == NULL, "... nothing returned");
+	path_join(p, sizeof(p), top, "no-such.idx");
+	is_int(snapshot_index_load(p, &x), -ENOENT, "a missing index: -ENOENT");
+}
+
+/* snapshot_index_same on a live file */
+static void
+test_index_same(void)
+{
+	struct snapshot_index *x = NULL;
+	char d[300], f[512], g[512], ip[300];
+	struct stat st, old;
+	int fd;
+
+	path_join(d, sizeof(d), top, "same");
+	path_join(ip, sizeof(ip), top, "same.idx");
+	must(mkdir(d, 0755), d);
+	path_join(f, sizeof(f), d, "f");
+	path_join(g, sizeof(g), d, "g");
+	write_bytes(f, "0123456789", 10, 0644);
+	write_bytes(g, "9876543210", 10, 0644);
+
+#define RELOAD() do { snapshot_index_free(x); x = NULL; \
+	if (snapshot_index_save(d, ip, dga, 0) < 0 || snapshot_index_load(ip, &x) < 0) \
+		must(-1, "index"); } while (0)
+	RELOAD();
+	is_int(snapshot_index_count(x), 2, "index of two files");
+	ok(lstat(f, &st) == 0 && snapshot_index_same(x, "f", &st), "an untouched file is the same");
+	ok(!snapshot_index_same(x, "f/", &st) && !snapshot_index_same(x, "h", &st),
+	    "... under its own path only");
+
+	tick();
+	must(utimensat(AT_FDCWD, f, NULL, 0), "touch");
+	ok(lstat(f, &st) == 0 && !snapshot_index_same(x, "f", &st), "after touch (mtime): not the same");
+
+	RELOAD();
+	ok(lstat(f, &old) == 0 && snapshot_index_same(x, "f", &old), "re-indexed: the same");
+	tick();
+	must(chmod(f, 0644), "chmod");
+	ok(lstat(f, &st) == 0 && !snapshot_index_same(x, "f", &st),
+	    "after chmod to the same mode (ctime only): not the same");
+
+	RELOAD();
+	ok(lstat(f, &old) == 0 && snapshot_index_same(x, "f", &old), "re-indexed: the same");
+	tick();
+	if ((fd = open(f, O_WRONLY | O_CLOEXEC)) < 0 || pwrite(fd, "ABCDEFGHIJ", 10, 0) != 10)
+		must(-1, f);
+	close(fd);
+	/* the mtime put back: only the ctime tells */
+	set_mtime(f, old.st_mtim.tv_sec, old.st_mtim.tv_nsec);
+	ok(lstat(f, &st) == 0 && st.st_size == old.st_size &&
+	    st.st_mtim.tv_nsec == old.st_mtim.tv_nsec && !snapshot_index_same(x, "f", &st),
+	    "after a rewrite of the same size, mtime put back: not the same");
+
+	RELOAD();
+	ok(lstat(f, &old) == 0 && snapshot_index_same(x, "f", &old), "re-indexed: the same");
+	tick();
+	must(rename(g, f), "rename");
+	ok(lstat(f, &st) == 0 && !snapshot_index_same(x, "f", &st),
+	    "another file renamed over it: not the same");
+#undef RELOAD
+	snapshot_index_free(x);
+	rm_rf(d);
+}
+
+int
+main(void)
+{
+	if (sodium_init() < 0)
+		return 1;
+	snprintf(top, sizeof(top), "/tmp/test_snapdelta.XXXXXX");
+	if (mkdtemp(top) == NULL)
+		return 1;
+	test_round_trip();
+	test_feed();
+	test_small_and_deterministic();
+	test_hostile();
+	test_index_codec();
+	test_index_same();
+	rm_rf(top);
+	return done_testing();
+}
