@@ -16,8 +16,10 @@
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
-# short graces: archives are offered as soon as they are a second old
-MGR_FLAGS="--snapshot-gc-grace 1"
+# short graces: archives are offered as soon as they are a second old;
+# the restore path is what this tests: no image kept for a resume here
+# (docs/worker.md, "Kept layers"; 5m_incremental_move.sh tests those)
+MGR_FLAGS="--snapshot-gc-grace 1 --kept-layers 0"
 CTL_FLAGS="--archive-grace 1"
 NAPI_FLAGS="--metrics-file $T/w1/metrics.prom"
 NP=$(free_port)
