@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,55 @@ idx_walk(struct snapshot_index *x, int dfd, dev_t dev, char *path, size_t plen, 
 	return r;
 }
 
+static bool
+ts_after(int64_t s1, uint32_t n1, int64_t s2, uint32_t n2)
+{
+	return s1 > s2 || (s1 == s2 && n1 > n2);
+}
+
+/* The file system's clock past every ctime the index holds: a change
+ * made later cannot give a file the ctime it had when indexed, even
+ * within one tick of a coarse timestamp. A probe file beside the tree
+ * (random name, removed again) has its ctime set until it is later than
+ * the latest indexed one. -ETIME if the clock does not move in a second. */
+static int
+idx_clock_past(const struct snapshot_index *x, int dfd)
+{
+	int64_t ms = INT64_MIN;
+	uint32_t mn = 0;
+	unsigned char rnd[8];
+	char name[40], hex[17];
+	struct stat st;
+	int fd, i, r = -ETIME;
+
+	for (size_t k = 0; k < x->n; k++)
+		if (ms == INT64_MIN || ts_after(x->f[k].csec, x->f[k].cnsec, ms, mn)) {
+			ms = x->f[k].csec;
+			mn = x->f[k].cnsec;
+		}
+	if (ms == INT64_MIN)
+		return 0;
+	randombytes_buf(rnd, sizeof(rnd));
+	hex_encode(rnd, sizeof(rnd), hex, sizeof(hex));
+	snprintf(name, sizeof(name), ".space-index-probe-%s", hex);
+	if ((fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		return -errno;
+	for (i = 0; i < 1000; i++) {
+		if (fchmod(fd, i % 2 ? 0600 : 0400) < 0 || fstat(fd, &st) < 0) {
+			r = -errno;
+			break;
+		}
+		if (ts_after(st.st_ctim.tv_sec, (uint32_t)st.st_ctim.tv_nsec, ms, mn)) {
+			r = 0;
+			break;
+		}
+		usleep(1000);
+	}
+	close(fd);
+	unlinkat(dfd, name, 0);
+	return r;
+}
+
 static size_t
 idx_encode(const struct snapshot_index *x, uint8_t *b)
 {
@@ -216,6 +266,8 @@ snapshot_index_save(const char *layer_dir, const char *path, const char *base, u
 		goto out;
 	if (x->n > 1)
 		qsort(x->f, x->n, sizeof(*x->f), idx_cmp);
+	if ((r = idx_clock_past(x, dfd)) < 0)
+		goto out;
 	if ((buf = malloc(IDX_HEAD + x->bytes)) == NULL) {
 		r = -ENOMEM;
 		goto out;

@@ -66,6 +66,9 @@ int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t m
  * archive never holds); everything else is archived whole, and what was
  * deleted is simply absent. ctime cannot be set from user space: any
  * write, truncation, chmod, rename into place or re-creation changes it.
+ * The index is written only once the file system's clock is past every
+ * ctime it holds (a probe file's), so a later change cannot leave a file
+ * with its indexed ctime even within one tick of a coarse timestamp.
  * A delta is restored onto a tree that holds its base's state. Chains are
  * bounded: the archive of a layer whose base is already
  * SNAPSHOT_DELTA_DEPTH_MAX deltas deep is made whole. */

@@ -81,14 +81,20 @@ kept_peek(const struct mgr *m, const char *sandbox, char digest[SNAPSHOT_DIGEST_
 }
 
 /* the kept image becomes img (a path on the same file system), its tag
- * goes: 0 or -errno */
+ * goes: 0 or -errno. An image of another size than the layer's (its
+ * quota changed since) is dropped instead: -ESTALE */
 int
-kept_take(const struct mgr *m, const char *sandbox, const char *img)
+kept_take(const struct mgr *m, const char *sandbox, const char *img, uint64_t size)
 {
 	char p[PATH_MAX];
+	struct stat st;
 	int r = 0;
 
 	kept_path(m, p, sizeof(p), sandbox, "img");
+	if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		kept_drop(m, sandbox);
+		return -ESTALE;
+	}
 	if (rename(p, img) != 0)
 		r = -errno;
 	kept_path(m, p, sizeof(p), sandbox, "tag");

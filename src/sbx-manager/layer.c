@@ -443,7 +443,7 @@ restore_image(const struct mgr *m, const struct record *r, const char *digest, b
 	unlink(idx);
 	if (use_kept && kept_peek(m, r->id.sandbox, kd, &kdepth) == 0 &&
 	    (strcmp(kd, digest) == 0 || (isd == 1 && strcmp(kd, base) == 0)) &&
-	    kept_take(m, r->id.sandbox, img) == 0) {
+	    kept_take(m, r->id.sandbox, img, (uint64_t)r->disk_mb << 20) == 0) {
 		kept = true;
 		as_is = strcmp(kd, digest) == 0;
 	}

@@ -48,7 +48,7 @@ static const char *const counter_names[MC__COUNT] = {
 struct mgr_metrics {
 	pthread_mutex_t lock;
 	uint64_t counters[MC__COUNT];
-	uint64_t disk[3];       /* exec, run, snapshots: bytes allocated */
+	uint64_t disk[4];       /* exec, run, snapshots, kept: bytes allocated */
 	bool disk_known;
 	uint64_t admissions[4][R__COUNT];
 	struct { const char *why; uint64_t n; } refusals[REFUSAL_KINDS];
@@ -165,9 +165,10 @@ metrics_write(struct mgr *m)
 		fprintf(f, "# TYPE space_sbxmgr_disk_bytes gauge\n"
 		    "space_sbxmgr_disk_bytes{area=\"layers\"} %llu\n"
 		    "space_sbxmgr_disk_bytes{area=\"run\"} %llu\n"
-		    "space_sbxmgr_disk_bytes{area=\"snapshots\"} %llu\n",
+		    "space_sbxmgr_disk_bytes{area=\"snapshots\"} %llu\n"
+		    "space_sbxmgr_disk_bytes{area=\"kept\"} %llu\n",
 		    (unsigned long long)ms->disk[0], (unsigned long long)ms->disk[1],
-		    (unsigned long long)ms->disk[2]);
+		    (unsigned long long)ms->disk[2], (unsigned long long)ms->disk[3]);
 	pthread_mutex_unlock(&ms->lock);
 	fprintf(f, "# TYPE space_sbxmgr_leases gauge\nspace_sbxmgr_leases %u\n", lease_count(m));
 	bridge_refusals(m, f);
@@ -192,7 +193,7 @@ metrics_write(struct mgr *m)
 }
 
 void
-metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots)
+metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots, uint64_t kept)
 {
 	struct mgr_metrics *ms = m->metrics;
 
@@ -200,6 +201,7 @@ metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots)
 	ms->disk[0] = exec;
 	ms->disk[1] = run;
 	ms->disk[2] = snapshots;
+	ms->disk[3] = kept;
 	ms->disk_known = true;
 	pthread_mutex_unlock(&ms->lock);
 }
@@ -212,7 +214,10 @@ metrics_disk_get(struct mgr *m, uint64_t out[3])
 
 	pthread_mutex_lock(&ms->lock);
 	known = ms->disk_known;
-	memcpy(out, ms->disk, sizeof(ms->disk));
+	/* kept images are layers, to the control plane */
+	out[0] = ms->disk[0] + ms->disk[3];
+	out[1] = ms->disk[1];
+	out[2] = ms->disk[2];
 	pthread_mutex_unlock(&ms->lock);
 	return known;
 }
@@ -231,7 +236,7 @@ metrics_thread(void *arg)
 
 	while (!atomic_load(&m->stopping)) {
 		if (n++ % DISK_EVERY == 0) {
-			uint64_t e, r;
+			uint64_t e, r, s;
 
 			reclaim_resume(m);
 			archive_gc_pass(m);
@@ -239,7 +244,9 @@ metrics_thread(void *arg)
 			e = reclaim_du(dir);
 			snprintf(dir, sizeof(dir), "%s/run", m->cfg.data_dir);
 			r = reclaim_du(dir);
-			metrics_disk_set(m, e, r, reclaim_du(m->cfg.snapshot_dir));
+			s = reclaim_du(m->cfg.snapshot_dir);
+			snprintf(dir, sizeof(dir), "%s/kept", m->cfg.data_dir);
+			metrics_disk_set(m, e, r, s, reclaim_du(dir));
 		}
 		metrics_write(m);
 		sleep(2);

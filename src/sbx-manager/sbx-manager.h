@@ -366,7 +366,7 @@ void metrics_bridge_refusal(struct mgr *m, const char *why);
 void *metrics_thread(void *m);
 int metrics_write(struct mgr *m);
 /* disk use, measured by the metrics thread every DISK_EVERY writes */
-void metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots);
+void metrics_disk_set(struct mgr *m, uint64_t exec, uint64_t run, uint64_t snapshots, uint64_t kept);
 bool metrics_disk_get(struct mgr *m, uint64_t out[3]);         /* false until measured */
 
 /* layerpool.c: fresh layer images made ahead of creates. start: wipe the
@@ -437,7 +437,7 @@ int layer_restore(const struct mgr *m, const struct record *r, const char *diges
  * the same sandbox's next install here (docs/worker.md, "Kept layers") */
 void kept_keep(const struct mgr *m, const struct record *r, const char *digest, unsigned depth);
 int kept_peek(const struct mgr *m, const char *sandbox, char digest[65], unsigned *depth);
-int kept_take(const struct mgr *m, const char *sandbox, const char *img);
+int kept_take(const struct mgr *m, const char *sandbox, const char *img, uint64_t size);
 void kept_drop(const struct mgr *m, const char *sandbox);
 void kept_forget_digest(const struct mgr *m, const char *digest);
 

@@ -11,6 +11,7 @@
 # restores the chain (base, then delta) from the control plane. A pause and
 # a resume on the same worker start from the image kept there. A kill drops
 # the kept image of the worker it ran on.
+# ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
 
