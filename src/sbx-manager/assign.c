@@ -700,8 +700,12 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 		if (rc != 0 && (!archive_held(m, r.snapshot) || stat(path, &st) != 0))
 			control_report_retired(m, &r.id, NULL, 0, gone ?
 			    "snapshot failed (archive gone)" : archive_why(rc));
-		else
+		else {
 			control_report_retired(m, &r.id, r.snapshot, (uint64_t)st.st_size, NULL);
+			/* a crash after the image was kept (kept.c) and
+			 * before the reclamation: the rest goes now */
+			reclaim_execution(m, &r);
+		}
 		return;
 	}
 	if (r.state == EXEC_RETIRED) {

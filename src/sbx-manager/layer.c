@@ -278,14 +278,7 @@ chown_restored(const char *dir, uid_t uid)
 	return r;
 }
 
-/* The archive into the mounted fresh image (mnt, empty). Read along its
- * download when one was started (*dl, consumed): the restore hashes the
- * bytes it reads of the downloaded file, the image is used only if they
- * were the digest, and the file enters the cache only then (one hash, of
- * the bytes the image was built from; the download did not end, or was
- * not the digest: the image is discarded). Otherwise from the cache, where a copy that fails
- * is dropped and fetched again, once: the cache's copy is not fsync'd
- * when it is fetched (nor trusted). A failed restore leaves mnt empty. */
+/* digest from the cache: whole into mnt, or onto its base */
 static int
 restore_cached(const struct mgr *m, const char *digest, const char *onto, const char *mnt,
     uint64_t quota, const char **why)
@@ -294,8 +287,17 @@ restore_cached(const struct mgr *m, const char *digest, const char *onto, const 
 	    snapshot_restore(m->cfg.snapshot_dir, digest, mnt, quota, NULL, why);
 }
 
-/* onto: NULL for a whole archive into an empty mnt, or the base a delta
- * is restored onto (mnt holds its state) */
+/* The archive into the mounted fresh image (mnt, empty). Read along its
+ * download when one was started (*dl, consumed): the restore hashes the
+ * bytes it reads of the downloaded file, the image is used only if they
+ * were the digest, and the file enters the cache only then (one hash, of
+ * the bytes the image was built from; the download did not end, or was
+ * not the digest: the image is discarded). Otherwise from the cache, where a copy that fails
+ * is dropped and fetched again, once: the cache's copy is not fsync'd
+ * when it is fetched (nor trusted). A failed restore leaves mnt empty.
+ * onto: NULL for a whole archive into an empty mnt, or the base a delta
+ * is restored onto (mnt holds its state; a delta that fails leaves mnt
+ * in no particular state, and is not tried again here). */
 static int
 restore_archive(const struct mgr *m0, const struct record *r, const char *digest, const char *onto,
     const char *mnt, struct snapblob_dl **dl, int rfd, const char **why)
@@ -319,8 +321,14 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 			return fr;
 		}
 		/* the control plane went away during the download: fetched
-		 * again with the usual retries, then restored from the cache */
+		 * again with the usual retries, then restored from the cache;
+		 * a delta's mnt no longer holds its base: the caller starts
+		 * again (layer_restore) */
 		log_info("archive %s: download cut short, fetching it again", digest);
+		if (onto != NULL) {
+			*why = "the archive's download was cut short";
+			return -EAGAIN;
+		}
 		if ((ret = snapblob_fetch(m, digest, why)) != 0)
 			return ret;
 		*why = NULL;
@@ -331,6 +339,8 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 		log_warnx("archive %s: the cached copy failed verification (%s): fetching it again",
 		    digest, *why ? *why : "-");
 		snapblob_drop(m, digest);
+		if (onto != NULL)
+			return ret;     /* as above: the caller starts again */
 		if ((ret = snapblob_fetch(m, digest, &fwhy)) != 0) {
 			*why = fwhy;
 			return ret;
@@ -391,11 +401,12 @@ chown_root(const char *dir, uid_t uid)
  * restored onto it when digest is a delta of what it holds; else a
  * fresh one, with digest's chain of bases restored first when digest is
  * a delta. The restored layer's index is written beside it (the next
- * archive's base). A kept image that fails is dropped and the layer
- * built fresh. */
+ * archive's base). When a kept image or a delta fails, *again says so:
+ * the caller builds the layer once more, fresh (the image may have been
+ * the cause, or a cached copy, which was dropped). */
 static int
 restore_image(const struct mgr *m, const struct record *r, const char *digest, bool use_kept,
-    bool *kept_failed, const char **why)
+    bool *again, const char **why)
 {
 	char img[PATH_MAX + 16], fin[PATH_MAX + 16], mnt[PATH_MAX + 16], lf[PATH_MAX + 32];
 	char owner[128], base[SNAPSHOT_DIGEST_HEX + 1], kd[SNAPSHOT_DIGEST_HEX + 1];
@@ -524,7 +535,10 @@ fail:
 	if (ret != 0) {
 		unlink(img);
 		unlink(idx);
-		*kept_failed = kept;
+		/* a kept image, or a delta restored onto its bases: a
+		 * failure may be the image's, or a cached copy's (dropped),
+		 * so the layer is built once more, fresh */
+		*again = kept || isd == 1;
 	}
 	return ret;
 }
@@ -532,19 +546,19 @@ fail:
 int
 layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why)
 {
-	bool kept_failed = false;
+	bool again = false;
 	int ret;
 
 	if (!m->cfg.snapshot_dir[0]) {
 		*why = "no snapshot store on this worker (--snapshot-dir)";
 		return -ENOTSUP;
 	}
-	ret = restore_image(m, r, digest, true, &kept_failed, why);
-	if (ret != 0 && kept_failed) {
-		log_warnx("layer of %s: the image kept here failed (%s): building it fresh",
-		    r->id.sandbox, *why ? *why : "-");
+	ret = restore_image(m, r, digest, true, &again, why);
+	if (ret != 0 && again) {
+		log_warnx("layer of %s: restoring %s failed (%s): building it fresh once more",
+		    r->id.sandbox, digest, *why ? *why : "-");
 		*why = NULL;
-		ret = restore_image(m, r, digest, false, &kept_failed, why);
+		ret = restore_image(m, r, digest, false, &again, why);
 	}
 	return ret;
 }

@@ -8,7 +8,8 @@
 # chmod'ed, deleted, added and replaced entries, and the delta is small.
 # From the tenant's side: a file rewritten with its size and mtime put back
 # still travels (ctime cannot be set). A worker without a kept image
-# restores the chain (base, then delta) from the control plane. A pause and
+# restores the chain (base, then delta) from the control plane, and so
+# does one whose kept image lost a file the delta takes from it. A pause and
 # a resume on the same worker start from the image kept there. A kill drops
 # the kept image of the worker it ran on.
 # ci: once
@@ -84,21 +85,41 @@ check "... w2 built it fresh, not onto a kept image" sh -c "! grep -q '$P3 resto
 manifest >"$T/m3b" || not_ok "manifest after move 3"
 check "... the tree is intact (base, delta, delta restored in turn)" cmp -s "$T/m3" "$T/m3b"
 
+# w1 kept the image of move 3's archive; one of the files the next delta
+# takes from it is gone from it: that restore fails, and the layer is
+# built once more from the chain
+is "w1 kept move 3's archive" "$(cut -d' ' -f1 "$T/w1/kept/$S.tag")" "$P3"
+mkdir -p "$T/kmnt"
+if mount -o loop "$T/w1/kept/$S.img" "$T/kmnt"; then
+	f=$(find "$T/kmnt" -name big -path '*/t/big' | head -n 1)
+	check "the kept image holds the unchanged file ($f)" test -n "$f"
+	rm -f "$f"
+	umount "$T/kmnt"
+else
+	not_ok "mount the kept image"
+fi
+check "move 4 back to w1 (its kept image damaged)" move w1
+P4=$(jget snapshot "$T/sbx")
+check "... the restore onto the kept image failed" \
+	grep -q "layer of $S: restoring $P4 failed (a file as in the base, which the base does not hold)" "$T/mgr_w1.log"
+manifest >"$T/m4" || not_ok "manifest after move 4"
+check "... the layer was built from the chain instead: intact" cmp -s "$T/m3" "$T/m4"
+
 # a pause and a resume on the same worker: the kept image is the archive
 is "pause -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
 check "paused" wait_state "$S" paused 60
-P4=$(jget snapshot "$T/sbx")
-is "resume on w2 -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{"worker":"w2"}')" 202
+P5=$(jget snapshot "$T/sbx")
+is "resume on w1 -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{"worker":"w1"}')" 202
 check "running" wait_state "$S" running 60
 check "... from the image kept there, nothing restored" \
-	grep -q "layer of $S: the image kept here is $P4 itself" "$T/mgr_w2.log"
-manifest >"$T/m4" || not_ok "manifest after the resume"
-check "... the tree is intact" cmp -s "$T/m3" "$T/m4"
+	grep -q "layer of $S: the image kept here is $P5 itself" "$T/mgr_w1.log"
+manifest >"$T/m5" || not_ok "manifest after the resume"
+check "... the tree is intact" cmp -s "$T/m3" "$T/m5"
 
 # a kill keeps nothing on the worker it ran on
 is "kill -> 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
 check "killed" wait_state "$S" killed 30
-check "... w2 dropped its kept image" sh -c "sleep 1; ! ls '$T/w2/kept' 2>/dev/null | grep -q '$S'"
+check "... w1 dropped its kept image" sh -c "sleep 1; ! ls '$T/w1/kept' 2>/dev/null | grep -q '$S'"
 
 platform_cleanup
 done_testing
