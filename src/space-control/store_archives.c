@@ -9,7 +9,10 @@
  * An archive is needed while:
  *  - a snapshot row names it: a named snapshot always (the retention
  *    policy keeps named snapshots until their sandbox's record is gone),
- *    an automatic one while its sandbox is not killed;
+ *    an automatic one while its sandbox is not killed. An incremental
+ *    archive's base is an earlier snapshot of the same sandbox
+ *    (docs/recovery.md, "Incremental archives"): automatic snapshots are
+ *    therefore never collected one by one while their sandbox lives;
  *  - a sandbox not killed restores from it (sandboxes.snapshot), or an
  *    install not yet serving names it;
  *  - it was reported (accepted or not) less than the grace ago: a
