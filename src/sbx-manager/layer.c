@@ -432,7 +432,17 @@ restore_image(const struct mgr *m, const struct record *r, const char *digest, b
 	if (dl != NULL) {
 		struct snapshot_feed f = { .fd = rfd, .more = snapblob_more, .ctx = dl };
 
-		isd = snapshot_feed_base_of(&f, base);
+		if ((isd = snapshot_feed_base_of(&f, base)) < 0) {
+			/* the download failed before its first bytes: fetched
+			 * with the usual retries, then read from the cache */
+			(void)snapblob_follow_end(dl, SNAPBLOB_UNREAD, &dwhy);
+			dl = NULL;
+			close(rfd);
+			rfd = -1;
+			if ((ret = snapblob_fetch((struct mgr *)m, digest, why)) != 0)
+				return ret;
+			isd = snapshot_base_of(m->cfg.snapshot_dir, digest, base);
+		}
 	} else
 		isd = snapshot_base_of(m->cfg.snapshot_dir, digest, base);
 	/* built under another name and renamed into place when complete: a
