@@ -661,6 +661,8 @@ archive_stopped(struct mgr *m, struct record *r, const char *what, char digest[S
 		    (unsigned long long)r->id.generation, strerror(-rc));
 		return rc;
 	}
+	if (*depth)
+		metrics_inc(m, MC_ARCHIVES_INCREMENTAL);
 	log_info("%s %s g%llu: layer archived as %s (%llu bytes%s%s)", what, r->id.sandbox,
 	    (unsigned long long)r->id.generation, digest, (unsigned long long)*size,
 	    *depth ? ", incremental" : "", uploaded ? ", uploaded while it was made" : "");

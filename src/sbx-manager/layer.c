@@ -493,12 +493,15 @@ restore_image(const struct mgr *m, const struct record *r, const char *digest, b
 			(void)snapblob_follow_end(dl, SNAPBLOB_UNREAD, &dwhy);
 		dl = NULL;
 		log_info("layer of %s: the image kept here is %s itself", r->id.sandbox, digest);
+		metrics_inc((struct mgr *)m, MC_KEPT_AS_IS);
 	} else if (kept) {
 		ret = restore_archive(m, r, digest, base, mnt, &dl, rfd, why);
 		depth = kdepth + 1;
-		if (ret == 0)
+		if (ret == 0) {
 			log_info("layer of %s: %s restored onto the image kept here", r->id.sandbox,
 			    digest);
+			metrics_inc((struct mgr *)m, MC_KEPT_ONTO);
+		}
 	} else {
 		/* snapshot_restore wants an empty destination; spaced-host
 		 * makes what it needs (home, tmp) when it mounts the layer */
@@ -568,6 +571,7 @@ layer_restore(const struct mgr *m, const struct record *r, const char *digest, c
 		log_warnx("layer of %s: restoring %s failed (%s): building it fresh once more",
 		    r->id.sandbox, digest, *why ? *why : "-");
 		*why = NULL;
+		metrics_inc((struct mgr *)m, MC_RESTORE_AGAIN);
 		ret = restore_image(m, r, digest, false, &again, why);
 	}
 	return ret;

@@ -43,6 +43,13 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_JAILPOOL_CLAIMED] = "space_sbxmgr_jail_pool_claimed_total",
 	/* bridge connections opened at an execution's start (bridgepool.c) */
 	[MC_BRIDGE_OPENED_AHEAD] = "space_sbxmgr_bridge_opened_ahead_total",
+	/* incremental archives made; installs from a kept image, as it was
+	 * or with a delta restored onto it; restores built fresh again
+	 * after a kept image or a delta failed (kept.c, layer.c) */
+	[MC_ARCHIVES_INCREMENTAL] = "space_sbxmgr_archives_incremental_total",
+	[MC_KEPT_AS_IS] = "space_sbxmgr_kept_layers_used_total",
+	[MC_KEPT_ONTO] = "space_sbxmgr_kept_layers_restored_onto_total",
+	[MC_RESTORE_AGAIN] = "space_sbxmgr_restores_again_total",
 };
 
 struct mgr_metrics {

@@ -116,6 +116,14 @@ check "... from the image kept there, nothing restored" \
 manifest >"$T/m5" || not_ok "manifest after the resume"
 check "... the tree is intact" cmp -s "$T/m3" "$T/m5"
 
+# what the workers counted (metrics.prom, rewritten every 2 s)
+sleep 2.5
+for m in "w2 archives_incremental" "w1 archives_incremental" "w1 kept_layers_restored_onto" \
+    "w1 kept_layers_used" "w1 restores_again"; do
+	set -- $m
+	check "$1 counted space_sbxmgr_$2_total" grep -q "^space_sbxmgr_$2_total [1-9]" "$T/$1/metrics.prom"
+done
+
 # a kill keeps nothing on the worker it ran on
 is "kill -> 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
 check "killed" wait_state "$S" killed 30
