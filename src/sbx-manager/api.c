@@ -9,7 +9,9 @@
  *   and HELLO; REQUEST{op,sandbox,claims,args} --> bridge
  *   relay frames both ways, checking their types and the "serving"
  *   identity of the RESPONSE against the record. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <jansson.h>
 #include <poll.h>
@@ -488,6 +490,34 @@ conn_thread(void *arg)
 	return NULL;
 }
 
+/* the binding directories (".apiXXXXXX", mkdtemp's six characters) an
+ * earlier life of ours left in dir when it was killed between making
+ * one and removing it: their socket, then themselves */
+static void
+api_sweep(const char *dir)
+{
+	struct dirent *de;
+	DIR *d;
+
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		int cfd;
+
+		if (strncmp(de->d_name, ".api", 4) != 0 || strlen(de->d_name) != 10 ||
+		    de->d_type != DT_DIR)
+			continue;
+		if ((cfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC)) < 0)
+			continue;
+		(void)unlinkat(cfd, "s", 0);
+		close(cfd);
+		if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
+			log_info("removed %s/%s, left by an earlier life", dir, de->d_name);
+	}
+	closedir(d);
+}
+
 int
 api_listen(struct mgr *m, const char *path)
 {
@@ -512,6 +542,9 @@ api_listen(struct mgr *m, const char *path)
 	 * free() */
 	space_json_wipe_frees();
 	unlink(path);
+	*s = '\0';
+	api_sweep(dir);
+	*s = '/';
 	if (mkdtemp(dir) == NULL)
 		return -errno;
 	/* fits: checked above */

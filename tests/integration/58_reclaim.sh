@@ -191,7 +191,11 @@ check "after kill -9: the entry is still there" test -f "$W/reclaim/$S2.g1"
 umount "$W/run/$S2.g1/stray"
 # a planted entry naming A's serving execution
 : >"$W/reclaim/$A.g1"
+# the socket's binding directory, as a kill between making it and
+# removing it leaves it
+mkdir "$W/run/.apiQx3Zp1" && : >"$W/run/.apiQx3Zp1/s"
 check "sbx-manager restarted" start_mgr 1 w1 "$NP"
+check "... and removed the binding directory an earlier life left" test ! -e "$W/run/.apiQx3Zp1"
 check "the restart finished the reclamation" wait_gone "$W/run/$S2.g1"
 check "... and dropped its journal entry" wait_gone "$W/reclaim/$S2.g1"
 check "the planted entry for a serving execution deleted nothing" test -f "$W/exec/$A.g1/layer/disk.img"
