@@ -132,7 +132,7 @@ def bench_moves(P, binsrc, mib, runs):
             # it): reported apart
             later = moves[1:] or moves
             m1, m, c = moves[0], P.pct(later, 50), P.pct(cps, 50)
-            mb = lambda s: ("%.3f MiB" % (s / 1048576.0)) if s else "?"
+            mb = lambda s: "?" if not s else ("%.1f MiB" % (s / 1048576.0)) if s >= 1 << 20 else "%d bytes" % s
             P.log("")
             P.log("== a move of %d MiB of %s data in the layer (seconds, %d runs, alternated; median, min, max)" % (
                 mib, kind, runs))
