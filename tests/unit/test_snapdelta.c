@@ -24,50 +24,9 @@
 #include "snapshot.h"
 #include "util.h"
 #include "tap.h"
+#include "snaptest.h"
 
 static char top[256];
-
-static void
-path_join(char *out, size_t cap, const char *a, const char *b)
-{
-	if (snprintf(out, cap, "%s/%s", a, b) >= (int)cap)
-		abort();
-}
-
-static void
-must(int r, const char *what)
-{
-	if (r < 0) {
-		perror(what);
-		exit(1);
-	}
-}
-
-static void
-write_bytes(const char *path, const void *buf, size_t len, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, buf, len) != (ssize_t)len) {
-		perror(path);
-		exit(1);
-	}
-	fchmod(fd, mode);
-	close(fd);
-}
-
-static void
-set_mtime(const char *path, time_t sec, long nsec)
-{
-	struct timespec ts[2] = { { sec, nsec }, { sec, nsec } };
-	must(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), path);
-}
-
-static bool
-exists(const char *p)
-{
-	struct stat st;
-	return lstat(p, &st) == 0;
-}
 
 static void
 rm_rf(const char *p)
@@ -117,83 +76,6 @@ has_staging(const char *dir)
 			found = true;
 	closedir(d);
 	return found;
-}
-
-/* Compares two trees entry by entry (type, permission bits, mtime to the
- * nanosecond, data, link target, no entry more or less); returns the
- * number of differences and prints them. The roots themselves are not
- * compared. */
-static int
-tree_diff(const char *a, const char *b)
-{
-	DIR *d = opendir(a);
-	struct dirent *de;
-	int diffs = 0, na = 0, nb = 0;
-
-	if (d == NULL)
-		return 1;
-	while ((de = readdir(d)) != NULL) {
-		char pa[1024], pb[1024];
-		struct stat sa, sb;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		path_join(pa, sizeof(pa), a, de->d_name);
-		path_join(pb, sizeof(pb), b, de->d_name);
-		na++;
-		if (lstat(pa, &sa) < 0 || lstat(pb, &sb) < 0) {
-			diag("missing %s", pb);
-			diffs++;
-			continue;
-		}
-		if ((sa.st_mode & S_IFMT) != (sb.st_mode & S_IFMT)) {
-			diag("type differs %s", pb);
-			diffs++;
-			continue;
-		}
-		if (!S_ISLNK(sa.st_mode) && (sa.st_mode & 07777) != (sb.st_mode & 07777)) {
-			diag("mode %o vs %o at %s", sa.st_mode & 07777, sb.st_mode & 07777, pb);
-			diffs++;
-		}
-		if (sa.st_mtim.tv_sec != sb.st_mtim.tv_sec || sa.st_mtim.tv_nsec != sb.st_mtim.tv_nsec) {
-			diag("mtime differs at %s (%lld.%09ld vs %lld.%09ld)", pb,
-			    (long long)sa.st_mtim.tv_sec, sa.st_mtim.tv_nsec,
-			    (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
-			diffs++;
-		}
-		if (S_ISREG(sa.st_mode)) {
-			char *ca = NULL, *cb = NULL;
-			size_t la = 0, lb = 0;
-			if (read_file(pa, 64u << 20, &ca, &la) < 0 || read_file(pb, 64u << 20, &cb, &lb) < 0 ||
-			    la != lb || memcmp(ca, cb, la) != 0) {
-				diag("content differs at %s", pb);
-				diffs++;
-			}
-			free(ca);
-			free(cb);
-		} else if (S_ISLNK(sa.st_mode)) {
-			char ta[512] = "", tb[512] = "";
-			ssize_t la = readlink(pa, ta, sizeof(ta) - 1);
-			ssize_t lb = readlink(pb, tb, sizeof(tb) - 1);
-			if (la < 0 || lb < 0 || strcmp(ta, tb) != 0) {
-				diag("link target differs at %s", pb);
-				diffs++;
-			}
-		} else if (S_ISDIR(sa.st_mode))
-			diffs += tree_diff(pa, pb);
-	}
-	closedir(d);
-	/* and nothing extra in b */
-	if ((d = opendir(b)) != NULL) {
-		while ((de = readdir(d)) != NULL)
-			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-				nb++;
-		closedir(d);
-	}
-	if (na != nb) {
-		diag("%s has %d entries, %s has %d", a, na, b, nb);
-		diffs++;
-	}
-	return diffs;
 }
 
 /* ---- the layer ---- */
@@ -344,7 +226,7 @@ test_round_trip(void)
 	base_copy(s);
 	r = snapshot_restore_onto(store, dgb, dga, s, 0, &rst, &why);
 	is_int(r, 0, "B restored onto a copy of A's state (%s)", why ? why : "-");
-	is_int(tree_diff(lay, s), 0, "... which now equals the layer exactly");
+	is_int(tree_diff(lay, s, false), 0, "... which now equals the layer exactly");
 	ok(!has_staging(s), "... no staging directory left");
 	is_int(rst.entries, st.entries, "... as many entries extracted as archived");
 	path_join(p, sizeof(p), s, "sparse.img");
@@ -397,7 +279,7 @@ test_feed(void)
 	r = snapshot_restore_feed_onto(&f, dgb, dga, s, 0, NULL, &why);
 	is_int(r, 0, "B restored onto A's state while it arrives, 1000 bytes at a time (%s)",
 	    why ? why : "-");
-	is_int(tree_diff(lay, s), 0, "... equals the layer");
+	is_int(tree_diff(lay, s, false), 0, "... equals the layer");
 	ok(!has_staging(s), "... no staging directory left");
 	sim.shown = 0;
 	rm_rf(s);
@@ -470,7 +352,7 @@ test_small_and_deterministic(void)
 	r = snapshot_restore(store, da, s, 0, NULL, &why);
 	r = r ? r : snapshot_restore_onto(store, db, da, s, 0, NULL, &why);
 	is_int(r, 0, "the small delta restored onto its base (%s)", why ? why : "-");
-	is_int(tree_diff(l, s), 0, "... equals the layer");
+	is_int(tree_diff(l, s, false), 0, "... equals the layer");
 	snapshot_index_free(ix);
 	rm_rf(s);
 	rm_rf(l);
@@ -479,116 +361,6 @@ test_small_and_deterministic(void)
 
 /* ---- a hand-made archive: libarchive's pax writer used raw, zstd, the
  * trailer; with a delta's frame in front when head is set ---- */
-
-struct hand {
-	struct archive *a;
-	struct archive_entry *ae;
-	unsigned char *b;
-	size_t cap, used;
-	bool has_head;
-	unsigned char head[40];
-};
-
-static void
-h_start(struct hand *h)
-{
-	memset(h, 0, sizeof(*h));
-	h->cap = 1u << 20;
-	h->b = malloc(h->cap);
-	h->a = archive_write_new();
-	h->ae = archive_entry_new();
-	if (!h->b || !h->a || !h->ae ||
-	    archive_write_set_format_pax(h->a) != ARCHIVE_OK ||
-	    archive_write_set_format_option(h->a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
-	    archive_write_set_bytes_per_block(h->a, 0) != ARCHIVE_OK ||
-	    archive_write_open_memory(h->a, h->b, h->cap, &h->used) != ARCHIVE_OK)
-		abort();
-}
-
-/* the frame naming base_hex, as snapshot_create_delta writes it */
-static void
-h_delta(struct hand *h, const char *base_hex)
-{
-	memcpy(h->head, (unsigned char[]){ 0x5d, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 }, 8);
-	if (hex_decode(base_hex, SNAPSHOT_DIGEST_HEX, h->head + 8, 32) != 32)
-		abort();
-	h->has_head = true;
-}
-
-static void
-h_head(struct hand *h, unsigned type, unsigned mode, const char *path, int64_t size)
-{
-	archive_entry_clear(h->ae);
-	archive_entry_copy_pathname(h->ae, path);
-	archive_entry_set_filetype(h->ae, type);
-	archive_entry_set_perm(h->ae, mode);
-	archive_entry_set_mtime(h->ae, 1700000000, 0);
-	if (type == AE_IFREG)
-		archive_entry_set_size(h->ae, size);
-}
-
-static void
-h_file(struct hand *h, const char *path, uint32_t mode, const char *data)
-{
-	h_head(h, AE_IFREG, mode, path, (int64_t)strlen(data));
-	if (archive_write_header(h->a, h->ae) != ARCHIVE_OK ||
-	    archive_write_data(h->a, data, strlen(data)) != (la_ssize_t)strlen(data))
-		abort();
-}
-
-static void
-h_hardlink(struct hand *h, const char *path, const char *target)
-{
-	h_head(h, AE_IFREG, 0644, path, 0);
-	archive_entry_copy_hardlink(h->ae, target);
-	if (archive_write_header(h->a, h->ae) != ARCHIVE_OK)
-		abort();
-}
-
-/* body + the trailer naming its digest, stored under that digest */
-static void
-store_body(const char *st, const unsigned char *body, size_t len, char hex[SNAPSHOT_DIGEST_HEX + 1])
-{
-	unsigned char dg[32], tr[40];
-	char p[512];
-	int fd;
-
-	crypto_generichash(dg, sizeof(dg), body, len, NULL, 0);
-	hex_encode(dg, sizeof(dg), hex, SNAPSHOT_DIGEST_HEX + 1);
-	memcpy(tr, (unsigned char[]){ 0x5e, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 }, 8);
-	memcpy(tr + 8, dg, 32);
-	mkdir(st, 0700);
-	archive_path(p, sizeof(p), st, hex);
-	unlink(p);
-	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
-	if (fd < 0 || write(fd, body, len) != (ssize_t)len || write(fd, tr, 40) != 40)
-		abort();
-	close(fd);
-}
-
-static void
-h_store(struct hand *h, const char *st, char hex[SNAPSHOT_DIGEST_HEX + 1])
-{
-	size_t zcap, zlen, off = h->has_head ? 40 : 0;
-	unsigned char *z;
-
-	if (archive_write_close(h->a) != ARCHIVE_OK)
-		abort();
-	zcap = ZSTD_compressBound(h->used) + 40;
-	if ((z = malloc(zcap)) == NULL)
-		abort();
-	if (h->has_head)
-		memcpy(z, h->head, 40);
-	zlen = ZSTD_compress(z + off, zcap - off, h->b, h->used, 3);
-	if (ZSTD_isError(zlen))
-		abort();
-	store_body(st, z, off + zlen, hex);
-	free(z);
-	archive_write_free(h->a);
-	archive_entry_free(h->ae);
-	free(h->b);
-	memset(h, 0, sizeof(*h));
-}
 
 /* the file's bytes, mode and mtime, to see that nothing touched it */
 struct snap_of {
