@@ -123,13 +123,12 @@ archive_dir(struct mgr *m, const struct record *r0, const char *dir, unsigned fl
  * one image, so the leftover is detached and we wait, bounded, until no
  * loop device backs the image any more (they detach themselves when their
  * file system ends). */
-int
-layer_release(const struct record *r)
+static int
+image_release(const char *img)
 {
-	char img[PATH_MAX + 16], real[PATH_MAX];
+	char real[PATH_MAX];
 	int i, fd;
 
-	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	if (realpath(img, real) == NULL)
 		return errno == ENOENT ? 0 : -errno;
 	/* a loop device (a bridge's, read-write, or an archive's, read-only)
@@ -154,6 +153,15 @@ layer_release(const struct record *r)
 	}
 	log_warnx("layer %s still in use %d ms after its bridge ended", img, LAYER_RELEASE_WAIT_MS);
 	return -EBUSY;
+}
+
+int
+layer_release(const struct record *r)
+{
+	char img[PATH_MAX + 16];
+
+	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
+	return image_release(img);
 }
 
 int
@@ -478,6 +486,11 @@ restore_image(const struct mgr *m, const struct record *r, const char *digest, b
 		if (ret != 0 || (ret = run(mkfs)) != 0)
 			goto fail;
 	}
+	/* a kept image was archived through a read-only loop device, which
+	 * detaches itself once its file system is gone: not mounted again
+	 * before it has */
+	if (kept && (ret = image_release(img)) != 0)
+		goto fail;
 	if (mkdir(mnt, 0700) != 0 && errno != EEXIST) {
 		ret = -errno;
 		goto fail;
