@@ -33,9 +33,9 @@ LDFLAGS  += -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 # LDLIBS_ALL; --as-needed keeps only what each of them really calls
 # (gcc's sanitizer link turns that default off, hence the explicit flag).
 LIBS_node-api      := -lsodium -ljansson -lmicrohttpd -lwslay -lnettle
-LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd -lseccomp -lcap
+LIBS_sbx-manager   := -lsodium -ljansson -lsqlite3 -lcurl -larchive -lzstd -lseccomp -lcap -lnettle
 LIBS_space         := -lsodium -ljansson -luv -lwslay -lnettle
-LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq
+LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq -lnettle
 LIBS_spaced-guest  := -lsodium -ljansson -lcap
 LIBS_spaced-host   := -lsodium -ljansson -lcap
 LIBS_space-edge    := -lsodium -ljansson -lcurl -lmicrohttpd -lwslay -lnettle -lpthread

@@ -6,11 +6,15 @@ bench/platform.py on a platform of its own (`space up --workers 2`):
                           (/dev/urandom) and once compressible (the text
                           of `seq`, about 9x with zstd); then POST move to
                           the other worker, timed to the sandbox running
-                          there (API, 20 ms polls), --move-runs times back
-                          and forth; after the last move the file's
-                          SHA-256 inside the sandbox must be the one before;
-                          a small file changes before each move, so every
-                          move makes and transfers a new archive
+                          there (API, 20 ms polls). --move-firsts
+                          sandboxes of each kind are moved once (a first
+                          move: the whole layer travels); the last is
+                          moved --move-runs times in all, back and forth
+                          (the later moves are incremental); after its
+                          moves each file's SHA-256 inside the sandbox
+                          must be the one before; a small file changes
+                          before each move, so every move makes and
+                          transfers a new archive
   baseline                `cp` of a host file of the same size and kind in
                           the platform's data directory (same disk), and
                           `sync` of the copy (a move's archive is stored
@@ -84,9 +88,38 @@ def _cp(src, dst):
     return t
 
 
-def bench_moves(P, binsrc, mib, runs):
-    """its own platform: two workers, started and stopped here"""
+def _fill(plat, g):
+    """a sandbox whose layer holds the data; its SHA-256 inside"""
+    sbx = plat.space("create").strip()
+    out = _exec(plat, sbx, "%s >/home/user/data && sha256sum /home/user/data" % g)
+    return sbx, out.split()[0]
+
+
+def _timed_move(P, plat, ctl, sbx, i):
+    # a new archive every time (a few bytes change, as in a sandbox that
+    # ran): a move back to a worker that still caches the archive of the
+    # same files would skip the transfer
+    _exec(plat, sbx, "echo %d >/home/user/stamp" % i)
+    # that exec's cached route named the worker of before the last move:
+    # its repair holds the route for --route-hold-ms (2 s), and a move
+    # waits that hold out (docs/recovery.md); the move is timed after it
+    time.sleep(ROUTE_HOLD_S)
+    return _move(P, plat, ctl, sbx)
+
+
+def _check(plat, sbx, want, what):
+    got = _exec(plat, sbx, "sha256sum /home/user/data").split()[0]
+    if got != want:
+        raise RuntimeError("%s: the data changed: %s, was %s" % (what, got, want))
+
+
+def bench_moves(P, binsrc, mib, runs, firsts=3):
+    """its own platform: two workers, started and stopped here. Per kind
+    of data: `firsts` sandboxes moved once each (a first move archives
+    the whole layer), then the last of them moved runs - 1 more times
+    (incremental); every move alternated with a cp of the same size."""
     plat = P.Platform(binsrc, capacity=4, workers=2)
+    firsts = max(1, firsts)
     try:
         plat.start()
         P.log("")
@@ -94,58 +127,53 @@ def bench_moves(P, binsrc, mib, runs):
         ctl = P.Http("127.0.0.1:%d" % plat.port)
         for kind, gen in KINDS:
             g = gen.format(mib=mib)
-            sbx = plat.space("create").strip()
-            out = _exec(plat, sbx, "%s >/home/user/data && sha256sum /home/user/data" % g)
-            want = out.split()[0]
             host = os.path.join(plat.t, "cp-src")
             subprocess.run(["sh", "-c", "%s >'%s'" % (g, host)], check=True)
             if os.path.getsize(host) != mib << 20:
                 raise RuntimeError("the host file is %d bytes" % os.path.getsize(host))
-            moves, cps, sizes = [], [], []
-            for i in range(runs):
-                # a new archive every time (a few bytes change, as in a
-                # sandbox that ran): a move back to a worker that still
-                # caches the archive of the same files would skip the
-                # transfer
-                _exec(plat, sbx, "echo %d >/home/user/stamp" % i)
-                # that exec's cached route named the worker of before
-                # the last move: its repair holds the route for
-                # --route-hold-ms (2 s), and a move waits that hold out
-                # (docs/recovery.md); the move is timed after it
-                time.sleep(ROUTE_HOLD_S)
-                t, size = _move(P, plat, ctl, sbx)
-                moves.append(t)
+            first, later, cps, sizes = [], [], [], []
+            for j in range(firsts):
+                sbx, want = _fill(plat, g)
+                t, size = _timed_move(P, plat, ctl, sbx, 0)
+                first.append(t)
                 sizes.append(size)
                 cps.append(_cp(host, os.path.join(plat.t, "cp-dst")))
-            got = _exec(plat, sbx, "sha256sum /home/user/data").split()[0]
-            if got != want:
-                raise RuntimeError("%s: the data changed across %d moves: %s, was %s" % (kind, runs, got, want))
+                if j < firsts - 1:
+                    _check(plat, sbx, want, "%s, sandbox %d after its first move" % (kind, j + 1))
+                    plat.space("kill", sbx, check=False)
+            # the first move archived the layer whole; each later one is
+            # incremental (a delta of the archive the layer was restored
+            # from, restored onto the image the other worker kept of it)
+            for i in range(1, runs):
+                t, size = _timed_move(P, plat, ctl, sbx, i)
+                later.append(t)
+                sizes.append(size)
+                cps.append(_cp(host, os.path.join(plat.t, "cp-dst")))
+            _check(plat, sbx, want, "%s, after %d moves" % (kind, runs))
             os.unlink(host)
             keep = os.environ.get("MOVE_BENCH_LOGS")
             if keep:
                 # where each move's time went: the daemons' logs (timestamps)
                 shutil.copytree(os.path.join(plat.data, "logs"), os.path.join(keep, kind), dirs_exist_ok=True)
             plat.space("kill", sbx, check=False)
-            # the first move archives the layer whole; each later one is
-            # incremental (a delta of the archive the layer was restored
-            # from, restored onto the image the other worker kept of
-            # it): reported apart
-            later = moves[1:] or moves
-            m1, m, c = moves[0], P.pct(later, 50), P.pct(cps, 50)
+            m1, c = P.pct(first, 50), P.pct(cps, 50)
             mb = lambda s: "?" if not s else ("%.1f MiB" % (s / 1048576.0)) if s >= 1 << 20 else "%d bytes" % s
             P.log("")
-            P.log("== a move of %d MiB of %s data in the layer (seconds, %d runs, alternated; median, min, max)" % (
-                mib, kind, runs))
-            P.log("%-62s %9.2f" % ("first move, whole archive: POST move to running elsewhere", m1))
-            P.log("%-62s %9.2f %9.2f %9.2f" % ("later moves, incremental: POST move to running elsewhere",
-                                               m, min(later), max(later)))
-            P.log("%-62s %9.2f %9.2f %9.2f" % ("baseline: cp of the same size and kind + sync (same disk)",
+            P.log("== a move of %d MiB of %s data in the layer (seconds; median, min, max)" % (mib, kind))
+            P.log("%-62s %9.2f %9.2f %9.2f" % ("first moves (%d sandboxes), whole archive: POST move to running" % len(first),
+                                               m1, min(first), max(first)))
+            if later:
+                m = P.pct(later, 50)
+                P.log("%-62s %9.2f %9.2f %9.2f" % ("later moves (%d), incremental: POST move to running" % len(later),
+                                                   m, min(later), max(later)))
+            P.log("%-62s %9.2f %9.2f %9.2f" % ("baseline: cp of the same size and kind + sync (%d, alternated)" % len(cps),
                                                c, min(cps), max(cps)))
-            P.log("archives (what travels): %s; the data intact after %d moves (SHA-256 inside)" % (
-                ", ".join(mb(s) for s in sizes), runs))
-            P.ROWS.append(("first move of %d MiB %s data (whole archive)" % (mib, kind),
+            P.log("archives (what travels): %s; the data intact after every move (SHA-256 inside)" % (
+                ", ".join(mb(s) for s in sizes)))
+            P.ROWS.append(("first move of %d MiB %s data (whole archive), median of %d" % (mib, kind, len(first)),
                            "%.2f s" % m1, "cp + sync %.2f s" % c, "%.2fx" % (m1 / c)))
-            P.ROWS.append(("later moves of %d MiB %s data (incremental), median" % (mib, kind),
-                           "%.2f s" % m, "cp + sync %.2f s" % c, "%.2fx" % (m / c)))
+            if later:
+                P.ROWS.append(("later moves of %d MiB %s data (incremental), median of %d" % (mib, kind, len(later)),
+                               "%.2f s" % m, "cp + sync %.2f s" % c, "%.2fx" % (m / c)))
     finally:
         plat.stop()

@@ -1175,7 +1175,8 @@ def main():
     ap.add_argument("--tcp-mib", type=int, default=256, help="MiB through one raw TCP connection")
     ap.add_argument("--moves", type=int, default=5, help="moves timed to the edge URL serving again")
     ap.add_argument("--move-mib", type=int, default=1024, help="MiB in the layer of a moved sandbox")
-    ap.add_argument("--move-runs", type=int, default=3, help="moves of each kind of data (median)")
+    ap.add_argument("--move-runs", type=int, default=3, help="moves of the last sandbox of each kind of data (median)")
+    ap.add_argument("--move-firsts", type=int, default=3, help="sandboxes of each kind of data moved once (first moves, median)")
     ap.add_argument("--ctl-creates", type=int, default=200, help="creates per store set-up")
     ap.add_argument("--ctl-routes", type=int, default=600, help="capability issues per store set-up")
     ap.add_argument("--ctl-clients", type=int, default=8, help="client threads of the store set-ups")
@@ -1199,7 +1200,7 @@ def main():
         a.density, a.density_steps, a.density_rounds, a.density_creates = 20, "1,10", 20, 2
         a.net_rounds, a.net_reqs, a.net_tput, a.tcp_mib, a.moves = 1, 50, 400, 32, 1
         a.ctl_creates, a.ctl_routes = 40, 120
-        a.move_mib, a.move_runs = 64, 1
+        a.move_mib, a.move_runs, a.move_firsts = 64, 1, 1
     parts = set(a.only.split(",")) if a.only else None
     def want(part):
         return parts is None or part in parts
@@ -1300,7 +1301,7 @@ def main():
                                     a.net_rounds, a.net_reqs, a.net_tput, a.net_conns, a.tcp_mib, a.moves)
             done("network")
         if want("move"):
-            move_bench.bench_moves(P, a.bin, a.move_mib, a.move_runs)
+            move_bench.bench_moves(P, a.bin, a.move_mib, a.move_runs, a.move_firsts)
             done("move")
         if want("stores"):
             control_bench.bench_stores(P, a.bin, a.ctl_creates, a.ctl_routes, a.ctl_clients)

@@ -12,32 +12,15 @@
 #include "jailkeep.h"
 #include "util.h"
 
-static void
-put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t
-get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 void
 jailkeep_encode(const struct jailkeep_attach *a, uint8_t out[JAILKEEP_WIRE_LEN])
 {
 	size_t l = strnlen(a->sandbox, SPACE_ID_MAX);
 
 	memset(out, 0, JAILKEEP_WIRE_LEN);
-	put_le(out, JAILKEEP_MAGIC, 4);
-	put_le(out + 4, a->generation, 8);
-	put_le(out + 12, a->activation, 4);
+	le_store(out, JAILKEEP_MAGIC, 4);
+	le_store(out + 4, a->generation, 8);
+	le_store(out + 12, a->activation, 4);
 	out[16] = (uint8_t)l;
 	memcpy(out + 17, a->sandbox, l);
 	memcpy(out + 17 + SPACE_ID_MAX, a->secret, GUEST_SECRET_LEN);
@@ -52,7 +35,7 @@ jailkeep_decode(const uint8_t *b, size_t n, struct jailkeep_attach *a, const cha
 	*why = NULL;
 	if (n != JAILKEEP_WIRE_LEN)
 		*why = "wrong length";
-	else if (get_le(b, 4) != JAILKEEP_MAGIC)
+	else if (le_load(b, 4) != JAILKEEP_MAGIC)
 		*why = "wrong magic";
 	else if ((l = b[16]) == 0 || l > SPACE_ID_MAX || memchr(b + 17, 0, l) != NULL)
 		*why = "bad sandbox length";
@@ -65,8 +48,8 @@ jailkeep_decode(const uint8_t *b, size_t n, struct jailkeep_attach *a, const cha
 		if (*why == NULL) {
 			memcpy(a->sandbox, b + 17, l);
 			a->sandbox[l] = '\0';
-			a->generation = get_le(b + 4, 8);
-			a->activation = (uint32_t)get_le(b + 12, 4);
+			a->generation = le_load(b + 4, 8);
+			a->activation = (uint32_t)le_load(b + 12, 4);
 			if (!id_valid(a->sandbox))
 				*why = "bad sandbox id";
 			else if (a->generation == 0 || a->generation > INT64_MAX ||

@@ -399,7 +399,12 @@ static int
 base_from(const unsigned char *head, size_t n, char base[SNAPSHOT_DIGEST_HEX + 1])
 {
 	unsigned char b[32];
-	int r = snap_delta_parse(head, n, b);
+	size_t mark;
+	int r;
+
+	if (snap_mark_parse(head, n, &mark) < 0)
+		return -EBADMSG;
+	r = snap_delta_parse(head + mark, n - mark, b);
 
 	if (r == 1)
 		hex_encode(b, sizeof(b), base, SNAPSHOT_DIGEST_HEX + 1);
@@ -409,7 +414,7 @@ base_from(const unsigned char *head, size_t n, char base[SNAPSHOT_DIGEST_HEX + 1
 int
 snapshot_base_of(const char *store_dir, const char *digest, char base[SNAPSHOT_DIGEST_HEX + 1])
 {
-	unsigned char head[SNAP_DELTA_LEN];
+	unsigned char head[SNAP_HEAD_MAX];
 	char name[PATH_MAX];
 	ssize_t n;
 	int fd;
@@ -432,13 +437,13 @@ snapshot_base_of(const char *store_dir, const char *digest, char base[SNAPSHOT_D
 int
 snapshot_feed_base_of(const struct snapshot_feed *f, char base[SNAPSHOT_DIGEST_HEX + 1])
 {
-	unsigned char head[SNAP_DELTA_LEN];
+	unsigned char head[SNAP_HEAD_MAX];
 	uint64_t have = 0;
 	bool end = false;
 	ssize_t n;
 
-	/* the frame and a trailer at least, or all there will be */
-	while (have < SNAP_DELTA_LEN + SNAP_TRAILER_LEN && !end) {
+	/* the frames and a trailer at least, or all there will be */
+	while (have < SNAP_HEAD_MAX + SNAP_TRAILER_LEN && !end) {
 		int64_t got = f->more(f->ctx, have, &end);
 
 		if (got < 0)

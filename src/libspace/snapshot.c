@@ -82,7 +82,7 @@ struct snap_out {
 	uint64_t stream;        /* tar bytes compressed */
 	uint64_t max, stream_max;
 	ZSTD_CCtx *z;
-	crypto_generichash_state h;
+	struct snap_digest h;
 	unsigned char zbuf[SNAP_BUF];
 };
 
@@ -105,7 +105,7 @@ out_put(struct snap_out *o, const void *p, size_t n)
 
 	if (o->max && o->written + n + SNAP_TRAILER_LEN > o->max)
 		return -EFBIG;
-	crypto_generichash_update(&o->h, p, n);
+	snap_digest_update(&o->h, p, n);
 	if ((r = fd_write_all(o->fd, p, n)) < 0)
 		return r;
 	o->written += n;
@@ -607,6 +607,7 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 	struct snap_create *c = NULL;
 	struct snap_out *o = NULL;
 	unsigned char digest[SNAPSHOT_DIGEST_LEN], trailer[SNAP_TRAILER_LEN], rnd[8];
+	unsigned char mark[SNAP_MARK_LEN];
 	char tmpname[64], final[SNAPSHOT_DIGEST_HEX + 8];
 	int lfd = -1, sfd = -1, r;
 	bool tmp_made = false;
@@ -662,7 +663,11 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 		goto out;
 	}
 	tmp_made = true;
-	crypto_generichash_init(&o->h, NULL, 0, SNAPSHOT_DIGEST_LEN);
+	/* new archives are named by SHA-256, which their first frame says */
+	snap_digest_init(&o->h, SNAP_ALG_SHA256);
+	snap_mark(mark);
+	if ((r = out_put(o, mark, sizeof(mark))) < 0)
+		goto out;
 	if ((c->a = writer_new(o)) == NULL) {
 		r = -ENOMEM;
 		goto out;
@@ -687,7 +692,7 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 	}
 	if ((r = out_zstd(o, NULL, 0, ZSTD_e_end)) < 0)
 		goto out;
-	crypto_generichash_final(&o->h, digest, sizeof(digest));
+	snap_digest_final(&o->h, digest);
 	snap_trailer(trailer, digest);
 	if ((r = fd_write_all(o->fd, trailer, sizeof(trailer))) < 0)
 		goto out;

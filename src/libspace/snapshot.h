@@ -1,9 +1,11 @@
 /* Content-addressed snapshots of a sandbox's writable layer (DESIGN 9, 11).
  *
- * An archive is one file STORE/<hex BLAKE2b-256>.snap: a POSIX pax tar
- * stream (libarchive) compressed as one zstd frame, followed by a zstd
- * skippable frame that repeats the digest (docs/recovery.md). It holds
- * regular files (sparse ones as pax sparse entries: holes are neither
+ * An archive is one file STORE/<hex SHA-256>.snap: a zstd skippable frame
+ * naming the digest's algorithm, a POSIX pax tar stream (libarchive)
+ * compressed as one zstd frame, and a zstd skippable frame that repeats
+ * the digest (docs/recovery.md; archives made before the first frame
+ * existed lack it and are named by their BLAKE2b-256, and still read).
+ * It holds regular files (sparse ones as pax sparse entries: holes are neither
  * stored nor filled on restore), directories, symlinks and overlay
  * whiteouts with their permission bits and mtimes; ownership is not
  * recorded (the substrate assigns it when it resumes the layer). The name is
@@ -17,7 +19,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#define SNAPSHOT_DIGEST_LEN     32                      /* BLAKE2b-256 */
+#define SNAPSHOT_DIGEST_LEN     32                      /* SHA-256 (BLAKE2b-256 before) */
 #define SNAPSHOT_DIGEST_HEX     (2 * SNAPSHOT_DIGEST_LEN)
 
 struct snapshot_stats {
@@ -112,7 +114,7 @@ int snapshot_feed_base_of(const struct snapshot_feed *f, char base[SNAPSHOT_DIGE
 
 /* Restores store_dir/<digest>.snap into dest_dir, which must be missing
  * (it is created 0755) or empty, in one pass: every entry is checked
- * before it is created, the body's BLAKE2b-256 is recomputed while it is
+ * before it is created, the body's digest is recomputed while it is
  * extracted and compared in constant time with the name and the trailer
  * at the end. Extraction never follows a symlink and never writes outside
  * dest_dir. max_bytes (0: no bound) is the quota of the layer it restores
@@ -172,22 +174,24 @@ bool snapshot_digest_valid(const char *s);
  * or a download is hashed in pieces and held to the digest it claims.
  * Memory is this struct, whatever the archive's size. */
 struct snapshot_hash {
-	_Alignas(64) unsigned char st[384];     /* crypto_generichash_state */
+	_Alignas(64) unsigned char st[448];     /* struct snap_digest */
 	unsigned char tail[40];                 /* the last bytes: the trailer */
 	size_t tail_len;
 	uint64_t size;                          /* bytes seen */
+	unsigned char head[12];                 /* the first: a marker naming the algorithm */
+	int alg;                                /* -1 until the body's first bytes are hashed */
 };
 void snapshot_hash_init(struct snapshot_hash *h);
 void snapshot_hash_update(struct snapshot_hash *h, const void *p, size_t n);
 /* 0 when the bytes seen are the archive digest names: the body's
- * BLAKE2b-256 is digest and the last bytes are the trailer repeating it
+ * digest (in the algorithm its first bytes name) is digest and the last bytes are the trailer repeating it
  * (compared in constant time); -EBADMSG otherwise (a malformed digest
  * too). got (may be NULL) gets the body's digest in hex. */
 int snapshot_hash_final(struct snapshot_hash *h, const char *digest,
     char got[SNAPSHOT_DIGEST_HEX + 1]);
 /* The same check for bytes whose digest is not known before they end (a
  * streamed upload): 0 when the last bytes are a trailer and it names the
- * body's BLAKE2b-256, which got then holds in hex; -EBADMSG otherwise
+ * body's digest, which got then holds in hex; -EBADMSG otherwise
  * (got still gets the body's digest). */
 int snapshot_hash_end(struct snapshot_hash *h, char got[SNAPSHOT_DIGEST_HEX + 1]);
 #endif

@@ -48,7 +48,7 @@ struct snap_in {
 	bool flush;             /* the last call filled obuf: call again before reading */
 	ZSTD_DCtx *z;
 	ZSTD_inBuffer in;
-	crypto_generichash_state h;
+	struct snap_digest h;   /* in the algorithm the first bytes name */
 	const char *why;        /* what our callback refused */
 	const unsigned char *want_base; /* a delta of this base expected, or NULL: a whole archive */
 	bool head_done;         /* the first bytes looked at: a delta's frame or not */
@@ -92,54 +92,58 @@ feed_wait(struct snap_in *rd)
 	return 0;
 }
 
-/* The body's first bytes: a delta's frame naming its base (hashed, as
- * part of the body), or already the compressed stream. Which one the
- * caller expects is decided before: a delta restored without its base,
- * or onto another, or a whole archive where a delta was expected, is
- * refused before anything is extracted. */
+/* The body's first bytes: the marker naming the digest's algorithm
+ * (none in archives made before it: BLAKE2b-256), then a delta's frame
+ * naming its base, or already the compressed stream; both frames are
+ * hashed, as part of the body. Which one the caller expects is decided
+ * before: a delta restored without its base, or onto another, or a whole
+ * archive where a delta was expected, is refused before anything is
+ * extracted. */
 static int
 read_head(struct snap_in *rd)
 {
-	unsigned char head[SNAP_DELTA_LEN], base[SNAPSHOT_DIGEST_LEN];
+	unsigned char head[SNAP_HEAD_MAX], base[SNAPSHOT_DIGEST_LEN];
+	size_t want, mark;
 	ssize_t n = 0;
-	int r = 0;
+	int alg, r = 0;
 
-	while (rd->limit < SNAP_DELTA_LEN && !rd->final)
+	while (rd->limit < SNAP_HEAD_MAX && !rd->final)
 		if (feed_wait(rd) < 0)
 			return -1;
-	if (rd->limit >= SNAP_DELTA_LEN) {
-		do
-			n = pread(rd->fd, head, sizeof(head), 0);
-		while (n < 0 && errno == EINTR);
-		if (n != (ssize_t)sizeof(head)) {
-			rd->why = "archive shorter than its size";
-			return -1;
-		}
-		r = snap_delta_parse(head, sizeof(head), base);
+	want = rd->limit < SNAP_HEAD_MAX ? (size_t)rd->limit : SNAP_HEAD_MAX;
+	do
+		n = pread(rd->fd, head, want, 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)want) {
+		rd->why = "archive shorter than its size";
+		return -1;
 	}
 	rd->head_done = true;
+	if ((alg = snap_mark_parse(head, want, &mark)) < 0) {
+		rd->why = "an archive of an unknown format";
+		return -1;
+	}
+	snap_digest_init(&rd->h, alg);
+	r = snap_delta_parse(head + mark, want - mark, base);
 	if (r < 0) {
 		rd->why = "malformed incremental archive frame";
 		return -1;
 	}
-	if (r == 0) {
-		if (rd->want_base != NULL) {
-			rd->why = "a whole archive where an incremental one was expected";
-			return -1;
-		}
-		return 0;
+	if (r == 0 && rd->want_base != NULL) {
+		rd->why = "a whole archive where an incremental one was expected";
+		return -1;
 	}
-	if (rd->want_base == NULL) {
+	if (r == 1 && rd->want_base == NULL) {
 		rd->why = "an incremental archive restored without its base";
 		return -1;
 	}
-	if (sodium_memcmp(base, rd->want_base, sizeof(base)) != 0) {
+	if (r == 1 && sodium_memcmp(base, rd->want_base, sizeof(base)) != 0) {
 		rd->why = "an incremental archive of another base";
 		return -1;
 	}
-	crypto_generichash_update(&rd->h, head, sizeof(head));
-	rd->off = SNAP_DELTA_LEN;
-	rd->delta = true;
+	rd->off = mark + (r == 1 ? SNAP_DELTA_LEN : 0);
+	snap_digest_update(&rd->h, head, (size_t)rd->off);
+	rd->delta = r == 1;
 	return 0;
 }
 
@@ -175,7 +179,7 @@ in_read_cb(struct archive *a, void *ctx, const void **buf)
 			while (n < 0 && errno == EINTR);
 			if (n <= 0)
 				return in_fail(a, rd, "archive shorter than its size");
-			crypto_generichash_update(&rd->h, rd->ibuf, (size_t)n);
+			snap_digest_update(&rd->h, rd->ibuf, (size_t)n);
 			rd->off += (uint64_t)n;
 			rd->in.src = rd->ibuf;
 			rd->in.size = (size_t)n;
@@ -235,7 +239,7 @@ pass_open(struct snap_pass *p, struct snap_in *rd, uint64_t body, uint64_t out_m
 	rd->why = NULL;
 	rd->head_done = false;
 	rd->delta = false;
-	crypto_generichash_init(&rd->h, NULL, 0, SNAPSHOT_DIGEST_LEN);
+	snap_digest_init(&rd->h, SNAP_ALG_BLAKE2B);     /* read_head picks */
 	if (ZSTD_isError(ZSTD_DCtx_reset(rd->z, ZSTD_reset_session_and_parameters)) ||
 	    ZSTD_isError(ZSTD_DCtx_setParameter(rd->z, ZSTD_d_windowLogMax, SPACE_SNAPSHOT_WINDOW_LOG)))
 		return -EIO;
@@ -454,7 +458,7 @@ pass_check(struct snap_pass *p, const unsigned char want[SNAPSHOT_DIGEST_LEN], c
 		*why = p->rd->why;
 		return -EBADMSG;
 	}
-	crypto_generichash_final(&p->rd->h, got, sizeof(got));
+	snap_digest_final(&p->rd->h, got);
 	do
 		t = pread(p->rd->fd, trailer, sizeof(trailer), (off_t)p->rd->limit);
 	while (t < 0 && errno == EINTR);

@@ -1,5 +1,5 @@
 /* An archive checked while its bytes arrive (an upload to the control
- * plane, a download to a worker's cache): the BLAKE2b-256 of everything
+ * plane, a download to a worker's cache): the digest of everything
  * before the last SNAP_TRAILER_LEN bytes, which must be the trailer that
  * names the same digest. The last bytes are held back until more come, so
  * memory stays SNAP_TRAILER_LEN bytes whatever the archive's size. This
@@ -11,9 +11,16 @@
 
 #include "snapshot.h"
 #include "snapshot_int.h"
+#include "util.h"
 
-_Static_assert(sizeof(((struct snapshot_hash *)0)->st) >= sizeof(crypto_generichash_state),
+_Static_assert(sizeof(((struct snapshot_hash *)0)->st) >= sizeof(struct snap_digest),
     "snapshot_hash state too small");
+_Static_assert(_Alignof(struct snapshot_hash) >= _Alignof(struct snap_digest),
+    "snapshot_hash state misaligned");
+_Static_assert(sizeof(((struct snapshot_hash *)0)->head) == SNAP_MARK_LEN,
+    "snapshot_hash head is the marker");
+_Static_assert(SNAP_MARK_LEN < SNAP_TRAILER_LEN,
+    "the marker is known before the first byte is hashed");
 _Static_assert(sizeof(((struct snapshot_hash *)0)->tail) == SNAP_TRAILER_LEN,
     "snapshot_hash tail is the trailer");
 
@@ -22,37 +29,75 @@ _Static_assert(sizeof(((struct snapshot_hash *)0)->tail) == SNAP_TRAILER_LEN,
 void
 snap_trailer(unsigned char out[SNAP_TRAILER_LEN], const unsigned char digest[32])
 {
-	uint32_t m = SNAP_TRAILER_MAGIC, n = 32;
-
-	for (int i = 0; i < 4; i++) {
-		out[i] = (unsigned char)(m >> (8 * i));
-		out[4 + i] = (unsigned char)(n >> (8 * i));
-	}
+	le_store(out, SNAP_TRAILER_MAGIC, 4);
+	le_store(out + 4, 32, 4);
 	memcpy(out + 8, digest, 32);
+}
+
+void
+snap_mark(unsigned char out[SNAP_MARK_LEN])
+{
+	le_store(out, SNAP_MARK_MAGIC, 4);
+	le_store(out + 4, 4, 4);
+	le_store(out + 8, SNAP_ALG_SHA256, 4);
+}
+
+int
+snap_mark_parse(const unsigned char *p, size_t n, size_t *len)
+{
+	*len = 0;
+	if (n < 4 || le_load(p, 4) != SNAP_MARK_MAGIC)
+		return SNAP_ALG_BLAKE2B;
+	if (n < SNAP_MARK_LEN || le_load(p + 4, 4) != 4 || le_load(p + 8, 4) != SNAP_ALG_SHA256)
+		return -EBADMSG;
+	*len = SNAP_MARK_LEN;
+	return SNAP_ALG_SHA256;
+}
+
+void
+snap_digest_init(struct snap_digest *d, int alg)
+{
+	memset(d, 0, sizeof(*d));
+	d->alg = alg;
+	if (alg == SNAP_ALG_SHA256)
+		sha256_init(&d->u.s2);
+	else
+		crypto_generichash_init(&d->u.b2, NULL, 0, SNAPSHOT_DIGEST_LEN);
+}
+
+void
+snap_digest_update(struct snap_digest *d, const void *p, size_t n)
+{
+	if (d->alg == SNAP_ALG_SHA256)
+		sha256_update(&d->u.s2, n, p);
+	else
+		crypto_generichash_update(&d->u.b2, p, n);
+}
+
+void
+snap_digest_final(struct snap_digest *d, unsigned char out[32])
+{
+	if (d->alg == SNAP_ALG_SHA256)
+		sha256_digest(&d->u.s2, SHA256_DIGEST_SIZE, out);
+	else
+		crypto_generichash_final(&d->u.b2, out, SNAPSHOT_DIGEST_LEN);
+	sodium_memzero(&d->u, sizeof(d->u));
 }
 
 void
 snap_delta_header(unsigned char out[SNAP_DELTA_LEN], const unsigned char base[32])
 {
-	snap_trailer(out, base);
-	for (int i = 0; i < 4; i++)
-		out[i] = (unsigned char)(SNAP_DELTA_MAGIC >> (8 * i));
+	le_store(out, SNAP_DELTA_MAGIC, 4);
+	le_store(out + 4, 32, 4);
+	memcpy(out + 8, base, 32);
 }
 
 int
 snap_delta_parse(const unsigned char *p, size_t n, unsigned char base[32])
 {
-	uint32_t m = 0, len = 0;
-
-	if (n < SNAP_DELTA_LEN)
+	if (n < SNAP_DELTA_LEN || le_load(p, 4) != SNAP_DELTA_MAGIC)
 		return 0;
-	for (int i = 0; i < 4; i++) {
-		m |= (uint32_t)p[i] << (8 * i);
-		len |= (uint32_t)p[4 + i] << (8 * i);
-	}
-	if (m != SNAP_DELTA_MAGIC)
-		return 0;
-	if (len != 32)
+	if (le_load(p + 4, 4) != 32)
 		return -EBADMSG;
 	memcpy(base, p + 8, 32);
 	return 1;
@@ -62,17 +107,44 @@ void
 snapshot_hash_init(struct snapshot_hash *h)
 {
 	memset(h, 0, sizeof(*h));
-	crypto_generichash_init((crypto_generichash_state *)(void *)h->st, NULL, 0,
-	    SNAPSHOT_DIGEST_LEN);
+	h->alg = -1;
+}
+
+static struct snap_digest *
+hash_st(struct snapshot_hash *h)
+{
+	return (struct snap_digest *)(void *)h->st;
+}
+
+/* n body bytes: the first ones hashed name the algorithm (the marker is
+ * whole by then, the trailer being longer); a bad marker hashes nothing
+ * and fails the check at the end. A body shorter than the marker is
+ * decided on head bytes that turn out to be the trailer's; they begin
+ * with its magic, which completes no marker, so the answer is the one
+ * the body alone gives (none: BLAKE2b, or the magic: refused). */
+static void
+hash_body(struct snapshot_hash *h, const unsigned char *p, size_t n)
+{
+	size_t len;
+
+	if (h->alg == -1) {
+		h->alg = snap_mark_parse(h->head, h->size < SNAP_MARK_LEN ? h->size : SNAP_MARK_LEN,
+		    &len);
+		if (h->alg >= 0)
+			snap_digest_init(hash_st(h), h->alg);
+	}
+	if (h->alg >= 0)
+		snap_digest_update(hash_st(h), p, n);
 }
 
 void
 snapshot_hash_update(struct snapshot_hash *h, const void *p, size_t n)
 {
-	crypto_generichash_state *st = (crypto_generichash_state *)(void *)h->st;
 	const unsigned char *b = p;
 	size_t keep, out;
 
+	if (h->size < SNAP_MARK_LEN)
+		memcpy(h->head + h->size, b, n < SNAP_MARK_LEN - h->size ? n : SNAP_MARK_LEN - h->size);
 	h->size += n;
 	if (h->tail_len + n <= SNAP_TRAILER_LEN) {
 		memcpy(h->tail + h->tail_len, b, n);
@@ -82,11 +154,11 @@ snapshot_hash_update(struct snapshot_hash *h, const void *p, size_t n)
 	/* of tail + b, all but the last SNAP_TRAILER_LEN bytes are body */
 	out = h->tail_len + n - SNAP_TRAILER_LEN;
 	if (out >= h->tail_len) {
-		crypto_generichash_update(st, h->tail, h->tail_len);
-		crypto_generichash_update(st, b, out - h->tail_len);
+		hash_body(h, h->tail, h->tail_len);
+		hash_body(h, b, out - h->tail_len);
 		memcpy(h->tail, b + (out - h->tail_len), SNAP_TRAILER_LEN);
 	} else {
-		crypto_generichash_update(st, h->tail, out);
+		hash_body(h, h->tail, out);
 		keep = h->tail_len - out;
 		memmove(h->tail, h->tail + out, keep);
 		memcpy(h->tail + keep, b, n);
@@ -94,37 +166,50 @@ snapshot_hash_update(struct snapshot_hash *h, const void *p, size_t n)
 	h->tail_len = SNAP_TRAILER_LEN;
 }
 
+/* the body's digest; false when it has none (nothing before the
+ * trailer, or a bad marker) */
+static bool
+hash_done(struct snapshot_hash *h, unsigned char d[SNAPSHOT_DIGEST_LEN])
+{
+	bool ok;
+
+	hash_body(h, NULL, 0);
+	ok = h->alg >= 0;
+	if (h->alg >= 0)
+		snap_digest_final(hash_st(h), d);
+	else
+		memset(d, 0, SNAPSHOT_DIGEST_LEN);
+	h->alg = -2;    /* used up */
+	return ok;
+}
+
 int
 snapshot_hash_final(struct snapshot_hash *h, const char *digest,
     char got[SNAPSHOT_DIGEST_HEX + 1])
 {
 	unsigned char d[SNAPSHOT_DIGEST_LEN], want[SNAPSHOT_DIGEST_LEN], tr[SNAP_TRAILER_LEN];
-	int ok;
+	bool have = hash_done(h, d);
 
-	crypto_generichash_final((crypto_generichash_state *)(void *)h->st, d, sizeof(d));
 	if (got != NULL)
 		sodium_bin2hex(got, SNAPSHOT_DIGEST_HEX + 1, d, sizeof(d));
-	if (!snapshot_digest_valid(digest) || h->tail_len != SNAP_TRAILER_LEN ||
+	if (!have || !snapshot_digest_valid(digest) || h->tail_len != SNAP_TRAILER_LEN ||
 	    sodium_hex2bin(want, sizeof(want), digest, SNAPSHOT_DIGEST_HEX, NULL, NULL, NULL) != 0)
 		return -EBADMSG;
 	snap_trailer(tr, want);
-	ok = sodium_memcmp(d, want, sizeof(d)) == 0 && sodium_memcmp(h->tail, tr, sizeof(tr)) == 0;
-	sodium_memzero(h->st, sizeof(h->st));
-	return ok ? 0 : -EBADMSG;
+	return sodium_memcmp(d, want, sizeof(d)) == 0 &&
+	    sodium_memcmp(h->tail, tr, sizeof(tr)) == 0 ? 0 : -EBADMSG;
 }
 
 int
 snapshot_hash_end(struct snapshot_hash *h, char got[SNAPSHOT_DIGEST_HEX + 1])
 {
 	unsigned char d[SNAPSHOT_DIGEST_LEN], tr[SNAP_TRAILER_LEN];
-	int ok;
+	bool have = hash_done(h, d);
 
-	crypto_generichash_final((crypto_generichash_state *)(void *)h->st, d, sizeof(d));
 	sodium_bin2hex(got, SNAPSHOT_DIGEST_HEX + 1, d, sizeof(d));
 	snap_trailer(tr, d);
-	ok = h->tail_len == SNAP_TRAILER_LEN && sodium_memcmp(h->tail, tr, sizeof(tr)) == 0;
-	sodium_memzero(h->st, sizeof(h->st));
-	return ok ? 0 : -EBADMSG;
+	return have && h->tail_len == SNAP_TRAILER_LEN &&
+	    sodium_memcmp(h->tail, tr, sizeof(tr)) == 0 ? 0 : -EBADMSG;
 }
 
 bool

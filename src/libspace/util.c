@@ -695,6 +695,23 @@ be_store(uint8_t *p, uint64_t v, int n)
 		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
 }
 
+uint64_t
+le_load(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+void
+le_store(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
 size_t
 lstr_put(uint8_t *p, const char *s, int lb)
 {

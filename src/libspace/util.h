@@ -36,6 +36,9 @@ bool ct_equal(const void *a, const void *b, size_t len);
  * write them */
 uint64_t be_load(const uint8_t *p, int n);
 void be_store(uint8_t *p, uint64_t v, int n);
+/* the same, little-endian (zstd's frames, the jail keeper's messages) */
+uint64_t le_load(const uint8_t *p, int n);
+void le_store(uint8_t *p, uint64_t v, int n);
 /* a string after its length in lb big-endian bytes (1 or 2): lstr_put
  * writes it (the caller has checked it fits) and returns the bytes
  * written; lstr_get reads one into dst[max + 1] at *p (< end) and moves

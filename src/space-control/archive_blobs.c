@@ -14,11 +14,11 @@
  *                                        the digest
  *
  * An upload is streamed to a temporary file and hashed on the way
- * (snapshot_hash: BLAKE2b-256 of the body, and the trailer repeating it),
+ * (snapshot_hash: the body's digest, and the trailer repeating it),
  * bounded by --archive-max-mb; it is renamed into place only if the bytes
  * are the digest the path names; a streamed one (sent while the worker
  * makes it, chunked) is kept under the digest its trailer names only if
- * that is its body's BLAKE2b-256, which the path cannot name in advance:
+ * that is its body's digest, which the path cannot name in advance:
  * a truncated, damaged or padded body is refused and nothing is kept.
  * Nothing here parses an archive: the
  * worker that restores it verifies every entry before it creates
@@ -175,7 +175,7 @@ api_archive_blob_put(struct req *r)
 		log_warnx("worker %s: an upload of archive %s was not it (its body is %s): refused",
 		    r->params[0], r->params[1], got);
 		reply_error(r, 400, "digest_mismatch",
-		    "the body is not the archive %s (its body's BLAKE2b-256 is %s, and its last "
+		    "the body is not the archive %s (its body's digest is %s, and its last "
 		    "bytes must be the trailer naming it)", r->params[1], got);
 		return;
 	}
@@ -202,7 +202,7 @@ api_archive_blob_stream(struct req *r)
 		    (unsigned long long)s->size, got);
 		reply_error(r, 400, "digest_mismatch",
 		    "the body is not an archive: its last bytes must be the trailer naming its "
-		    "body's BLAKE2b-256 (%s)", got);
+		    "body's digest (%s)", got);
 		return;
 	}
 	publish(r, got);

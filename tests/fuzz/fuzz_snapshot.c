@@ -1,11 +1,12 @@
 /* libFuzzer: the snapshot reader (snapshot_restore) on arbitrary archive
  * bodies. The first input byte chooses what the rest is: even, a tar
  * stream that the harness compresses with zstd (so the mutations reach
- * libarchive's tar and pax parsing and our entry checks); odd, the
- * compressed body itself (zstd framing, our stream bounds). The harness
- * appends the trailer (the digest of the body) and stores the file under
- * that digest, as snapshot_create would, so every input gets past the
- * digest check and into the parser and the extractor.
+ * libarchive's tar and pax parsing and our entry checks), behind the
+ * marker naming SHA-256 when its bit 1 is set (the format before it
+ * otherwise); odd, the compressed body itself (framing, our stream
+ * bounds). The harness appends the trailer (the digest of the body) and
+ * stores the file under that digest, as snapshot_create would, so every
+ * input gets past the digest check and into the parser and the extractor.
  *
  * Oracles, besides ASan/UBSan/LeakSanitizer:
  *   - nothing is created outside the destination directory: the work
@@ -159,6 +160,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const top[] = { "store", "dest", "decoy" };
 	static unsigned char zbuf[1 << 20];
+	static const unsigned char mark[12] = { 0x5c, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 1, 0, 0, 0 };
 	unsigned char digest[SNAPSHOT_DIGEST_LEN], trailer[8] = { 0x5e, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 };
 	char hex[SNAPSHOT_DIGEST_HEX + 1], file[PATH_MAX];
 	struct snapshot_stats st;
@@ -168,21 +170,27 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size == 0)
 		return 0;
 	if ((data[0] & 1) == 0) {
-		size_t z;
+		size_t z, m = data[0] & 2 ? sizeof(mark) : 0;
 
-		if (ZSTD_compressBound(size - 1) > sizeof(zbuf))
+		if (m + ZSTD_compressBound(size - 1) > sizeof(zbuf))
 			return 0;
-		z = ZSTD_compress(zbuf, sizeof(zbuf), data + 1, size - 1, 1);
+		memcpy(zbuf, mark, m);
+		z = ZSTD_compress(zbuf + m, sizeof(zbuf) - m, data + 1, size - 1, 1);
 		if (ZSTD_isError(z))
 			abort();
 		data = zbuf;
-		size = z;
+		size = m + z;
 	} else {
 		data++;
 		size--;
 	}
-	/* the file snapshot_create would have written for this body */
-	crypto_generichash(digest, sizeof(digest), data, size, NULL, 0);
+	/* the file snapshot_create would have written for this body: named
+	 * by SHA-256 behind the marker, else by BLAKE2b-256 (the format
+	 * before it) */
+	if (size >= sizeof(mark) && memcmp(data, mark, sizeof(mark)) == 0)
+		crypto_hash_sha256(digest, data, size);
+	else
+		crypto_generichash(digest, sizeof(digest), data, size, NULL, 0);
 	if (hex_encode(digest, sizeof(digest), hex, sizeof(hex)) != SNAPSHOT_DIGEST_HEX)
 		abort();
 	snprintf(file, sizeof(file), "%s/%s.snap", store, hex);

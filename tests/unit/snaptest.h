@@ -171,7 +171,23 @@ struct hand {
 	const char *after;      /* bytes after the zstd frame */
 	bool has_head;          /* a delta's frame in front (h_delta) */
 	unsigned char head[40];
+	unsigned char mark[12]; /* the first frame: the digest's algorithm */
+	size_t mark_len;        /* 0: none (h_legacy) */
+	bool legacy;            /* named by BLAKE2b-256 */
+	bool mark_last;         /* the marker after the delta's frame */
 };
+
+/* the marker snapshot_create writes: a skippable frame of 4 bytes, 1
+ * (SHA-256) */
+static const unsigned char hand_mark[12] = { 0x5c, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 1, 0, 0, 0 };
+
+/* an archive as made before the marker: none, named by BLAKE2b-256 */
+static inline void
+h_legacy(struct hand *h)
+{
+	h->mark_len = 0;
+	h->legacy = true;
+}
 
 static inline void
 h_start_cap(struct hand *h, size_t cap)
@@ -187,6 +203,8 @@ h_start_cap(struct hand *h, size_t cap)
 	    archive_write_set_bytes_per_block(h->a, 0) != ARCHIVE_OK ||
 	    archive_write_open_memory(h->a, h->b, h->cap, &h->used) != ARCHIVE_OK)
 		abort();
+	memcpy(h->mark, hand_mark, sizeof(hand_mark));
+	h->mark_len = sizeof(hand_mark);
 }
 
 static inline void
@@ -265,16 +283,21 @@ h_hardlink(struct hand *h, const char *path, const char *target)
 	h_put_entry(h);
 }
 
-/* body + the trailer naming its digest, stored as STORE/<digest>.snap */
+/* body + the trailer naming its digest (SHA-256, or BLAKE2b-256 for an
+ * archive of the format before the marker; libsodium's, not the
+ * library's), stored as STORE/<digest>.snap */
 static inline void
 store_body(const char *store, const unsigned char *body, size_t len,
-    char hex[SNAPSHOT_DIGEST_HEX + 1])
+    char hex[SNAPSHOT_DIGEST_HEX + 1], bool legacy)
 {
 	unsigned char dg[32], tr[40];
 	char p[512];
 	int fd;
 
-	crypto_generichash(dg, sizeof(dg), body, len, NULL, 0);
+	if (legacy)
+		crypto_generichash(dg, sizeof(dg), body, len, NULL, 0);
+	else
+		crypto_hash_sha256(dg, body, len);
 	hex_encode(dg, sizeof(dg), hex, SNAPSHOT_DIGEST_HEX + 1);
 	/* the skippable frame that repeats the digest */
 	memcpy(tr, (unsigned char[]){ 0x5e, 0x2a, 0x4d, 0x18, 32, 0, 0, 0 }, 8);
@@ -289,11 +312,12 @@ store_body(const char *store, const unsigned char *body, size_t len,
 }
 
 /* ends (or cuts), compresses, hashes and stores the archive under its
- * digest, a delta's frame first when there is one, the trailer last */
+ * digest: the marker first (unless legacy), a delta's frame when there
+ * is one, the trailer last */
 static inline void
 h_store(struct hand *h, const char *store, char hex[SNAPSHOT_DIGEST_HEX + 1])
 {
-	size_t tlen, zcap, zlen, off = h->has_head ? 40 : 0;
+	size_t tlen, zcap, zlen, off = h->mark_len + (h->has_head ? 40 : 0);
 	unsigned char *z;
 
 	if (h->cut)
@@ -306,8 +330,14 @@ h_store(struct hand *h, const char *store, char hex[SNAPSHOT_DIGEST_HEX + 1])
 	zcap = off + ZSTD_compressBound(tlen) + 64 + (h->after ? strlen(h->after) : 0);
 	if ((z = malloc(zcap)) == NULL)
 		abort();
-	if (h->has_head)
+	if (h->has_head && h->mark_last) {
 		memcpy(z, h->head, 40);
+		memcpy(z + 40, h->mark, h->mark_len);
+	} else {
+		memcpy(z, h->mark, h->mark_len);
+		if (h->has_head)
+			memcpy(z + h->mark_len, h->head, 40);
+	}
 	zlen = ZSTD_compress(z + off, zcap - off, h->b, tlen, 3);
 	if (ZSTD_isError(zlen))
 		abort();
@@ -318,7 +348,7 @@ h_store(struct hand *h, const char *store, char hex[SNAPSHOT_DIGEST_HEX + 1])
 		memcpy(z + zlen, h->after, strlen(h->after));
 		zlen += strlen(h->after);
 	}
-	store_body(store, z, zlen, hex);
+	store_body(store, z, zlen, hex, h->legacy);
 	free(z);
 	archive_write_free(h->a);       /* a cut archive is not closed */
 	archive_entry_free(h->ae);

@@ -26,6 +26,10 @@
 #include "tap.h"
 #include "snaptest.h"
 
+/* where a delta made by snapshot_create_delta holds its base's digest:
+ * after the marker (12 bytes) and the delta frame's magic and length */
+#define HEAD_BASE       (12 + 8)
+
 static char top[256];
 
 static void
@@ -525,6 +529,39 @@ test_hostile(void)
 	r = snapshot_restore(hs, dg, s, 0, NULL, &why);
 	is_int(r, -EBADMSG, "... but not restored whole (%s)", why ? why : "-");
 
+	/* a delta of the format before the marker (a chain made by an
+	 * earlier version): restored onto its base, its base read from it */
+	h_start(&h);
+	h_legacy(&h);
+	h_delta(&h, dga);
+	h_hardlink(&h, "keep1.txt", "keep1.txt");
+	h_file(&h, "x.txt", 0644, "old");
+	h_store(&h, hs, dg);
+	memset(base, 0, sizeof(base));
+	ok(snapshot_base_of(hs, dg, base) == 1 && strcmp(base, dga) == 0,
+	    "a delta of the format before the marker names its base");
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, 0, "... and restores onto it (%s)", why ? why : "-");
+	path_join(p, sizeof(p), s, "x.txt");
+	{
+		char *c = NULL;
+		size_t l = 0;
+
+		ok(read_file(p, 100, &c, &l) == 0 && l == 3 && memcmp(c, "old", 3) == 0,
+		    "... its new file there");
+		free(c);
+	}
+	/* the marker after the delta's frame: not a format */
+	h_start(&h);
+	h_delta(&h, dga);
+	h.mark_last = true;
+	h_hardlink(&h, "keep1.txt", "keep1.txt");
+	h_store(&h, hs, dg);
+	base_copy(s);
+	r = snapshot_restore_onto(hs, dg, dga, s, 0, NULL, &why);
+	is_int(r, -EBADMSG, "the marker after the delta's frame: refused (%s)", why ? why : "-");
+
 	/* a delta with a hard link to another path */
 	h_start(&h);
 	h_delta(&h, dga);
@@ -607,14 +644,14 @@ test_hostile(void)
 	archive_path(p, sizeof(p), store, dgb);
 	if (read_file(p, 64u << 20, (char **)&all, &len) < 0 || len < 200)
 		must(-1, p);
-	all[8 + 5] ^= 0x01;
+	all[HEAD_BASE + 5] ^= 0x01;
 	archive_path(q, sizeof(q), hs, dgb);
 	unlink(q);
 	write_bytes(q, all, len, 0444);
 	base_copy(s);
 	r = snapshot_restore_onto(hs, dgb, dga, s, 0, NULL, &why);
 	is_int(r, -EBADMSG, "the base digest flipped in place: refused (%s)", why ? why : "-");
-	store_body(hs, all, len - 40, dg);
+	store_body(hs, all, len - 40, dg, false);
 	memset(base, 0, sizeof(base));
 	is_int(snapshot_base_of(hs, dg, base), 1, "the flipped delta re-hashed: still a delta");
 	ok(strcmp(base, dga) != 0, "... naming another base");
@@ -623,7 +660,7 @@ test_hostile(void)
 	is_int(r, -EBADMSG, "... refused onto A (%s)", why ? why : "-");
 	ok(why && strstr(why, "another base"), "... as a delta of another base");
 	/* a byte flipped in the compressed stream: the digest */
-	all[8 + 5] ^= 0x01;
+	all[HEAD_BASE + 5] ^= 0x01;
 	all[len / 2] ^= 0x10;
 	write_bytes(q, all, len, 0444);
 	base_copy(s);

@@ -150,12 +150,16 @@ test_round_trip(void)
 		char hex[65];
 		read_file(p, 64u << 20, (char **)&all, &len);
 		ok(len < big + 4096, "archive is the data plus small framing (%zu bytes)", len);
-		/* the name is BLAKE2b-256 of the body; the trailer (a zstd
-		 * skippable frame: 8 bytes of frame header) repeats it */
-		crypto_generichash(dg, 32, all, len - 40, NULL, 0);
+		/* the body begins with the marker naming SHA-256; the name is
+		 * the SHA-256 of the body (libsodium's, not the library's
+		 * nettle); the trailer (a zstd skippable frame: 8 bytes of
+		 * frame header) repeats it */
+		ok(len > 12 && memcmp(all, hand_mark, sizeof(hand_mark)) == 0,
+		    "the archive begins with the marker naming SHA-256");
+		crypto_hash_sha256(dg, all, len - 40);
 		hex_encode(dg, 32, hex, sizeof(hex));
 		ok(strcmp(hex, d1) == 0 && memcmp(all + len - 32, dg, 32) == 0,
-		    "name and trailer are the BLAKE2b-256 of the body");
+		    "name and trailer are the SHA-256 of the body");
 		free(all);
 	}
 
@@ -945,6 +949,96 @@ test_feed(void)
 	free(all);
 }
 
+/* The two formats: archives named by SHA-256 behind a marker (what
+ * snapshot_create makes), and archives made before the marker, named by
+ * BLAKE2b-256, which a store may still hold and must still restore. A
+ * name is only ever checked in the algorithm the archive's own first
+ * bytes give, and a marker the reader does not know is refused. */
+static void
+formats_one(const char *label, struct hand *h, int want, bool check_tree)
+{
+	static int n;
+	char store[300], dest[300], dg[SNAPSHOT_DIGEST_HEX + 1], p[512], got[SNAPSHOT_DIGEST_HEX + 1];
+	const char *why = NULL;
+	unsigned char *all = NULL;
+	size_t len = 0;
+	int r;
+
+	path_join(store, sizeof(store), top, "mstore");
+	snprintf(dest, sizeof(dest), "%s/mdest%d", top, n++);
+	h_store(h, store, dg);
+	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
+	is_int(r, want, "%s: restore (%s)", label, why ? why : "-");
+	if (want == 0 && check_tree) {
+		char q[600], *c = NULL;
+		size_t cl = 0;
+
+		snprintf(q, sizeof(q), "%s/d/f.txt", dest);
+		ok(read_file(q, 4096, &c, &cl) == 0 && cl == 5 && memcmp(c, "hello", 5) == 0,
+		    "%s: its file restored", label);
+		free(c);
+	} else if (want != 0)
+		ok(!exists(dest), "%s: nothing left", label);
+	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
+	if (read_file(p, 1u << 20, (char **)&all, &len) < 0)
+		must(-1, p);
+	is_int(stream_check(all, len, 1, dg), want, "%s: the check of a transfer, byte by byte",
+	    label);
+	is_int(stream_check(all, len, 0, dg), want, "%s: ... in uneven pieces", label);
+	r = stream_end(all, len, 5, got);
+	ok(want == 0 ? r == 0 && strcmp(got, dg) == 0 : r == -EBADMSG,
+	    "%s: ... with the digest after the body", label);
+	snprintf(dest, sizeof(dest), "%s/mdest%d", top, n++);
+	r = feed_restore(p, len, 7, 0, dg, dest, &why, NULL);
+	is_int(r, want, "%s: restored while it arrives (%s)", label, why ? why : "-");
+	ok(want == 0 ? exists(dest) : !exists(dest), "%s: ... %s", label,
+	    want == 0 ? "there" : "nothing left");
+	free(all);
+}
+
+static void
+formats_file(struct hand *h)
+{
+	h_start(h);
+	h_dir(h, "d");
+	h_file(h, "d/f.txt", 0644, "hello");
+}
+
+static void
+test_formats(void)
+{
+	struct hand h;
+
+	formats_file(&h);
+	formats_one("SHA-256 behind its marker", &h, 0, true);
+	formats_file(&h);
+	h_legacy(&h);
+	formats_one("an archive of the format before the marker (BLAKE2b-256)", &h, 0, true);
+
+	/* the name taken in the other algorithm than the archive says */
+	formats_file(&h);
+	h.legacy = true;        /* the marker kept, named by BLAKE2b */
+	formats_one("a marked archive named by its BLAKE2b-256", &h, -EBADMSG, false);
+	formats_file(&h);
+	h.mark_len = 0;         /* no marker, named by SHA-256 */
+	formats_one("an unmarked archive named by its SHA-256", &h, -EBADMSG, false);
+
+	/* markers the reader does not know */
+	formats_file(&h);
+	h.mark[8] = 2;
+	formats_one("a marker naming an unknown algorithm", &h, -EBADMSG, false);
+	formats_file(&h);
+	h.mark[8] = 0;
+	formats_one("a marker naming algorithm 0", &h, -EBADMSG, false);
+	formats_file(&h);
+	h.mark[4] = 5;
+	formats_one("a marker of another length", &h, -EBADMSG, false);
+	formats_file(&h);
+	h.legacy = true;
+	h.mark[8] = 2;
+	formats_one("an unknown marker named by BLAKE2b-256", &h, -EBADMSG, false);
+}
+
 int
 main(void)
 {
@@ -959,6 +1053,7 @@ main(void)
 	test_tamper();
 	test_feed();
 	test_stream();
+	test_formats();
 	test_tee();
 	test_hostile();
 	test_layer_symlinks();
