@@ -136,10 +136,15 @@ int snapshot_restore(const char *store_dir, const char *digest, const char *dest
  * have bytes were written or the transfer ended, and returns how many
  * bytes were written (*end set when that is all of them), or a negative
  * errno when the transfer failed. The last SNAP_TRAILER_LEN bytes written
- * so far are never read as body. */
+ * so far are never read as body. passed (may be NULL) is told, as the
+ * body is read, an offset below which no byte will be read again (the
+ * first bytes are read before it is first called; only the trailer, at
+ * the end, is read after the body): the writer may release those
+ * bytes. */
 struct snapshot_feed {
 	int fd;
 	int64_t (*more)(void *ctx, uint64_t have, bool *end);
+	void (*passed)(void *ctx, uint64_t off);
 	void *ctx;
 };
 /* snapshot_restore over a feed: the same checks and the same cleanup;

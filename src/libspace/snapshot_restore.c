@@ -181,6 +181,8 @@ in_read_cb(struct archive *a, void *ctx, const void **buf)
 				return in_fail(a, rd, "archive shorter than its size");
 			snap_digest_update(&rd->h, rd->ibuf, (size_t)n);
 			rd->off += (uint64_t)n;
+			if (rd->feed != NULL && rd->feed->passed != NULL)
+				rd->feed->passed(rd->feed->ctx, rd->off);
 			rd->in.src = rd->ibuf;
 			rd->in.size = (size_t)n;
 			rd->in.pos = 0;

@@ -316,7 +316,8 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 	int ret, fr;
 
 	if (*dl != NULL) {
-		struct snapshot_feed f = { .fd = rfd, .more = snapblob_more, .ctx = *dl };
+		struct snapshot_feed f = { .fd = rfd, .more = snapblob_more,
+		    .passed = snapblob_passed, .ctx = *dl };
 
 		ret = onto ? snapshot_restore_feed_onto(&f, digest, onto, mnt, quota, NULL, why) :
 		    snapshot_restore_feed(&f, digest, mnt, quota, NULL, why);
@@ -324,6 +325,24 @@ restore_archive(const struct mgr *m0, const struct record *r, const char *digest
 		*dl = NULL;
 		if (fr == 0)
 			return ret;     /* the bytes were the digest: the restore decides */
+		if (fr == -ESTALE) {
+			/* a large download, released behind the restore that
+			 * refused it: fetched again whole into the cache (where
+			 * its bytes are held to the digest), then, for a whole
+			 * archive, restored from there: the verdict is the
+			 * copy's own; a delta's mnt no longer holds its base,
+			 * so the caller starts again, from the cache */
+			log_warnx("archive %s: the restore along its download failed (%s): fetching "
+			    "it whole to check it", digest, *why ? *why : "-");
+			if ((fr = snapblob_fetch(m, digest, &fwhy)) != 0) {
+				*why = fwhy;
+				return fr;
+			}
+			if (onto != NULL)
+				return ret;
+			*why = NULL;
+			return restore_cached(m, digest, onto, mnt, quota, why);
+		}
 		if (fr != -EAGAIN) {
 			*why = fwhy;
 			return fr;

@@ -227,7 +227,8 @@ void snapblob_drop(struct mgr *m, const char *digest);
 /* A download a restore reads while it arrives (layer.c): 1 when the
  * cache has the archive (nothing started), 0 when it started (*dl, and
  * *rfd a descriptor of the file it is written into), or -errno (-EAGAIN:
- * no control client now). snapblob_more is a snapshot_feed's more();
+ * no control client now). snapblob_more and snapblob_passed are a
+ * snapshot_feed's more() and passed();
  * snapblob_follow_end waits for the download's end, frees dl and returns
  * its result: 0 when the transfer completed, -EBADMSG when its bytes were
  * not the digest, or the transfer's -errno (-EAGAIN: cut short, fetch it
@@ -236,12 +237,16 @@ void snapblob_drop(struct mgr *m, const char *digest);
  * byte and they were the digest, so the file enters the cache as it is;
  * SNAPBLOB_REFUSED: it failed, so the file is hashed once more to tell a
  * mismatch (-EBADMSG, logged) from an archive that is the digest (kept);
- * SNAPBLOB_UNREAD: no restore ran, the file is dropped. */
+ * SNAPBLOB_UNREAD: no restore ran, the file is dropped. A download past
+ * SPACE_FOLLOW_CACHE_MAX is released behind the restore as it reads: it
+ * never enters the cache, and a refusal answers -ESTALE (the bytes are
+ * gone: a download of their own must tell). */
 struct snapblob_dl;
 enum { SNAPBLOB_UNREAD, SNAPBLOB_RESTORED, SNAPBLOB_REFUSED };
 int  snapblob_follow(struct mgr *m, const char *digest, struct snapblob_dl **dl, int *rfd,
     const char **why);
 int64_t snapblob_more(void *ctx, uint64_t have, bool *end);
+void snapblob_passed(void *ctx, uint64_t off);
 int  snapblob_follow_end(struct snapblob_dl *dl, int restore, const char **why);
 /* connect to r's bridge.sock and verify the peer (DESIGN section 6);
  * returns the connected fd or -errno with *why set. Nothing is written

@@ -156,26 +156,60 @@ struct snapblob_dl {
 	pthread_cond_t cv;
 	uint64_t written;
 	uint64_t got;           /* bytes out of the pipe (follow: not hashed here) */
+	uint64_t passed;        /* follow: the restore reads nothing below this again */
+	uint64_t released;      /* of the file, bytes released behind it (0: none) */
+	bool no_holes;          /* the file system refused to release */
 	int result;
 	const char *why;
 	pthread_t t;
 };
 
+/* A large archive restored along its download is not kept: once the
+ * download passes SPACE_FOLLOW_CACHE_MAX, what the restore has read is
+ * released (a hole punched, in steps of this many bytes): its pages go
+ * back to be reused by the next ones instead of the page cache and the
+ * disk taking a second copy of the archive. The kept image of the layer
+ * (kept.c) is what a later restore here starts from; the control plane
+ * keeps the archive. */
+#define FOLLOW_RELEASE_STEP (8u << 20)
+
+static void
+dl_release(struct snapblob_dl *d, uint64_t passed)
+{
+	uint64_t to = passed & ~(uint64_t)(FOLLOW_RELEASE_STEP - 1);
+
+	if (d->no_holes || d->got < SPACE_FOLLOW_CACHE_MAX ||
+	    to < d->released + FOLLOW_RELEASE_STEP)
+		return;
+	/* a file system without holes keeps what it has released so far
+	 * (nothing, the first time: then the file is cached as before) */
+	if (fallocate(d->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)d->released,
+	    (off_t)(to - d->released)) < 0) {
+		d->no_holes = true;
+		return;
+	}
+	d->released = to;
+}
+
 /* each piece is hashed, then written: what was hashed before it is in
  * the file. Followed by a restore, a piece is only counted: the restore
  * hashes what it reads of the file, and the copy enters the cache only
- * if that hash was the digest (snapblob_follow_end). */
+ * if that hash was the digest (snapblob_follow_end), and only if none of
+ * it was released behind the restore. */
 static void
 dl_update(void *arg, const void *p, size_t n)
 {
 	struct snapblob_dl *d = arg;
+	uint64_t passed;
 
 	if (d->follow) {
 		pthread_mutex_lock(&d->mu);
 		d->written = d->got;
+		passed = d->passed;
 		pthread_cond_broadcast(&d->cv);
 		pthread_mutex_unlock(&d->mu);
 		d->got += n;
+		dl_release(d, passed);
 		return;
 	}
 	snapshot_hash_update(&d->h, p, n);
@@ -400,6 +434,17 @@ snapblob_more(void *ctx, uint64_t have, bool *end)
 	return r;
 }
 
+void
+snapblob_passed(void *ctx, uint64_t off)
+{
+	struct snapblob_dl *d = ctx;
+
+	pthread_mutex_lock(&d->mu);
+	if (off > d->passed)
+		d->passed = off;
+	pthread_mutex_unlock(&d->mu);
+}
+
 #define FOLLOW_CHECK_BUF (1u << 20)
 
 int
@@ -414,11 +459,19 @@ snapblob_follow_end(struct snapblob_dl *d, int restore, const char **why)
 	r = d->result;
 	if (r < 0)
 		*why = d->why;
+	else if (restore == SNAPBLOB_RESTORED && d->released > 0)
+		log_info("archive %s fetched from the control plane (%llu bytes) and restored as it "
+		    "arrived; not kept in the cache (larger than %u MiB)", d->digest,
+		    (unsigned long long)d->got, (unsigned)(SPACE_FOLLOW_CACHE_MAX >> 20));
 	else if (restore == SNAPBLOB_RESTORED) {
 		/* the restore read every byte of this file and found the
 		 * digest and the trailer: those bytes are the cache's copy */
 		if (dl_rename(d) < 0)   /* the restore stands; the cache lacks it */
 			log_warn("archive %s: cannot keep the downloaded copy", d->digest);
+	} else if (restore == SNAPBLOB_REFUSED && d->released > 0) {
+		/* released behind the restore: whether the bytes were the
+		 * digest is for a download of their own to tell */
+		r = -ESTALE;
 	} else if (restore == SNAPBLOB_REFUSED) {
 		/* the restore failed, maybe before it read everything: were
 		 * the bytes the digest? (the verdict the log and the caller

@@ -11,7 +11,9 @@
 # restores the chain (base, then delta) from the control plane, and so
 # does one whose kept image lost a file the delta takes from it. A pause and
 # a resume on the same worker start from the image kept there. A kill drops
-# the kept image of the worker it ran on.
+# the kept image of the worker it ran on. A large archive restored as it
+# arrives is not kept in the receiving worker's cache, and one that fails
+# there is fetched whole to be checked.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
@@ -123,6 +125,48 @@ for m in "w2 archives_incremental" "w1 archives_incremental" "w1 kept_layers_res
 	set -- $m
 	check "$1 counted space_sbxmgr_$2_total" grep -q "^space_sbxmgr_$2_total [1-9]" "$T/$1/metrics.prom"
 done
+
+# a large archive (past SPACE_FOLLOW_CACHE_MAX, 64 MiB) restored along its
+# download is released behind the restore: not kept in the cache, and a
+# refusal is checked by a download of its own
+flip() { python3 -c 'import sys; f = open(sys.argv[1], "r+b"); o = int(sys.argv[2]); f.seek(o); b = f.read(1); f.seek(o); f.write(bytes([b[0] ^ 0xff]))' "$1" "$2"; }
+S0=$S
+is "create a sandbox L on w1" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "L running" wait_state "$S" running 20
+SUM=$(run 'head -c 96M /dev/urandom >/home/user/big && sha256sum /home/user/big | cut -c1-64')
+check "L wrote 96 MiB" test -n "$SUM"
+check "move L to w2" move w2
+PL=$(jget snapshot "$T/sbx")
+check "... w2 restored it as it arrived and did not keep it" grep -q \
+	"archive $PL fetched from the control plane ([0-9]* bytes) and restored as it arrived; not kept" \
+	"$T/mgr_w2.log"
+check "... not in w2's cache, and no part of it left there" \
+	sh -c "! ls -A '$T/w2/snapshots' | grep -q '$PL\|tmp'"
+is "... the data intact on w2" "$(run 'sha256sum /home/user/big | cut -c1-64')" "$SUM"
+# w2's index gone, its pause archive is whole again; w1 without its kept
+# image must download it, and the control plane's copy is damaged in its
+# middle: the restore along the download fails after much of it was
+# released
+check "w2 had an index of L's layer" sh -c "ls '$T'/w2/exec/'$S'.g*/layer/base.idx >/dev/null"
+rm -f "$T"/w2/exec/"$S".g*/layer/base.idx
+is "pause L on w2 -> 202" "$(cpost "/v1/sandboxes/$S/pause" '{}')" 202
+check "L paused" wait_state "$S" paused 60
+PW=$(jget snapshot "$T/sbx")
+check "... its archive is whole" grep -q "layer archived as $PW ([0-9]* bytes, uploaded" "$T/mgr_w2.log"
+rm -f "$T/w1/kept/$S.img" "$T/w1/kept/$S.tag" "$T/w1/snapshots/$PW.snap"
+chmod u+w "$T/c/archives/$PW.snap"
+flip "$T/c/archives/$PW.snap" $(($(stat -c %s "$T/c/archives/$PW.snap") / 2))
+is "resume L on w1 from its damaged archive -> 202" \
+	"$(cpost "/v1/sandboxes/$S/resume" '{"worker":"w1"}')" 202
+check "L failed" wait_state "$S" failed 90
+check "... the restore along the download failed; w1 fetched it whole to check it" \
+	grep -q "archive $PW: the restore along its download failed" "$T/mgr_w1.log"
+check "... and refused its bytes" \
+	grep -q "archive $PW: the control plane sent bytes of digest" "$T/mgr_w1.log"
+check "... nothing of it in w1's cache" sh -c "! ls -A '$T/w1/snapshots' | grep -q '$PW\|tmp'"
+is "kill L -> 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
+S=$S0
 
 # a kill keeps nothing on the worker it ran on
 is "kill -> 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
