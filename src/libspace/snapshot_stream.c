@@ -166,8 +166,7 @@ snapshot_hash_update(struct snapshot_hash *h, const void *p, size_t n)
 	h->tail_len = SNAP_TRAILER_LEN;
 }
 
-/* the body's digest; false when it has none (nothing before the
- * trailer, or a bad marker) */
+/* the body's digest; false when it has none (a bad marker) */
 static bool
 hash_done(struct snapshot_hash *h, unsigned char d[SNAPSHOT_DIGEST_LEN])
 {

@@ -61,6 +61,19 @@ set_mtime(const char *path, time_t sec, long nsec)
 	must(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), path);
 }
 
+/* path is a file holding exactly want */
+static inline bool
+file_is(const char *path, const char *want)
+{
+	char *c = NULL;
+	size_t l = 0;
+	bool same = read_file(path, 1u << 20, &c, &l) == 0 && l == strlen(want) &&
+	    memcmp(c, want, l) == 0;
+
+	free(c);
+	return same;
+}
+
 static inline bool
 exists(const char *p)
 {

@@ -479,13 +479,7 @@ test_hostile(void)
 	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	is_int(r, 0, "hand-made well-formed archive restores (%s)", why ? why : "-");
 	path_join(p, sizeof(p), dest, "d/f");
-	{
-		char *c = NULL;
-		size_t l = 0;
-		ok(read_file(p, 100, &c, &l) == 0 && l == 5 && memcmp(c, "hello", 5) == 0,
-		    "its file has the data");
-		free(c);
-	}
+	ok(file_is(p, "hello"), "its file has the data");
 
 	h_start(&h);
 	h_file(&h, "../x", 0644, "pwned");
@@ -970,13 +964,10 @@ formats_one(const char *label, struct hand *h, int want, bool check_tree)
 	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
 	is_int(r, want, "%s: restore (%s)", label, why ? why : "-");
 	if (want == 0 && check_tree) {
-		char q[600], *c = NULL;
-		size_t cl = 0;
+		char q[600];
 
 		snprintf(q, sizeof(q), "%s/d/f.txt", dest);
-		ok(read_file(q, 4096, &c, &cl) == 0 && cl == 5 && memcmp(c, "hello", 5) == 0,
-		    "%s: its file restored", label);
-		free(c);
+		ok(file_is(q, "hello"), "%s: its file restored", label);
 	} else if (want != 0)
 		ok(!exists(dest), "%s: nothing left", label);
 	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
