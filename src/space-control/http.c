@@ -16,6 +16,7 @@
 
 #include "bearer.h"
 #include "control.h"
+#include "filebody.h"
 #include "headwatch.h"
 #include "http.h"
 #include "httpedge.h"
@@ -345,9 +346,7 @@ send_reply(struct req *r)
 		/* the response owns the descriptor from here */
 		free(t);
 		t = NULL;
-		resp = MHD_create_response_from_fd64(r->file_size, r->file_fd);
-		if (resp == NULL)
-			close(r->file_fd);
+		resp = filebody_response(r->file_fd, r->file_size);
 		r->file_fd = 0;
 	} else {
 		resp = MHD_create_response_from_buffer(len, t ? t : (char *)"",
