@@ -179,32 +179,16 @@ struct buf {
 
 /* Bytes for a descriptor (a pipe to the parent) are written in pieces of
  * this size: libcurl hands the body over 16 KiB at a time, and a pipe
- * write per piece woke the reader each time (a 1 GiB archive took about
- * 1.3 CPU-seconds more on both sides, docs/benchmarks.md) */
+ * write per piece wakes the reader each time (writing 1 GiB in 16 KiB
+ * pieces cost the writer about 0.9 CPU-seconds more than in 512 KiB ones
+ * and the reader 0.5 to 0.8 more: docs/benchmarks.md) */
 #define BODY_PIECE (512u << 10)
-
-static bool
-body_write(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		if ((w = write(fd, p, n)) < 0) {
-			if (errno == EINTR)
-				continue;
-			return false;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
 
 /* what was gathered, written out: at a full piece and at the end */
 static bool
 body_flush(struct buf *b)
 {
-	bool ok = b->wn == 0 || body_write(b->fd, b->wb, b->wn);
+	bool ok = b->wn == 0 || fd_write_all(b->fd, b->wb, b->wn) == 0;
 
 	b->wn = 0;
 	return ok;
@@ -224,7 +208,7 @@ on_body(char *data, size_t sz, size_t nm, void *arg)
 		}
 		b->total += n;
 		if (b->wb == NULL && (b->wb = malloc(BODY_PIECE)) == NULL)
-			return body_write(b->fd, data, n) ? n : 0;
+			return fd_write_all(b->fd, data, n) == 0 ? n : 0;
 		for (size_t off = 0; off < n; off += take) {
 			take = n - off < BODY_PIECE - b->wn ? n - off : BODY_PIECE - b->wn;
 			memcpy(b->wb + b->wn, data + off, take);

@@ -4,7 +4,7 @@
  * upload that stored it pushed it out of the page cache behind itself
  * (upsink.c). Sent with sendfile, it is read back from the disk into
  * fresh page-cache pages that the receiver's copy is the first to touch:
- * on a virtual machine that copy cost a worker about 1.5 CPU-seconds per
+ * on a virtual machine that copy cost a worker 1.5 to 2 CPU-seconds per
  * GiB of archive (docs/benchmarks.md, "First moves: the pages a
  * download touches"). It is read instead with O_DIRECT into one buffer
  * of the response's own, reused for the whole file, and handed to
