@@ -41,6 +41,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.parse
 import tempfile
 import time
 
@@ -490,6 +491,8 @@ def log_cpu(title, accs, nbytes):
     log("")
     log("== %s: CPU ms per GiB moved, by process (summed over the runs; load-robust where wall time is not)" % title)
     for label, acc in accs:
+        if not acc:
+            continue
         parts = sorted(((v / gib * 1000, k) for k, v in acc.items() if v > 0), reverse=True)
         tot = sum(x for x, _ in parts)
         log("%-40s total %6.0f: %s" % (label, tot, ", ".join("%s %.0f" % (k, x) for x, k in parts if x >= 1)))
@@ -954,6 +957,13 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
                              stdout=subprocess.PIPE, check=True).stdout.decode().split()
         if out != ["200", str(size)]:
             raise RuntimeError("curl: %s" % out)
+    httpget = os.path.join(os.path.dirname(framecat or ""), "bench_httpget")
+    def lean():
+        u = urllib.parse.urlsplit(url)
+        out = subprocess.run([httpget, u.hostname, str(u.port), "%s?%s" % (u.path, u.query),
+                              "Bearer " + rt.get()], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+        if out != str(size):
+            raise RuntimeError("bench_httpget: %s bytes" % out)
     def cli():
         with open(os.devnull, "wb") as nul:
             subprocess.run([os.path.join(plat.bin, "space"), "fs", "read", sbx, "/home/user/big"],
@@ -969,15 +979,20 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     def cat():
         with open(os.devnull, "wb") as nul:
             subprocess.run(["cat", hostf], stdout=nul, check=True)
-    cpu_full, cpu_ceil, cpu_cat = {}, {}, {}
+    cpu_full, cpu_lean, cpu_ceil, cpu_ceil_lean, cpu_raw, cpu_cat = {}, {}, {}, {}, {}, {}
     fns = {"curl": metered(curl, cpu_full, plat), "cli": cli, "bridge": bridge,
            "cat": metered(cat, cpu_cat, plat)}
     if framecat and os.access(framecat, os.X_OK):
         fns["bridge_c"] = bridge_c
+    if os.access(httpget, os.X_OK):
+        fns["lean"] = metered(lean, cpu_lean, plat)
     ceil = Ceiling(os.path.join(os.path.dirname(framecat or ""), "bench_sendfile"), hostf,
-                   layer_path(plat, r, "/home/user/ceildst"))
+                   layer_path(plat, r, "/home/user/ceildst"), httpget)
     if ceil.start():
         fns["ceil"] = metered(ceil.get, cpu_ceil, plat, [ceil.p.pid])
+        if os.access(httpget, os.X_OK):
+            fns["ceil_lean"] = metered(ceil.get_lean, cpu_ceil_lean, plat, [ceil.p.pid])
+            fns["raw"] = metered(lambda: ceil.get_lean(raw=True), cpu_raw, plat, [ceil.p.pid])
     cat()               # page cache warm: every variant reads cached pages
     try:
         res = interleave(runs, fns)
@@ -989,10 +1004,13 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     log("== large file read: %d MiB, page cache warm, %d interleaved runs (MB/s, 1 MB = 10^6 bytes)" % (mib, runs))
     log("%-62s %9s %9s %9s" % ("path", "median", "min", "max"))
     for label, k in (("curl GET files -> /dev/null (full path)", "curl"),
+                     ("GET files, C client with a 1 MiB buffer (full path, bench_httpget)", "lean"),
                      ("space fs read > /dev/null (CLI, with its route request)", "cli"),
                      ("fs.read straight to the bridge socket (python client)", "bridge"),
                      ("fs.read straight to the bridge socket (C, bench_framecat)", "bridge_c"),
                      ("curl GET from a bare sendfile server (bench_sendfile)", "ceil"),
+                     ("C client GET from the bare sendfile server", "ceil_lean"),
+                     ("C client GET from a raw socket, file in memory (TCP's own)", "raw"),
                      ("cat of the layer file on the host > /dev/null", "cat")):
         if k in mbs:
             log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
@@ -1006,8 +1024,20 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
         ROWS.append(("%d MiB read, bare sendfile server, median" % mib, "curl %.0f MB/s" % m["curl"],
                      "curl from bench_sendfile %.0f MB/s" % m["ceil"],
                      "%.2fx of the bare server" % (m["curl"] / m["ceil"])))
+    if "lean" in m:
+        log("full path with the C client / cat %.2f" % (m["lean"] / m["cat"]))
+    if "ceil_lean" in m:
+        log("C client from the bare sendfile server / cat %.2f" % (m["ceil_lean"] / m["cat"]))
+    if "raw" in m:
+        log("C client from a raw socket sending from memory / cat %.2f (loopback TCP's ceiling)"
+            % (m["raw"] / m["cat"]))
+        if "lean" in m:
+            log("full path with the C client / raw socket %.2f" % (m["lean"] / m["raw"]))
     log_cpu("large file read", [("full path (curl GET files)", cpu_full),
+                                ("full path (C client GET files)", cpu_lean),
                                 ("bare sendfile server (curl GET)", cpu_ceil),
+                                ("bare sendfile server (C client GET)", cpu_ceil_lean),
+                                ("raw socket from memory (C client GET)", cpu_raw),
                                 ("cat > /dev/null", cpu_cat)], size * runs)
     ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
                  "cat %.0f MB/s; bridge socket %.0f MB/s" % (m["cat"], br),
@@ -1023,8 +1053,8 @@ class Ceiling:
     """bench/bench_sendfile: the large file over HTTP (libmicrohttpd, as in
     node-api) with no hop behind it; GET sends src with sendfile, PUT writes
     dst and fsyncs before answering."""
-    def __init__(self, binary, src, dst):
-        self.bin, self.src, self.dst, self.p = binary, src, dst, None
+    def __init__(self, binary, src, dst, httpget=None):
+        self.bin, self.src, self.dst, self.p, self.httpget = binary, src, dst, None, httpget
 
     def start(self):
         if not os.access(self.bin, os.X_OK):
@@ -1033,9 +1063,11 @@ class Ceiling:
         self.port = control_bench.free_port()
         self.p = subprocess.Popen([self.bin, str(self.port), self.src, self.dst],
                                   stdout=subprocess.PIPE)
-        if self.p.stdout.readline().strip() != b"ready":
+        line = self.p.stdout.readline().split()
+        if len(line) != 2 or line[0] != b"ready":
             self.stop()
             return False
+        self.raw_port = int(line[1])
         return True
 
     def url(self):
@@ -1046,6 +1078,12 @@ class Ceiling:
                               self.url()], stdout=subprocess.PIPE, check=True).stdout.decode().split()
         if out[0] != "200":
             raise RuntimeError("bench_sendfile GET: %s" % out)
+
+    def get_lean(self, raw=False):
+        out = subprocess.run([self.httpget, "127.0.0.1", str(self.raw_port if raw else self.port), "/f"],
+                             stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+        if out != str(os.path.getsize(self.src)):
+            raise RuntimeError("bench_httpget from bench_sendfile: %s bytes" % out)
 
     def put(self):
         out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-T", self.src,

@@ -14,10 +14,12 @@
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bearer.h"
@@ -181,6 +183,11 @@ respond_error_from(struct MHD_Connection *c, struct req *r, unsigned status, con
 /* map the manager's first reply frame; for K_DOWNLOAD a RESPONSE starts the
  * streamed body instead, for K_WS the WebSocket */
 static ssize_t dl_reader(void *cls, uint64_t pos, char *buf, size_t max);
+/* A download's piece: what libmicrohttpd allocates per response and hands
+ * to one send(). At 1 MiB node-api's CPU per GiB sent was 350 ms against
+ * 470 with SPACE_CHUNK, each read filling it from what already waits
+ * (docs/benchmarks.md, "Large reads: the last hop's pieces"). */
+#define DL_PIECE SPACE_FRAME_MAX
 static enum MHD_Result ws_upgrade(struct MHD_Connection *c, struct req *r,
     const struct msg_response *resp);
 
@@ -188,8 +195,10 @@ static enum MHD_Result
 reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 {
 	struct msg_response resp = { 0 };
+	const union MHD_ConnectionInfo *ci;
 	struct msg_error err;
 	struct MHD_Response *mr;
+	int bulk = (int)SPACE_BULK_SOCKBUF;
 	const char *why;
 	char *s, gen[24];
 	enum MHD_Result ret;
@@ -225,7 +234,12 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 		if (!json_is_integer(sz) || json_integer_value(sz) < 0)
 			goto bad;
 		r->size = (uint64_t)json_integer_value(sz);
-		mr = MHD_create_response_from_callback(r->size, SPACE_CHUNK, dl_reader, r, NULL);
+		/* a fixed send buffer: its pieces go out in few sends, and it
+		 * bounds the kernel's memory of the transfer (autotuning may
+		 * grow an unset one to tcp_wmem's maximum) */
+		if ((ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) != NULL)
+			(void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &bulk, sizeof(bulk));
+		mr = MHD_create_response_from_callback(r->size, DL_PIECE, dl_reader, r, NULL);
 		if (mr == NULL)
 			goto bad;
 		MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
@@ -253,40 +267,57 @@ bad:
 /* The body straight from the manager's socket into MHD's buffer: each
  * header is read and checked (a DATA frame, its length within the type's
  * limit, frame_hdr_decode), then its payload is read where MHD wants it,
- * with no frame buffer of ours in between. */
+ * with no frame buffer of ours in between. One call waits for the first
+ * bytes only, then takes whatever more already waits (across frames) up to
+ * the piece's size: a slow body is forwarded as it comes, a fast one in
+ * large sends. */
 static ssize_t
 dl_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct req *r = cls;
+	struct pollfd pfd = { .fd = r->mfd, .events = POLLIN };
 	uint16_t type;
 	uint32_t len;
-	size_t want;
+	size_t want, have = 0;
 	ssize_t n;
 
 	(void)pos;
-	while (r->cur_left == 0) {
-		if (fsplice_hdr_read(r->mfd, &type, &len) != 0)
+	while (have < max) {
+		if (r->cur_left == 0) {
+			/* a header is read only when it is all there or
+			 * nothing was taken yet: what was taken goes out */
+			if (have > 0 && (r->sent == r->size || poll(&pfd, 1, 0) != 1))
+				break;
+			if (fsplice_hdr_read(r->mfd, &type, &len) != 0)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			/* END: here only with nothing taken (a full body
+			 * stops above) */
+			if (type == MSG_END)
+				return r->sent == r->size ? MHD_CONTENT_READER_END_OF_STREAM :
+				    MHD_CONTENT_READER_END_WITH_ERROR;
+			/* CANCEL (execution replaced) or anything else: cut
+			 * the body short, the client sees an incomplete
+			 * transfer */
+			if (type != MSG_DATA)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			r->cur_left = len;
+			continue;
+		}
+		want = r->cur_left < max - have ? r->cur_left : max - have;
+		if (r->sent + want > r->size)   /* more than announced */
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (type == MSG_END)
-			return r->sent == r->size ? MHD_CONTENT_READER_END_OF_STREAM :
-			    MHD_CONTENT_READER_END_WITH_ERROR;
-		/* CANCEL (execution replaced) or anything else: cut the body
-		 * short, the client sees an incomplete transfer */
-		if (type != MSG_DATA)
+		do
+			n = recv(r->mfd, buf + have, want, have > 0 ? MSG_DONTWAIT : 0);
+		while (n < 0 && errno == EINTR);
+		if (n < 0 && have > 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-		r->cur_left = len;
+		r->cur_left -= (size_t)n;
+		r->sent += (uint64_t)n;
+		have += (size_t)n;
 	}
-	want = r->cur_left < max ? r->cur_left : max;
-	if (r->sent + want > r->size)   /* more than announced */
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	do
-		n = read(r->mfd, buf, want);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	r->cur_left -= (size_t)n;
-	r->sent += (uint64_t)n;
-	return n;
+	return (ssize_t)have;
 }
 
 /* read the manager's first answer and map it */
