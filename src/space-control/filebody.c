@@ -10,9 +10,10 @@
  * of the response's own, reused for the whole file, and handed to
  * libmicrohttpd from there: no page of the page cache is taken, and the
  * pages the socket sends from are the same few each time. A file system
- * without O_DIRECT is sent with sendfile as before. */
+ * without O_DIRECT is read the same way through the page cache. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,18 +73,25 @@ filebody_free(void *cls)
 }
 
 struct MHD_Response *
-filebody_response(int fd, uint64_t size)
+filebody_response_from(int fd, uint64_t size, bool direct)
 {
 	struct MHD_Response *resp;
 	struct filebody *f;
 	int fl = fcntl(fd, F_GETFL);
 
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) < 0 ||
-	    (f = calloc(1, sizeof(*f))) == NULL)
-		goto plain;
+	/* a file system that refuses O_DIRECT is read through the page
+	 * cache by the same reader, so a file that shrinks ends the
+	 * answer the same way (sendfile would be left to spin on it) */
+	if (direct && fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl | O_DIRECT);
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		close(fd);
+		return NULL;
+	}
 	if (posix_memalign((void **)&f->buf, FILEBODY_ALIGN, FILEBODY_READ) != 0) {
 		free(f);
-		goto plain;
+		close(fd);
+		return NULL;
 	}
 	f->fd = fd;
 	f->size = size;
@@ -92,10 +100,10 @@ filebody_response(int fd, uint64_t size)
 	if (resp == NULL)
 		filebody_free(f);
 	return resp;
-plain:
-	if (fl >= 0)
-		(void)fcntl(fd, F_SETFL, fl);
-	if ((resp = MHD_create_response_from_fd64(size, fd)) == NULL)
-		close(fd);
-	return resp;
+}
+
+struct MHD_Response *
+filebody_response(int fd, uint64_t size)
+{
+	return filebody_response_from(fd, size, true);
 }
