@@ -1039,6 +1039,11 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
                                 ("bare sendfile server (C client GET)", cpu_ceil_lean),
                                 ("raw socket from memory (C client GET)", cpu_raw),
                                 ("cat > /dev/null", cpu_cat)], size * runs)
+    if "lean" in m:
+        ROWS.append(("%d MiB read, C client (1 MiB buffer), median" % mib, "%.0f MB/s" % m["lean"],
+                     "cat %.0f MB/s" % m["cat"] + ("; raw TCP socket %.0f MB/s" % m["raw"] if "raw" in m else ""),
+                     "%.2fx of cat" % (m["lean"] / m["cat"]) +
+                     (" / %.2fx of raw TCP" % (m["lean"] / m["raw"]) if "raw" in m else "")))
     ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
                  "cat %.0f MB/s; bridge socket %.0f MB/s" % (m["cat"], br),
                  "%.2fx of cat / %.2fx of bridge" % (m["curl"] / m["cat"], m["curl"] / br)))
