@@ -16,25 +16,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define BUF (1u << 20)
 #define HEAD_MAX (16u << 10)
-
-static int
-send_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* the status line's code and Content-Length of a complete head, or -1 */
 static int
@@ -89,7 +74,7 @@ main(int argc, char **argv)
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-	    send_all(fd, req, (size_t)k) != 0) {
+	    fd_write_all(fd, req, (size_t)k) != 0) {
 		fprintf(stderr, "bench_httpget: %s:%s: %s\n", argv[1], argv[2], strerror(errno));
 		return 1;
 	}
