@@ -99,6 +99,7 @@ struct req {
 	/* K_DOWNLOAD */
 	uint64_t size, sent;
 	uint32_t cur_left;      /* payload bytes of the current DATA frame not yet read */
+	bool cut;               /* the body ends short once what was taken is out */
 };
 
 #define PREFIX "/v1/sandboxes/"
@@ -282,41 +283,49 @@ dl_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	ssize_t n;
 
 	(void)pos;
+	if (r->cut)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	while (have < max) {
 		if (r->cur_left == 0) {
-			/* a header is read only when it is all there or
-			 * nothing was taken yet: what was taken goes out */
+			/* the next header is read only when bytes of it
+			 * wait, or when nothing was taken yet */
 			if (have > 0 && (r->sent == r->size || poll(&pfd, 1, 0) != 1))
 				break;
-			if (fsplice_hdr_read(r->mfd, &type, &len) != 0)
-				return MHD_CONTENT_READER_END_WITH_ERROR;
-			/* END: here only with nothing taken (a full body
-			 * stops above) */
+			/* END (a full body stops above, so here it comes
+			 * early), CANCEL (execution replaced), anything but
+			 * DATA, a lost connection: the body is cut short
+			 * after what was taken, and the client sees an
+			 * incomplete transfer */
+			if (fsplice_hdr_read(r->mfd, &type, &len) != 0 ||
+			    (type != MSG_DATA && !(type == MSG_END && r->sent == r->size))) {
+				r->cut = true;
+				break;
+			}
 			if (type == MSG_END)
-				return r->sent == r->size ? MHD_CONTENT_READER_END_OF_STREAM :
-				    MHD_CONTENT_READER_END_WITH_ERROR;
-			/* CANCEL (execution replaced) or anything else: cut
-			 * the body short, the client sees an incomplete
-			 * transfer */
-			if (type != MSG_DATA)
-				return MHD_CONTENT_READER_END_WITH_ERROR;
+				return MHD_CONTENT_READER_END_OF_STREAM;
 			r->cur_left = len;
 			continue;
 		}
 		want = r->cur_left < max - have ? r->cur_left : max - have;
-		if (r->sent + want > r->size)   /* more than announced */
-			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (r->sent + want > r->size) { /* more than announced */
+			r->cut = true;
+			break;
+		}
 		do
 			n = recv(r->mfd, buf + have, want, have > 0 ? MSG_DONTWAIT : 0);
 		while (n < 0 && errno == EINTR);
 		if (n < 0 && have > 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		if (n <= 0)
-			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (n <= 0) {
+			r->cut = true;
+			break;
+		}
 		r->cur_left -= (size_t)n;
 		r->sent += (uint64_t)n;
 		have += (size_t)n;
 	}
+	if (have == 0)          /* cut with nothing taken */
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	return (ssize_t)have;
 }
 
