@@ -1125,6 +1125,10 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
                              stdout=subprocess.PIPE, check=True).stdout.decode().strip()
         if out != "200":
             raise RuntimeError("curl PUT: %s" % out)
+    def cli():
+        with open(src, "rb") as f:
+            subprocess.run([os.path.join(plat.bin, "space"), "fs", "write", sbx, "/home/user/upcli"],
+                           env=plat.env, stdin=f, stdout=subprocess.DEVNULL, check=True)
     def cat():
         with open(dst, "wb") as f:
             subprocess.run(["cat", src], stdout=f, check=True)
@@ -1133,18 +1137,21 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
             subprocess.run(["cat", src], stdout=f, check=True)
             os.fsync(f.fileno())
     cpu_full, cpu_ceil, cpu_cat = {}, {}, {}
-    fns = {"curl": metered(curl, cpu_full, plat), "cat": cat,
+    cpu_cli = {}
+    fns = {"curl": metered(curl, cpu_full, plat), "cli": metered(cli, cpu_cli, plat), "cat": cat,
            "cat_fsync": metered(cat_fsync, cpu_cat, plat)}
     if ceil and ceil.p:
         fns["ceil"] = metered(ceil.put, cpu_ceil, plat, [ceil.p.pid])
     res = interleave(runs, fns)
-    if os.path.getsize(layer_path(plat, wt.route, "/home/user/up")) != size:
+    if os.path.getsize(layer_path(plat, wt.route, "/home/user/up")) != size or \
+            os.path.getsize(layer_path(plat, wt.route, "/home/user/upcli")) != size:
         raise RuntimeError("upload: wrong size")
     mbs = {k: [size / 1e6 / (t / 1e6) for t in v] for k, v in res.items()}
     log("")
     log("== large file write: %d MiB, source in the page cache, %d interleaved runs (MB/s)" % (mib, runs))
     log("%-62s %9s %9s %9s" % ("path", "median", "min", "max"))
     for label, k in (("curl PUT files (full path, fsync before the answer)", "curl"),
+                     ("space fs write < SRC (CLI, with its route request)", "cli"),
                      ("curl PUT to a bare server, write + fsync (bench_sendfile)", "ceil"),
                      ("cat SRC > FILE in the layer directory on the host", "cat"),
                      ("cat SRC > FILE, then fsync(FILE)", "cat_fsync")):
@@ -1157,13 +1164,14 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
         log("ceiling (curl PUT to a bare server) / cat %.2f, upload / ceiling %.2f" % (
             m["ceil"] / m["cat"], m["curl"] / m["ceil"]))
     log_cpu("large file write", [("full path (curl PUT files)", cpu_full),
+                                 ("space fs write (CLI)", cpu_cli),
                                  ("bare server (curl PUT, write + fsync)", cpu_ceil),
                                  ("cat SRC > FILE + fsync", cpu_cat)], size * runs)
     ROWS.append(("%d MiB write throughput, median" % mib, "curl PUT %.0f MB/s" % m["curl"],
                  "cat > file %.0f MB/s; with fsync %.0f MB/s" % (m["cat"], m["cat_fsync"]),
                  "%.2fx of cat / %.2fx of cat+fsync" % (m["curl"] / m["cat"], m["curl"] / m["cat_fsync"])))
     os.unlink(dst)
-    bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/up"]})
+    bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/up", "/home/user/upcli"]})
 
 
 def admit_rows(path):

@@ -289,7 +289,7 @@ op_fs_write(int fd, json_t *args)
 	struct fsplice sp = FSPLICE_INIT;
 	struct stat st;
 	mode_t mode = FS_MODE_DEFAULT;
-	uint64_t size = 0;
+	uint64_t size = 0, started = 0;
 	int out = -1, r;
 
 	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
@@ -340,6 +340,9 @@ op_fs_write(int fd, json_t *args)
 				goto fail_quiet;
 			}
 			size += len;
+			/* the disk starts on what arrived while the rest
+			 * still comes: the fsync below waits for the tail */
+			fd_writeback_ahead(out, &started, size);
 			continue;
 		}
 		if ((r = fsplice_payload_read(fd, type, len, &f)) < 0)
