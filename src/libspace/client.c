@@ -402,9 +402,6 @@ http_exchange(const char *url, const char *bearer, const char *method,
 		 * size goes through; a regular file gets a Content-Length,
 		 * a pipe is sent chunked */
 		curl_easy_setopt(x.h, CURLOPT_UPLOAD, 1L);
-		/* read from the descriptor and sent in pieces of 512 KiB,
-		 * not libcurl's 64 KiB */
-		curl_easy_setopt(x.h, CURLOPT_UPLOAD_BUFFERSIZE, (long)(512 << 10));
 		curl_easy_setopt(x.h, CURLOPT_READFUNCTION, on_read);
 		curl_easy_setopt(x.h, CURLOPT_READDATA, &x);
 		if (fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode)) {
