@@ -200,6 +200,7 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 	struct msg_error err;
 	struct MHD_Response *mr;
 	int bulk = (int)SPACE_BULK_SOCKBUF;
+	size_t piece;
 	const char *why;
 	char *s, gen[24];
 	enum MHD_Result ret;
@@ -235,12 +236,17 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 		if (!json_is_integer(sz) || json_integer_value(sz) < 0)
 			goto bad;
 		r->size = (uint64_t)json_integer_value(sz);
-		/* a fixed send buffer: its pieces go out in few sends, and it
-		 * bounds the kernel's memory of the transfer (autotuning may
-		 * grow an unset one to tcp_wmem's maximum) */
-		if ((ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) != NULL)
+		/* a large body: a fixed send buffer, so its pieces go out in
+		 * few sends, and it bounds the kernel's memory of the
+		 * transfer (autotuning may grow an unset one to tcp_wmem's
+		 * maximum); a small one: a piece of its size (a 1 MiB
+		 * buffer is a mapping made and unmade per answer) */
+		piece = DL_PIECE;
+		if (r->size < DL_PIECE)
+			piece = r->size < 4096 ? 4096 : (size_t)r->size;
+		else if ((ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) != NULL)
 			(void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &bulk, sizeof(bulk));
-		mr = MHD_create_response_from_callback(r->size, DL_PIECE, dl_reader, r, NULL);
+		mr = MHD_create_response_from_callback(r->size, piece, dl_reader, r, NULL);
 		if (mr == NULL)
 			goto bad;
 		MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
