@@ -16,7 +16,12 @@
  *                    bad-error     ERROR whose payload is not an object
  *                    wrong-type    a CHALLENGE frame on an operation socket
  *                    bad-control   garbage on the control channel (ends it)
- *                  anything else: a well-formed RESPONSE
+ *                  anything else: a well-formed RESPONSE;
+ *                  and an fs.read by its path, a body that breaks its
+ *                  own RESPONSE's "size" (bytes 'A' + i % 26):
+ *                    /overlong/N/M  announces N bytes, sends M > N, END
+ *                    /short/N/M     announces N bytes, sends M < N, END
+ *                  in DATA frames of 256 KiB
  */
 #include <errno.h>
 #include <stdint.h>
@@ -67,19 +72,52 @@ challenge(int control, const uint8_t secret[GUEST_SECRET_LEN], const char *sandb
 	return frame_write_json(control, MSG_CHALLENGE_REPLY, out);
 }
 
+/* fs.read of /overlong/N/M or /short/N/M: announce N, send M; 0 if the
+ * path is neither */
+static int
+lying_read(int op, const char *path)
+{
+	unsigned long long n, m, off = 0;
+	size_t k, i;
+	char res[96], tail[8];
+	uint8_t *buf;
+
+	if ((sscanf(path, "/overlong/%llu/%llu%1s", &n, &m, tail) != 2 &&
+	     sscanf(path, "/short/%llu/%llu%1s", &n, &m, tail) != 2) || m > (1ull << 30))
+		return 0;
+	snprintf(res, sizeof(res), "{\"status\":200,\"result\":{\"size\":%llu}}", n);
+	if (frame_write_json(op, MSG_RESPONSE, res) != 0 || (buf = malloc(256u << 10)) == NULL)
+		return 1;
+	while (off < m) {
+		k = m - off < (256u << 10) ? (size_t)(m - off) : (256u << 10);
+		for (i = 0; i < k; i++)
+			buf[i] = (uint8_t)('A' + (off + i) % 26);
+		if (frame_write(op, MSG_DATA, buf, k) != 0)
+			break;
+		off += k;
+	}
+	free(buf);
+	frame_write(op, MSG_END, NULL, 0);
+	return 1;
+}
+
 /* one operation of the hostile guest */
 static void
 hostile_op(int control, int op)
 {
 	struct frame f = { 0 };
 	const char *what = "";
-	json_t *req = NULL, *argv0;
+	json_t *req = NULL, *argv0, *path;
 	uint8_t hdr[FRAME_HDR_LEN];
 
 	if (frame_read(op, &f) == 0 && f.type == MSG_REQUEST &&
-	    (req = json_loadb((const char *)f.payload, f.len, 0, NULL)) != NULL &&
-	    (argv0 = json_array_get(json_object_get(json_object_get(req, "args"), "argv"), 0)))
-		what = json_string_value(argv0);
+	    (req = json_loadb((const char *)f.payload, f.len, 0, NULL)) != NULL) {
+		if ((argv0 = json_array_get(json_object_get(json_object_get(req, "args"), "argv"), 0)))
+			what = json_string_value(argv0);
+		if ((path = json_object_get(json_object_get(req, "args"), "path")) &&
+		    json_is_string(path) && lying_read(op, json_string_value(path)))
+			goto out;
+	}
 	if (strcmp(what, "not-a-frame") == 0) {
 		if (write(op, "GET / HTTP/1.1\r\n\r\n", 18) < 0)
 			_exit(1);
@@ -104,6 +142,7 @@ hostile_op(int control, int op)
 		frame_write_json(op, MSG_RESPONSE,
 		    "{\"status\":200,\"result\":{\"exit_code\":0,\"stdout\":\"hostile guest\"}}");
 	}
+out:
 	json_decref(req);
 	frame_free(&f);
 }
