@@ -48,19 +48,17 @@ expect 2097152
 is "2 MiB announced, 3 MiB sent (spliced hops): exactly 2 MiB" "$(get /overlong/2097152/3145728)" "200 2097152 0"
 check "... the guest's first 2 MiB" cmp -s "$T/got" "$T/want"
 
-r=$(get /short/8192/4096)
-is "8 KiB announced, 4 KiB sent: 200, cut short (curl: partial transfer)" "$(echo "$r" | cut -d' ' -f1,3)" "200 18"
-n=$(echo "$r" | cut -d' ' -f2)
-check "... at most the 4096 bytes sent ($n)" test "$n" -le 4096
-expect "$n"
-check "... all of them the guest's own" cmp -s "$T/got" "$T/want"
-
-r=$(get /short/3145728/2097152)
-is "3 MiB announced, 2 MiB sent: cut short" "$(echo "$r" | cut -d' ' -f1,3)" "200 18"
-n=$(echo "$r" | cut -d' ' -f2)
-check "... at most the 2 MiB sent ($n)" test "$n" -le 2097152
-expect "$n"
-check "... all of them the guest's own" cmp -s "$T/got" "$T/want"
+# short LABEL PATH SENT: announced more than SENT bytes, sent SENT
+short() {
+	r=$(get "$2")
+	is "$1: 200, cut short (curl: partial transfer)" "$(echo "$r" | cut -d' ' -f1,3)" "200 18"
+	n=$(echo "$r" | cut -d' ' -f2)
+	check "... at most the $3 bytes sent ($n)" test "$n" -le "$3"
+	expect "$n"
+	check "... all of them the guest's own" cmp -s "$T/got" "$T/want"
+}
+short "8 KiB announced, 4 KiB sent" /short/8192/4096 4096
+short "3 MiB announced, 2 MiB sent (spliced hops)" /short/3145728/2097152 2097152
 
 is "node-api serves on" "$(curl -s "$NU/healthz")" '{"ok":true}'
 expect 10
