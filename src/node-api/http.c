@@ -185,9 +185,10 @@ respond_error_from(struct MHD_Connection *c, struct req *r, unsigned status, con
  * streamed body instead, for K_WS the WebSocket */
 static ssize_t dl_reader(void *cls, uint64_t pos, char *buf, size_t max);
 /* A download's piece: what libmicrohttpd allocates per response and hands
- * to one send(). At 1 MiB node-api's CPU per GiB sent was 350 ms against
- * 470 with SPACE_CHUNK, each read filling it from what already waits
- * (docs/benchmarks.md, "Large reads: the last hop's pieces"). */
+ * to one send(). At 1 MiB, each call filling it from what already waits,
+ * node-api's CPU per GiB sent was 330 to 350 ms against 550 to 610 with
+ * one read of at most SPACE_CHUNK per call (docs/benchmarks.md, "Large
+ * reads: the last hop's pieces"). */
 #define DL_PIECE SPACE_FRAME_MAX
 static enum MHD_Result ws_upgrade(struct MHD_Connection *c, struct req *r,
     const struct msg_response *resp);
