@@ -459,7 +459,10 @@ snapblob_follow_end(struct snapblob_dl *d, int restore, const char **why)
 	r = d->result;
 	if (r < 0)
 		*why = d->why;
-	else if (restore == SNAPBLOB_RESTORED && d->released > 0)
+	else if (restore == SNAPBLOB_RESTORED && (d->released > 0 || d->got > SPACE_FOLLOW_CACHE_MAX))
+		/* past the bound it is not kept, whether or not the restore
+		 * was close enough behind the download for any of it to be
+		 * released on the way (dl_close drops the file) */
 		log_info("archive %s fetched from the control plane (%llu bytes) and restored as it "
 		    "arrived; not kept in the cache (larger than %u MiB)", d->digest,
 		    (unsigned long long)d->got, (unsigned)(SPACE_FOLLOW_CACHE_MAX >> 20));
