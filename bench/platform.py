@@ -1136,10 +1136,22 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
         with open(dst, "wb") as f:
             subprocess.run(["cat", src], stdout=f, check=True)
             os.fsync(f.fileno())
+    # the sandbox's own write ending in fsync (a build, a package
+    # install), beside the same dd on the host into the same file system
+    dd = "dd if=/dev/zero of=%%s bs=1M count=%d conv=fsync" % mib
+
+    def sbx_dd():
+        doc, _ = bridge_call(sock, sbx, claims, "exec", {
+            "argv": ["sh", "-c", (dd % "/home/user/dd") + " 2>/dev/null"], "timeout": 300})
+        if doc["result"]["exit_code"] != 0:
+            raise RuntimeError("dd in the sandbox: %s" % doc)
+    def host_dd():
+        subprocess.run((dd % dst).split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=True)
     cpu_full, cpu_ceil, cpu_cat = {}, {}, {}
     cpu_cli = {}
     fns = {"curl": metered(curl, cpu_full, plat), "cli": metered(cli, cpu_cli, plat), "cat": cat,
-           "cat_fsync": metered(cat_fsync, cpu_cat, plat)}
+           "cat_fsync": metered(cat_fsync, cpu_cat, plat), "sbx_dd": sbx_dd, "host_dd": host_dd}
     if ceil and ceil.p:
         fns["ceil"] = metered(ceil.put, cpu_ceil, plat, [ceil.p.pid])
     res = interleave(runs, fns)
@@ -1154,7 +1166,9 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
                      ("space fs write < SRC (CLI, with its route request)", "cli"),
                      ("curl PUT to a bare server, write + fsync (bench_sendfile)", "ceil"),
                      ("cat SRC > FILE in the layer directory on the host", "cat"),
-                     ("cat SRC > FILE, then fsync(FILE)", "cat_fsync")):
+                     ("cat SRC > FILE, then fsync(FILE)", "cat_fsync"),
+                     ("in the sandbox: dd bs=1M conv=fsync (exec, bridge socket)", "sbx_dd"),
+                     ("on the host: the same dd into the layer directory", "host_dd")):
         if k in mbs:
             log("%-62s %9.0f %9.0f %9.0f" % (label, pct(mbs[k], 50), min(mbs[k]), max(mbs[k])))
     m = {k: pct(v, 50) for k, v in mbs.items()}
@@ -1163,6 +1177,7 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
     if "ceil" in m:
         log("ceiling (curl PUT to a bare server) / cat %.2f, upload / ceiling %.2f" % (
             m["ceil"] / m["cat"], m["curl"] / m["ceil"]))
+    log("dd conv=fsync in the sandbox / on the host %.2f" % (m["sbx_dd"] / m["host_dd"]))
     log_cpu("large file write", [("full path (curl PUT files)", cpu_full),
                                  ("space fs write (CLI)", cpu_cli),
                                  ("bare server (curl PUT, write + fsync)", cpu_ceil),
@@ -1170,8 +1185,12 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
     ROWS.append(("%d MiB write throughput, median" % mib, "curl PUT %.0f MB/s" % m["curl"],
                  "cat > file %.0f MB/s; with fsync %.0f MB/s" % (m["cat"], m["cat_fsync"]),
                  "%.2fx of cat / %.2fx of cat+fsync" % (m["curl"] / m["cat"], m["curl"] / m["cat_fsync"])))
+    ROWS.append(("%d MiB dd conv=fsync in the sandbox, median" % mib, "%.0f MB/s" % m["sbx_dd"],
+                 "the same dd on the host into the layer directory %.0f MB/s" % m["host_dd"],
+                 "%.2fx" % (m["sbx_dd"] / m["host_dd"])))
     os.unlink(dst)
-    bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/up", "/home/user/upcli"]})
+    bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/up", "/home/user/upcli",
+                                                     "/home/user/dd"]})
 
 
 def admit_rows(path):

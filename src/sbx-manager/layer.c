@@ -213,6 +213,12 @@ layer_snapshot_stopped(struct mgr *m, const struct record *r,
 		return -errno;
 	if ((ret = mount_image(img, mnt, true)) != 0)
 		goto out;
+	/* the serving layer's loop device wrote the image with direct I/O
+	 * (spaced-host/layer.c): its bytes are on the disk, not in the
+	 * image file's page cache, so this mount reads them the same way,
+	 * straight into its own pages, in the file system's large reads,
+	 * instead of through a second, fresh copy in the image file's */
+	loopdev_direct_io(mnt);
 	/* a mount of its own, read once and unmounted: its pages need not
 	 * stay cached (the image's own pages stay) */
 	ret = archive_dir(m, r, mnt, SNAPSHOT_DROP_READ, base, digest, size, uploaded);
