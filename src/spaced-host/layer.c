@@ -97,10 +97,11 @@ loop_mount(const char *img, const char *dir)
 		r = -errno;
 		close(lfd);
 		lfd = -1;
-		if (r == -EINVAL && dio) {
+		if (r != -EBUSY && dio) {
 			/* a kernel that refuses direct I/O on this file
-			 * rather than leaving it off: the page cache, then */
-			log_debug("%s: no direct I/O for its loop device", img);
+			 * rather than leaving it off: the page cache, then
+			 * (any other refusal comes back on the next try) */
+			log_debug("%s: no direct I/O for its loop device: %s", img, strerror(-r));
 			dio = false;
 			continue;
 		}
