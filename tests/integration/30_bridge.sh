@@ -199,6 +199,22 @@ check "unit test of the MAC exists and passes" sh -c "$SPACE_BIN/../tests/unit/t
 
 # ---- layer persists across bridges of the same layer ----
 call exec "$SB" "$C" '{"argv":["sh","-c","echo kept > /home/user/persist"]}' >/dev/null
+# its loop device reads and writes the image with direct I/O (docs/jail.md,
+# "Disk limit") where the image's file system takes O_DIRECT: the layer
+# is cached once, in the sandbox's own charge
+IMG=$(readlink -f "$W/$SB/layer/disk.img")
+LD=
+for l in /sys/block/loop*/loop; do
+	[ "$(cat "$l/backing_file" 2>/dev/null)" = "$IMG" ] && LD=$l
+done
+check "the serving layer is on a loop device backed by its image" test -n "$LD"
+if dd if=/dev/zero of="$W/$SB/layer/.dio" bs=4096 count=1 oflag=direct 2>/dev/null; then
+	is "... which does direct I/O" "$(cat "$LD/dio" 2>/dev/null)" 1
+else
+	diag "the layer's file system refuses O_DIRECT: the loop device uses the page cache"
+	is "... which uses the page cache, as its file system allows no other" "$(cat "$LD/dio" 2>/dev/null)" 0
+fi
+rm -f "$W/$SB/layer/.dio"
 HP=$(eval echo \$PID_$SB)
 DIR=dup LAYER="$W/$SB/layer" start_host "$SB" $((UB + 3 * 65536))
 sleep 0.3
