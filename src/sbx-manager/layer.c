@@ -220,7 +220,7 @@ layer_snapshot_stopped(struct mgr *m, const struct record *r,
 	 * instead of through a second, fresh copy in the image file's */
 	loopdev_direct_io(mnt);
 	/* a mount of its own, read once and unmounted: its pages need not
-	 * stay cached (the image's own pages stay) */
+	 * stay cached */
 	ret = archive_dir(m, r, mnt, SNAPSHOT_DROP_READ, base, digest, size, uploaded);
 	if (umount2(mnt, 0) != 0)
 		umount2(mnt, MNT_DETACH);
