@@ -22,6 +22,9 @@ start_host() {
 	n=$1; ub=$2; shift 2
 	d=${DIR:-$n}
 	mkdir -p "$W/$d/layer" && rm -rf "$W/$d/run" && mkdir -m 700 "$W/$d/run"
+	# an earlier bridge's ready line must not pass for this one's: the
+	# redirection below empties the file only once the child runs
+	: >"$W/$d/ready"
 	"$SPACE_BIN/spaced-host" --sandbox "$n" --generation 3 --activation 2 --worker w1 \
 	    --resident r1 --substrate jail --template host --run-dir "$W/$d/run" \
 	    --layer-dir "${LAYER:-$W/$d/layer}" --uid-base "$ub" --disk-mb 64 --memory-mb 256 --pids 128 "$@" \
@@ -248,12 +251,15 @@ check "layer unmounted after guest death" sh -c "! grep -q ' $W/$SB/run/rw ' /pr
 # recovers the layer ----
 start_host "$SB" "$UB" --orphan-wait-s 2
 HP=$(eval echo \$PID_$SB)
-call exec "$SB" "$C" '{"argv":["sh","-c","echo again >> /home/user/persist"]}' >/dev/null
+is "a bridge with --orphan-wait-s 2 is ready" "$(cut -d" " -f1 "$W/$SB/ready")" "ready"
+out=$(call exec "$SB" "$C" '{"argv":["sh","-c","echo again >> /home/user/persist"]}')
+is "... and its guest appends to a file of the layer" "$(printf "%s\n" "$out" | get body.result.exit_code)" "0"
 check "the guest listens on RUNDIR/jail.sock, owner-only" test "$(stat -c %a "$W/$SB/run/jail.sock")" = 600
 kill -9 "$HP"; wait "$HP" 2>/dev/null
 i=0; while ! grep -q "waiting up to 2 s for the next bridge" "$W/$SB/log" && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 check "SIGKILL of the bridge: its guest waits for the next activation's bridge" \
 	grep -q "waiting up to 2 s for the next bridge" "$W/$SB/log"
+grep -q "waiting up to 2 s for the next bridge" "$W/$SB/log" || sed 's/^/# log: /' "$W/$SB/log" | tail -20
 i=0; while ps -eo uid= | awk -v u=$UB '$1 >= u && $1 < u + 65536' | grep -q . && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 check "... none came: the jail ended by itself" sh -c "! ps -eo uid= | awk '\$1 >= $UB && \$1 < $UB + 65536' | grep -q ."
 check "... and said why" grep -q "no bridge came back within 2 s: the jail ends" "$W/$SB/log"
