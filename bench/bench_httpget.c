@@ -5,7 +5,9 @@
  * and its 8 KiB writes. The answer must be 200 with a Content-Length, and
  * exactly that many bytes must arrive before the peer closes; prints the
  * count.
- *   bench_httpget HOST PORT PATH [AUTHORIZATION] */
+ *   bench_httpget HOST PORT PATH [AUTHORIZATION]
+ * HOST may be the path of a local (AF_UNIX) socket, starting with '/':
+ * node-api's --listen-unix; PORT is then not used. */
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -60,11 +63,27 @@ main(int argc, char **argv)
 		return 2;
 	}
 	k = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: %s:%s\r\n%s%s%s"
-	    "Connection: close\r\n\r\n", argv[3], argv[1], argv[2],
+	    "Connection: close\r\n\r\n", argv[3], argv[1][0] == '/' ? "localhost" : argv[1], argv[2],
 	    argc == 5 ? "Authorization: " : "", argc == 5 ? argv[4] : "", argc == 5 ? "\r\n" : "");
 	if (k < 0 || (size_t)k >= sizeof(req)) {
 		fprintf(stderr, "bench_httpget: request too long\n");
 		return 2;
+	}
+	if (argv[1][0] == '/') {
+		struct sockaddr_un su = { .sun_family = AF_UNIX };
+
+		if (strlen(argv[1]) >= sizeof(su.sun_path)) {
+			fprintf(stderr, "bench_httpget: socket path too long\n");
+			return 2;
+		}
+		memcpy(su.sun_path, argv[1], strlen(argv[1]) + 1);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&su, sizeof(su)) != 0 ||
+		    fd_write_all(fd, req, (size_t)k) != 0) {
+			fprintf(stderr, "bench_httpget: %s: %s\n", argv[1], strerror(errno));
+			return 1;
+		}
+		goto sent;
 	}
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
@@ -79,6 +98,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	freeaddrinfo(ai);
+sent:
 	if ((buf = malloc(BUF)) == NULL || (head = malloc(HEAD_MAX + 1)) == NULL)
 		return 1;
 	/* the head, read until its blank line; what follows it is body */

@@ -964,10 +964,21 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
                               "Bearer " + rt.get()], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
         if out != str(size):
             raise RuntimeError("bench_httpget: %s bytes" % out)
-    def cli():
+    # node-api's local socket (`space up` maps each endpoint to one in
+    # SPACE_ENDPOINT_SOCKETS, which the CLI takes); the CLI over TCP beside it
+    usock = endpoint_socket(plat.env, ep)
+    def lean_unix():
+        u = urllib.parse.urlsplit(url)
+        out = subprocess.run([httpget, usock, "-", "%s?%s" % (u.path, u.query),
+                              "Bearer " + rt.get()], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+        if out != str(size):
+            raise RuntimeError("bench_httpget through %s: %s bytes" % (usock, out))
+    tcp_env = dict(plat.env)
+    tcp_env.pop("SPACE_ENDPOINT_SOCKETS", None)
+    def cli(env=plat.env):
         with open(os.devnull, "wb") as nul:
             subprocess.run([os.path.join(plat.bin, "space"), "fs", "read", sbx, "/home/user/big"],
-                           env=plat.env, stdout=nul, check=True)
+                           env=env, stdout=nul, check=True)
     def bridge():
         if bridge_read_null(sock, sbx, claims, "/home/user/big") != size:
             raise RuntimeError("bridge: short read")
@@ -980,12 +991,17 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
         with open(os.devnull, "wb") as nul:
             subprocess.run(["cat", hostf], stdout=nul, check=True)
     cpu_full, cpu_lean, cpu_ceil, cpu_ceil_lean, cpu_raw, cpu_cat = {}, {}, {}, {}, {}, {}
+    cpu_unix = {}
     fns = {"curl": metered(curl, cpu_full, plat), "cli": cli, "bridge": bridge,
            "cat": metered(cat, cpu_cat, plat)}
+    if usock:
+        fns["cli_tcp"] = lambda: cli(tcp_env)
     if framecat and os.access(framecat, os.X_OK):
         fns["bridge_c"] = bridge_c
     if os.access(httpget, os.X_OK):
         fns["lean"] = metered(lean, cpu_lean, plat)
+        if usock:
+            fns["lean_unix"] = metered(lean_unix, cpu_unix, plat)
     ceil = Ceiling(os.path.join(os.path.dirname(framecat or ""), "bench_sendfile"), hostf,
                    layer_path(plat, r, "/home/user/ceildst"), httpget)
     if ceil.start():
@@ -1005,7 +1021,10 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     log("%-62s %9s %9s %9s" % ("path", "median", "min", "max"))
     for label, k in (("curl GET files -> /dev/null (full path)", "curl"),
                      ("GET files, C client with a 1 MiB buffer (full path, bench_httpget)", "lean"),
-                     ("space fs read > /dev/null (CLI, with its route request)", "cli"),
+                     ("the same C client through node-api's local socket", "lean_unix"),
+                     ("space fs read > /dev/null (CLI, with its route request)" +
+                      (", local socket" if usock else ""), "cli"),
+                     ("space fs read > /dev/null, over TCP", "cli_tcp"),
                      ("fs.read straight to the bridge socket (python client)", "bridge"),
                      ("fs.read straight to the bridge socket (C, bench_framecat)", "bridge_c"),
                      ("curl GET from a bare sendfile server (bench_sendfile)", "ceil"),
@@ -1026,6 +1045,11 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
                      "%.2fx of the bare server" % (m["curl"] / m["ceil"])))
     if "lean" in m:
         log("full path with the C client / cat %.2f" % (m["lean"] / m["cat"]))
+    if "lean_unix" in m:
+        log("full path with the C client through the local socket / cat %.2f" % (m["lean_unix"] / m["cat"]))
+    if "cli_tcp" in m:
+        log("space fs read: local socket / cat %.2f, over TCP / cat %.2f" % (
+            m["cli"] / m["cat"], m["cli_tcp"] / m["cat"]))
     if "ceil_lean" in m:
         log("C client from the bare sendfile server / cat %.2f" % (m["ceil_lean"] / m["cat"]))
     if "raw" in m:
@@ -1035,6 +1059,7 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
             log("full path with the C client / raw socket %.2f" % (m["lean"] / m["raw"]))
     log_cpu("large file read", [("full path (curl GET files)", cpu_full),
                                 ("full path (C client GET files)", cpu_lean),
+                                ("full path (C client GET files, local socket)", cpu_unix),
                                 ("bare sendfile server (curl GET)", cpu_ceil),
                                 ("bare sendfile server (C client GET)", cpu_ceil_lean),
                                 ("raw socket from memory (C client GET)", cpu_raw),
@@ -1044,6 +1069,14 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
                      "cat %.0f MB/s" % m["cat"] + ("; raw TCP socket %.0f MB/s" % m["raw"] if "raw" in m else ""),
                      "%.2fx of cat" % (m["lean"] / m["cat"]) +
                      (" / %.2fx of raw TCP" % (m["lean"] / m["raw"]) if "raw" in m else "")))
+    if "lean_unix" in m:
+        ROWS.append(("%d MiB read, C client through the local socket, median" % mib,
+                     "%.0f MB/s" % m["lean_unix"], "cat %.0f MB/s" % m["cat"],
+                     "%.2fx of cat" % (m["lean_unix"] / m["cat"])))
+    if "cli_tcp" in m:
+        ROWS.append(("%d MiB read, space fs read, median" % mib, "local socket %.0f MB/s" % m["cli"],
+                     "TCP %.0f MB/s; cat %.0f MB/s" % (m["cli_tcp"], m["cat"]),
+                     "%.2fx / %.2fx of cat" % (m["cli"] / m["cat"], m["cli_tcp"] / m["cat"])))
     ROWS.append(("%d MiB read throughput, median" % mib, "curl %.0f MB/s" % m["curl"],
                  "cat %.0f MB/s; bridge socket %.0f MB/s" % (m["cat"], br),
                  "%.2fx of cat / %.2fx of bridge" % (m["curl"] / m["cat"], m["curl"] / br)))
@@ -1052,6 +1085,15 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     finally:
         ceil.stop()
     bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/big"]})
+
+
+def endpoint_socket(env, endpoint):
+    """the local socket SPACE_ENDPOINT_SOCKETS maps endpoint to, or None"""
+    for item in env.get("SPACE_ENDPOINT_SOCKETS", "").split(","):
+        ep, _, path = item.partition("=")
+        if ep.rstrip("/") == endpoint.rstrip("/") and path:
+            return path
+    return None
 
 
 class Ceiling:
@@ -1125,10 +1167,13 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
                              stdout=subprocess.PIPE, check=True).stdout.decode().strip()
         if out != "200":
             raise RuntimeError("curl PUT: %s" % out)
-    def cli():
+    usock = endpoint_socket(plat.env, ep)
+    tcp_env = dict(plat.env)
+    tcp_env.pop("SPACE_ENDPOINT_SOCKETS", None)
+    def cli(env=plat.env):
         with open(src, "rb") as f:
             subprocess.run([os.path.join(plat.bin, "space"), "fs", "write", sbx, "/home/user/upcli"],
-                           env=plat.env, stdin=f, stdout=subprocess.DEVNULL, check=True)
+                           env=env, stdin=f, stdout=subprocess.DEVNULL, check=True)
     def cat():
         with open(dst, "wb") as f:
             subprocess.run(["cat", src], stdout=f, check=True)
@@ -1152,6 +1197,8 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
     cpu_cli = {}
     fns = {"curl": metered(curl, cpu_full, plat), "cli": metered(cli, cpu_cli, plat), "cat": cat,
            "cat_fsync": metered(cat_fsync, cpu_cat, plat), "sbx_dd": sbx_dd, "host_dd": host_dd}
+    if usock:
+        fns["cli_tcp"] = lambda: cli(tcp_env)
     if ceil and ceil.p:
         fns["ceil"] = metered(ceil.put, cpu_ceil, plat, [ceil.p.pid])
     res = interleave(runs, fns)
@@ -1163,7 +1210,9 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
     log("== large file write: %d MiB, source in the page cache, %d interleaved runs (MB/s)" % (mib, runs))
     log("%-62s %9s %9s %9s" % ("path", "median", "min", "max"))
     for label, k in (("curl PUT files (full path, fsync before the answer)", "curl"),
-                     ("space fs write < SRC (CLI, with its route request)", "cli"),
+                     ("space fs write < SRC (CLI, with its route request)" +
+                      (", local socket" if usock else ""), "cli"),
+                     ("space fs write < SRC, over TCP", "cli_tcp"),
                      ("curl PUT to a bare server, write + fsync (bench_sendfile)", "ceil"),
                      ("cat SRC > FILE in the layer directory on the host", "cat"),
                      ("cat SRC > FILE, then fsync(FILE)", "cat_fsync"),
@@ -1178,13 +1227,20 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
         log("ceiling (curl PUT to a bare server) / cat %.2f, upload / ceiling %.2f" % (
             m["ceil"] / m["cat"], m["curl"] / m["ceil"]))
     log("dd conv=fsync in the sandbox / on the host %.2f" % (m["sbx_dd"] / m["host_dd"]))
+    if "cli_tcp" in m:
+        log("space fs write: local socket / (cat + fsync) %.2f, over TCP / (cat + fsync) %.2f" % (
+            m["cli"] / m["cat_fsync"], m["cli_tcp"] / m["cat_fsync"]))
     log_cpu("large file write", [("full path (curl PUT files)", cpu_full),
-                                 ("space fs write (CLI)", cpu_cli),
+                                 ("space fs write (CLI%s)" % (", local socket" if usock else ""), cpu_cli),
                                  ("bare server (curl PUT, write + fsync)", cpu_ceil),
                                  ("cat SRC > FILE + fsync", cpu_cat)], size * runs)
     ROWS.append(("%d MiB write throughput, median" % mib, "curl PUT %.0f MB/s" % m["curl"],
                  "cat > file %.0f MB/s; with fsync %.0f MB/s" % (m["cat"], m["cat_fsync"]),
                  "%.2fx of cat / %.2fx of cat+fsync" % (m["curl"] / m["cat"], m["curl"] / m["cat_fsync"])))
+    if "cli_tcp" in m:
+        ROWS.append(("%d MiB write, space fs write, median" % mib, "local socket %.0f MB/s" % m["cli"],
+                     "TCP %.0f MB/s; cat + fsync %.0f MB/s" % (m["cli_tcp"], m["cat_fsync"]),
+                     "%.2fx / %.2fx of cat+fsync" % (m["cli"] / m["cat_fsync"], m["cli_tcp"] / m["cat_fsync"])))
     ROWS.append(("%d MiB dd conv=fsync in the sandbox, median" % mib, "%.0f MB/s" % m["sbx_dd"],
                  "the same dd on the host into the layer directory %.0f MB/s" % m["host_dd"],
                  "%.2fx" % (m["sbx_dd"] / m["host_dd"])))

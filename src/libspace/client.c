@@ -336,8 +336,43 @@ decode_body(struct xfer *x)
 	}
 }
 
+/* SPACE_ENDPOINT_SOCKETS: "ENDPOINT=PATH[,ENDPOINT=PATH...]", endpoints a
+ * client on this machine reaches through a local socket of the same
+ * node-api (`space up` writes it; docs/worker.md, section 1). Only the
+ * transport changes: the URL, the capability and every check are those
+ * of the endpoint. A path that is not a socket now is passed over (the
+ * endpoint's TCP port then serves). 0 and the path in out, or -1. */
 static int
-http_exchange(const char *url, const char *bearer, const char *method,
+endpoint_socket(const char *endpoint, char *out, size_t cap)
+{
+	const char *map = getenv("SPACE_ENDPOINT_SOCKETS"), *p, *end, *eq;
+	size_t el = strlen(endpoint), n;
+	struct stat st;
+
+	while (el > 0 && endpoint[el - 1] == '/')
+		el--;
+	for (p = map; p != NULL && *p != '\0'; p = *end ? end + 1 : end) {
+		if ((end = strchr(p, ',')) == NULL)
+			end = p + strlen(p);
+		if ((eq = memchr(p, '=', (size_t)(end - p))) == NULL)
+			continue;
+		n = (size_t)(eq - p);
+		while (n > 0 && p[n - 1] == '/')
+			n--;
+		if (n != el || memcmp(p, endpoint, el) != 0)
+			continue;
+		n = (size_t)(end - eq - 1);
+		if (n == 0 || n >= cap || n >= SPACE_UNIX_PATH_MAX || eq[1] != '/')
+			return -1;
+		memcpy(out, eq + 1, n);
+		out[n] = '\0';
+		return stat(out, &st) == 0 && S_ISSOCK(st.st_mode) ? 0 : -1;
+	}
+	return -1;
+}
+
+static int
+http_exchange(const char *url, const char *unix_path, const char *bearer, const char *method,
     json_t *body, int in_fd, int out_fd, long connect_timeout, long timeout,
     const char *expect_gen, const char *expect_worker, struct space_answer *a)
 {
@@ -375,6 +410,8 @@ http_exchange(const char *url, const char *bearer, const char *method,
 	}
 	hdrs = curl_slist_append(hdrs, "Accept: application/json");
 	curl_easy_setopt(x.h, CURLOPT_URL, url);
+	if (unix_path != NULL)
+		curl_easy_setopt(x.h, CURLOPT_UNIX_SOCKET_PATH, unix_path);
 	curl_easy_setopt(x.h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(x.h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(x.h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -493,7 +530,7 @@ space_http(const char *url, const char *bearer, const char *method,
     json_t *body, int in_fd, int out_fd, long connect_timeout, long timeout,
     struct space_answer *a)
 {
-	return http_exchange(url, bearer, method, body, in_fd, out_fd, connect_timeout,
+	return http_exchange(url, NULL, bearer, method, body, in_fd, out_fd, connect_timeout,
 	    timeout, NULL, NULL, a);
 }
 
@@ -717,7 +754,7 @@ op_resolve(void *arg, const char *sandbox, const struct route_identity *rejected
 }
 
 static int
-sbx_op_once(const struct route_entry *e, const char *sbx,
+sbx_op_once(const struct route_entry *e, const char *sock, const char *sbx,
     const struct space_data_op *op, struct space_answer *a, long connect_timeout)
 {
 	char url[SPACE_HTTP_URL_MAX + SPACE_PATH_MAX * 3 + 256], gen[24];
@@ -741,7 +778,7 @@ sbx_op_once(const struct route_entry *e, const char *sbx,
 	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
 	if (op->open_ws != NULL)
 		return op->open_ws(op->ws_ctx, url, e->capability, a);
-	return http_exchange(url, e->capability, op->method, op->body, op->in_fd,
+	return http_exchange(url, sock, e->capability, op->method, op->body, op->in_fd,
 	    op->out_fd, connect_timeout, op->timeout, gen, e->route.worker, a);
 }
 
@@ -750,7 +787,7 @@ op_attempt(void *arg, const struct route_entry *e)
 {
 	struct op_ctx *x = arg;
 	struct space_answer *a = x->a;
-	char gen[24];
+	char gen[24], sock[SPACE_UNIX_PATH_MAX], via[SPACE_UNIX_PATH_MAX + 16];
 	enum route_outcome o;
 	int n = x->c->last.attempts + 1;
 
@@ -779,7 +816,12 @@ op_attempt(void *arg, const struct route_entry *e)
 			}
 		}
 	}
-	sbx_op_once(e, x->sbx, x->op, a, x->c->connect_timeout);
+	/* a stream (WebSocket) keeps the endpoint's TCP port */
+	if (x->op->open_ws == NULL && endpoint_socket(e->endpoint, sock, sizeof(sock)) == 0)
+		snprintf(via, sizeof(via), " through %s", sock);
+	else
+		sock[0] = via[0] = '\0';
+	sbx_op_once(e, sock[0] ? sock : NULL, x->sbx, x->op, a, x->c->connect_timeout);
 	x->in_taken += a->in_read;
 	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
 	if (a->foreign) {
@@ -796,8 +838,8 @@ op_attempt(void *arg, const struct route_entry *e)
 		 * read again would repeat it */
 		if (a->out_written > 0)
 			x->ops->idempotent = false;
-		vlog(x, "attempt %d: gen %s on %s at %s: %s (%s)", n, gen, e->route.worker,
-		    e->endpoint, a->message, o == ROUTE_TRANSPORT_BEFORE_SEND ?
+		vlog(x, "attempt %d: gen %s on %s at %s%s: %s (%s)", n, gen, e->route.worker,
+		    e->endpoint, via, a->message, o == ROUTE_TRANSPORT_BEFORE_SEND ?
 		    "not sent" : "may have been received");
 		return o;
 	}
@@ -830,9 +872,9 @@ op_attempt(void *arg, const struct route_entry *e)
 	if (a->generation[0] != '\0' && (strcmp(a->generation, gen) != 0 ||
 	    strcmp(a->worker, e->route.worker) != 0))
 		x->mismatch = 1;
-	vlog(x, "attempt %d: gen %s on %s: HTTP %ld, served by gen %s on %s%s", n, gen,
+	vlog(x, "attempt %d: gen %s on %s: HTTP %ld, served by gen %s on %s%s%s", n, gen,
 	    e->route.worker, a->status, a->generation[0] ? a->generation : "-",
-	    a->worker[0] ? a->worker : "-", x->mismatch ? " (MISMATCH)" : "");
+	    a->worker[0] ? a->worker : "-", x->mismatch ? " (MISMATCH)" : "", via);
 	return ROUTE_OK;
 }
 

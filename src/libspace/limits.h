@@ -75,6 +75,7 @@
 #define SPACE_SNAPSHOT_ZSTD_WORKERS 2         /* compression threads of one archive (beside the one that archives): one per core of a small worker; the output does not depend on the count */
 #define SPACE_SNAPSHOT_ZSTD_JOB    (2u << 20) /* bytes of tar stream per compression job (bounds the workers' buffers) */
 #define SPACE_ENDPOINT_MAX         512        /* a node-api base URL in the client route cache */
+#define SPACE_UNIX_PATH_MAX        108        /* a local socket's path with its NUL (sun_path) */
 #define SPACE_ROUTECACHE_ENTRIES   1024       /* sandboxes in the client route cache file */
 #define SPACE_NET_LIST_MAX         32         /* entries of an egress allow or deny list (addresses after resolution) */
 #define SPACE_NET_NAME_MAX         253        /* a host name in an egress list */

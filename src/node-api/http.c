@@ -861,7 +861,10 @@ conn_cb(void *cls, struct MHD_Connection *c, void **socket_context,
 struct MHD_Daemon *
 http_start(int listen_fd)
 {
-	if (headwatch_start(ncfg.head_timeout, ncfg.heads_per_ip, SPACE_HTTP_CONN_MAX, &heads) < 0)
+	/* one watch for both listeners (the TCP port, the local socket):
+	 * each takes up to SPACE_HTTP_CONN_MAX connections */
+	if (heads == NULL && headwatch_start(ncfg.head_timeout, ncfg.heads_per_ip,
+	    2 * SPACE_HTTP_CONN_MAX, &heads) < 0)
 		return NULL;
 	/* poll(), not select(): an open stream holds two descriptors here,
 	 * and select() refuses every connection past FD_SETSIZE (1024), so

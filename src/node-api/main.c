@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "bearer.h"
@@ -28,7 +30,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: node-api --listen ADDR:PORT --manager-socket PATH --worker-id ID\n"
-	    "       [--user nobody] [--metrics-file PATH] [-v]\n"
+	    "       [--listen-unix PATH] [--user nobody] [--metrics-file PATH] [-v]\n"
 	    "       [--http-head-timeout S] [--http-heads-per-ip N] [--http-conns-per-ip N]\n");
 	exit(2);
 }
@@ -57,6 +59,39 @@ listen_tcp(const char *spec)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
 		fatal("bind %s", spec);
+	if (listen(fd, 512) != 0)
+		fatal("listen");
+	return fd;
+}
+
+/* The same API on a local socket, for clients on this machine: it skips
+ * loopback TCP, which bounds a large read here (docs/worker.md, section 1).
+ * Mode 0666, the exposure of the TCP port on loopback: every request is
+ * checked as there (a capability, compared by sbx-manager). Only a stale
+ * socket is replaced, never another kind of file. Bound as root, before
+ * the drop, like the TCP port. */
+static int
+listen_unix(const char *path)
+{
+	struct sockaddr_un su = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	if (path[0] != '/' || strlen(path) >= sizeof(su.sun_path))
+		fatalx("--listen-unix wants an absolute path under %zu bytes", sizeof(su.sun_path));
+	memcpy(su.sun_path, path, strlen(path) + 1);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			fatalx("--listen-unix %s: exists and is not a socket", path);
+		if (unlink(path) != 0)
+			fatal("unlink %s", path);
+	}
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		fatal("socket");
+	if (bind(fd, (struct sockaddr *)&su, sizeof(su)) != 0)
+		fatal("bind %s", path);
+	if (chmod(path, 0666) != 0)
+		fatal("chmod %s", path);
 	if (listen(fd, 512) != 0)
 		fatal("listen");
 	return fd;
@@ -112,6 +147,7 @@ main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
+		{ "listen-unix", required_argument, NULL, 'U' },
 		{ "manager-socket", required_argument, NULL, 'm' },
 		{ "worker-id", required_argument, NULL, 'w' },
 		{ "user", required_argument, NULL, 'u' },
@@ -122,10 +158,10 @@ main(int argc, char **argv)
 		{ "http-conns-per-ip", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *listen_spec = NULL, *user = "nobody";
-	struct MHD_Daemon *d;
+	const char *listen_spec = NULL, *unix_path = NULL, *user = "nobody";
+	struct MHD_Daemon *d, *du = NULL;
 	sigset_t set;
-	int c, fd, sig, verbose = 0;
+	int c, fd, ufd = -1, sig, verbose = 0;
 
 	ncfg.head_timeout = SPACE_HTTP_HEAD_TIMEOUT;
 	ncfg.heads_per_ip = SPACE_HTTP_HEADS_PER_IP;
@@ -134,6 +170,7 @@ main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': listen_spec = optarg; break;
+		case 'U': unix_path = optarg; break;
 		case 'm':
 			if (strlen(optarg) >= sizeof(ncfg.manager_socket))
 				fatalx("--manager-socket path too long");
@@ -163,6 +200,8 @@ main(int argc, char **argv)
 	/* capabilities pass through jansson here (bearer.h) */
 	space_json_wipe_frees();
 	signal(SIGPIPE, SIG_IGN);
+	if (unix_path != NULL)
+		ufd = listen_unix(unix_path);
 	fd = listen_tcp(listen_spec);
 	drop_privileges(user);
 	sigemptyset(&set);
@@ -171,12 +210,19 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if ((d = http_start(fd)) == NULL)
 		fatalx("cannot start the HTTP daemon");
-	log_info("listening on %s as uid %u, worker %s", listen_spec, (unsigned)getuid(),
+	if (ufd >= 0 && (du = http_start(ufd)) == NULL)
+		fatalx("cannot start the HTTP daemon on %s", unix_path);
+	log_info("listening on %s%s%s as uid %u, worker %s", listen_spec,
+	    unix_path ? " and " : "", unix_path ? unix_path : "", (unsigned)getuid(),
 	    ncfg.worker_id);
 	while (sigwait(&set, &sig) == 0)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
+	if (du != NULL)
+		MHD_stop_daemon(du);
 	MHD_stop_daemon(d);
 	close(fd);
+	if (ufd >= 0)
+		close(ufd);
 	return 0;
 }

@@ -33,8 +33,10 @@
 	"  on 127.0.0.1:BASE+80, all with data under DIR (default ./.space), and\n" \
 	"  supervise them: a crashed process is restarted, ^C or SIGTERM stops\n" \
 	"  everything. Logs go to DIR/logs/; DIR/env holds SPACE_API_URL,\n" \
-	"  SPACE_API_KEY, SPACE_EDGE_URL, SPACE_EDGE_DOMAIN and the E2B SDK's E2B_API_URL,\n" \
-	"  E2B_SANDBOX_URL, E2B_API_KEY, E2B_DOMAIN. space up stays in the foreground (--foreground says\n" \
+	"  SPACE_API_KEY, SPACE_EDGE_URL, SPACE_EDGE_DOMAIN, SPACE_ENDPOINT_SOCKETS\n" \
+	"  (each node-api's local socket, DIR/wN/api.sock, which the CLI takes)\n" \
+	"  and the E2B SDK's E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY, E2B_DOMAIN.\n" \
+	"  space up stays in the foreground (--foreground says\n" \
 	"  so explicitly). Running it again on DIR continues where it stopped.\n" \
 	"  --store: space-control's store (sqlite:PATH or postgres://...; default\n" \
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE.\n" \
@@ -257,6 +259,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
 	char listen[64], wid[16], name[48], capacity[16], gw[64], jpool[16];
+	char usock[UP_PATH_MAX + 32];
 	int rc;
 
 	/* each worker caches archives in its own data directory
@@ -273,6 +276,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	/* the worker's netgtw listener: space-edge reaches sandbox ports there */
 	snprintf(gw, sizeof(gw), "127.0.0.1:%d", up->port + UP_GW_OFFSET + i);
 	snprintf(sock, sizeof(sock), "%s/run/sbx-manager.sock", wdir);
+	snprintf(usock, sizeof(usock), "%s/api.sock", wdir);
 	snprintf(metrics, sizeof(metrics), "%s/metrics.prom", wdir);
 
 	snprintf(bin, sizeof(bin), "%s/sbx-manager", up->bindir);
@@ -287,13 +291,46 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	}
 	snprintf(bin, sizeof(bin), "%s/node-api", up->bindir);
 	{
+		/* and the local socket, when its path fits (up_sockets) */
 		char *argv[] = { bin, "--listen", listen, "--manager-socket", sock,
-		    "--worker-id", wid, "--metrics-file", metrics, NULL };
+		    "--worker-id", wid, "--metrics-file", metrics,
+		    strlen(usock) < SPACE_UNIX_PATH_MAX ? "--listen-unix" : NULL, usock, NULL };
 		snprintf(name, sizeof(name), "%s-node-api", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
 	}
 	return 0;
+}
+
+/* SPACE_ENDPOINT_SOCKETS in the env file: each worker's endpoint and its
+ * node-api's local socket (DIR/wN/api.sock), which a client on this machine
+ * takes instead of loopback TCP (libspace/client.c, docs/worker.md). A
+ * path too long for a socket, or that the list's syntax or `export $(cat
+ * env)` would split, is left out: that worker is reached over TCP. */
+static int
+up_sockets(struct up *up)
+{
+	char path[UP_PATH_MAX + 32], one[UP_PATH_MAX + 96], *map;
+	size_t n = 0, cap = (size_t)up->workers * sizeof(one) + 1;
+	int i, rc;
+
+	if ((map = calloc(1, cap)) == NULL)
+		return -ENOMEM;
+	for (i = 1; i <= up->workers; i++) {
+		snprintf(path, sizeof(path), "%s/w%d/api.sock", up->dir, i);
+		if (strlen(path) >= SPACE_UNIX_PATH_MAX || strpbrk(path, ", \t\n") != NULL)
+			continue;
+		snprintf(one, sizeof(one), "%shttp://127.0.0.1:%d=%s", n ? "," : "",
+		    up->port + i, path);
+		memcpy(map + n, one, strlen(one) + 1);
+		n += strlen(one);
+	}
+	snprintf(path, sizeof(path), "%s/env", up->dir);
+	rc = up_env_set(path, "SPACE_ENDPOINT_SOCKETS", map);
+	free(map);
+	if (rc < 0)
+		cli_fail("up", "cannot write %s: %s", path, strerror(-rc));
+	return rc;
 }
 
 static void
@@ -303,9 +340,15 @@ summary(struct up *up, const char *url, const char *edge)
 
 	printf("\nspace is up.\n");
 	printf("  space-control  %s\n", url);
-	for (i = 1; i <= up->workers; i++)
-		printf("  worker w%d      node-api http://127.0.0.1:%d, netgtw tcp://127.0.0.1:%d, data %s/w%d\n",
-		    i, up->port + i, up->port + UP_GW_OFFSET + i, up->dir, i);
+	for (i = 1; i <= up->workers; i++) {
+		char sock[UP_PATH_MAX + 32];
+
+		snprintf(sock, sizeof(sock), "%s/w%d/api.sock", up->dir, i);
+		printf("  worker w%d      node-api http://127.0.0.1:%d%s%s%s, netgtw tcp://127.0.0.1:%d, data %s/w%d\n",
+		    i, up->port + i, strlen(sock) < SPACE_UNIX_PATH_MAX ? " (and " : "",
+		    strlen(sock) < SPACE_UNIX_PATH_MAX ? sock : "",
+		    strlen(sock) < SPACE_UNIX_PATH_MAX ? ")" : "", up->port + UP_GW_OFFSET + i, up->dir, i);
+	}
 	printf("  space-edge     %s  (a sandbox's port: http://PORT-SANDBOX.%s/,\n"
 	    "                 `space port url SANDBOX PORT`)\n", edge, edge + 7);
 	printf("  web console    %s/  (sign in with the API key)\n", edge);
@@ -526,6 +569,8 @@ cmd_up(int argc, char **argv)
 		}
 		up_say("worker w%d ready", i);
 	}
+	if (up->workers > 0 && up_sockets(up) < 0)
+		goto stop;
 	if (up_edge_start(up, url, edge, sizeof(edge)) < 0)
 		goto stop;
 	snprintf(path, sizeof(path), "%s/healthz", edge);

@@ -80,6 +80,8 @@ int up_capture(char *const argv[], const char *log, char *out, size_t cap);
 /* value of KEY= in an env file, or -ENOENT */
 int up_env_get(const char *path, const char *key, char *out, size_t cap);
 int up_env_write(const char *path, const char *url, const char *key);
+/* KEY=value in the env file, replacing any line of KEY */
+int up_env_set(const char *path, const char *key, const char *value);
 /* a key or credential as a command printed it: one printable token */
 int up_token_ok(const char *s);
 

@@ -23,8 +23,8 @@
 #define ENV_MAX 8192
 
 /* KEY=value in the env file, replacing any line of KEY */
-static int
-env_set(const char *path, const char *key, const char *value)
+int
+up_env_set(const char *path, const char *key, const char *value)
 {
 	char *buf = NULL, *out, *line, *save = NULL;
 	size_t len = 0, kl = strlen(key), n = 0;
@@ -90,14 +90,14 @@ up_edge_start(struct up *up, const char *control_url, char *edge_url, size_t cap
 	}
 	snprintf(edge_url, cap, "http://%s", domain);
 	snprintf(env, sizeof(env), "%s/env", up->dir);
-	if ((rc = env_set(env, "SPACE_EDGE_URL", edge_url)) < 0 ||
-	    (rc = env_set(env, "SPACE_EDGE_DOMAIN", domain)) < 0)
+	if ((rc = up_env_set(env, "SPACE_EDGE_URL", edge_url)) < 0 ||
+	    (rc = up_env_set(env, "SPACE_EDGE_DOMAIN", domain)) < 0)
 		return cli_fail("up", "cannot write %s: %s", env, strerror(-rc)), rc;
 	if ((rc = up_env_get(env, "SPACE_API_KEY", key, sizeof(key))) < 0 ||
-	    (rc = env_set(env, "E2B_API_URL", e2b_url)) < 0 ||
-	    (rc = env_set(env, "E2B_SANDBOX_URL", e2b_url)) < 0 ||
-	    (rc = env_set(env, "E2B_API_KEY", key)) < 0 ||
-	    (rc = env_set(env, "E2B_DOMAIN", domain)) < 0) {
+	    (rc = up_env_set(env, "E2B_API_URL", e2b_url)) < 0 ||
+	    (rc = up_env_set(env, "E2B_SANDBOX_URL", e2b_url)) < 0 ||
+	    (rc = up_env_set(env, "E2B_API_KEY", key)) < 0 ||
+	    (rc = up_env_set(env, "E2B_DOMAIN", domain)) < 0) {
 		sodium_memzero(key, sizeof(key));
 		return cli_fail("up", "cannot write the E2B variables to %s: %s", env,
 		    strerror(-rc)), rc;

@@ -154,6 +154,42 @@ gone "the old name is gone (not_found)" /home/user/hi.txt
 check "fs rm -r" sp fs rm -r "$SBX" /home/user/d1
 gone "the removed tree is gone (not_found)" /home/user/d1
 
+# each node-api also listens on a local socket, which the CLI takes for
+# its HTTP requests: the same checks, another transport (docs/worker.md)
+is "SPACE_ENDPOINT_SOCKETS maps each worker's endpoint to its socket" "$SPACE_ENDPOINT_SOCKETS" \
+	"http://127.0.0.1:$((P + 1))=$D/w1/api.sock,http://127.0.0.1:$((P + 2))=$D/w2/api.sock"
+is "w1's local socket is a socket anyone local may connect to, as its TCP port" \
+	"$(stat -c '%F %a' "$D/w1/api.sock")" "socket 666"
+sp -v fs read "$SBX" /home/user/blob >"$T/blob.sock" 2>"$T/err"
+check "fs read of 3 MB through the local socket: the same bytes" cmp "$T/blob" "$T/blob.sock"
+WS=$(sed -n 's/.*served by gen [0-9]* on \(w[0-9]\) through .*/\1/p' "$T/err" | head -1)
+check "... the CLI said it took its worker's local socket" grep -q "served by gen [0-9]* on $WS through $D/$WS/api.sock" "$T/err"
+[ -n "$WS" ] || { diag "$(cat "$T/err")"; WS=w1; }
+WO=w2; [ "$WS" = w2 ] && WO=w1
+SPACE_ENDPOINT_SOCKETS="http://127.0.0.1:$((P + 1))=$T/none.sock,http://127.0.0.1:$((P + 2))=$T/none.sock" \
+	sp -v fs read "$SBX" /home/user/blob >"$T/blob.tcp" 2>"$T/err"
+check "a mapped socket that is not there: the read goes over TCP" cmp "$T/blob" "$T/blob.tcp"
+is "... and says nothing of a socket" "$(grep -c ' through ' "$T/err")" 0
+# from the attacker's side: nothing but a capability opens the socket
+CAP=$(space route "$SBX" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["capability"])')
+uget() { curl -s --max-time 10 --unix-socket "$D/$1/api.sock" -o "$T/u.out" -w '%{http_code}' ${3:+-H "Authorization: Bearer $3"} "http://localhost$2"; }
+is "local socket, no capability: 401" "$(uget "$WS" "/v1/sandboxes/$SBX/files?path=/home/user/blob")" 401
+is "local socket, a forged capability: 403" \
+	"$(uget "$WS" "/v1/sandboxes/$SBX/files?path=/home/user/blob" v4.public.AAAA)" 403
+is "local socket, the capability at the other worker's socket: 409 refresh_route" \
+	"$(uget "$WO" "/v1/sandboxes/$SBX/files?path=/home/user/blob" "$CAP")" 409
+check "... nothing of the file in the answer" grep -q refresh_route "$T/u.out"
+is "local socket, the capability at its own worker: 200" \
+	"$(uget "$WS" "/v1/sandboxes/$SBX/files?path=/home/user/blob" "$CAP")" 200
+check "... the file's bytes" cmp "$T/blob" "$T/u.out"
+# node-api never replaces a file that is not a socket
+: >"$T/plain"
+node-api --listen 127.0.0.1:$((P + 9)) --listen-unix "$T/plain" --manager-socket "$D/w1/run/sbx-manager.sock" \
+	--worker-id w1 >"$T/na.out" 2>&1; rc=$?
+is "node-api --listen-unix on a regular file exits 1" "$rc" 1
+check "... saying it is not a socket" grep -q "not a socket" "$T/na.out"
+check "... and leaves the file as it was" test -f "$T/plain" -a ! -S "$T/plain"
+
 # a node-api killed with SIGKILL is restarted
 NA=""
 for p in $kids; do
@@ -182,6 +218,7 @@ else
 fi
 out=$(sp exec --timeout 10 "$SBX" -- echo again </dev/null 2>&1)
 is "exec works after the restart" "$out" "again"
+is "the restarted node-api of w1 replaced its stale socket: /healthz there" "$(uget w1 /healthz)" 200
 
 # SIGTERM stops everything
 before=$kids
