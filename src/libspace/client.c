@@ -777,7 +777,7 @@ sbx_op_once(const struct route_entry *e, const char *sock, const char *sbx,
 	}
 	snprintf(gen, sizeof(gen), "%" PRIu64, e->route.generation);
 	if (op->open_ws != NULL)
-		return op->open_ws(op->ws_ctx, url, e->capability, a);
+		return op->open_ws(op->ws_ctx, url, sock, e->capability, a);
 	return http_exchange(url, sock, e->capability, op->method, op->body, op->in_fd,
 	    op->out_fd, connect_timeout, op->timeout, gen, e->route.worker, a);
 }
@@ -816,8 +816,7 @@ op_attempt(void *arg, const struct route_entry *e)
 			}
 		}
 	}
-	/* a stream (WebSocket) keeps the endpoint's TCP port */
-	if (x->op->open_ws == NULL && endpoint_socket(e->endpoint, sock, sizeof(sock)) == 0)
+	if (endpoint_socket(e->endpoint, sock, sizeof(sock)) == 0)
 		snprintf(via, sizeof(via), " through %s", sock);
 	else
 		sock[0] = via[0] = '\0';

@@ -95,10 +95,11 @@ struct space_data_op {
 	long        timeout;    /* seconds for the whole exchange; 0: none, but
 	                           a transfer stalled for 60 s is abandoned */
 	/* a WebSocket opening instead of an HTTP exchange (streams): called
-	 * with the URL and the bearer, it fills a as http would (status 101
-	 * when the stream opened, the decoded error answer otherwise), so the
-	 * route repair rules apply to it unchanged */
-	int (*open_ws)(void *ctx, const char *url, const char *bearer,
+	 * with the URL, the local socket that reaches its endpoint (NULL:
+	 * the URL's TCP port) and the bearer, it fills a as http would
+	 * (status 101 when the stream opened, the decoded error answer
+	 * otherwise), so the route repair rules apply to it unchanged */
+	int (*open_ws)(void *ctx, const char *url, const char *sock, const char *bearer,
 	    struct space_answer *a);
 	void       *ws_ctx;
 };

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -125,8 +126,28 @@ head_value(const char *head, const char *name, char *out, size_t cap)
 	return -1;
 }
 
+/* node-api's local socket (--listen-unix) */
+static int
+unix_connect(const char *path)
+{
+	struct sockaddr_un su = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(su.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(su.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&su, sizeof(su)) != 0) {
+		close(fd);
+		return -ECONNREFUSED;
+	}
+	return fd;
+}
+
 int
-wsc_open(void *ctx, const char *url, const char *bearer, struct space_answer *a)
+wsc_open(void *ctx, const char *url, const char *sock, const char *bearer,
+    struct space_answer *a)
 {
 	struct wsc *w = ctx;
 	char host[256], port[16], key[WS_KEY_LEN + 1], want[WS_ACCEPT_LEN + 1], v[128];
@@ -144,8 +165,8 @@ wsc_open(void *ctx, const char *url, const char *bearer, struct space_answer *a)
 		a->not_sent = 1;
 		return r;
 	}
-	if ((fd = tcp_connect(host, port)) < 0) {
-		fail_msg(a, "cannot connect to ", host);
+	if ((fd = sock ? unix_connect(sock) : tcp_connect(host, port)) < 0) {
+		fail_msg(a, "cannot connect to ", sock ? sock : host);
 		a->not_sent = 1;
 		return fd;
 	}

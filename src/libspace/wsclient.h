@@ -17,9 +17,12 @@ struct wsc {
 	json_t *result;         /* {"result"} of the first message, once read */
 };
 
-/* For space_data_op.open_ws: opens url (http:// only) with the bearer;
- * fills a (status 101 and the serving headers when it opened; the status
- * and the decoded error body otherwise). ctx is a struct wsc. */
-int wsc_open(void *ctx, const char *url, const char *bearer, struct space_answer *a);
+/* For space_data_op.open_ws: opens url (http:// only) with the bearer,
+ * through the local socket sock when not NULL (the same node-api: the URL
+ * still names the Host); fills a (status 101 and the serving headers when
+ * it opened; the status and the decoded error body otherwise). ctx is a
+ * struct wsc. */
+int wsc_open(void *ctx, const char *url, const char *sock, const char *bearer,
+    struct space_answer *a);
 void wsc_close(struct wsc *w);
 #endif

@@ -166,6 +166,13 @@ WS=$(sed -n 's/.*served by gen [0-9]* on \(w[0-9]\) through .*/\1/p' "$T/err" | 
 check "... the CLI said it took its worker's local socket" grep -q "served by gen [0-9]* on $WS through $D/$WS/api.sock" "$T/err"
 [ -n "$WS" ] || { diag "$(cat "$T/err")"; WS=w1; }
 WO=w2; [ "$WS" = w2 ] && WO=w1
+out=$(echo streamed | sp -v exec --timeout 10 "$SBX" -- cat 2>"$T/err")
+is "exec with stdin through the local socket (a WebSocket stream)" "$out" streamed
+check "... the CLI said it took the socket" grep -q "HTTP 101, served by gen [0-9]* on $WS through $D/$WS/api.sock" "$T/err"
+out=$(echo streamed | SPACE_ENDPOINT_SOCKETS="http://127.0.0.1:$((P + 1))=$T/none.sock,http://127.0.0.1:$((P + 2))=$T/none.sock" \
+	sp -v exec --timeout 10 "$SBX" -- cat 2>"$T/err")
+is "exec with stdin, the mapped socket not there: over TCP" "$out" streamed
+is "... and says nothing of a socket" "$(grep -c ' through ' "$T/err")" 0
 SPACE_ENDPOINT_SOCKETS="http://127.0.0.1:$((P + 1))=$T/none.sock,http://127.0.0.1:$((P + 2))=$T/none.sock" \
 	sp -v fs read "$SBX" /home/user/blob >"$T/blob.tcp" 2>"$T/err"
 check "a mapped socket that is not there: the read goes over TCP" cmp "$T/blob" "$T/blob.tcp"
