@@ -420,6 +420,11 @@ cmd_up(int argc, char **argv)
 	long workers = 2, port = 7700, capacity = UP_CAPACITY, jail_pool = UP_JAIL_POOL;
 	int ch, i, lockfd = -1, rc, ret = 1;
 
+	/* a mapping of endpoints to local sockets in this shell (an env file
+	 * exported before) names the sockets of some platform, maybe another:
+	 * none of the daemons started here takes one (space-edge's E2B front
+	 * would otherwise reach node-api through it) */
+	unsetenv("SPACE_ENDPOINT_SOCKETS");
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {

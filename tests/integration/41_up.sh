@@ -246,6 +246,13 @@ edgecred1=$(sha256sum <"$D/edge/credential")
 if start_up "$T/up2.log"; then ok "space up starts again on the same directory"; else
 	not_ok "space up starts again on the same directory"; tail -20 "$T/up2.log" | sed 's/^/# up: /'; fi
 kids=$(children); UP_KILL9=$kids
+# this space up was started from a shell that exported the env file:
+# none of its daemons takes the mapping of local sockets
+inh=""
+for p in $kids; do
+	tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -q '^SPACE_ENDPOINT_SOCKETS=' && inh="$inh $p"
+done
+is "no daemon of a space up started with SPACE_ENDPOINT_SOCKETS set inherits it" "$inh" ""
 export $(cat "$D/env")
 is "the API key is reused" "$SPACE_API_KEY" "$KEY1"
 is "the worker credentials are reused" "$(sha256sum "$D/w1/credential" "$D/w2/credential")" "$cred1"
