@@ -106,6 +106,10 @@ bridges() {
 # under $T, keeps the logs on failure and removes $T.
 platform_cleanup() {
 	_pl_rc=$?
+	# once: a test that calls it before its exit trap would otherwise
+	# empty the logs it kept (its $T is gone by the second call)
+	[ -n "${_pl_cleaned:-}" ] && return 0
+	_pl_cleaned=1
 	command -v platform_on_cleanup >/dev/null 2>&1 && platform_on_cleanup
 	_pl_pids=
 	for _pl_n in $_pl_workers; do eval "_pl_pids=\"\$_pl_pids \$N$_pl_n\""; done

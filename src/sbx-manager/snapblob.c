@@ -157,7 +157,7 @@ struct snapblob_dl {
 	uint64_t written;
 	uint64_t got;           /* bytes out of the pipe (follow: not hashed here) */
 	uint64_t passed;        /* follow: the restore reads nothing below this again */
-	uint64_t released;      /* of the file, bytes released behind it (0: none) */
+	uint64_t released;      /* of the file, bytes released behind it (0: none; under mu) */
 	bool no_holes;          /* the file system refused to release */
 	int result;
 	const char *why;
@@ -173,12 +173,16 @@ struct snapblob_dl {
  * keeps the archive. */
 #define FOLLOW_RELEASE_STEP (8u << 20)
 
+/* Called with mu held, as the download writes and as the restore reads,
+ * so that what is released does not depend on which of the two runs
+ * ahead: once the file holds SPACE_FOLLOW_CACHE_MAX, every step the
+ * restore has passed goes (test 5m relies on it). */
 static void
-dl_release(struct snapblob_dl *d, uint64_t passed)
+dl_release(struct snapblob_dl *d)
 {
-	uint64_t to = passed & ~(uint64_t)(FOLLOW_RELEASE_STEP - 1);
+	uint64_t to = d->passed & ~(uint64_t)(FOLLOW_RELEASE_STEP - 1);
 
-	if (d->no_holes || d->got < SPACE_FOLLOW_CACHE_MAX ||
+	if (d->no_holes || d->written < SPACE_FOLLOW_CACHE_MAX ||
 	    to < d->released + FOLLOW_RELEASE_STEP)
 		return;
 	/* a file system without holes keeps what it has released so far
@@ -200,16 +204,14 @@ static void
 dl_update(void *arg, const void *p, size_t n)
 {
 	struct snapblob_dl *d = arg;
-	uint64_t passed;
 
 	if (d->follow) {
 		pthread_mutex_lock(&d->mu);
 		d->written = d->got;
-		passed = d->passed;
+		dl_release(d);
 		pthread_cond_broadcast(&d->cv);
 		pthread_mutex_unlock(&d->mu);
 		d->got += n;
-		dl_release(d, passed);
 		return;
 	}
 	snapshot_hash_update(&d->h, p, n);
@@ -440,8 +442,10 @@ snapblob_passed(void *ctx, uint64_t off)
 	struct snapblob_dl *d = ctx;
 
 	pthread_mutex_lock(&d->mu);
-	if (off > d->passed)
+	if (off > d->passed) {
 		d->passed = off;
+		dl_release(d);
+	}
 	pthread_mutex_unlock(&d->mu);
 }
 
