@@ -973,8 +973,7 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
                               "Bearer " + rt.get()], stdout=subprocess.PIPE, check=True).stdout.decode().strip()
         if out != str(size):
             raise RuntimeError("bench_httpget through %s: %s bytes" % (usock, out))
-    tcp_env = dict(plat.env)
-    tcp_env.pop("SPACE_ENDPOINT_SOCKETS", None)
+    tcp_env = env_over_tcp(plat.env)
     def cli(env=plat.env):
         with open(os.devnull, "wb") as nul:
             subprocess.run([os.path.join(plat.bin, "space"), "fs", "read", sbx, "/home/user/big"],
@@ -1087,6 +1086,13 @@ def bench_bigfile(plat, sbx, rt, mib, runs, framecat):
     bridge_call(sock, sbx, claims, "exec", {"argv": ["rm", "-f", "/home/user/big"]})
 
 
+def env_over_tcp(env):
+    """env without the mapping of endpoints to local sockets: the CLI over TCP"""
+    env = dict(env)
+    env.pop("SPACE_ENDPOINT_SOCKETS", None)
+    return env
+
+
 def endpoint_socket(env, endpoint):
     """the local socket SPACE_ENDPOINT_SOCKETS maps endpoint to, or None"""
     for item in env.get("SPACE_ENDPOINT_SOCKETS", "").split(","):
@@ -1168,8 +1174,7 @@ def bench_bigwrite(plat, sbx, sock, claims, src, size, mib, runs, ceil=None):
         if out != "200":
             raise RuntimeError("curl PUT: %s" % out)
     usock = endpoint_socket(plat.env, ep)
-    tcp_env = dict(plat.env)
-    tcp_env.pop("SPACE_ENDPOINT_SOCKETS", None)
+    tcp_env = env_over_tcp(plat.env)
     def cli(env=plat.env):
         with open(src, "rb") as f:
             subprocess.run([os.path.join(plat.bin, "space"), "fs", "write", sbx, "/home/user/upcli"],

@@ -253,6 +253,15 @@ worker_credential(struct up *up, int i)
 	return 0;
 }
 
+/* worker i's local socket, DIR/wI/api.sock: true when the path fits a
+ * socket address (node-api then listens there) */
+static bool
+api_sock(const struct up *up, int i, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/w%d/api.sock", up->dir, i);
+	return strlen(out) < SPACE_UNIX_PATH_MAX;
+}
+
 static int
 start_worker(struct up *up, int i, const char *root, const char *group)
 {
@@ -276,7 +285,6 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	/* the worker's netgtw listener: space-edge reaches sandbox ports there */
 	snprintf(gw, sizeof(gw), "127.0.0.1:%d", up->port + UP_GW_OFFSET + i);
 	snprintf(sock, sizeof(sock), "%s/run/sbx-manager.sock", wdir);
-	snprintf(usock, sizeof(usock), "%s/api.sock", wdir);
 	snprintf(metrics, sizeof(metrics), "%s/metrics.prom", wdir);
 
 	snprintf(bin, sizeof(bin), "%s/sbx-manager", up->bindir);
@@ -291,10 +299,10 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	}
 	snprintf(bin, sizeof(bin), "%s/node-api", up->bindir);
 	{
-		/* and the local socket, when its path fits (up_sockets) */
+		/* and the local socket, when its path fits */
 		char *argv[] = { bin, "--listen", listen, "--manager-socket", sock,
 		    "--worker-id", wid, "--metrics-file", metrics,
-		    strlen(usock) < SPACE_UNIX_PATH_MAX ? "--listen-unix" : NULL, usock, NULL };
+		    api_sock(up, i, usock, sizeof(usock)) ? "--listen-unix" : NULL, usock, NULL };
 		snprintf(name, sizeof(name), "%s-node-api", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
@@ -310,25 +318,16 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 static int
 up_sockets(struct up *up)
 {
-	char path[UP_PATH_MAX + 32], one[UP_PATH_MAX + 96], *map;
-	size_t n = 0, cap = (size_t)up->workers * sizeof(one) + 1;
+	char path[UP_PATH_MAX + 32], map[UP_WORKERS_MAX * (SPACE_UNIX_PATH_MAX + 32) + 1] = "";
+	size_t n = 0;
 	int i, rc;
 
-	if ((map = calloc(1, cap)) == NULL)
-		return -ENOMEM;
-	for (i = 1; i <= up->workers; i++) {
-		snprintf(path, sizeof(path), "%s/w%d/api.sock", up->dir, i);
-		if (strlen(path) >= SPACE_UNIX_PATH_MAX || strpbrk(path, ", \t\n") != NULL)
-			continue;
-		snprintf(one, sizeof(one), "%shttp://127.0.0.1:%d=%s", n ? "," : "",
-		    up->port + i, path);
-		memcpy(map + n, one, strlen(one) + 1);
-		n += strlen(one);
-	}
+	for (i = 1; i <= up->workers; i++)
+		if (api_sock(up, i, path, sizeof(path)) && strpbrk(path, ", \t\n") == NULL)
+			n += (size_t)snprintf(map + n, sizeof(map) - n, "%shttp://127.0.0.1:%d=%s",
+			    n ? "," : "", up->port + i, path);
 	snprintf(path, sizeof(path), "%s/env", up->dir);
-	rc = up_env_set(path, "SPACE_ENDPOINT_SOCKETS", map);
-	free(map);
-	if (rc < 0)
+	if ((rc = up_env_set(path, "SPACE_ENDPOINT_SOCKETS", map)) < 0)
 		cli_fail("up", "cannot write %s: %s", path, strerror(-rc));
 	return rc;
 }
@@ -341,13 +340,12 @@ summary(struct up *up, const char *url, const char *edge)
 	printf("\nspace is up.\n");
 	printf("  space-control  %s\n", url);
 	for (i = 1; i <= up->workers; i++) {
-		char sock[UP_PATH_MAX + 32];
+		char sock[UP_PATH_MAX + 32], and[UP_PATH_MAX + 40] = "";
 
-		snprintf(sock, sizeof(sock), "%s/w%d/api.sock", up->dir, i);
-		printf("  worker w%d      node-api http://127.0.0.1:%d%s%s%s, netgtw tcp://127.0.0.1:%d, data %s/w%d\n",
-		    i, up->port + i, strlen(sock) < SPACE_UNIX_PATH_MAX ? " (and " : "",
-		    strlen(sock) < SPACE_UNIX_PATH_MAX ? sock : "",
-		    strlen(sock) < SPACE_UNIX_PATH_MAX ? ")" : "", up->port + UP_GW_OFFSET + i, up->dir, i);
+		if (api_sock(up, i, sock, sizeof(sock)))
+			snprintf(and, sizeof(and), " (and %s)", sock);
+		printf("  worker w%d      node-api http://127.0.0.1:%d%s, netgtw tcp://127.0.0.1:%d, data %s/w%d\n",
+		    i, up->port + i, and, up->port + UP_GW_OFFSET + i, up->dir, i);
 	}
 	printf("  space-edge     %s  (a sandbox's port: http://PORT-SANDBOX.%s/,\n"
 	    "                 `space port url SANDBOX PORT`)\n", edge, edge + 7);
@@ -574,7 +572,7 @@ cmd_up(int argc, char **argv)
 		}
 		up_say("worker w%d ready", i);
 	}
-	if (up->workers > 0 && up_sockets(up) < 0)
+	if (up_sockets(up) < 0)
 		goto stop;
 	if (up_edge_start(up, url, edge, sizeof(edge)) < 0)
 		goto stop;
