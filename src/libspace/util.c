@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -528,6 +529,51 @@ fd_drop_read(int fd, uint64_t *dropped, uint64_t read, bool end)
 		return;
 	(void)posix_fadvise(fd, (off_t)*dropped, (off_t)(read - *dropped), POSIX_FADV_DONTNEED);
 	*dropped = read;
+}
+
+int
+fd_file_passable(int fd, uint64_t *size, const char **why)
+{
+	/* f_type of the file systems a sandbox's files live on */
+	static const unsigned long kinds[] = {
+		0xEF53,         /* ext2, ext3, ext4 */
+		0x58465342,     /* xfs */
+		0x9123683E,     /* btrfs */
+		0x01021994,     /* tmpfs */
+		0x794C7630,     /* overlayfs */
+		0x73717368,     /* squashfs */
+		0xE0F5E1E2,     /* erofs */
+	};
+	struct statfs sf;
+	struct stat st;
+	size_t i;
+	int fl;
+
+	if (fstat(fd, &st) < 0 || (fl = fcntl(fd, F_GETFL)) < 0) {
+		*why = "not an open descriptor";
+		return -EBADF;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*why = "not a regular file";
+		return -EINVAL;
+	}
+	if ((fl & O_PATH) || (fl & O_ACCMODE) != O_RDONLY) {
+		*why = "not open for reading only";
+		return -EACCES;
+	}
+	if (fstatfs(fd, &sf) < 0) {
+		*why = "its file system is unknown";
+		return -EINVAL;
+	}
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if ((unsigned long)sf.f_type == kinds[i])
+			break;
+	if (i == sizeof(kinds) / sizeof(kinds[0])) {
+		*why = "not on a file system of files";
+		return -EINVAL;
+	}
+	*size = (uint64_t)st.st_size;
+	return 0;
 }
 
 int

@@ -77,6 +77,16 @@ void fd_drop_behind(int fd, uint64_t *dropped, uint64_t started);
  * [*dropped, read) leaves the page cache each FD_WRITEBACK_STEP, or all
  * of it when end is set. Clean pages only, advisory. */
 void fd_drop_read(int fd, uint64_t *dropped, uint64_t read, bool end);
+/* A descriptor passed along with a file body (fs.read's answer, passed
+ * from the guest up to node-api, which sends the file from it): 0 when fd
+ * is a regular file, open for reading only (not O_PATH, not writable), on
+ * a file system that holds files (ext2/3/4, xfs, btrfs, tmpfs, overlayfs,
+ * squashfs, erofs), with *size its size now. Anything else is refused with
+ * *why: a pipe, socket or device never ends or blocks; procfs and sysfs
+ * files answer by who reads them; a network or FUSE file system may block
+ * the sender's thread for as long as its server likes. Every hop checks
+ * the descriptor it received before passing it on. */
+int fd_file_passable(int fd, uint64_t *size, const char **why);
 /* write atomically (tmp + fsync + rename + fsync dir) with mode */
 int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);

@@ -15,10 +15,13 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -100,6 +103,12 @@ struct req {
 	uint64_t size, sent;
 	uint32_t cur_left;      /* payload bytes of the current DATA frame not yet read */
 	bool cut;               /* the body ends short once what was taken is out */
+	/* K_DOWNLOAD whose body is a passed descriptor: the watch of the
+	 * manager's connection while libmicrohttpd sends it (dl_watch) */
+	int wake;               /* eventfd ending the watch; -1: no watch */
+	int csock;              /* the client's socket */
+	pthread_t watch;
+	atomic_bool dcut;       /* the watch cut the transfer */
 };
 
 #define PREFIX "/v1/sandboxes/"
@@ -193,8 +202,110 @@ static ssize_t dl_reader(void *cls, uint64_t pos, char *buf, size_t max);
 static enum MHD_Result ws_upgrade(struct MHD_Connection *c, struct req *r,
     const struct msg_response *resp);
 
+/* While libmicrohttpd sends a body from its descriptor, sbx-manager holds
+ * the operation (and its lease) on r->mfd and says nothing more unless
+ * the execution is replaced (CANCEL) or it goes away: either makes mfd
+ * readable, and the transfer is cut where it stands by shutting the
+ * client's socket down (libmicrohttpd then ends the connection), as a
+ * streamed body is cut. done_cb ends the watch before the socket can
+ * close, so the socket shut down is always this request's. */
+static void *
+dl_watch(void *arg)
+{
+	struct req *r = arg;
+	struct pollfd p[2] = {
+		{ .fd = r->mfd, .events = POLLIN },
+		{ .fd = r->wake, .events = POLLIN },
+	};
+
+	while (poll(p, 2, -1) < 0 && errno == EINTR)
+		;
+	if (!(p[1].revents & POLLIN)) {
+		atomic_store(&r->dcut, true);
+		(void)shutdown(r->csock, SHUT_RDWR);
+	}
+	return NULL;
+}
+
+static int
+dl_watch_start(struct MHD_Connection *c, struct req *r)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
+	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	pthread_attr_t at;
+	int e;
+
+	if (ci == NULL || (r->wake = eventfd(0, EFD_CLOEXEC)) < 0)
+		return -1;
+	r->csock = ci->connect_fd;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 64u << 10);
+	e = pthread_create(&r->watch, &at, dl_watch, r);
+	pthread_attr_destroy(&at);
+	if (e != 0) {
+		close(r->wake);
+		r->wake = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static void
+dl_watch_end(struct req *r)
+{
+	uint64_t one = 1;
+
+	if (r->wake < 0)
+		return;
+	if (write(r->wake, &one, sizeof(one)) != sizeof(one))
+		log_warnx("node-api: cannot end a download's watch");
+	pthread_join(r->watch, NULL);
+	close(r->wake);
+	r->wake = -1;
+	metrics_body(true, atomic_load(&r->dcut));
+}
+
+/* A body as the descriptor the guest opened (fs.read with "descriptor"):
+ * checked here as at every hop (fd_file_passable), and sent by
+ * libmicrohttpd with sendfile, from the page cache to the client's socket
+ * without a copy through this process. Its length is the file's size
+ * now; a file that shrinks meanwhile ends the transfer short. Owns fd. */
 static enum MHD_Result
-reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
+reply_descriptor(struct MHD_Connection *c, struct req *r, const struct msg_response *resp,
+    int fd)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct MHD_Response *mr;
+	int bulk = (int)SPACE_BULK_SOCKBUF;
+	const char *why;
+	uint64_t size;
+	char gen[24];
+
+	if (fd_file_passable(fd, &size, &why) != 0) {
+		log_warnx("node-api: a file body's descriptor refused: %s", why);
+		close(fd);
+		return respond_error(c, r, 502, "internal", NULL, "bad answer from the worker");
+	}
+	if ((mr = MHD_create_response_from_fd64(size, fd)) == NULL) {
+		close(fd);
+		return MHD_NO;
+	}
+	if (dl_watch_start(c, r) != 0) {
+		MHD_destroy_response(mr);
+		return respond_error(c, r, 503, "unavailable", NULL, "cannot watch the transfer");
+	}
+	if ((ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) != NULL)
+		(void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &bulk, sizeof(bulk));
+	MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
+	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)resp->serving.generation);
+	MHD_add_response_header(mr, "X-Space-Generation", gen);
+	MHD_add_response_header(mr, "X-Space-Worker", resp->serving.worker);
+	return queue(c, r, 200, mr);
+}
+
+/* fd: a descriptor that came with the frame (-1: none); owned */
+static enum MHD_Result
+reply(struct MHD_Connection *c, struct req *r, const struct frame *f, int fd)
 {
 	struct msg_response resp = { 0 };
 	const union MHD_ConnectionInfo *ci;
@@ -207,6 +318,11 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 	enum MHD_Result ret;
 	json_t *sz;
 
+	if (fd >= 0 && (f->type != MSG_RESPONSE || r->rt->kind != K_DOWNLOAD)) {
+		close(fd);
+		fd = -1;
+		goto bad;
+	}
 	if (f->type == MSG_CANCEL) {
 		/* replaced after the request was forwarded: a transport failure
 		 * for the client (retry rules per operation), not a route signal */
@@ -232,6 +348,17 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 		msg_response_free(&resp);
 		return ret;
 	}
+	if (r->rt->kind == K_DOWNLOAD &&
+	    json_is_true(json_object_get(resp.result, "descriptor")) != (fd >= 0)) {
+		if (fd >= 0)
+			close(fd);
+		goto bad;
+	}
+	if (fd >= 0) {
+		ret = reply_descriptor(c, r, &resp, fd);
+		msg_response_free(&resp);
+		return ret;
+	}
 	if (r->rt->kind == K_DOWNLOAD) {
 		sz = json_object_get(resp.result, "size");
 		if (!json_is_integer(sz) || json_integer_value(sz) < 0)
@@ -250,6 +377,7 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f)
 		mr = MHD_create_response_from_callback(r->size, piece, dl_reader, r, NULL);
 		if (mr == NULL)
 			goto bad;
+		metrics_body(false, false);
 		MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
 		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)resp.serving.generation);
 		MHD_add_response_header(mr, "X-Space-Generation", gen);
@@ -342,10 +470,11 @@ finish(struct MHD_Connection *c, struct req *r)
 {
 	struct frame f = { 0 };
 	enum MHD_Result ret;
+	int fd = -1;
 
-	if (frame_read(r->mfd, &f) != 0)
+	if ((r->rt->kind == K_DOWNLOAD ? frame_read_fd(r->mfd, &f, &fd) : frame_read(r->mfd, &f)) != 0)
 		return respond_error(c, r, 503, "unavailable", NULL, "worker connection lost");
-	ret = reply(c, r, &f);
+	ret = reply(c, r, &f, fd);
 	frame_free(&f);
 	return ret;
 }
@@ -686,6 +815,9 @@ start_request(struct MHD_Connection *c, struct req *r, const char *url, const ch
 	case K_DOWNLOAD:
 		if ((args = path_args(c, false, &why)) == NULL)
 			return respond_error(c, r, 400, "bad_request", NULL, why);
+		/* a large file's body comes as its descriptor (reply_descriptor) */
+		if (r->rt->kind == K_DOWNLOAD)
+			json_object_set_new(args, "descriptor", json_true());
 		ret = open_manager(c, r, args);
 		json_decref(args);
 		if (r->mfd < 0)
@@ -812,6 +944,7 @@ uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
 		r->uri_len = strlen(uri);
 		r->bad_target = !http_target_clean(uri);
 		r->mfd = -1;
+		r->wake = -1;
 	}
 	return r;
 }
@@ -827,6 +960,7 @@ done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
 	headwatch_rearm(heads, c);
 	if (r == NULL)
 		return;
+	dl_watch_end(r);        /* before mfd closes: sbx-manager then lets the lease go */
 	if (r->mfd >= 0)
 		close(r->mfd);
 	ws_free(r->ws);         /* answered, never upgraded */

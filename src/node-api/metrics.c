@@ -18,6 +18,8 @@ static struct { char error[32], reason[48]; uint64_t n; } reasons[REASONS_MAX];
 /* WebSocket streams: open now, and closes by code (the codes ws.c uses,
  * plus what clients send: counted by class beyond those) */
 static int64_t streams_open;
+static uint64_t bodies[2];      /* file bodies sent: from a descriptor, from frames */
+static uint64_t bodies_cut;     /* of those from a descriptor, cut short by the watch */
 static const unsigned close_codes[] = { 1000, 1001, 1002, 1005, 1007, 1008, 1009, 1011, 4400, 4409, 4410, 0 };
 static uint64_t closes[sizeof(close_codes) / sizeof(close_codes[0])];
 
@@ -38,6 +40,15 @@ metrics_stream_close(unsigned code)
 	for (i = 0; close_codes[i] && close_codes[i] != code; i++)
 		;
 	closes[i]++;    /* the last slot: any other code */
+	pthread_mutex_unlock(&lock);
+}
+
+void
+metrics_body(bool descriptor, bool cut)
+{
+	pthread_mutex_lock(&lock);
+	bodies[descriptor ? 0 : 1]++;
+	bodies_cut += cut;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -116,6 +127,13 @@ metrics_render(size_t *len)
 	for (i = 0; i < REASONS_MAX && reasons[i].error[0]; i++)
 		fprintf(f, "space_nodeapi_refusals_total{error=\"%s\",reason=\"%s\"} %llu\n",
 		    reasons[i].error, reasons[i].reason, (unsigned long long)reasons[i].n);
+	fprintf(f, "# TYPE space_nodeapi_file_bodies_total counter\n"
+	    "space_nodeapi_file_bodies_total{from=\"descriptor\"} %llu\n"
+	    "space_nodeapi_file_bodies_total{from=\"frames\"} %llu\n"
+	    "# TYPE space_nodeapi_file_bodies_cut_total counter\n"
+	    "space_nodeapi_file_bodies_cut_total %llu\n",
+	    (unsigned long long)bodies[0], (unsigned long long)bodies[1],
+	    (unsigned long long)bodies_cut);
 	fprintf(f, "# TYPE space_nodeapi_streams_open gauge\n"
 	    "space_nodeapi_streams_open %lld\n", (long long)streams_open);
 	fprintf(f, "# TYPE space_nodeapi_stream_closes_total counter\n");

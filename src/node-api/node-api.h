@@ -45,6 +45,9 @@ int ws_start(struct ws_stream *ws, int sock, struct MHD_UpgradeResponseHandle *u
 void metrics_stream_open(int delta);
 void metrics_stream_close(unsigned code);
 void metrics_request(const char *route, unsigned status);
+/* a download answered: its body from a descriptor or from DATA frames;
+ * cut: one from a descriptor that a CANCEL ended early */
+void metrics_body(bool descriptor, bool cut);
 void metrics_admission(const char *error, const char *reason);
 /* Prometheus text, malloc'd */
 char *metrics_render(size_t *len);

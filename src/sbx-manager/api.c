@@ -55,6 +55,40 @@ serving_matches(const struct frame *f, const struct route_identity *want)
 	return ok;
 }
 
+/* fs.read's RESPONSE: a descriptor came exactly when its result says the
+ * body is one (node-api asked for it), and it is a file that may be
+ * passed on (fd_file_passable) */
+static bool
+descriptor_matches(const struct frame *f, int fd, bool asked)
+{
+	struct msg_response m;
+	const char *why;
+	uint64_t size;
+	bool ok;
+
+	if (msg_response_decode(f->payload, f->len, MSG_FORM_CLAIMS, &m, &why) != 0)
+		return false;
+	ok = json_is_true(json_object_get(m.result, "descriptor")) == (fd >= 0) &&
+	    (fd < 0 || (asked && fd_file_passable(fd, &size, &why) == 0));
+	msg_response_free(&m);
+	return ok;
+}
+
+/* A body passed as its descriptor is sent by node-api, which holds this
+ * connection until it is done (then closes it). The lease stays held
+ * meanwhile: a replacement cancels it, and node-api learns it here
+ * (CANCEL) and cuts the transfer, as a streamed body is cut. */
+static void
+hold_descriptor(struct mgr *m, int cfd, struct lease *l)
+{
+	struct pollfd p = { .fd = cfd, .events = POLLIN };
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	if (lease_cancelled(m, l))
+		frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
+}
+
 static int
 forward(int to, const struct frame *f)
 {
@@ -135,7 +169,7 @@ enum relay_end {
 static enum relay_end
 relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool streams,
     const struct record *rec, const struct capability *cap, const char *what, struct fsplice *sp,
-    bool kept)
+    bool kept, bool want_fd, bool *passed)
 {
 	bool upload = op == OP_FS_WRITE, upload_done = !upload, got_resp = false;
 	bool bridge_broken = false, any = false, cut = false;
@@ -145,7 +179,7 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 	enum relay_end end = RELAY_CLOSE;
 	struct pollfd pf[2];
 	struct frame f;
-	int r;
+	int r, gfd = -1;
 
 	for (;;) {
 		pf[0] = (struct pollfd){ .fd = bfd, .events = POLLIN };
@@ -164,7 +198,8 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 			if (cut)        /* inside a payload to node-api: closing cfd is all it may see */
 				return RELAY_CLOSE;
 			if (r == 0)
-				r = frame_read(bfd, &f);
+				r = want_fd && !got_resp ? frame_read_fd(bfd, &f, &gfd) :
+				    frame_read(bfd, &f);
 			if (r != 0) {
 				if (lease_cancelled(m, l))
 					goto cancelled;
@@ -189,7 +224,23 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 					frame_free(&f);
 					goto out;
 				}
+				if (op == OP_FS_READ && !descriptor_matches(&f, gfd, want_fd)) {
+					frame_free(&f);
+					log_warnx("relay %s: a file body's descriptor refused",
+					    rec->id.sandbox);
+					frame_write_error(cfd, 502, "internal", NULL,
+					    "bad answer from the bridge");
+					goto out;
+				}
 				got_resp = true;
+				if (gfd >= 0) {
+					/* the whole answer: the bridge's side is over */
+					r = frame_write_fd(cfd, f.type, f.payload, f.len, gfd);
+					frame_free(&f);
+					*passed = r == 0;
+					end = RELAY_KEEP;
+					goto out;
+				}
 				r = forward(cfd, &f);
 				frame_free(&f);
 				/* a streaming operation goes on as a stream (stream.c) */
@@ -217,6 +268,8 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 				frame_free(&f);
 				continue;
 			case MSG_ERROR:
+				if (gfd >= 0)
+					goto bridge_violation;
 				/* an answer of the execution: say which one, so
 				 * node-api can set X-Space-Generation / -Worker */
 				forward_error(cfd, &f, &rec->id);
@@ -272,11 +325,14 @@ bridge_violation:
 	frame_free(&f);
 	if (!got_resp)
 		frame_write_error(cfd, 503, "unavailable", NULL, "bridge protocol violation");
+	end = RELAY_CLOSE;
 	goto out;
 cancelled:
 	frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
-	return RELAY_CLOSE;
+	end = RELAY_CLOSE;
 out:
+	if (gfd >= 0)
+		close(gfd);
 	return streams || upload ? RELAY_CLOSE : end;
 }
 
@@ -319,6 +375,7 @@ handle(struct mgr *m, int cfd)
 	size_t fwd_len;
 	const char *why;
 	bool have, kept, keepable = false, fresh_only = false, counted = false;
+	bool want_fd, passed = false;
 	uint64_t sock_dev = 0, sock_ino = 0;
 	int bfd = -1, r;
 
@@ -390,6 +447,8 @@ handle(struct mgr *m, int cfd)
 		frame_write_refusal(cfd, res);
 		goto out;
 	}
+	/* node-api takes a large file body as its descriptor */
+	want_fd = req.op == OP_FS_READ && json_is_true(json_object_get(req.args, "descriptor"));
 	/* the claims travel as the claims object, verified here once */
 	fwd_req = (struct msg_request){ .op = req.op, .claims = cap, .args = req.args };
 	memcpy(fwd_req.sandbox, req.sandbox, sizeof(fwd_req.sandbox));
@@ -446,7 +505,7 @@ again:
 		fsplice_sockbufs(bfd);
 	}
 	switch (relay(m, cfd, bfd, l, req.op, msg_request_streams(&req), &rec, &cap,
-	    op_name(req.op), &sp, kept)) {
+	    op_name(req.op), &sp, kept, want_fd, &passed)) {
 	case RELAY_KEEP:
 		if (!keepable)
 			break;
@@ -459,6 +518,8 @@ again:
 	case RELAY_CLOSE:
 		break;
 	}
+	if (passed)
+		hold_descriptor(m, cfd, l);
 	goto out;
 retry:
 	lease_set_bridge(m, l, -1);

@@ -41,6 +41,8 @@ extern bool guest_op_broken;
 int send_error(int fd, int status, const char *code, const char *message);
 int send_errno(int fd, int err, const char *what);      /* err > 0 */
 int send_result(int fd, json_t *result);                /* steals result */
+/* the same with a descriptor passed along (pass_fd >= 0) */
+int send_result_fd(int fd, json_t *result, int pass_fd);
 /* a path argument: string, no NUL, shorter than SPACE_PATH_MAX; NULL if not */
 const char *arg_path(json_t *args, const char *key);
 /* args must hold only keys from allowed (NULL-terminated) */

@@ -68,6 +68,12 @@ forward_to_manager(int fd, const struct frame *f)
 int
 send_result(int fd, json_t *result)
 {
+	return send_result_fd(fd, result, -1);
+}
+
+int
+send_result_fd(int fd, json_t *result, int pass_fd)
+{
 	struct msg_response m = { .result = result };
 	char *s;
 	size_t n;
@@ -80,7 +86,8 @@ send_result(int fd, json_t *result)
 	if (r != 0)
 		return send_error(fd, 500, "internal", r == -EMSGSIZE ? "result too large" :
 		    "out of memory");
-	r = frame_write(fd, MSG_RESPONSE, s, n);
+	r = pass_fd >= 0 ? frame_write_fd(fd, MSG_RESPONSE, s, n, pass_fd) :
+	    frame_write(fd, MSG_RESPONSE, s, n);
 	free(s);
 	return r;
 }

@@ -168,16 +168,22 @@ streamed:
 void
 op_fs_read(int fd, json_t *args)
 {
-	static const char *const keys[] = { "path", NULL };
-	const char *path;
+	static const char *const keys[] = { "path", "descriptor", NULL };
+	const char *path, *why;
 	struct stat st;
 	char *buf = NULL;
 	off_t off = 0;
 	ssize_t n;
+	uint64_t size;
+	bool descriptor = false;
 	int f = -1;
 
 	if (bad_args(fd, args, keys) || (path = need_path(fd, args, "path")) == NULL)
 		return;
+	if (!opt_bool(args, "descriptor", &descriptor)) {
+		send_error(fd, 400, "bad_request", "descriptor must be a boolean");
+		return;
+	}
 	/* O_NONBLOCK: opening a FIFO must not hang the operation */
 	if ((f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0) {
 		send_errno(fd, errno, "open");
@@ -201,6 +207,16 @@ op_fs_read(int fd, json_t *args)
 	}
 	if (st.st_size <= (off_t)FS_READ_SMALL && read_small(fd, f, &st, buf) != 0)
 		goto out;
+	/* a larger file, for a reader that takes it so (node-api): the
+	 * descriptor opened here, as the user, goes up with the answer and
+	 * the body is sent from it at the far end (each hop checks it, see
+	 * fd_file_passable); its size is what the descriptor says there.
+	 * A file that does not qualify (procfs, a FUSE mount) streams. */
+	if (descriptor && fd_file_passable(f, &size, &why) == 0) {
+		send_result_fd(fd, json_pack("{s:I,s:b}", "size", (json_int_t)size,
+		    "descriptor", 1), f);
+		goto out;
+	}
 	fsplice_sockbufs(fd);
 	if (send_result(fd, json_pack("{s:I}", "size", (json_int_t)st.st_size)) < 0)
 		goto out;

@@ -211,16 +211,25 @@ obuf_add(struct obuf *o, int fd, uint16_t type, const void *payload, size_t len)
  * into o when there is one, else written at once */
 static int
 relay_response(struct host *h, int client, const struct frame *f, bool check_oom,
-    uint64_t oom_before, struct obuf *o)
+    uint64_t oom_before, struct obuf *o, int gfd)
 {
 	struct msg_response m;
 	const char *why;
 	char *s = NULL;
+	uint64_t size;
 	size_t n;
 	int r;
 
 	if (msg_response_decode(f->payload, f->len, MSG_FORM_GUEST, &m, &why) != 0)
 		return -EPROTO;
+	/* a descriptor came exactly when the answer says the body is one,
+	 * and it is a file we may pass on; its size is the one we see */
+	if (json_is_true(json_object_get(m.result, "descriptor")) != (gfd >= 0) ||
+	    (gfd >= 0 && (fd_file_passable(gfd, &size, &why) != 0 ||
+	    json_object_set_new(m.result, "size", json_integer((json_int_t)size)) != 0))) {
+		msg_response_free(&m);
+		return -EPROTO;
+	}
 	if (check_oom) {
 		uint64_t after;
 		json_t *sig = json_object_get(m.result, "signal");
@@ -234,7 +243,9 @@ relay_response(struct host *h, int client, const struct frame *f, bool check_oom
 	m.serving = h->rec.id;
 	r = msg_response_encode(&m, MSG_FORM_CLAIMS, &s, &n);
 	msg_response_free(&m);
-	if (r == 0)
+	if (r == 0 && gfd >= 0)
+		r = frame_write_fd(client, MSG_RESPONSE, s, n, gfd);
+	else if (r == 0)
 		r = o ? obuf_add(o, client, MSG_RESPONSE, s, n) : frame_write(client, MSG_RESPONSE, s, n);
 	free(s);
 	return r;
@@ -453,9 +464,10 @@ serve_op(struct host *h, int client, struct frame *f)
 	const char *why = NULL;
 	size_t slen;
 	char *s = NULL;
-	int chan = -1, r;
+	int chan = -1, gfd = -1, r;
 	uint64_t oom_before = 0;
 	bool answered = false, reuse = false, pooled = false, clean = false, whole = false;
+	bool want_fd;
 
 	if (f->type != MSG_REQUEST) {
 		frame_write_error(client, 400, "bad_request", NULL, "expected REQUEST");
@@ -509,6 +521,13 @@ serve_op(struct host *h, int client, struct frame *f)
 		    host_guest_gone(h) ? "the execution ended" : "cannot open an operation socket");
 		goto out;
 	}
+	/* a file body as its descriptor (asked by node-api) only where the
+	 * guest's channel can carry one; elsewhere the body streams */
+	want_fd = req.op == OP_FS_READ && json_is_true(json_object_get(req.args, "descriptor"));
+	if (want_fd && !h->ops->passes_fds) {
+		json_object_del(req.args, "descriptor");
+		want_fd = false;
+	}
 	if (msg_request_encode(&req, MSG_FORM_GUEST, &s, &slen) != 0) {
 		frame_write_error(client, 500, "internal", NULL, "out of memory");
 		goto out;
@@ -542,7 +561,7 @@ serve_op(struct host *h, int client, struct frame *f)
 		struct timeval tv = { 0, 0 };
 		setsockopt(chan, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	if (frame_read(chan, &g) < 0) {
+	if ((want_fd ? frame_read_fd(chan, &g, &gfd) : frame_read(chan, &g)) < 0) {
 		guest_lost(h, client);
 		goto out;
 	}
@@ -554,7 +573,7 @@ serve_op(struct host *h, int client, struct frame *f)
 	}
 	if (g.type != MSG_RESPONSE ||
 	    (r = relay_response(h, client, &g, req.op == OP_EXEC, oom_before,
-	    req.op == OP_FS_READ ? &o : NULL)) == -EPROTO) {
+	    req.op == OP_FS_READ ? &o : NULL, gfd)) == -EPROTO) {
 		frame_write_error(client, 500, "internal", NULL, "bad answer from the guest");
 		goto out;
 	}
@@ -564,7 +583,9 @@ serve_op(struct host *h, int client, struct frame *f)
 		clean = reuse && req.op != OP_FS_READ;
 		goto out;
 	}
-	if (req.op == OP_FS_READ)
+	if (gfd >= 0)
+		clean = whole = true;   /* the body is the descriptor: nothing follows */
+	else if (req.op == OP_FS_READ)
 		relay_download(h, client, chan, &sp, &clean, &whole, &o);
 	else if (reuse)
 		clean = whole = true;   /* its answer was the RESPONSE: nothing follows */
@@ -579,6 +600,8 @@ serve_op(struct host *h, int client, struct frame *f)
 		bridge_relay_stream(h, client, chan, req.op);
 	}
 out:
+	if (gfd >= 0)
+		close(gfd);
 	fsplice_free(&sp);
 	free(o.p);
 	free(s);

@@ -23,6 +23,8 @@ serve_filter(int *err)
 		 * prepared jail's serving process listens once claimed */
 		"listen", "accept4", "recvfrom", "recvmsg", "sendto", "sendmsg", "shutdown",
 		"getsockopt", "setsockopt", "fcntl", "fstat", "newfstatat", "lseek",
+		/* a file body's descriptor passed up is checked (fd_file_passable) */
+		"fstatfs",
 		/* file bodies pass socket -> pipe -> socket (fsplice.h) */
 		"pipe2", "splice",
 		"mmap", "munmap", "mprotect", "mremap", "madvise", "brk",

@@ -21,9 +21,22 @@
  *                  own RESPONSE's "size" (bytes 'A' + i % 26):
  *                    /overlong/N/M  announces N bytes, sends M > N, END
  *                    /short/N/M     announces N bytes, sends M < N, END
- *                  in DATA frames of 256 KiB
+ *                  in DATA frames of 256 KiB;
+ *                  and one by /fd/WHAT, a RESPONSE that passes a
+ *                  descriptor (fs.read's "descriptor" answer) of:
+ *                    /fd/pipe       a pipe's read end
+ *                    /fd/proc       /proc/self/status (procfs)
+ *                    /fd/rdwr       a memfd open for reading and writing
+ *                    /fd/dir        the root directory
+ *                    /fd/unsaid     a good file, the answer not saying so
+ *                    /fd/missing    nothing, the answer saying there is one
+ *                    /fd/good       a memfd of 200,000 bytes ('A' + i % 26)
+ *                                   reopened read-only, announced as 5
  */
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +114,69 @@ lying_read(int op, const char *path)
 	return 1;
 }
 
+/* a memfd of n pattern bytes; read-only: reopened through /proc */
+static int
+pattern_fd(size_t n, bool readonly)
+{
+	char p[64];
+	uint8_t b[4096];
+	size_t i, k;
+	int fd = memfd_create("fake", MFD_CLOEXEC), ro;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < n; i += k) {
+		k = n - i < sizeof(b) ? n - i : sizeof(b);
+		for (size_t j = 0; j < k; j++)
+			b[j] = (uint8_t)('A' + (i + j) % 26);
+		if (fd_write_all(fd, b, k) < 0)
+			return -1;
+	}
+	if (!readonly)
+		return fd;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	ro = open(p, O_RDONLY | O_CLOEXEC);
+	close(fd);
+	return ro;
+}
+
+/* fs.read of /fd/WHAT: a descriptor of WHAT passed with the answer; 0 if
+ * the path is not one of them */
+static int
+descriptor_read(int op, const char *path)
+{
+	const char *said = "{\"status\":200,\"result\":{\"size\":5,\"descriptor\":true}}";
+	int fd = -1, pp[2];
+
+	if (strncmp(path, "/fd/", 4) != 0)
+		return 0;
+	path += 4;
+	if (strcmp(path, "pipe") == 0 && pipe2(pp, O_CLOEXEC) == 0) {
+		fd = pp[0];
+		close(pp[1]);
+	} else if (strcmp(path, "proc") == 0)
+		fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	else if (strcmp(path, "rdwr") == 0)
+		fd = pattern_fd(200000, false);
+	else if (strcmp(path, "dir") == 0)
+		fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	else if (strcmp(path, "unsaid") == 0) {
+		fd = pattern_fd(200000, true);
+		said = "{\"status\":200,\"result\":{\"size\":200000}}";
+	} else if (strcmp(path, "good") == 0)
+		fd = pattern_fd(200000, true);
+	if (strcmp(path, "missing") == 0)
+		frame_write_json(op, MSG_RESPONSE, said);
+	else if (fd >= 0)
+		frame_write_fd(op, MSG_RESPONSE, said, strlen(said), fd);
+	else    /* what could not be made says so: the test sees a 500 of ours */
+		frame_write_json(op, MSG_ERROR, "{\"status\":500,\"error\":\"internal\","
+		    "\"message\":\"fake guest: cannot make the descriptor\"}");
+	if (fd >= 0)
+		close(fd);
+	return 1;
+}
+
 /* one operation of the hostile guest */
 static void
 hostile_op(int control, int op)
@@ -115,7 +191,8 @@ hostile_op(int control, int op)
 		if ((argv0 = json_array_get(json_object_get(json_object_get(req, "args"), "argv"), 0)))
 			what = json_string_value(argv0);
 		if ((path = json_object_get(json_object_get(req, "args"), "path")) &&
-		    json_is_string(path) && lying_read(op, json_string_value(path)))
+		    json_is_string(path) && (lying_read(op, json_string_value(path)) ||
+		    descriptor_read(op, json_string_value(path))))
 			goto out;
 	}
 	if (strcmp(what, "not-a-frame") == 0) {

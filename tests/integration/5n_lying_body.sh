@@ -10,6 +10,9 @@
 #    and nothing of the rest;
 #  - fewer than announced: the transfer ends short (curl: partial), with
 #    the guest's own bytes only;
+#  - a body passed as a descriptor that is not a plain file open for
+#    reading (a pipe, procfs, writable, a directory), or one the answer
+#    does not announce (or announces without passing): refused, 500;
 #  - node-api and sbx-manager serve on afterwards.
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
@@ -59,6 +62,27 @@ short() {
 }
 short "8 KiB announced, 4 KiB sent" /short/8192/4096 4096
 short "3 MiB announced, 2 MiB sent (spliced hops)" /short/3145728/2097152 2097152
+
+# A body passed as a descriptor (node-api asks for one on every read): the
+# bridge takes only a regular file open for reading only, on a file
+# system of files, and only when the answer says it is one; anything else
+# is a bad answer (500), and nothing of it reaches the client.
+bad_fd() {
+	r=$(get "/fd/$1")
+	is "a descriptor of $2: refused, 500" "$(echo "$r" | cut -d' ' -f1)" 500
+	check "... as a bad answer from the guest" grep -q '"bad answer from the guest"' "$T/got"
+}
+bad_fd pipe "a pipe"
+bad_fd proc "a procfs file"
+bad_fd rdwr "a file open for writing too"
+bad_fd dir "a directory"
+bad_fd unsaid "a good file the answer does not announce"
+bad_fd missing "nothing, the answer announcing one"
+expect 200000
+is "a good descriptor announced as 5 bytes: 200, the file's own 200,000" "$(get /fd/good)" "200 200000 0"
+check "... its bytes" cmp -s "$T/got" "$T/want"
+is "node-api counts one body from a descriptor" \
+	"$(curl -s "$NU/metrics" | sed -n 's/^space_nodeapi_file_bodies_total{from="descriptor"} //p')" 1
 
 is "node-api serves on" "$(curl -s "$NU/healthz")" '{"ok":true}'
 expect 10

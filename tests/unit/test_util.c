@@ -404,6 +404,63 @@ test_misc(void)
 	ok(!ct_equal("abc", "abd", 3), "ct_equal differ");
 }
 
+/* what a hop accepts as a passed file descriptor, from the side of a
+ * peer that passes anything it can open */
+static void
+test_passable(void)
+{
+	char dir[] = "/tmp/test_util.XXXXXX", p[64];
+	const char *why = NULL;
+	uint64_t size = 0;
+	int fd, pp[2], r;
+
+	if (mkdtemp(dir) == NULL)
+		abort();
+	snprintf(p, sizeof(p), "%s/f", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, "hello, world", 12) != 12)
+		abort();
+	r = fd_file_passable(fd, &size, &why);
+	is_int(r, -EACCES, "a file open for writing is refused (%s)", why);
+	close(fd);
+	fd = open(p, O_RDWR | O_CLOEXEC);
+	is_int(fd_file_passable(fd, &size, &why), -EACCES, "... and one open for both (%s)", why);
+	close(fd);
+	fd = open(p, O_PATH | O_CLOEXEC);
+	ok(fd_file_passable(fd, &size, &why) < 0, "an O_PATH descriptor is refused (%s)", why);
+	close(fd);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	r = fd_file_passable(fd, &size, &why);
+	ok(r == 0 && size == 12, "a regular file open for reading passes, with its size (%d, %llu)",
+	    r, (unsigned long long)size);
+	close(fd);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	is_int(fd_file_passable(fd, &size, &why), -EINVAL, "a directory is refused (%s)", why);
+	close(fd);
+	if (pipe2(pp, O_CLOEXEC) != 0)
+		abort();
+	is_int(fd_file_passable(pp[0], &size, &why), -EINVAL, "a pipe is refused (%s)", why);
+	close(pp[0]);
+	close(pp[1]);
+	fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+	is_int(fd_file_passable(fd, &size, &why), -EINVAL, "a device is refused (%s)", why);
+	close(fd);
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	r = fd_file_passable(fd, &size, &why);
+	ok(r == -EINVAL && strcmp(why, "not on a file system of files") == 0,
+	    "a procfs file (regular, readable) is refused (%s)", why);
+	close(fd);
+	fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = open("/sys/power/state", O_RDONLY | O_CLOEXEC);
+	r = fd < 0 ? -EINVAL : fd_file_passable(fd, &size, &why);
+	ok(fd >= 0 && r == -EINVAL, "a sysfs file is refused (%s)", why);
+	close(fd);
+	is_int(fd_file_passable(-1, &size, &why), -EBADF, "no descriptor at all is refused");
+	unlink(p);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -416,5 +473,6 @@ main(void)
 	test_files();
 	test_write_all();
 	test_misc();
+	test_passable();
 	return done_testing();
 }
