@@ -228,16 +228,14 @@ dl_watch(void *arg)
 }
 
 static int
-dl_watch_start(struct MHD_Connection *c, struct req *r)
+dl_watch_start(struct req *r, int csock)
 {
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
-	    MHD_CONNECTION_INFO_CONNECTION_FD);
 	pthread_attr_t at;
 	int e;
 
-	if (ci == NULL || (r->wake = eventfd(0, EFD_CLOEXEC)) < 0)
+	if ((r->wake = eventfd(0, EFD_CLOEXEC)) < 0)
 		return -1;
-	r->csock = ci->connect_fd;
+	r->csock = csock;
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, 64u << 10);
 	e = pthread_create(&r->watch, &at, dl_watch, r);
@@ -265,6 +263,20 @@ dl_watch_end(struct req *r)
 	metrics_body(true, atomic_load(&r->dcut));
 }
 
+/* a download's headers, whichever way its body comes */
+static enum MHD_Result
+download_queue(struct MHD_Connection *c, struct req *r, struct MHD_Response *mr,
+    const struct msg_response *resp)
+{
+	char gen[24];
+
+	MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
+	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)resp->serving.generation);
+	MHD_add_response_header(mr, "X-Space-Generation", gen);
+	MHD_add_response_header(mr, "X-Space-Worker", resp->serving.worker);
+	return queue(c, r, 200, mr);
+}
+
 /* A body as the descriptor the guest opened (fs.read with "descriptor"):
  * checked here as at every hop (fd_file_passable), and sent by
  * libmicrohttpd with sendfile, from the page cache to the client's socket
@@ -279,7 +291,6 @@ reply_descriptor(struct MHD_Connection *c, struct req *r, const struct msg_respo
 	int bulk = (int)SPACE_BULK_SOCKBUF;
 	const char *why;
 	uint64_t size;
-	char gen[24];
 
 	if (fd_file_passable(fd, &size, &why) != 0) {
 		log_warnx("node-api: a file body's descriptor refused: %s", why);
@@ -290,17 +301,13 @@ reply_descriptor(struct MHD_Connection *c, struct req *r, const struct msg_respo
 		close(fd);
 		return MHD_NO;
 	}
-	if (dl_watch_start(c, r) != 0) {
+	if ((ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) == NULL ||
+	    dl_watch_start(r, ci->connect_fd) != 0) {
 		MHD_destroy_response(mr);
 		return respond_error(c, r, 503, "unavailable", NULL, "cannot watch the transfer");
 	}
-	if ((ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) != NULL)
-		(void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &bulk, sizeof(bulk));
-	MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
-	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)resp->serving.generation);
-	MHD_add_response_header(mr, "X-Space-Generation", gen);
-	MHD_add_response_header(mr, "X-Space-Worker", resp->serving.worker);
-	return queue(c, r, 200, mr);
+	(void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &bulk, sizeof(bulk));
+	return download_queue(c, r, mr, resp);
 }
 
 /* fd: a descriptor that came with the frame (-1: none); owned */
@@ -314,13 +321,12 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f, int fd)
 	int bulk = (int)SPACE_BULK_SOCKBUF;
 	size_t piece;
 	const char *why;
-	char *s, gen[24];
+	char *s;
 	enum MHD_Result ret;
 	json_t *sz;
 
 	if (fd >= 0 && (f->type != MSG_RESPONSE || r->rt->kind != K_DOWNLOAD)) {
 		close(fd);
-		fd = -1;
 		goto bad;
 	}
 	if (f->type == MSG_CANCEL) {
@@ -378,12 +384,9 @@ reply(struct MHD_Connection *c, struct req *r, const struct frame *f, int fd)
 		if (mr == NULL)
 			goto bad;
 		metrics_body(false, false);
-		MHD_add_response_header(mr, "Content-Type", "application/octet-stream");
-		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)resp.serving.generation);
-		MHD_add_response_header(mr, "X-Space-Generation", gen);
-		MHD_add_response_header(mr, "X-Space-Worker", resp.serving.worker);
+		ret = download_queue(c, r, mr, &resp);
 		msg_response_free(&resp);
-		return queue(c, r, 200, mr);
+		return ret;
 	}
 	s = json_dumps(resp.result, JSON_COMPACT);
 	if (s == NULL) {

@@ -325,7 +325,6 @@ bridge_violation:
 	frame_free(&f);
 	if (!got_resp)
 		frame_write_error(cfd, 503, "unavailable", NULL, "bridge protocol violation");
-	end = RELAY_CLOSE;
 	goto out;
 cancelled:
 	frame_write_json(cfd, MSG_CANCEL, "{\"reason\":\"execution_replaced\"}");
