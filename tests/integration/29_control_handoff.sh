@@ -74,6 +74,21 @@ start() { # NAME PORT [FLAG...]
 instance() { sed -n 's/.*instance \(ctl_[A-Za-z0-9_-]*\).*/\1/p' "$T/$1.log" | head -n 1; }
 digest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
+# freeze PID: SIGSTOP a daemon at a moment it holds no write lock of the
+# SQLite store: one stopped inside a transaction would keep every other
+# daemon from writing until it runs again (nobody can take a lock from a
+# stopped process), which is not the takeover this test is about (a CI
+# run froze A inside its pause's first step; B took over only after the
+# SIGCONT). The test holds the write lock itself while it stops the
+# daemon, which is then outside any write or waiting for one.
+freeze() {
+	if on_pg; then
+		kill -STOP "$1"
+	else
+		printf 'BEGIN IMMEDIATE;\n.shell kill -STOP %s\nCOMMIT;\n' "$1" |
+			sqlite3 -cmd '.timeout 10000' "$D/control.db" >/dev/null
+	fi
+}
 owner() { sql "SELECT COALESCE(lease_owner,'none') FROM sandboxes WHERE id='$1'"; }
 takeovers() { sql "SELECT COUNT(*) FROM audit WHERE action='operation.takeover' AND target='$1'"; }
 # everything a step could change for a sandbox, in one line
@@ -156,7 +171,7 @@ is "move to w2 through A -> 202" "$(req "$UA" POST "/v1/sandboxes/$S/move" "$K" 
 is "A's instance holds the lease" "$(owner "$S")" "$IA"
 N=$(sql "SELECT MAX(generation) FROM executions WHERE sandbox='$S'")
 ID_BEFORE=$(view "$UB" "$S")
-kill -STOP "$PIDA"
+freeze "$PIDA"
 DELAY1=$(wait_takeover "$S" "$IA")
 is "A frozen past its lease: B's instance takes it over (within 15 s)" "$(owner "$S")" "$IB"
 diag "takeover delay after SIGSTOP (lease ttl 2 s): $DELAY1 ms"
@@ -202,7 +217,7 @@ is "the route of generation N, rejected, through A -> the new route" \
 is "pause through A -> 202" "$(req "$UA" POST "/v1/sandboxes/$S/pause" "$K" '{}')" 202
 OP=$(sql "SELECT id FROM operations WHERE sandbox='$S' AND step <> 'done'")
 is "A holds the lease" "$(owner "$S")" "$IA"
-kill -STOP "$PIDA"
+freeze "$PIDA"
 DELAY2=$(wait_takeover "$S" "$IA")
 is "A frozen: B takes the pause over" "$(owner "$S")" "$IB"
 diag "second takeover delay after SIGSTOP: $DELAY2 ms"
@@ -265,7 +280,7 @@ is "move to w1 through C -> 202" "$(req "$UC" POST "/v1/sandboxes/$S/move" "$K" 
 is "C's instance holds the lease" "$(owner "$S")" "$IC"
 fetch "$UC" w2 "$W2"
 is "w2 gets retire g$((N + 2)) through C" "$(got w2)" "retire g$((N + 2)) true"
-kill -STOP "$PIDC"
+freeze "$PIDC"
 DC=$(digest)
 is "w2 reports retired to A while the holder C is frozen" "$(report "$UA" w2 "$W2" retired "$DC")" 200
 sleep 2.5
