@@ -40,38 +40,35 @@ struct conn {
 	int fd;
 };
 
-/* the RESPONSE must come from the execution we admitted for */
-static bool
-serving_matches(const struct frame *f, const struct route_identity *want)
+/* what check_response() found of a RESPONSE */
+enum resp_check {
+	RESP_OK,
+	RESP_SERVING,           /* not from the execution we admitted for (or no RESPONSE) */
+	RESP_DESCRIPTOR,        /* an fs.read's descriptor refused */
+};
+
+/* The RESPONSE must come from the execution we admitted for; an fs.read's
+ * (read) carries a descriptor exactly when its result says the body is
+ * one, only when node-api asked for it, and a file that may be passed on
+ * (fd_file_passable). One decode for both. */
+static enum resp_check
+check_response(const struct frame *f, const struct route_identity *want, bool read, int fd,
+    bool asked)
 {
 	struct msg_response m;
-	const char *why;
-	bool ok;
-
-	if (msg_response_decode(f->payload, f->len, MSG_FORM_CLAIMS, &m, &why) != 0)
-		return false;
-	ok = route_identity_equal(&m.serving, want);
-	msg_response_free(&m);
-	return ok;
-}
-
-/* fs.read's RESPONSE: a descriptor came exactly when its result says the
- * body is one (node-api asked for it), and it is a file that may be
- * passed on (fd_file_passable) */
-static bool
-descriptor_matches(const struct frame *f, int fd, bool asked)
-{
-	struct msg_response m;
+	enum resp_check c = RESP_OK;
 	const char *why;
 	uint64_t size;
-	bool ok;
 
 	if (msg_response_decode(f->payload, f->len, MSG_FORM_CLAIMS, &m, &why) != 0)
-		return false;
-	ok = json_is_true(json_object_get(m.result, "descriptor")) == (fd >= 0) &&
-	    (fd < 0 || (asked && fd_file_passable(fd, &size, &why) == 0));
+		return RESP_SERVING;
+	if (!route_identity_equal(&m.serving, want))
+		c = RESP_SERVING;
+	else if (read && (json_is_true(json_object_get(m.result, "descriptor")) != (fd >= 0) ||
+	    (fd >= 0 && (!asked || fd_file_passable(fd, &size, &why) != 0))))
+		c = RESP_DESCRIPTOR;
 	msg_response_free(&m);
-	return ok;
+	return c;
 }
 
 /* A body passed as its descriptor is sent by node-api, which holds this
@@ -179,6 +176,7 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 	enum relay_end end = RELAY_CLOSE;
 	struct pollfd pf[2];
 	struct frame f;
+	enum resp_check rc;
 	int r, gfd = -1;
 
 	for (;;) {
@@ -215,7 +213,8 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 			case MSG_RESPONSE:
 				if (got_resp || !upload_done)
 					goto bridge_violation;
-				if (!serving_matches(&f, &rec->id)) {
+				rc = check_response(&f, &rec->id, op == OP_FS_READ, gfd, want_fd);
+				if (rc == RESP_SERVING) {
 					metrics_inc(m, MC_SERVING_MISMATCH);
 					audit_refusal("serving_mismatch", what, rec->id.sandbox, cap,
 					    rec, "unavailable", "serving identity differs from the record");
@@ -224,7 +223,7 @@ relay(struct mgr *m, int cfd, int bfd, struct lease *l, enum op_kind op, bool st
 					frame_free(&f);
 					goto out;
 				}
-				if (op == OP_FS_READ && !descriptor_matches(&f, gfd, want_fd)) {
+				if (rc == RESP_DESCRIPTOR) {
 					frame_free(&f);
 					log_warnx("relay %s: a file body's descriptor refused",
 					    rec->id.sandbox);
