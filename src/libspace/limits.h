@@ -70,6 +70,7 @@
 #define SPACE_SNAPSHOT_META_MAX    (64ull << 20) /* tar stream beyond twice the layer quota: headers of a full layer */
 #define SPACE_SNAPSHOT_INDEX_MAX   (128u << 20) /* a layer's index of unchanged files (incremental archives) */
 #define SPACE_FOLLOW_CACHE_MAX     (64u << 20)  /* a download restored along as it arrives enters the worker's cache up to this size; a larger one is released behind the restore (sbx-manager snapblob.c) */
+#define SPACE_TEE_CACHE_MAX        (64u << 20)  /* an archive uploaded while it is made (SNAPSHOT_TEE_UNCACHED) stays in the worker's cache up to this size; a larger one only in the upload */
 #define SPACE_SNAPSHOT_WINDOW_LOG  23         /* zstd window a restore accepts (8 MiB of decoder memory) */
 #define SPACE_SNAPSHOT_ZSTD_LEVEL  1          /* zstd's fastest regular level: a move is bound by the bytes it moves, not their size */
 #define SPACE_SNAPSHOT_ZSTD_WORKERS 2         /* compression threads of one archive (beside the one that archives): one per core of a small worker; the output does not depend on the count */

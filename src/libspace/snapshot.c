@@ -75,6 +75,8 @@ struct snap_out {
 	int tee;                /* >= 0: every byte written there too */
 	int tee_err;            /* its failure (then tee is -1) */
 	bool teed;              /* made with a tee: the file is not fsync'd */
+	uint64_t cache_max;     /* with a tee: past this many bytes no copy is kept here (0: none) */
+	bool uncached;          /* past it: the file is emptied and not written any more */
 	int err;                /* first failure, negative errno */
 	uint64_t written;       /* compressed bytes in the file */
 	uint64_t flushed;       /* of them, handed to the disk (fd_writeback_ahead) */
@@ -106,6 +108,17 @@ out_put(struct snap_out *o, const void *p, size_t n)
 	if (o->max && o->written + n + SNAP_TRAILER_LEN > o->max)
 		return -EFBIG;
 	snap_digest_update(&o->h, p, n);
+	if (!o->uncached && o->cache_max && o->written + n > o->cache_max) {
+		/* the tee's reader holds the only copy from here on */
+		o->uncached = true;
+		if (ftruncate(o->fd, 0) < 0)
+			return -errno;
+	}
+	if (o->uncached) {
+		o->written += n;
+		tee_put(o, p, n);
+		return o->tee >= 0 ? 0 : -ECOMM;
+	}
 	if ((r = fd_write_all(o->fd, p, n)) < 0)
 		return r;
 	o->written += n;
@@ -629,6 +642,7 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 	o->fd = -1;
 	o->tee = tee_fd;
 	o->teed = tee_fd >= 0;
+	o->cache_max = tee_fd >= 0 && (flags & SNAPSHOT_TEE_UNCACHED) ? SPACE_TEE_CACHE_MAX : 0;
 	o->max = max_bytes;
 	o->stream_max = snapshot_stream_max(max_bytes);
 	c->o = o;
@@ -700,9 +714,15 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 		goto out;
 	snap_digest_final(&o->h, digest);
 	snap_trailer(trailer, digest);
-	if ((r = fd_write_all(o->fd, trailer, sizeof(trailer))) < 0)
+	if (!o->uncached && (r = fd_write_all(o->fd, trailer, sizeof(trailer))) < 0)
 		goto out;
 	tee_put(o, trailer, sizeof(trailer));
+	if (o->uncached && o->tee < 0) {
+		r = -ECOMM;
+		goto out;
+	}
+	c->st.size = o->written + sizeof(trailer);
+	c->st.uncached = o->uncached;
 	/* read-only: an archive is immutable once named by its digest; with
 	 * a tee the copy it feeds is the durable one, this is a cache */
 	if (fchmod(o->fd, 0444) < 0 || (tee_fd < 0 && fsync(o->fd) < 0)) {
@@ -710,6 +730,12 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 		goto out;
 	}
 	hex_encode(digest, sizeof(digest), digest_out, SNAPSHOT_DIGEST_HEX + 1);
+	if (o->uncached) {
+		/* only the tee's reader has it: nothing is named here */
+		unlinkat(sfd, tmpname, 0);
+		tmp_made = false;
+		goto done;
+	}
 	snprintf(final, sizeof(final), "%s.snap", digest_out);
 	/* if the name exists it holds these very bytes: replacing it is
 	 * harmless and also heals a copy damaged on shared storage */
@@ -722,6 +748,7 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 		r = -errno;
 		goto out;
 	}
+done:
 	if (c->st.skipped)
 		log_warnx("snapshot %s: %llu special files left out", digest_out,
 		    (unsigned long long)c->st.skipped);

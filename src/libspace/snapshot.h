@@ -27,6 +27,9 @@ struct snapshot_stats {
 	uint64_t bytes;         /* file sizes (holes included) */
 	uint64_t skipped;       /* create only: devices, fifos, sockets left out */
 	uint64_t unchanged;     /* files as in the base (a delta) */
+	uint64_t hashed_aside;  /* restore only: body bytes hashed on a thread of their own */
+	uint64_t size;          /* create only: the archive's bytes, trailer included */
+	bool uncached;          /* create only: not kept in the store (SNAPSHOT_TEE_UNCACHED) */
 };
 
 /* Archives layer_dir (never following a symlink inside it) into store_dir,
@@ -53,6 +56,13 @@ int snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_b
  * and without this they first grow the page cache by the layer's size
  * (beside the image's own cached pages). */
 #define SNAPSHOT_DROP_READ 1u
+/* with a tee: an archive that grows past SPACE_TEE_CACHE_MAX bytes is not
+ * kept in the store at all (stats->uncached; what the file held goes as
+ * the archive passes the bound, and nothing more is written to it): the
+ * copy the tee feeds is the only one, and the disk takes the archive once,
+ * not twice. The tee failing past the bound fails the archive (-ECOMM),
+ * since no copy would be left to send. */
+#define SNAPSHOT_TEE_UNCACHED 2u
 int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_stats *stats);

@@ -28,6 +28,7 @@
 #include <sodium.h>
 #include <zstd.h>
 
+#include "hashaside.h"
 #include "limits.h"
 #include "log.h"
 #include "snapshot.h"
@@ -36,6 +37,13 @@
 #include "util.h"
 
 /* ---- input: file -> hash -> zstd -> tar stream, bounded ---- */
+
+/* A large body is hashed on a thread of its own (hashaside.h): hashing
+ * one piece overlaps decompressing and extracting the next (on a move's
+ * restore the hash was about half of this thread's time), and the hash is
+ * still of exactly the bytes decompressed. */
+#define HASH_SLOTS      4
+#define HASH_AFTER      (1u << 20)      /* body bytes read before the thread starts */
 
 struct snap_in {
 	int fd;                 /* read with pread at off */
@@ -53,9 +61,58 @@ struct snap_in {
 	const unsigned char *want_base; /* a delta of this base expected, or NULL: a whole archive */
 	bool head_done;         /* the first bytes looked at: a delta's frame or not */
 	bool delta;             /* it was one (and was hashed) */
+	struct hashaside *ring; /* NULL: hashed here, as read */
+	uint64_t aside;         /* bytes handed to it */
+	bool ring_failed;       /* could not start: hashed here */
 	unsigned char ibuf[SNAP_BUF];
 	unsigned char obuf[SNAP_BUF];
 };
+
+static void
+digest_update(void *h, const void *p, size_t n)
+{
+	snap_digest_update(h, p, n);
+}
+
+/* the thread, once the body is large; if it cannot start, the hash
+ * stays on this one */
+static void
+ring_start(struct snap_in *rd)
+{
+	if (rd->ring != NULL || rd->ring_failed || rd->off < HASH_AFTER)
+		return;
+	rd->ring = hashaside_start(digest_update, &rd->h, SNAP_BUF, HASH_SLOTS);
+	rd->ring_failed = rd->ring == NULL;
+}
+
+/* every piece handed over is hashed, the thread is gone, rd->h is whole
+ * again. Before the digest is taken, and whenever rd is let go. */
+static void
+ring_end(struct snap_in *rd)
+{
+	hashaside_end(rd->ring);
+	rd->ring = NULL;
+}
+
+/* where the next piece is read into: the ring's next free slot, or the
+ * one input buffer */
+static unsigned char *
+in_slot(struct snap_in *rd)
+{
+	return rd->ring ? hashaside_slot(rd->ring) : rd->ibuf;
+}
+
+/* the piece just read into in_slot's buffer: to the hash */
+static void
+in_hash(struct snap_in *rd, const unsigned char *p, size_t n)
+{
+	if (rd->ring == NULL) {
+		snap_digest_update(&rd->h, p, n);
+		return;
+	}
+	rd->aside += n;
+	hashaside_put(rd->ring, n);
+}
 
 static la_ssize_t
 in_fail(struct archive *a, struct snap_in *rd, const char *why)
@@ -160,6 +217,7 @@ in_read_cb(struct archive *a, void *ctx, const void **buf)
 		/* more input, unless zstd still holds output for us */
 		if (rd->in.pos == rd->in.size && !rd->flush) {
 			size_t want = sizeof(rd->ibuf);
+			unsigned char *dst;
 			ssize_t n;
 
 			if (rd->off == rd->limit && !rd->final) {
@@ -174,16 +232,18 @@ in_read_cb(struct archive *a, void *ctx, const void **buf)
 			}
 			if (want > rd->limit - rd->off)
 				want = (size_t)(rd->limit - rd->off);
+			ring_start(rd);
+			dst = in_slot(rd);
 			do
-				n = pread(rd->fd, rd->ibuf, want, (off_t)rd->off);
+				n = pread(rd->fd, dst, want, (off_t)rd->off);
 			while (n < 0 && errno == EINTR);
 			if (n <= 0)
 				return in_fail(a, rd, "archive shorter than its size");
-			snap_digest_update(&rd->h, rd->ibuf, (size_t)n);
+			in_hash(rd, dst, (size_t)n);
 			rd->off += (uint64_t)n;
 			if (rd->feed != NULL && rd->feed->passed != NULL)
 				rd->feed->passed(rd->feed->ctx, rd->off);
-			rd->in.src = rd->ibuf;
+			rd->in.src = dst;
 			rd->in.size = (size_t)n;
 			rd->in.pos = 0;
 		}
@@ -228,6 +288,9 @@ pass_open(struct snap_pass *p, struct snap_in *rd, uint64_t body, uint64_t out_m
 {
 	memset(p, 0, sizeof(*p));
 	p->rd = rd;
+	ring_end(rd);
+	rd->ring_failed = false;
+	rd->aside = 0;
 	rd->off = 0;
 	/* a file: its body is known; an archive arriving: none of it yet */
 	rd->limit = rd->feed ? 0 : body;
@@ -460,6 +523,7 @@ pass_check(struct snap_pass *p, const unsigned char want[SNAPSHOT_DIGEST_LEN], c
 		*why = p->rd->why;
 		return -EBADMSG;
 	}
+	ring_end(p->rd);
 	snap_digest_final(&p->rd->h, got);
 	do
 		t = pread(p->rd->fd, trailer, sizeof(trailer), (off_t)p->rd->limit);
@@ -734,6 +798,7 @@ extract_pass(struct snap_restore *x, struct snap_in *rd, uint64_t body, uint64_t
 	if (r == 0)
 		r = pass_check(&p, want, why);
 	st->entries = p.seen;
+	st->hashed_aside = rd->aside;
 out:
 	pass_close(&p);
 	if (r < 0)
@@ -968,8 +1033,10 @@ in_new(void)
 static void
 in_free(struct snap_in *rd)
 {
-	if (rd)
+	if (rd) {
+		ring_end(rd);
 		ZSTD_freeDCtx(rd->z);
+	}
 	free(rd);
 }
 

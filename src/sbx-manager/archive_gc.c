@@ -133,6 +133,51 @@ apply_answer(struct mgr *m, int sfd, char (*named)[65], size_t nn, const struct 
 		log_info("snapshot store: %zu archive(s) nothing references deleted", done);
 }
 
+/* Images kept of archives the cache does not hold (a large archive is
+ * only uploaded, layer.c "archive_dir"): their digests are offered too, so
+ * that such an image goes once nothing references its archive, as one
+ * whose archive is cached does. No file is offered with them (dev and ino
+ * are 0: a file that arrived under the digest meanwhile is put back by
+ * collect_one). How many are offered now. */
+static size_t
+offer_kept(struct mgr *m, int sfd, json_t *arr, struct offered *o, size_t n)
+{
+	char (*kd)[SNAPSHOT_DIGEST_HEX + 1] = NULL;
+	int64_t *age = NULL;
+	size_t nk, i, j;
+
+	if (n >= SPACE_ARCHIVE_BATCH_MAX ||
+	    (kd = calloc(SPACE_ARCHIVE_BATCH_MAX - n, sizeof(*kd))) == NULL ||
+	    (age = calloc(SPACE_ARCHIVE_BATCH_MAX - n, sizeof(*age))) == NULL)
+		goto out;
+	nk = kept_tags(m, kd, age, SPACE_ARCHIVE_BATCH_MAX - n);
+	for (i = 0; i < nk && n < SPACE_ARCHIVE_BATCH_MAX; i++) {
+		char name[SNAPSHOT_DIGEST_HEX + 8];
+		struct stat st;
+
+		if (age[i] < (int64_t)m->cfg.snapshot_gc_grace)
+			continue;
+		snprintf(name, sizeof(name), "%s.snap", kd[i]);
+		if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;       /* cached: offered with its file, or not old enough */
+		for (j = 0; j < n && strcmp(o[j].digest, kd[i]) != 0; j++)
+			;
+		if (j < n)
+			continue;
+		memcpy(o[n].digest, kd[i], sizeof(o[n].digest));
+		o[n].dev = 0;
+		o[n].ino = 0;
+		if (json_array_append_new(arr, json_pack("{s:s,s:I}", "digest", o[n].digest,
+		    "age", (json_int_t)age[i])) < 0)
+			break;
+		n++;
+	}
+out:
+	free(kd);
+	free(age);
+	return n;
+}
+
 void
 archive_gc_pass(struct mgr *m)
 {
@@ -180,6 +225,7 @@ archive_gc_pass(struct mgr *m)
 			goto out;
 		n++;
 	}
+	n = offer_kept(m, sfd, arr, o, n);
 	if (n == 0 || (body = json_dumps(req, JSON_COMPACT)) == NULL)
 		goto out;
 	if (control_archives(m, body, &named, &nn) == 0)

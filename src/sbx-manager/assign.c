@@ -621,9 +621,11 @@ archive_upload(struct mgr *m, const char *digest)
 
 /* The cache's copy of an archive uploaded while it was made is not
  * fsync'd (layer.c): after a crash of the machine it may be damaged, and
- * its upload refused, while the control plane holds the archive durably
- * since before it was recorded here. The damaged copy is dropped and the
- * archive fetched back (verified): true when the control plane has it. */
+ * its upload refused; a large one was never kept here at all
+ * (SNAPSHOT_TEE_UNCACHED). Either way the control plane holds the archive
+ * durably since before it was recorded here. A damaged copy is dropped
+ * and the archive fetched back (verified): true when the control plane
+ * has it. */
 static bool
 archive_held(struct mgr *m, const char *digest)
 {
@@ -632,7 +634,7 @@ archive_held(struct mgr *m, const char *digest)
 	snapblob_drop(m, digest);
 	if (snapblob_fetch(m, digest, &why) != 0)
 		return false;
-	log_info("archive %s: the cached copy was refused, the control plane's is intact", digest);
+	log_info("archive %s: no intact copy in the cache, the control plane's fetched back", digest);
 	return true;
 }
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -169,6 +170,40 @@ kept_sweep(const struct mgr *m, const char *digest)
 			kept_drop(m, all[i].sandbox);
 	}
 	free(all);
+}
+
+/* the digests kept images hold the state of, each with its tag's age in
+ * seconds (by this clock), at most max of them: how many */
+size_t
+kept_tags(const struct mgr *m, char (*digests)[SNAPSHOT_DIGEST_HEX + 1], int64_t *ages, size_t max)
+{
+	char dir[PATH_MAX], name[SPACE_ID_MAX + 1], p[PATH_MAX];
+	struct dirent *de;
+	time_t now = time(NULL);
+	unsigned depth;
+	size_t n = 0;
+	DIR *d;
+
+	if (m->cfg.kept_layers == 0)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/kept", m->cfg.data_dir);
+	if ((d = opendir(dir)) == NULL)
+		return 0;
+	while (n < max && (de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+		struct stat st;
+
+		if (l <= 4 || l - 4 > SPACE_ID_MAX || strcmp(de->d_name + l - 4, ".tag") != 0)
+			continue;
+		memcpy(name, de->d_name, l - 4);
+		name[l - 4] = '\0';
+		kept_path(m, p, sizeof(p), name, "tag");
+		if (!id_valid(name) || kept_peek(m, name, digests[n], &depth) != 0 || stat(p, &st) != 0)
+			continue;
+		ages[n++] = (int64_t)now - (int64_t)st.st_mtime;
+	}
+	closedir(d);
+	return n;
 }
 
 void

@@ -72,46 +72,54 @@ mount_image(const char *img, const char *dir, bool ro)
 
 /* never an archive larger than the layer's quota (-EFBIG). The archive
  * goes to the control plane while it is made (snapblob_stream_begin: one
- * pass over the layer feeds the cache's copy and the upload); the cache's
- * copy is then not fsync'd, since the digest is reported only once the
- * control plane's copy is stored (fsync'd there). Without a control
- * client, or when the streamed upload failed, *uploaded stays false and
- * the caller sends the file (snapblob_put, retried). */
+ * pass over the layer feeds the upload, and the cache's copy of an
+ * archive up to SPACE_TEE_CACHE_MAX); the cache's copy is then not
+ * fsync'd, since the digest is reported only once the control plane's
+ * copy is stored (fsync'd there). A larger archive is not kept in the
+ * cache at all (SNAPSHOT_TEE_UNCACHED): the disk takes it once, in the
+ * control plane's store, and a later need of it here (a restore without
+ * the image kept of it, a retirement replayed) fetches it from there.
+ * Without a control client, or when the streamed upload failed, *uploaded
+ * stays false and the caller sends the cache's file (snapblob_put,
+ * retried); an upload that failed after the archive had left the cache's
+ * bound leaves no copy, so the archive is made again, alone, into the
+ * cache, and sent the same way. */
 static int
 archive_dir(struct mgr *m, const struct record *r0, const char *dir, unsigned flags,
     const struct snapshot_index *base, char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size,
     bool *uploaded)
 {
-	char path[PATH_MAX + 80];
-	struct stat st;
+	struct snapshot_stats ss = { 0 };
+	bool alone = false;
 	int r, tries;
 
 	*uploaded = false;
 	for (tries = 0; tries < 3; tries++) {
 		struct ctl_call *k = NULL;
 		int wfd = -1, tee_err = 0;
-		bool streamed = snapblob_stream_begin(m, &wfd, &k) == 0;
+		bool streamed = !alone && snapblob_stream_begin(m, &wfd, &k) == 0;
 
+		memset(&ss, 0, sizeof(ss));
 		r = snapshot_create_delta(dir, m->cfg.snapshot_dir, (uint64_t)r0->disk_mb << 20,
-		    wfd, &tee_err, flags, base, digest, NULL);
+		    wfd, &tee_err, streamed ? flags | SNAPSHOT_TEE_UNCACHED : flags, base, digest, &ss);
 		if (streamed) {
-			uint64_t n = 0;
-
-			snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
-			if (r == 0 && stat(path, &st) == 0)
-				n = (uint64_t)st.st_size;
-			*uploaded = snapblob_stream_end(m, k, wfd, r == 0 && tee_err == 0 && n > 0,
-			    digest, n) == 0;
+			*uploaded = snapblob_stream_end(m, k, wfd, r == 0 && tee_err == 0 && ss.size > 0,
+			    digest, ss.size) == 0;
+			if (r == -ECOMM || (r == 0 && ss.uncached && !*uploaded)) {
+				log_info("archive of %s: its upload failed past the cache's bound (%u MiB), "
+				    "no copy is left: archived again into the cache", r0->id.sandbox,
+				    (unsigned)(SPACE_TEE_CACHE_MAX >> 20));
+				alone = true;
+				r = -EAGAIN;
+				continue;
+			}
 		}
 		if (r != -EBUSY)
 			break;
 	}
 	if (r != 0)
-		return r;
-	snprintf(path, sizeof(path), "%s/%s.snap", m->cfg.snapshot_dir, digest);
-	if (stat(path, &st) != 0)
-		return -errno;
-	*size = (uint64_t)st.st_size;
+		return r == -EAGAIN ? -ECOMM : r;
+	*size = ss.size;
 	return 0;
 }
 

@@ -446,6 +446,7 @@ int kept_peek(const struct mgr *m, const char *sandbox, char digest[65], unsigne
 int kept_take(const struct mgr *m, const char *sandbox, const char *img, uint64_t size);
 void kept_drop(const struct mgr *m, const char *sandbox);
 void kept_forget_digest(const struct mgr *m, const char *digest);
+size_t kept_tags(const struct mgr *m, char (*digests)[65], int64_t *ages, size_t max);
 
 /* reclaim.c: deleting a retired execution's layer and run directory,
  * crash-safe (a journal entry first, finished by reclaim_resume) */

@@ -136,8 +136,6 @@ publish(struct req *r, const char *digest)
 	char path[PATH_MAX + 80], d[PATH_MAX + 16];
 	int dfd;
 
-	if (upsink_finish(r, &archive_kind) < 0)
-		return;
 	if (apath(r->ctl, digest, path, sizeof(path)) < 0 || fchmod(s->fd, 0400) < 0 ||
 	    fsync(s->fd) < 0 || rename(s->tmp, path) < 0) {
 		reply_error(r, 500, "internal", "cannot store the archive");
@@ -171,6 +169,8 @@ api_archive_blob_put(struct req *r)
 		reply_error(r, 400, "bad_request", "the body is the archive");
 		return;
 	}
+	if (upsink_finish(r, &archive_kind) < 0)       /* the hash whole */
+		return;
 	if (snapshot_hash_final(&s->h.archive, r->params[1], got) != 0) {
 		log_warnx("worker %s: an upload of archive %s was not it (its body is %s): refused",
 		    r->params[0], r->params[1], got);
@@ -196,6 +196,8 @@ api_archive_blob_stream(struct req *r)
 		reply_error(r, 400, "bad_request", "the body is the archive");
 		return;
 	}
+	if (upsink_finish(r, &archive_kind) < 0)       /* the hash whole */
+		return;
 	if (snapshot_hash_end(&s->h.archive, got) != 0) {
 		log_warnx("worker %s: a streamed upload (%llu bytes) does not end with the trailer "
 		    "naming its body's digest %s: refused", r->params[0],

@@ -166,13 +166,13 @@ api_template_blob_put(struct req *r)
 		reply_error(r, 400, "bad_request", "the body is the image");
 		return;
 	}
+	if (upsink_finish(r, &image_kind) < 0)         /* the hash whole */
+		return;
 	tpl_hash_final(&s->h.image, got);
 	if (strcmp(got, r->params[0]) != 0) {
 		reply_error(r, 400, "digest_mismatch", "the body's SHA-256 is %s", got);
 		return;
 	}
-	if (upsink_finish(r, &image_kind) < 0)
-		return;
 	if (blob_path(r->ctl, got, path, sizeof(path)) < 0 || fsync(s->fd) < 0 ||
 	    rename(s->tmp, path) < 0) {
 		reply_error(r, 500, "internal", "cannot store the image");

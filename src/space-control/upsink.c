@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "api_common.h"
+#include "hashaside.h"
 #include "upsink.h"
 #include "util.h"
 
@@ -17,6 +18,12 @@
  * first, and the next write fills it again. Pieces are gathered and
  * written in whole, page-aligned blocks of this size instead. */
 #define UPSINK_BUF (256u << 10)
+/* Past its first MiB an upload is hashed on a thread of its own
+ * (hashaside.h), block by block, while this one receives and writes the
+ * next: the hash was about half of this thread's time on a large upload.
+ * Its blocks are then the slots of that thread's ring. */
+#define UPSINK_ASIDE_AFTER (1u << 20)
+#define UPSINK_ASIDE_SLOTS 3
 
 /* the gathered bytes to the file: 0, or -1 with the reply made */
 static int
@@ -26,6 +33,8 @@ sink_drain(struct req *r, const struct upsink_kind *k)
 	size_t off = 0;
 	ssize_t w;
 
+	if (s->fill == 0)
+		return 0;
 	while (off < s->fill) {
 		if ((w = write(s->fd, s->buf + off, s->fill - off)) < 0) {
 			if (errno == EINTR)
@@ -37,6 +46,21 @@ sink_drain(struct req *r, const struct upsink_kind *k)
 		off += (size_t)w;
 	}
 	s->written += s->fill;
+	/* the block to the hash, in order: here, or to the thread, whose
+	 * next free slot is the next block */
+	if (s->aside != NULL) {
+		hashaside_put(s->aside, s->fill);
+		s->buf = hashaside_slot(s->aside);
+	} else {
+		k->update(&s->h, s->buf, s->fill);
+		if (s->written >= UPSINK_ASIDE_AFTER && !s->aside_failed) {
+			if ((s->aside = hashaside_start(k->update, &s->h, UPSINK_BUF,
+			    UPSINK_ASIDE_SLOTS)) != NULL)
+				s->buf = hashaside_slot(s->aside);
+			else
+				s->aside_failed = true;
+		}
+	}
 	s->fill = 0;
 	/* the handler fsyncs before the rename: the disk starts now, and
 	 * what was written leaves the page cache (clean pages only), so the
@@ -52,16 +76,17 @@ upsink_open(struct req *r, const struct upsink_kind *k, const char *path)
 {
 	struct upsink *s;
 
-	if ((s = calloc(1, sizeof(*s))) == NULL || (s->buf = malloc(UPSINK_BUF)) == NULL ||
+	if ((s = calloc(1, sizeof(*s))) == NULL || (s->own = malloc(UPSINK_BUF)) == NULL ||
 	    (size_t)snprintf(s->tmp, sizeof(s->tmp), "%s%s", path, k->suffix) >= sizeof(s->tmp) ||
 	    (s->fd = mkostemp(s->tmp, O_CLOEXEC)) < 0) {
 		if (s)
-			free(s->buf);
+			free(s->own);
 		free(s);
 		reply_error(r, 500, "internal", "cannot store the %s", k->what);
 		return -1;
 	}
 	k->init(&s->h);
+	s->buf = s->own;
 	r->sink = s;
 	return 0;
 }
@@ -76,7 +101,6 @@ upsink_write(struct req *r, const struct upsink_kind *k, uint64_t max, const cha
 		    (unsigned long long)max);
 		return -1;
 	}
-	k->update(&s->h, p, n);
 	s->size += n;
 	while (n > 0) {
 		size_t take = n < UPSINK_BUF - s->fill ? n : UPSINK_BUF - s->fill;
@@ -94,7 +118,14 @@ upsink_write(struct req *r, const struct upsink_kind *k, uint64_t max, const cha
 int
 upsink_finish(struct req *r, const struct upsink_kind *k)
 {
-	return sink_drain(r, k);
+	struct upsink *s = r->sink;
+	int ret = sink_drain(r, k);
+
+	/* every block hashed before the handler reads the hash */
+	hashaside_end(s->aside);
+	s->aside = NULL;
+	s->buf = s->own;
+	return ret;
 }
 
 void
@@ -108,7 +139,8 @@ upsink_end(struct req *r)
 		close(s->fd);
 	if (s->tmp[0])
 		unlink(s->tmp);
-	free(s->buf);
+	hashaside_end(s->aside);
+	free(s->own);
 	free(s);
 	r->sink = NULL;
 }

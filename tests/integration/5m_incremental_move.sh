@@ -12,13 +12,18 @@
 # does one whose kept image lost a file the delta takes from it. A pause and
 # a resume on the same worker start from the image kept there. A kill drops
 # the kept image of the worker it ran on. A large archive restored as it
-# arrives is not kept in the receiving worker's cache, and one that fails
-# there is fetched whole to be checked.
+# arrives is not kept in the receiving worker's cache, nor in the sending
+# worker's (it is only uploaded), and one that fails there is fetched whole
+# to be checked; an image kept of such an archive goes with the
+# collection once nothing references the archive.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_platform.sh"
 
 platform_init
+# the control plane answers for an archive by its references only (no
+# grace after a report): what w2's collection asks at the end
+CTL_FLAGS="--archive-grace 1"
 NP1=$(free_port); NP2=$(free_port)
 check "space-control up" start_ctl
 check "worker w1 up" add_worker 1 w1 "$NP1"
@@ -143,7 +148,26 @@ check "... w2 restored it as it arrived and did not keep it" grep -q \
 	"$T/mgr_w2.log"
 check "... not in w2's cache, and no part of it left there" \
 	sh -c "! ls -A '$T/w2/snapshots' | grep -q '$PL\|tmp'"
+check "... nor in w1's, which uploaded it while it made it" \
+	sh -c "! ls -A '$T/w1/snapshots' | grep -q '$PL\|tmp'"
+is "... w1 kept the image of it all the same" "$(cut -d' ' -f1 "$T/w1/kept/$S.tag")" "$PL"
 is "... the data intact on w2" "$(run 'sha256sum /home/user/big | cut -c1-64')" "$SUM"
+# space-control hashes an upload past its first MiB on a thread of its
+# own: a byte changed near the end of a large one is refused all the same,
+# sent under its digest or streamed, and the stored copy stays intact
+cp "$T/c/archives/$PL.snap" "$T/lbad"
+chmod u+w "$T/lbad"
+flip "$T/lbad" $(($(stat -c %s "$T/lbad") - 1000))
+up() { curl -s -m 60 -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $(cat "$T/cred_w1")" "$@"; }
+is "a 96 MiB upload with a byte changed near its end -> 400" \
+	"$(up -X PUT --data-binary @"$T/lbad" "$CU/v1/workers/w1/archives/$PL")" 400
+is "... digest_mismatch" "$(jget error)" digest_mismatch
+is "... streamed, the digest in its trailer -> 400" "$(up -X POST -H 'Transfer-Encoding: chunked' \
+	-H 'Expect:' --data-binary @"$T/lbad" "$CU/v1/workers/w1/archives/stream")" 400
+is "... digest_mismatch" "$(jget error)" digest_mismatch
+is "... the stored archive is still its digest" \
+	"$(head -c $(($(stat -c %s "$T/lbad") - 40)) "$T/c/archives/$PL.snap" | sha256sum | cut -c1-64)" "$PL"
+rm -f "$T/lbad"
 # w2's index gone, its pause archive is whole again; w1 without its kept
 # image must download it, and the control plane's copy is damaged in its
 # middle: the restore along the download fails after much of it was
@@ -165,7 +189,22 @@ check "... the restore along the download failed; w1 fetched it whole to check i
 check "... and refused its bytes" \
 	grep -q "archive $PW: the control plane sent bytes of digest" "$T/mgr_w1.log"
 check "... nothing of it in w1's cache" sh -c "! ls -A '$T/w1/snapshots' | grep -q '$PW\|tmp'"
+check "w2 kept the image of L's pause archive, which its cache does not hold" \
+	sh -c "test -f '$T/w2/kept/$S.img' && ! test -e '$T/w2/snapshots/$PW.snap'"
+is "... tagged with it" "$(cut -d' ' -f1 "$T/w2/kept/$S.tag")" "$PW"
 is "kill L -> 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
+check "L killed" wait_state "$S" killed 30
+# w2 again, offering what is a second old: its collection asks for the
+# kept image's digest though no file of it is cached, and drops the image
+stop M2
+MGR_FLAGS="--snapshot-gc-grace 1" start_mgr 2 w2 "$NP2"
+gc_dropped() {
+	_i=0
+	while [ -e "$T/w2/kept/$1.img" ] && [ $_i -lt 300 ]; do sleep 0.1; _i=$((_i + 1)); done
+	! [ -e "$T/w2/kept/$1.img" ] && ! [ -e "$T/w2/kept/$1.tag" ]
+}
+check "... w2's collection dropped the image kept of L (its archive was never cached there)" gc_dropped "$S"
+check "... and kept the one of the sandbox still alive" test -f "$T/w2/kept/$S0.img"
 S=$S0
 
 # a kill keeps nothing on the worker it ran on

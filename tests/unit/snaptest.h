@@ -136,7 +136,7 @@ tree_diff(const char *a, const char *b, bool skip_specials_in_a)
 		if (S_ISREG(sa.st_mode)) {
 			char *ca = NULL, *cb = NULL;
 			size_t la = 0, lb = 0;
-			if (read_file(pa, 64u << 20, &ca, &la) < 0 || read_file(pb, 64u << 20, &cb, &lb) < 0 ||
+			if (read_file(pa, 256u << 20, &ca, &la) < 0 || read_file(pb, 256u << 20, &cb, &lb) < 0 ||
 			    la != lb || memcmp(ca, cb, la) != 0) {
 				diag("content differs at %s", pb);
 				diffs++;

@@ -21,6 +21,7 @@
 #include <sodium.h>
 #include <zstd.h>
 
+#include "limits.h"
 #include "snapshot.h"
 #include "util.h"
 #include "tap.h"
@@ -167,6 +168,10 @@ test_round_trip(void)
 	is_int(r, 0, "restore into a new directory (%s)", why ? why : "-");
 	is_int(tree_diff(layer, dest, true), 0, "restored tree equals the original (types, modes, mtimes, data, links)");
 	ok(rs.entries == st.entries && rs.bytes == st.bytes, "restore stats match");
+	/* a body of 3 MiB: past the first MiB it is hashed on a thread of
+	 * its own, whose digest is the one compared */
+	ok(rs.hashed_aside > 1u << 20, "the body past its first MiB was hashed aside (%llu bytes)",
+	    (unsigned long long)rs.hashed_aside);
 	path_join(p, sizeof(p), dest, "a/link-abs");
 	{
 		char t[64] = "";
@@ -252,8 +257,21 @@ test_tamper(void)
 	is_int(r, -EBADMSG, "tampered archive under its own digest refused (trailer)");
 	ok(!exists(dest), "nothing extracted");
 
-	/* truncated */
+	/* one bit flipped near the end, where the hash runs on its own
+	 * thread (the body's first MiB is hashed as read) */
 	all[len / 2] ^= 0x01;
+	all[len - 200] ^= 0x10;
+	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
+	write_bytes(p, all, len, 0444);
+	unlink(p2);
+	why = NULL;
+	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
+	is_int(r, -EBADMSG, "a bit flipped in the last pieces, hashed aside: refused (%s)",
+	    why ? why : "-");
+	ok(!exists(dest), "nothing left");
+	all[len - 200] ^= 0x10;
+
+	/* truncated */
 	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
 	write_bytes(p, all, len - 100, 0444);
 	r = snapshot_restore(store, dg, dest, 0, NULL, &why);
@@ -436,6 +454,131 @@ test_tee(void)
 	is_int(r, 0, "tee whose reader is gone: the archive is still made");
 	is_int(terr, -EPIPE, "... and the tee's failure reported");
 	ok(strcmp(dg, d2) == 0, "... the same archive");
+}
+
+/* a tee reader in a child: reads everything (or stop_after bytes, then
+ * closes) into DIR/teeout */
+static pid_t
+tee_reader(int pp[2], size_t stop_after)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char out[400], buf[65536];
+		size_t seen = 0;
+		ssize_t n;
+		int fd;
+
+		close(pp[1]);
+		snprintf(out, sizeof(out), "%s/teeout", top);
+		if ((fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
+			_exit(1);
+		while ((n = read(pp[0], buf, sizeof(buf))) > 0) {
+			if (write(fd, buf, (size_t)n) != n)
+				_exit(1);
+			seen += (size_t)n;
+			if (stop_after && seen >= stop_after)
+				_exit(0);
+		}
+		_exit(n == 0 ? 0 : 1);
+	}
+	close(pp[0]);
+	return pid;
+}
+
+static int
+store_entries(const char *store)
+{
+	DIR *d = opendir(store);
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.' || strncmp(de->d_name, ".tmp", 4) == 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* SNAPSHOT_TEE_UNCACHED: an archive past SPACE_TEE_CACHE_MAX goes only
+ * into the tee (the store keeps nothing of it, not even a temporary
+ * file); one below stays in the store as before; a tee that fails past
+ * the bound fails the archive, since no copy would be left */
+static void
+test_tee_uncached(void)
+{
+	char layer[300], store[300], store2[300], dest[300], p[512], q[512], cmd[800];
+	char dg[SNAPSHOT_DIGEST_HEX + 1], d2[SNAPSHOT_DIGEST_HEX + 1];
+	struct snapshot_stats st = { 0 };
+	const char *why = NULL;
+	size_t big = (size_t)SPACE_TEE_CACHE_MAX + (3u << 20);
+	unsigned char *buf = malloc(big);
+	struct stat sb;
+	int pp[2], terr = -1, r;
+	pid_t pid;
+
+	signal(SIGPIPE, SIG_IGN);
+	path_join(layer, sizeof(layer), top, "biglayer");
+	path_join(store, sizeof(store), top, "ucstore");
+	path_join(store2, sizeof(store2), top, "ucstore2");
+	path_join(dest, sizeof(dest), top, "ucdest");
+	mkdir(layer, 0755);
+	randombytes_buf(buf, big);
+	path_join(p, sizeof(p), layer, "random.bin");
+	write_bytes(p, buf, big, 0644);
+	free(buf);
+
+	if (pipe(pp) != 0 || (pid = tee_reader(pp, 0)) < 0) {
+		ok(0, "pipe and fork for the tee");
+		return;
+	}
+	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, SNAPSHOT_TEE_UNCACHED, dg, &st);
+	close(pp[1]);
+	waitpid(pid, NULL, 0);
+	is_int(r, 0, "uncached tee of %zu MiB: archive made", big >> 20);
+	is_int(terr, 0, "... every byte went into the pipe");
+	ok(st.uncached, "... reported as not kept in the store");
+	is_int(store_entries(store), 0, "... the store holds nothing of it (no archive, no temporary file)");
+	snprintf(p, sizeof(p), "%s/teeout", top);
+	ok(stat(p, &sb) == 0 && (uint64_t)sb.st_size == st.size && st.size > SPACE_TEE_CACHE_MAX,
+	    "... the pipe got the archive's %llu bytes", (unsigned long long)st.size);
+	/* the pipe's bytes are a whole archive under the digest */
+	mkdir(store2, 0700);
+	snprintf(q, sizeof(q), "%s/%s.snap", store2, dg);
+	ok(rename(p, q) == 0, "... put in a store under its digest");
+	r = snapshot_restore(store2, dg, dest, 0, NULL, &why);
+	is_int(r, 0, "... restored from there (%s)", why ? why : "-");
+	is_int(tree_diff(layer, dest, true), 0, "... the tree equals the original");
+	is_int(snapshot_create(layer, store, 0, d2, NULL), 0, "... archived without a tee");
+	ok(strcmp(dg, d2) == 0, "... the same digest");
+
+	/* the reader goes away past the bound: no copy anywhere, refused */
+	if (pipe(pp) != 0 || (pid = tee_reader(pp, (size_t)SPACE_TEE_CACHE_MAX + (1u << 20))) < 0) {
+		ok(0, "pipe and fork for the tee");
+		return;
+	}
+	r = snapshot_create_tee(layer, store2, 0, pp[1], &terr, SNAPSHOT_TEE_UNCACHED, d2, &st);
+	close(pp[1]);
+	waitpid(pid, NULL, 0);
+	is_int(r, -ECOMM, "uncached tee whose reader leaves past the bound: the archive fails");
+	is_int(store_entries(store2), 1, "... nothing added to the store (its one archive stays)");
+
+	/* below the bound the flag changes nothing: the store keeps it */
+	path_join(layer, sizeof(layer), top, "layer");
+	if (pipe(pp) != 0 || (pid = tee_reader(pp, 0)) < 0) {
+		ok(0, "pipe and fork for the tee");
+		return;
+	}
+	r = snapshot_create_tee(layer, store2, 0, pp[1], &terr, SNAPSHOT_TEE_UNCACHED, d2, &st);
+	close(pp[1]);
+	waitpid(pid, NULL, 0);
+	ok(r == 0 && !st.uncached, "a small archive with the flag: made, and kept");
+	snprintf(q, sizeof(q), "%s/%s.snap", store2, d2);
+	ok(stat(q, &sb) == 0 && (uint64_t)sb.st_size == st.size, "... in the store, %llu bytes",
+	    (unsigned long long)st.size);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/biglayer %s", top, dest);
+	if (system(cmd) != 0)
+		diag("could not remove the big layer");
 }
 
 /* a malicious archive with a correct digest: the attacker controls the
@@ -974,6 +1117,14 @@ test_feed(void)
 	is_int(r, -EBADMSG, "one byte changed in the middle of the transfer: refused (%s)",
 	    why ? why : "-");
 	ok(!exists(dest), "... what was extracted is removed");
+	/* near the end: hashed on the restore's hash thread */
+	all[len - 200] ^= 0x10;
+	write_bytes(bad, all, len, 0444);
+	all[len - 200] ^= 0x10;
+	r = feed_restore(bad, len, 65536, 0, dg, dest, &why, NULL);
+	is_int(r, -EBADMSG, "one bit changed in the transfer's last pieces, hashed aside: refused (%s)",
+	    why ? why : "-");
+	ok(!exists(dest), "... what was extracted is removed");
 
 	memset(other, 'a', SNAPSHOT_DIGEST_HEX);
 	other[SNAPSHOT_DIGEST_HEX] = '\0';
@@ -1086,6 +1237,7 @@ main(void)
 	test_stream();
 	test_formats();
 	test_tee();
+	test_tee_uncached();
 	test_hostile();
 	test_layer_symlinks();
 	test_sparse();
