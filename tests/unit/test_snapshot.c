@@ -87,20 +87,27 @@ make_tree(const char *root)
 	return big;
 }
 
-static bool
-empty_dir(const char *p)
+/* entries of a directory (. and .. aside), or -1 */
+static int
+dir_entries(const char *p)
 {
 	DIR *d = opendir(p);
 	struct dirent *de;
 	int n = 0;
 
 	if (d == NULL)
-		return false;
+		return -1;
 	while ((de = readdir(d)) != NULL)
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
 			n++;
 	closedir(d);
-	return n == 0;
+	return n;
+}
+
+static bool
+empty_dir(const char *p)
+{
+	return dir_entries(p) == 0;
 }
 
 /* ---- a hand-made archive: libarchive's pax writer used raw (it writes
@@ -486,20 +493,6 @@ tee_reader(int pp[2], size_t stop_after)
 	return pid;
 }
 
-static int
-store_entries(const char *store)
-{
-	DIR *d = opendir(store);
-	struct dirent *de;
-	int n = 0;
-
-	while (d && (de = readdir(d)) != NULL)
-		n += de->d_name[0] != '.' || strncmp(de->d_name, ".tmp", 4) == 0;
-	if (d)
-		closedir(d);
-	return n;
-}
-
 /* SNAPSHOT_TEE_UNCACHED: an archive past SPACE_TEE_CACHE_MAX goes only
  * into the tee (the store keeps nothing of it, not even a temporary
  * file); one below stays in the store as before; a tee that fails past
@@ -538,7 +531,7 @@ test_tee_uncached(void)
 	is_int(r, 0, "uncached tee of %zu MiB: archive made", big >> 20);
 	is_int(terr, 0, "... every byte went into the pipe");
 	ok(st.uncached, "... reported as not kept in the store");
-	is_int(store_entries(store), 0, "... the store holds nothing of it (no archive, no temporary file)");
+	is_int(dir_entries(store), 0, "... the store holds nothing of it (no archive, no temporary file)");
 	snprintf(p, sizeof(p), "%s/teeout", top);
 	ok(stat(p, &sb) == 0 && (uint64_t)sb.st_size == st.size && st.size > SPACE_TEE_CACHE_MAX,
 	    "... the pipe got the archive's %llu bytes", (unsigned long long)st.size);
@@ -561,7 +554,7 @@ test_tee_uncached(void)
 	close(pp[1]);
 	waitpid(pid, NULL, 0);
 	is_int(r, -ECOMM, "uncached tee whose reader leaves past the bound: the archive fails");
-	is_int(store_entries(store2), 1, "... nothing added to the store (its one archive stays)");
+	is_int(dir_entries(store2), 1, "... nothing added to the store (its one archive stays)");
 
 	/* below the bound the flag changes nothing: the store keeps it */
 	path_join(layer, sizeof(layer), top, "layer");
