@@ -108,8 +108,9 @@ out_put(struct snap_out *o, const void *p, size_t n)
 	if (o->max && o->written + n + SNAP_TRAILER_LEN > o->max)
 		return -EFBIG;
 	snap_digest_update(&o->h, p, n);
-	if (!o->uncached && o->cache_max && o->written + n > o->cache_max) {
-		/* the tee's reader holds the only copy from here on */
+	if (!o->uncached && o->cache_max && o->tee >= 0 && o->written + n > o->cache_max) {
+		/* the tee's reader holds the only copy from here on (a tee
+		 * that failed before leaves the file the only one: kept) */
 		o->uncached = true;
 		if (ftruncate(o->fd, 0) < 0)
 			return -errno;

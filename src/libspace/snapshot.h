@@ -61,7 +61,8 @@ int snapshot_create(const char *layer_dir, const char *store_dir, uint64_t max_b
  * the archive passes the bound, and nothing more is written to it): the
  * copy the tee feeds is the only one, and the disk takes the archive once,
  * not twice. The tee failing past the bound fails the archive (-ECOMM),
- * since no copy would be left to send. */
+ * since no copy would be left to send; one that failed before it leaves
+ * the archive made into the store, as without the flag. */
 #define SNAPSHOT_TEE_UNCACHED 2u
 int snapshot_create_tee(const char *layer_dir, const char *store_dir, uint64_t max_bytes,
     int tee_fd, int *tee_err, unsigned flags, char digest_out[SNAPSHOT_DIGEST_HEX + 1],

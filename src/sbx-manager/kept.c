@@ -197,8 +197,10 @@ kept_tags(const struct mgr *m, char (*digests)[SNAPSHOT_DIGEST_HEX + 1], int64_t
 			continue;
 		memcpy(name, de->d_name, l - 4);
 		name[l - 4] = '\0';
+		if (!id_valid(name) || kept_peek(m, name, digests[n], &depth) != 0)
+			continue;
 		kept_path(m, p, sizeof(p), name, "tag");
-		if (!id_valid(name) || kept_peek(m, name, digests[n], &depth) != 0 || stat(p, &st) != 0)
+		if (stat(p, &st) != 0)
 			continue;
 		ages[n++] = (int64_t)now - (int64_t)st.st_mtime;
 	}

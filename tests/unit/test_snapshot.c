@@ -500,7 +500,7 @@ tee_reader(int pp[2], size_t stop_after)
 static void
 test_tee_uncached(void)
 {
-	char layer[300], store[300], store2[300], dest[300], p[512], q[512], cmd[800];
+	char layer[300], store[300], store2[300], store3[300], dest[300], p[512], q[512], cmd[1200];
 	char dg[SNAPSHOT_DIGEST_HEX + 1], d2[SNAPSHOT_DIGEST_HEX + 1];
 	struct snapshot_stats st = { 0 };
 	const char *why = NULL;
@@ -556,6 +556,23 @@ test_tee_uncached(void)
 	is_int(r, -ECOMM, "uncached tee whose reader leaves past the bound: the archive fails");
 	is_int(dir_entries(store2), 1, "... nothing added to the store (its one archive stays)");
 
+	/* the reader gone before the first byte: the archive is made into
+	 * the store, as without the flag (the caller sends the file) */
+	if (pipe(pp) != 0) {
+		ok(0, "pipe");
+		return;
+	}
+	close(pp[0]);
+	terr = 0;
+	path_join(store3, sizeof(store3), top, "ucstore3");
+	r = snapshot_create_tee(layer, store3, 0, pp[1], &terr, SNAPSHOT_TEE_UNCACHED, d2, &st);
+	close(pp[1]);
+	ok(r == 0 && terr == -EPIPE && !st.uncached && strcmp(d2, dg) == 0,
+	    "uncached tee whose reader is gone from the start: made into the store all the same");
+	snprintf(q, sizeof(q), "%s/%s.snap", store3, dg);
+	ok(stat(q, &sb) == 0 && (uint64_t)sb.st_size == st.size, "... the whole archive, %llu bytes",
+	    (unsigned long long)st.size);
+
 	/* below the bound the flag changes nothing: the store keeps it */
 	path_join(layer, sizeof(layer), top, "layer");
 	if (pipe(pp) != 0 || (pid = tee_reader(pp, 0)) < 0) {
@@ -569,7 +586,7 @@ test_tee_uncached(void)
 	snprintf(q, sizeof(q), "%s/%s.snap", store2, d2);
 	ok(stat(q, &sb) == 0 && (uint64_t)sb.st_size == st.size, "... in the store, %llu bytes",
 	    (unsigned long long)st.size);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s/biglayer %s", top, dest);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/biglayer %s %s", top, dest, store3);
 	if (system(cmd) != 0)
 		diag("could not remove the big layer");
 }
