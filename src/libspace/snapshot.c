@@ -24,7 +24,6 @@
 #include <sodium.h>
 #include <zstd.h>
 
-#include "hashaside.h"
 #include "limits.h"
 #include "log.h"
 #include "snapshot.h"
@@ -86,33 +85,8 @@ struct snap_out {
 	uint64_t max, stream_max;
 	ZSTD_CCtx *z;
 	struct snap_digest h;
-	/* past SNAP_HASH_AFTER the hash runs on a thread of its own, and
-	 * zstd's output goes straight into the slots of its ring */
-	struct hashaside *aside;
-	bool aside_failed;
 	unsigned char zbuf[SNAP_BUF];
 };
-
-#define SNAP_HASH_SLOTS 4
-
-/* the buffer zstd's next output goes into */
-static unsigned char *
-out_buf(struct snap_out *o)
-{
-	if (o->aside == NULL && !o->aside_failed && o->written >= SNAP_HASH_AFTER) {
-		o->aside = hashaside_start(snap_digest_update_any, &o->h, SNAP_BUF, SNAP_HASH_SLOTS);
-		o->aside_failed = o->aside == NULL;
-	}
-	return o->aside ? hashaside_slot(o->aside) : o->zbuf;
-}
-
-/* every piece hashed, the thread gone: o->h is whole */
-static void
-out_hash_end(struct snap_out *o)
-{
-	hashaside_end(o->aside);
-	o->aside = NULL;
-}
 
 /* the tee's reader going away ends the tee, not the archive */
 static void
@@ -133,11 +107,7 @@ out_put(struct snap_out *o, const void *p, size_t n)
 
 	if (o->max && o->written + n + SNAP_TRAILER_LEN > o->max)
 		return -EFBIG;
-	/* in a slot of the hash's ring (out_buf): hashed there once put */
-	if (o->aside != NULL)
-		hashaside_put(o->aside, n);
-	else
-		snap_digest_update(&o->h, p, n);
+	snap_digest_update(&o->h, p, n);
 	if (!o->uncached && o->cache_max && o->tee >= 0 && o->written + n > o->cache_max) {
 		/* the tee's reader holds the only copy from here on (a tee
 		 * that failed before leaves the file the only one: kept) */
@@ -177,11 +147,11 @@ out_zstd(struct snap_out *o, const void *buf, size_t n, ZSTD_EndDirective how)
 	int r;
 
 	do {
-		ZSTD_outBuffer out = { out_buf(o), SNAP_BUF, 0 };
+		ZSTD_outBuffer out = { o->zbuf, sizeof(o->zbuf), 0 };
 		left = ZSTD_compressStream2(o->z, &out, &in, how);
 		if (ZSTD_isError(left))
 			return -EIO;
-		if (out.pos > 0 && (r = out_put(o, out.dst, out.pos)) < 0)
+		if (out.pos > 0 && (r = out_put(o, o->zbuf, out.pos)) < 0)
 			return r;
 	} while (how == ZSTD_e_end ? left != 0 : in.pos < in.size);
 	return 0;
@@ -743,7 +713,6 @@ snapshot_create_delta(const char *layer_dir, const char *store_dir, uint64_t max
 	}
 	if ((r = out_zstd(o, NULL, 0, ZSTD_e_end)) < 0)
 		goto out;
-	out_hash_end(o);
 	snap_digest_final(&o->h, digest);
 	snap_trailer(trailer, digest);
 	if (!o->uncached && (r = fd_write_all(o->fd, trailer, sizeof(trailer))) < 0)
@@ -793,8 +762,6 @@ out:
 		    "(%llu bytes)", layer_dir, (unsigned long long)max_bytes);
 	if (o && r < 0 && o->err == 0)
 		o->err = r;     /* archive_write_free closes: out_write_cb drops the rest */
-	if (o)
-		out_hash_end(o);
 	if (tee_err != NULL)
 		*tee_err = o ? o->tee_err : 0;
 	if (c && c->a)

@@ -68,9 +68,4 @@ struct snap_digest {
 void snap_digest_init(struct snap_digest *d, int alg);
 void snap_digest_update(struct snap_digest *d, const void *p, size_t n);
 void snap_digest_final(struct snap_digest *d, unsigned char out[32]);
-/* snap_digest_update for hashaside_start (hashaside.h) */
-void snap_digest_update_any(void *d, const void *p, size_t n);
-/* past this many bytes an archive's body is hashed on a thread of its own
- * (hashaside.h), made or restored */
-#define SNAP_HASH_AFTER (1u << 20)
 #endif

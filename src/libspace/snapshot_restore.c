@@ -43,6 +43,7 @@
  * restore the hash was about half of this thread's time), and the hash is
  * still of exactly the bytes decompressed. */
 #define HASH_SLOTS      4
+#define HASH_AFTER      (1u << 20)      /* body bytes read before the thread starts */
 
 struct snap_in {
 	int fd;                 /* read with pread at off */
@@ -67,14 +68,20 @@ struct snap_in {
 	unsigned char obuf[SNAP_BUF];
 };
 
+static void
+digest_update(void *h, const void *p, size_t n)
+{
+	snap_digest_update(h, p, n);
+}
+
 /* the thread, once the body is large; if it cannot start, the hash
  * stays on this one */
 static void
 ring_start(struct snap_in *rd)
 {
-	if (rd->ring != NULL || rd->ring_failed || rd->off < SNAP_HASH_AFTER)
+	if (rd->ring != NULL || rd->ring_failed || rd->off < HASH_AFTER)
 		return;
-	rd->ring = hashaside_start(snap_digest_update_any, &rd->h, SNAP_BUF, HASH_SLOTS);
+	rd->ring = hashaside_start(digest_update, &rd->h, SNAP_BUF, HASH_SLOTS);
 	rd->ring_failed = rd->ring == NULL;
 }
 

@@ -75,12 +75,6 @@ snap_digest_update(struct snap_digest *d, const void *p, size_t n)
 }
 
 void
-snap_digest_update_any(void *d, const void *p, size_t n)
-{
-	snap_digest_update(d, p, n);
-}
-
-void
 snap_digest_final(struct snap_digest *d, unsigned char out[32])
 {
 	if (d->alg == SNAP_ALG_SHA256)
