@@ -399,70 +399,6 @@ test_stream(void)
 	ok(!snapshot_digest_valid("0123"), "a short one is not");
 }
 
-/* snapshot_create_tee: the pipe gets exactly the file's bytes, trailer
- * included; a reader that goes away ends the tee, not the archive */
-static void
-test_tee(void)
-{
-	char layer[300], store[300], p[512], dg[SNAPSHOT_DIGEST_HEX + 1], d2[SNAPSHOT_DIGEST_HEX + 1];
-	char *file = NULL;
-	unsigned char *got = NULL;
-	size_t flen = 0, glen = 0;
-	int pp[2], terr = -1, r;
-	pid_t pid;
-
-	signal(SIGPIPE, SIG_IGN);
-	path_join(layer, sizeof(layer), top, "layer");
-	path_join(store, sizeof(store), top, "teestore");
-	if (pipe(pp) != 0 || (pid = fork()) < 0) {
-		ok(0, "pipe and fork for the tee");
-		return;
-	}
-	if (pid == 0) {
-		/* the reader: all of it, to a file of its own */
-		char out[400], buf[65536];
-		ssize_t n;
-		int fd;
-
-		close(pp[1]);
-		snprintf(out, sizeof(out), "%s/teeout", top);
-		if ((fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
-			_exit(1);
-		while ((n = read(pp[0], buf, sizeof(buf))) > 0)
-			if (write(fd, buf, (size_t)n) != n)
-				_exit(1);
-		_exit(n == 0 ? 0 : 1);
-	}
-	close(pp[0]);
-	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, 0, dg, NULL);
-	close(pp[1]);
-	waitpid(pid, NULL, 0);
-	is_int(r, 0, "tee: archive made");
-	is_int(terr, 0, "... every byte went into the pipe");
-	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
-	read_file(p, 64u << 20, &file, &flen);
-	snprintf(p, sizeof(p), "%s/teeout", top);
-	read_file(p, 64u << 20, (char **)&got, &glen);
-	ok(file != NULL && got != NULL && flen == glen && flen > 40 && memcmp(file, got, flen) == 0,
-	    "... the pipe's bytes are the archive's, trailer included (%zu bytes)", glen);
-	is_int(snapshot_create(layer, store, 0, d2, NULL), 0, "... the same as without a tee");
-	ok(strcmp(dg, d2) == 0, "... same digest");
-	free(file);
-	free(got);
-	/* the reader gone before the first byte: EPIPE ends the tee only */
-	if (pipe(pp) != 0) {
-		ok(0, "pipe");
-		return;
-	}
-	close(pp[0]);
-	terr = 0;
-	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, 0, d2, NULL);
-	close(pp[1]);
-	is_int(r, 0, "tee whose reader is gone: the archive is still made");
-	is_int(terr, -EPIPE, "... and the tee's failure reported");
-	ok(strcmp(dg, d2) == 0, "... the same archive");
-}
-
 /* a tee reader in a child: reads everything (or stop_after bytes, then
  * closes) into DIR/teeout */
 static pid_t
@@ -491,6 +427,55 @@ tee_reader(int pp[2], size_t stop_after)
 	}
 	close(pp[0]);
 	return pid;
+}
+
+/* snapshot_create_tee: the pipe gets exactly the file's bytes, trailer
+ * included; a reader that goes away ends the tee, not the archive */
+static void
+test_tee(void)
+{
+	char layer[300], store[300], p[512], dg[SNAPSHOT_DIGEST_HEX + 1], d2[SNAPSHOT_DIGEST_HEX + 1];
+	char *file = NULL;
+	unsigned char *got = NULL;
+	size_t flen = 0, glen = 0;
+	int pp[2], terr = -1, r;
+	pid_t pid;
+
+	signal(SIGPIPE, SIG_IGN);
+	path_join(layer, sizeof(layer), top, "layer");
+	path_join(store, sizeof(store), top, "teestore");
+	/* the reader: all of it, to a file of its own */
+	if (pipe(pp) != 0 || (pid = tee_reader(pp, 0)) < 0) {
+		ok(0, "pipe and fork for the tee");
+		return;
+	}
+	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, 0, dg, NULL);
+	close(pp[1]);
+	waitpid(pid, NULL, 0);
+	is_int(r, 0, "tee: archive made");
+	is_int(terr, 0, "... every byte went into the pipe");
+	snprintf(p, sizeof(p), "%s/%s.snap", store, dg);
+	read_file(p, 64u << 20, &file, &flen);
+	snprintf(p, sizeof(p), "%s/teeout", top);
+	read_file(p, 64u << 20, (char **)&got, &glen);
+	ok(file != NULL && got != NULL && flen == glen && flen > 40 && memcmp(file, got, flen) == 0,
+	    "... the pipe's bytes are the archive's, trailer included (%zu bytes)", glen);
+	is_int(snapshot_create(layer, store, 0, d2, NULL), 0, "... the same as without a tee");
+	ok(strcmp(dg, d2) == 0, "... same digest");
+	free(file);
+	free(got);
+	/* the reader gone before the first byte: EPIPE ends the tee only */
+	if (pipe(pp) != 0) {
+		ok(0, "pipe");
+		return;
+	}
+	close(pp[0]);
+	terr = 0;
+	r = snapshot_create_tee(layer, store, 0, pp[1], &terr, 0, d2, NULL);
+	close(pp[1]);
+	is_int(r, 0, "tee whose reader is gone: the archive is still made");
+	is_int(terr, -EPIPE, "... and the tee's failure reported");
+	ok(strcmp(dg, d2) == 0, "... the same archive");
 }
 
 /* SNAPSHOT_TEE_UNCACHED: an archive past SPACE_TEE_CACHE_MAX goes only
