@@ -118,17 +118,14 @@ older(const void *a, const void *b)
 	return x->t.tv_nsec < y->t.tv_nsec ? -1 : x->t.tv_nsec > y->t.tv_nsec;
 }
 
-/* Each kept pair: drop is called for those over the limit (oldest
- * first), those whose tag names digest (when not NULL), and images
- * without a tag. */
+/* each kept image's sandbox (a valid id before ".img") to fn, until it
+ * returns false */
 static void
-kept_sweep(const struct mgr *m, const char *digest)
+kept_each(const struct mgr *m, bool (*fn)(const struct mgr *m, const char *sandbox, void *arg),
+    void *arg)
 {
-	char dir[PATH_MAX], name[SPACE_ID_MAX + 1], kd[SNAPSHOT_DIGEST_HEX + 1];
-	struct kept_one *all = NULL, *na;
-	size_t n = 0, cap = 0, i;
+	char dir[PATH_MAX], name[SPACE_ID_MAX + 1];
 	struct dirent *de;
-	unsigned kdepth;
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "%s/kept", m->cfg.data_dir);
@@ -136,40 +133,100 @@ kept_sweep(const struct mgr *m, const char *digest)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		size_t l = strlen(de->d_name);
-		struct stat st;
-		char p[PATH_MAX];
 
 		if (l <= 4 || l - 4 > SPACE_ID_MAX || strcmp(de->d_name + l - 4, ".img") != 0)
 			continue;
 		memcpy(name, de->d_name, l - 4);
 		name[l - 4] = '\0';
-		if (!id_valid(name))
-			continue;
-		if (kept_peek(m, name, kd, &kdepth) != 0 ||
-		    (digest != NULL && strcmp(kd, digest) == 0)) {
-			kept_drop(m, name);
-			continue;
-		}
-		kept_path(m, p, sizeof(p), name, "tag");
-		if (stat(p, &st) != 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			if ((na = realloc(all, cap * sizeof(*all))) == NULL)
-				break;
-			all = na;
-		}
-		memcpy(all[n].sandbox, name, l - 3);
-		all[n].t = st.st_mtim;
-		n++;
+		if (id_valid(name) && !fn(m, name, arg))
+			break;
 	}
 	closedir(d);
-	if (n > m->cfg.kept_layers) {
-		qsort(all, n, sizeof(*all), older);
-		for (i = 0; i < n - m->cfg.kept_layers; i++)
-			kept_drop(m, all[i].sandbox);
+}
+
+/* the tag's mtime: 0, or -1 when it has none */
+static int
+tag_time(const struct mgr *m, const char *sandbox, struct timespec *t)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	kept_path(m, p, sizeof(p), sandbox, "tag");
+	if (stat(p, &st) != 0)
+		return -1;
+	*t = st.st_mtim;
+	return 0;
+}
+
+struct sweep {
+	const char *digest;
+	struct kept_one *all;
+	size_t n, cap;
+};
+
+static bool
+sweep_one(const struct mgr *m, const char *name, void *arg)
+{
+	struct sweep *w = arg;
+	char kd[SNAPSHOT_DIGEST_HEX + 1];
+	struct kept_one *na;
+	struct timespec t;
+	unsigned kdepth;
+
+	if (kept_peek(m, name, kd, &kdepth) != 0 ||
+	    (w->digest != NULL && strcmp(kd, w->digest) == 0)) {
+		kept_drop(m, name);
+		return true;
 	}
-	free(all);
+	if (tag_time(m, name, &t) != 0)
+		return true;
+	if (w->n == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 16;
+		if ((na = realloc(w->all, w->cap * sizeof(*w->all))) == NULL)
+			return false;
+		w->all = na;
+	}
+	snprintf(w->all[w->n].sandbox, sizeof(w->all[w->n].sandbox), "%s", name);
+	w->all[w->n].t = t;
+	w->n++;
+	return true;
+}
+
+/* Each kept pair: drop is called for those over the limit (oldest
+ * first), those whose tag names digest (when not NULL), and images
+ * without a tag. */
+static void
+kept_sweep(const struct mgr *m, const char *digest)
+{
+	struct sweep w = { .digest = digest };
+	size_t i;
+
+	kept_each(m, sweep_one, &w);
+	if (w.n > m->cfg.kept_layers) {
+		qsort(w.all, w.n, sizeof(*w.all), older);
+		for (i = 0; i < w.n - m->cfg.kept_layers; i++)
+			kept_drop(m, w.all[i].sandbox);
+	}
+	free(w.all);
+}
+
+struct tags {
+	char (*digests)[SNAPSHOT_DIGEST_HEX + 1];
+	int64_t *ages;
+	size_t n, max;
+	time_t now;
+};
+
+static bool
+tag_one(const struct mgr *m, const char *name, void *arg)
+{
+	struct tags *g = arg;
+	struct timespec t;
+	unsigned depth;
+
+	if (kept_peek(m, name, g->digests[g->n], &depth) == 0 && tag_time(m, name, &t) == 0)
+		g->ages[g->n++] = (int64_t)g->now - (int64_t)t.tv_sec;
+	return g->n < g->max;
 }
 
 /* the digests kept images hold the state of, each with its tag's age in
@@ -177,35 +234,12 @@ kept_sweep(const struct mgr *m, const char *digest)
 size_t
 kept_tags(const struct mgr *m, char (*digests)[SNAPSHOT_DIGEST_HEX + 1], int64_t *ages, size_t max)
 {
-	char dir[PATH_MAX], name[SPACE_ID_MAX + 1], p[PATH_MAX];
-	struct dirent *de;
-	time_t now = time(NULL);
-	unsigned depth;
-	size_t n = 0;
-	DIR *d;
+	struct tags g = { .digests = digests, .ages = ages, .max = max, .now = time(NULL) };
 
-	if (m->cfg.kept_layers == 0)
+	if (m->cfg.kept_layers == 0 || max == 0)
 		return 0;
-	snprintf(dir, sizeof(dir), "%s/kept", m->cfg.data_dir);
-	if ((d = opendir(dir)) == NULL)
-		return 0;
-	while (n < max && (de = readdir(d)) != NULL) {
-		size_t l = strlen(de->d_name);
-		struct stat st;
-
-		if (l <= 4 || l - 4 > SPACE_ID_MAX || strcmp(de->d_name + l - 4, ".tag") != 0)
-			continue;
-		memcpy(name, de->d_name, l - 4);
-		name[l - 4] = '\0';
-		if (!id_valid(name) || kept_peek(m, name, digests[n], &depth) != 0)
-			continue;
-		kept_path(m, p, sizeof(p), name, "tag");
-		if (stat(p, &st) != 0)
-			continue;
-		ages[n++] = (int64_t)now - (int64_t)st.st_mtime;
-	}
-	closedir(d);
-	return n;
+	kept_each(m, tag_one, &g);
+	return g.n;
 }
 
 void
