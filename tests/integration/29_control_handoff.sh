@@ -66,6 +66,8 @@ req() { curl -s -m 20 -o "$T/body" -w '%{http_code}' -X "$2" -H "Authorization: 
 	${5:+--data-binary "$5"} "$1$3"; }
 start() { # NAME PORT [FLAG...]
 	n=$1 p=$2; shift 2
+	# on PostgreSQL each daemon's sessions carry its name, for freeze
+	SPACE_CONTROL_STORE=${DB:+$DB?application_name=space-control-$n} \
 	space-control --data-dir "$D" --listen "127.0.0.1:$p" --heartbeat-timeout 3600 \
 		--lease-ttl 2 "$@" 2>>"$T/$n.log" &
 	eval "PID$n=\$!"
@@ -74,18 +76,37 @@ start() { # NAME PORT [FLAG...]
 instance() { sed -n 's/.*instance \(ctl_[A-Za-z0-9_-]*\).*/\1/p' "$T/$1.log" | head -n 1; }
 digest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
-# freeze PID: SIGSTOP a daemon at a moment it holds no write lock of the
-# SQLite store: one stopped inside a transaction would keep every other
-# daemon from writing until it runs again (nobody can take a lock from a
-# stopped process), which is not the takeover this test is about (a CI
-# run froze A inside its pause's first step; B took over only after the
-# SIGCONT). The test holds the write lock itself while it stops the
-# daemon, which is then outside any write or waiting for one.
+# freeze NAME: SIGSTOP a daemon at a moment it holds no write lock of the
+# store: one stopped inside a transaction would keep every other daemon
+# from writing until it runs again (nobody can take a lock from a stopped
+# process), which is not the takeover this test is about (a CI run froze
+# A inside its pause's first step; B took over only after the SIGCONT).
+# On SQLite the test holds the write lock itself while it stops the
+# daemon, which is then outside any write or waiting for one. On
+# PostgreSQL a statement sent goes on in the server, so the test stops
+# the daemon, lets what it sent finish, and lets it run again a moment if
+# one of its sessions is still inside a transaction (or a statement).
 freeze() {
+	eval "fpid=\$PID$1"
 	if on_pg; then
-		kill -STOP "$1"
+		i=0
+		while [ $i -lt 100 ]; do
+			kill -STOP "$fpid"
+			sleep 0.2
+			n=$(sql "SELECT COUNT(*) || ' ' || COUNT(*) FILTER (WHERE state <> 'idle')
+				FROM pg_stat_activity WHERE application_name = 'space-control-$1'")
+			case $n in
+			"0 "*) not_ok "freeze $1: the daemon's sessions are found by name"; return 0 ;;
+			*" 0") [ $i = 0 ] || diag "freeze $1: stopped outside a transaction at try $((i + 1))"
+				return 0 ;;
+			esac
+			kill -CONT "$fpid"
+			sleep 0.05; i=$((i + 1))
+		done
+		diag "freeze $1: a session still in a transaction after 100 tries"
+		kill -STOP "$fpid"
 	else
-		printf 'BEGIN IMMEDIATE;\n.shell kill -STOP %s\nCOMMIT;\n' "$1" |
+		printf 'BEGIN IMMEDIATE;\n.shell kill -STOP %s\nCOMMIT;\n' "$fpid" |
 			sqlite3 -cmd '.timeout 10000' "$D/control.db" >/dev/null
 	fi
 }
@@ -171,7 +192,7 @@ is "move to w2 through A -> 202" "$(req "$UA" POST "/v1/sandboxes/$S/move" "$K" 
 is "A's instance holds the lease" "$(owner "$S")" "$IA"
 N=$(sql "SELECT MAX(generation) FROM executions WHERE sandbox='$S'")
 ID_BEFORE=$(view "$UB" "$S")
-freeze "$PIDA"
+freeze A
 DELAY1=$(wait_takeover "$S" "$IA")
 is "A frozen past its lease: B's instance takes it over (within 15 s)" "$(owner "$S")" "$IB"
 diag "takeover delay after SIGSTOP (lease ttl 2 s): $DELAY1 ms"
@@ -217,7 +238,7 @@ is "the route of generation N, rejected, through A -> the new route" \
 is "pause through A -> 202" "$(req "$UA" POST "/v1/sandboxes/$S/pause" "$K" '{}')" 202
 OP=$(sql "SELECT id FROM operations WHERE sandbox='$S' AND step <> 'done'")
 is "A holds the lease" "$(owner "$S")" "$IA"
-freeze "$PIDA"
+freeze A
 DELAY2=$(wait_takeover "$S" "$IA")
 is "A frozen: B takes the pause over" "$(owner "$S")" "$IB"
 diag "second takeover delay after SIGSTOP: $DELAY2 ms"
@@ -280,7 +301,7 @@ is "move to w1 through C -> 202" "$(req "$UC" POST "/v1/sandboxes/$S/move" "$K" 
 is "C's instance holds the lease" "$(owner "$S")" "$IC"
 fetch "$UC" w2 "$W2"
 is "w2 gets retire g$((N + 2)) through C" "$(got w2)" "retire g$((N + 2)) true"
-freeze "$PIDC"
+freeze C
 DC=$(digest)
 is "w2 reports retired to A while the holder C is frozen" "$(report "$UA" w2 "$W2" retired "$DC")" 200
 sleep 2.5
