@@ -200,7 +200,11 @@ stop M2
 MGR_FLAGS="--snapshot-gc-grace 1" start_mgr 2 w2 "$NP2"
 gc_dropped() {
 	_i=0
-	while [ -e "$T/w2/kept/$1.img" ] && [ $_i -lt 300 ]; do sleep 0.1; _i=$((_i + 1)); done
+	# the image goes first, then its tag: wait for both (a CI run looked
+	# between the two)
+	while { [ -e "$T/w2/kept/$1.img" ] || [ -e "$T/w2/kept/$1.tag" ]; } && [ $_i -lt 300 ]; do
+		sleep 0.1; _i=$((_i + 1))
+	done
 	! [ -e "$T/w2/kept/$1.img" ] && ! [ -e "$T/w2/kept/$1.tag" ]
 }
 check "... w2's collection dropped the image kept of L (its archive was never cached there)" gc_dropped "$S"
