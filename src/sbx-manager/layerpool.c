@@ -39,10 +39,20 @@
  * ext4 UUID and directory hash seed (mkfs's random ones of that run). No
  * check or tool of the platform uses them: layers are mounted by their loop
  * device, one mount per image, and a sandbox never sees the superblock.
- * If the blank cannot be made, each image is made by mkfs as before. */
+ * If the blank cannot be made, each image is made by mkfs as before.
+ *
+ * Other sizes: an execution whose disk is not the pool's size gets a
+ * sparse copy of a blank of its own size (D/layer-pool/.blank-MiB), made
+ * by mkfs at the first claim of that size and kept for the run; up to
+ * BLANKS_MAX sizes, beyond which each such layer is left to spaced-host's
+ * mkfs. An mkfs reads the whole mount table and asks every mounted loop
+ * device for its backing file, so on a worker with a thousand layers it
+ * took three times its time on an idle one (docs/benchmarks.md,
+ * "Density: the layer of another size"); a copy reads neither. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,13 +77,21 @@ static char pool_dir[PATH_MAX];
 static int blank_fd = -1;               /* the blank image, read only; set once */
 static off_t blank_size;
 
+/* blanks of other sizes, made at the first claim of each; an entry is
+ * never removed nor its descriptor closed, so a copy from it needs no
+ * lock (a failed size is remembered too: fd -1, not tried again) */
+#define BLANKS_MAX 8
+static pthread_mutex_t blanks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { uint32_t mb; int fd; } blanks[BLANKS_MAX];
+static unsigned blanks_n;
+
 /* mkfs.ext4 of path, its stdin and stdout nul: its pid or -1. vfork, as
  * bridge.c: a fork of this multi-threaded process copied its page tables
  * and write-protected its memory while a create's thread was working;
  * the child shares our memory until its exec and makes system calls
  * only, in a function of its own */
 static pid_t __attribute__((noinline))
-spawn_mkfs(const char *mkfs, const char *path, int nul)
+spawn_mkfs(const char *mkfs, const char *path, int nul, bool ahead)
 {
 	pid_t pid = vfork();
 
@@ -81,12 +99,14 @@ spawn_mkfs(const char *mkfs, const char *path, int nul)
 		return pid;
 	if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0)
 		_exit(127);
-	/* made ahead of time: the creates running now go first (if the
-	 * priority cannot be lowered, it is made all the same) */
-	(void)setpriority(PRIO_PROCESS, 0, 10);
-	/* and its writes after theirs: best effort, lowest level */
-	(void)syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0,
-	    (2 << 13) /* IOPRIO_CLASS_BE */ | 7);
+	if (ahead) {
+		/* made ahead of time: the creates running now go first (if
+		 * the priority cannot be lowered, it is made all the same) */
+		(void)setpriority(PRIO_PROCESS, 0, 10);
+		/* and its writes after theirs: best effort, lowest level */
+		(void)syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0,
+		    (2 << 13) /* IOPRIO_CLASS_BE */ | 7);
+	}
 	/* the same file system spaced-host makes on a new layer; its root is
 	 * root's here and moved into the sandbox's range when the bridge
 	 * mounts it. The journal is not zeroed: the file is new and sparse
@@ -97,9 +117,10 @@ spawn_mkfs(const char *mkfs, const char *path, int nul)
 	_exit(127);
 }
 
-/* mkfs.ext4 of a sparse image of mb MiB at path; 0 or -errno */
+/* mkfs.ext4 of a sparse image of mb MiB at path (ahead: at a low
+ * priority, no create waits for it); 0 or -errno */
 static int
-make_image(const char *path, uint32_t mb)
+make_image(const char *path, uint32_t mb, bool ahead)
 {
 	const char *mkfs = access("/sbin/mkfs.ext4", X_OK) == 0 ? "/sbin/mkfs.ext4" :
 	    "/usr/sbin/mkfs.ext4";
@@ -114,7 +135,7 @@ make_image(const char *path, uint32_t mb)
 		return r;
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		return -errno;
-	pid = spawn_mkfs(mkfs, path, nul);
+	pid = spawn_mkfs(mkfs, path, nul, ahead);
 	close(nul);
 	if (pid < 0)
 		return -errno;
@@ -124,33 +145,33 @@ make_image(const char *path, uint32_t mb)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
-/* dst (new, O_EXCL, 0600) as a sparse copy of the blank: its data
- * extents copied, its holes left holes, then fdatasync; 0 or -errno (the
- * caller removes a partial dst) */
+/* dst (new, O_EXCL, 0600) as a sparse copy of the blank bfd of size
+ * bsize: its data extents copied, its holes left holes, then fdatasync;
+ * 0 or -errno (the caller removes a partial dst) */
 static int
-copy_blank(const char *dst)
+copy_blank(const char *dst, int bfd, off_t bsize)
 {
 	off_t off = 0, data, hole;
 	int fd, r = 0;
 
 	if ((fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return -errno;
-	if (ftruncate(fd, blank_size) != 0) {
+	if (ftruncate(fd, bsize) != 0) {
 		r = -errno;
 		goto out;
 	}
-	while (off < blank_size) {
-		if ((data = lseek(blank_fd, off, SEEK_DATA)) < 0) {
+	while (off < bsize) {
+		if ((data = lseek(bfd, off, SEEK_DATA)) < 0) {
 			r = errno == ENXIO ? 0 : -errno;    /* only a hole left */
 			break;
 		}
-		if ((hole = lseek(blank_fd, data, SEEK_HOLE)) < 0) {
+		if ((hole = lseek(bfd, data, SEEK_HOLE)) < 0) {
 			r = -errno;
 			break;
 		}
 		for (off = data; off < hole;) {
 			loff_t in = off, o = off;
-			ssize_t n = copy_file_range(blank_fd, &in, fd, &o, (size_t)(hole - off), 0);
+			ssize_t n = copy_file_range(bfd, &in, fd, &o, (size_t)(hole - off), 0);
 
 			if (n <= 0) {
 				r = n == 0 ? -EIO : -errno;
@@ -166,31 +187,76 @@ out:
 	return r;
 }
 
-/* the blank every image is copied from: mkfs once, complete when renamed,
- * then opened read only and kept; false if it cannot be made */
-static bool
-make_blank(uint32_t mb)
+/* a blank of mb MiB named name in the pool directory: mkfs once,
+ * complete when renamed, then opened read only; its descriptor, or -1 */
+static int
+make_blank_named(const char *name, uint32_t mb, bool ahead)
 {
 	char tmp[PATH_MAX + 32], fin[PATH_MAX + 32];
 	struct stat st;
 	int fd;
 
-	snprintf(tmp, sizeof(tmp), "%s/.mk-blank", pool_dir);
-	snprintf(fin, sizeof(fin), "%s/.blank", pool_dir);
+	snprintf(tmp, sizeof(tmp), "%s/.mk%s", pool_dir, name);
+	snprintf(fin, sizeof(fin), "%s/%s", pool_dir, name);
 	unlink(tmp);
-	if (make_image(tmp, mb) != 0 || rename(tmp, fin) != 0) {
+	if (make_image(tmp, mb, ahead) != 0 || rename(tmp, fin) != 0) {
 		unlink(tmp);
-		return false;
+		return -1;
 	}
 	if ((fd = open(fin, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-		return false;
+		return -1;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)mb << 20) {
 		close(fd);
-		return false;
+		return -1;
 	}
-	blank_size = st.st_size;
+	return fd;
+}
+
+/* the blank every pool image is copied from: set once; false if it
+ * cannot be made */
+static bool
+make_blank(uint32_t mb)
+{
+	int fd = make_blank_named(".blank", mb, true);
+
+	if (fd < 0)
+		return false;
+	blank_size = (off_t)mb << 20;
 	__atomic_store_n(&blank_fd, fd, __ATOMIC_RELEASE);
 	return true;
+}
+
+/* the blank of mb MiB for a layer of another size than the pool's: made
+ * now by the first claim of that size (others of that size wait for it);
+ * -1 when none can be (the table is full, or its mkfs failed) */
+static int
+blank_of(uint32_t mb)
+{
+	char name[32];
+	unsigned i;
+	int fd;
+
+	pthread_mutex_lock(&blanks_mu);
+	for (i = 0; i < blanks_n; i++)
+		if (blanks[i].mb == mb) {
+			fd = blanks[i].fd;
+			pthread_mutex_unlock(&blanks_mu);
+			return fd;
+		}
+	if (blanks_n == BLANKS_MAX) {
+		pthread_mutex_unlock(&blanks_mu);
+		return -1;
+	}
+	snprintf(name, sizeof(name), ".blank-%" PRIu32, mb);
+	/* a create waits for it, as for the mkfs it replaces */
+	if ((fd = make_blank_named(name, mb, false)) < 0)
+		log_warnx("layer pool: no blank image of %" PRIu32 " MiB; such layers are made by mkfs",
+		    mb);
+	blanks[blanks_n].mb = mb;
+	blanks[blanks_n].fd = fd;
+	blanks_n++;
+	pthread_mutex_unlock(&blanks_mu);
+	return fd;
 }
 
 /* everything in the pool directory goes: images of an earlier run are not
@@ -241,7 +307,8 @@ pool_thread(void *arg)
 			return NULL;
 		snprintf(tmp, sizeof(tmp), "%s/.mk-%u", pool_dir, n);
 		unlink(tmp);
-		if ((r = blank_fd >= 0 ? copy_blank(tmp) : make_image(tmp, m->cfg.disk_mb)) == 0) {
+		if ((r = blank_fd >= 0 ? copy_blank(tmp, blank_fd, blank_size) :
+		    make_image(tmp, m->cfg.disk_mb, true)) == 0) {
 			/* a name no image in the pool has (never replaced: the
 			 * count would be wrong) */
 			for (unsigned k = 0; k < POOL_MAX * 4; k++, n++) {
@@ -305,6 +372,24 @@ layerpool_start(struct mgr *m)
 	    m->cfg.disk_mb, pool_dir);
 }
 
+/* r's layer dst as a copy of the blank bfd (none: -1, false), made
+ * beside it and renamed without replacing */
+static bool
+copy_into(const struct record *r, const char *dst, int bfd, off_t bsize)
+{
+	char tmp[PATH_MAX + 32];
+
+	if (bfd < 0)
+		return false;
+	snprintf(tmp, sizeof(tmp), "%s/.disk.img.new", r->layer_dir);
+	unlink(tmp);
+	if (copy_blank(tmp, bfd, bsize) == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_NOREPLACE) == 0)
+		return true;
+	log_warn("layer pool: copy of the blank for %s", r->id.sandbox);
+	unlink(tmp);
+	return false;
+}
+
 bool
 layerpool_claim(struct mgr *m, const struct record *r)
 {
@@ -312,12 +397,14 @@ layerpool_claim(struct mgr *m, const struct record *r)
 	struct stat st;
 	unsigned i, n;
 
-	if (m->cfg.layer_pool == 0 || r->disk_mb != m->cfg.disk_mb)
+	if (m->cfg.layer_pool == 0)
 		return false;
 	snprintf(dst, sizeof(dst), "%s/disk.img", r->layer_dir);
 	/* a layer that exists (a relaunch, a restored snapshot) is kept */
 	if (lstat(dst, &st) == 0 || errno != ENOENT)
 		return false;
+	if (r->disk_mb != m->cfg.disk_mb)
+		return copy_into(r, dst, blank_of(r->disk_mb), (off_t)r->disk_mb << 20);
 	pthread_mutex_lock(&pool_mu);
 	/* claims are serialised here: two lanes never take one image */
 	for (i = 0; i < POOL_MAX * 4 && ready_n > 0; i++) {
@@ -346,13 +433,5 @@ layerpool_claim(struct mgr *m, const struct record *r)
 	/* the pool is empty (a burst): a copy of the blank, made here and
 	 * now, rather than an mkfs in the bridge. The blank is only read:
 	 * copies of several lanes run side by side */
-	if (__atomic_load_n(&blank_fd, __ATOMIC_ACQUIRE) >= 0) {
-		snprintf(src, sizeof(src), "%s/.disk.img.new", r->layer_dir);
-		unlink(src);
-		if (copy_blank(src) == 0 && renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) == 0)
-			return true;
-		log_warn("layer pool: copy of the blank for %s", r->id.sandbox);
-		unlink(src);
-	}
-	return false;
+	return copy_into(r, dst, __atomic_load_n(&blank_fd, __ATOMIC_ACQUIRE), blank_size);
 }

@@ -3,8 +3,9 @@
 # keeps --layer-pool fresh images in D/layer-pool; a new sandbox's layer is
 # one of them (the same inode, moved), it serves as a layer made at the
 # create would (files of the sandbox user, the root of the sandbox's
-# range), and the pool is filled again. A sandbox of another disk size makes
-# its own layer. A restart empties the pool before filling it: a file
+# range), and the pool is filled again. A sandbox of another disk size gets a
+# copy of a blank of its size (D/layer-pool/.blank-MiB, made by mkfs at the
+# first such create), not a pool image nor another sandbox's layer. A restart empties the pool before filling it: a file
 # planted there (a symlink to a host file, or an image some earlier run
 # left) is never a sandbox's layer. Images are copies of one blank made by
 # mkfs at the start (D/layer-pool/.blank); a burst larger than the pool
@@ -55,6 +56,23 @@ B=$(jget id)
 check "B running" wait_state "$B" running 30
 is "B's layer is its own 128 MiB image" "$(stat -c %s "$T/w1/exec/$B.g1/layer/disk.img")" $((128 << 20))
 is "... not taken from the pool" "$(pool_n)" 2
+is "... a blank of 128 MiB was made: root's, 0600" "$(stat -c %u:%a:%s "$PD/.blank-128" 2>&1)" "0:600:$((128 << 20))"
+check "... B's layer is a copy of it (its bridge ran no mkfs)" grep -q "jail of $B g1 in .*(mkfs 0\.0)" "$T/mgr_w1.log"
+check "... not the blank itself" test "$(stat -c %i "$T/w1/exec/$B.g1/layer/disk.img")" != "$(stat -c %i "$PD/.blank-128")"
+S=$B CAP=$(route "$B")
+is "B writes in its home" \
+    "$(napi POST exec --data-binary '{"argv":["sh","-c","echo bee > /home/user/f && cat /home/user/f && stat -c %u /"]}')" 200
+is "... reads it back; its root is the sandbox's" "$(echo $(jget stdout))" "bee 0"
+is "create D of 128 MiB too" "$(cpost /v1/sandboxes '{"worker":"w1","resources":{"disk_mb":128}}')" 201
+D=$(jget id)
+check "D running" wait_state "$D" running 30
+check "... its bridge ran no mkfs either" grep -q "jail of $D g1 in .*(mkfs 0\.0)" "$T/mgr_w1.log"
+is "... one blank of that size" "$(find "$PD" -maxdepth 1 -name '.blank-*' | wc -l)" 1
+S=$D CAP=$(route "$D")
+is "D's home does not hold B's file" \
+    "$(napi POST exec --data-binary '{"argv":["sh","-c","ls -A /home/user; test ! -e /home/user/f"]}')" 200
+is "... (exit code)" "$(jget exit_code)" 0
+check "... D's layer is not B's" test "$(stat -c %i "$T/w1/exec/$D.g1/layer/disk.img")" != "$(stat -c %i "$T/w1/exec/$B.g1/layer/disk.img")"
 
 # a restart: what is in the pool directory is not trusted (room for the
 # burst below)
