@@ -5,8 +5,9 @@ bench/platform.py on a platform of its own (`space up --workers 1
   levels          sandboxes are created up to each level of --density-steps
                   (default 1,100,500,N), 20 at a time over the API, each
                   running and given one exec `true` (as a used sandbox
-                  would have had), then left idle 2 s before the level is
-                  measured
+                  would have had), then left idle 2 s and until the CPUs
+                  were 90 % idle over a second (at most 60 s) before the
+                  level is measured
   memory          per sandbox: PSS and RSS summed over all its processes
                   (its bridge's tree: spaced-host, spaced-guest and any
                   child; and its netgtw gateway, a child of sbx-manager),
@@ -128,6 +129,26 @@ def _daemons(P, plat):
     return out
 
 
+def _busy():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], sum(v)    # busy (all but idle, iowait), all
+
+
+def _settle(idle=0.9, limit=60.0):
+    """waits until the machine's CPUs were at least `idle` idle over one
+    second (at most `limit` s); the seconds waited"""
+    t0 = time.time()
+    b0, a0 = _busy()
+    while time.time() - t0 < limit:
+        time.sleep(1)
+        b1, a1 = _busy()
+        if a1 > a0 and (b1 - b0) / (a1 - a0) <= 1 - idle:
+            break
+        b0, a0 = b1, a1
+    return time.time() - t0
+
+
 def _host_counts(plat):
     loops = 0
     try:
@@ -227,6 +248,10 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
                 ids += batch
             t_fill = time.time() - t0
             time.sleep(2)
+            # idle sandboxes: what the fill set going (the last first
+            # execs at 1 % of a CPU, the pools' refills, the layers'
+            # writeback) is waited out before anything is measured
+            t_settle = _settle()
             gws = _gateways(P, plat)
             per, cg, by = _measure(P, plat, ids, gws)
             daemons = _daemons(P, plat)
@@ -275,7 +300,8 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
                 _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
                 cr.append(b)
             results.append({"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
-                            "lat": lat, "create": cr, "fill": t_fill, "load": os.getloadavg()[0],
+                            "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
+                            "load": os.getloadavg()[0],
                             "gws": len(gws), "by": by})
             _report_level(P, results[-1])
     finally:
@@ -306,10 +332,10 @@ def _avg(xs, i):
 
 def _report_level(P, r):
     per = r["per"]
-    P.log("density: %d sandboxes (filled in %.0f s, load %.1f): per sandbox PSS %.2f MiB, RSS %.2f, %.1f procs"
+    P.log("density: %d sandboxes (filled in %.0f s, settled in %.0f s, load %.1f): per sandbox PSS %.2f MiB, RSS %.2f, %.1f procs"
           " (%d with a gateway); cgroup %.2f MiB; admit %.0f us, read 4 KiB %.0f us, healthz %.0f us,"
           " create %.0f ms; loop devices %d, netns %d, mounts %d" % (
-              r["level"], r["fill"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+              r["level"], r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
               r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
               P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
               P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
