@@ -48,7 +48,7 @@
  * mkfs. An mkfs reads the whole mount table and asks every mounted loop
  * device for its backing file, so on a worker with a thousand layers it
  * took three times its time on an idle one (docs/benchmarks.md,
- * "Density: the layer of another size"); a copy reads neither. */
+ * "Density: a layer of another size"); a copy reads neither. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -187,8 +187,9 @@ out:
 	return r;
 }
 
-/* a blank of mb MiB named name in the pool directory: mkfs once,
- * complete when renamed, then opened read only; its descriptor, or -1 */
+/* a blank of mb MiB named name (".blank...") in the pool directory: mkfs
+ * once as .mk-blank..., complete when renamed, then opened read only; its
+ * descriptor, or -1 */
 static int
 make_blank_named(const char *name, uint32_t mb, bool ahead)
 {
@@ -196,7 +197,7 @@ make_blank_named(const char *name, uint32_t mb, bool ahead)
 	struct stat st;
 	int fd;
 
-	snprintf(tmp, sizeof(tmp), "%s/.mk%s", pool_dir, name);
+	snprintf(tmp, sizeof(tmp), "%s/.mk-%s", pool_dir, name + 1);
 	snprintf(fin, sizeof(fin), "%s/%s", pool_dir, name);
 	unlink(tmp);
 	if (make_image(tmp, mb, ahead) != 0 || rename(tmp, fin) != 0) {
@@ -236,6 +237,8 @@ blank_of(uint32_t mb)
 	unsigned i;
 	int fd;
 
+	if (pool_dir[0] == '\0')       /* before the pool's start */
+		return -1;
 	pthread_mutex_lock(&blanks_mu);
 	for (i = 0; i < blanks_n; i++)
 		if (blanks[i].mb == mb) {
