@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -89,10 +89,13 @@ struct mgr_assign {
 		pid_t pid;
 		int pidfd;
 	} live[LIVE_MAX];
-	/* wakes the exit monitor when live[] changes: a bridge that dies
-	 * right after it was launched is seen at once, not at the next poll
-	 * timeout */
-	int monitor_wake;
+	/* the exit monitor's: every live pidfd is registered here when it
+	 * enters live[] (one shot, keyed by its slot and pid) and removed
+	 * when it leaves, so a bridge that dies right after its launch is
+	 * seen at once and the monitor's wait costs nothing per bridge
+	 * (it once dup'ed and polled every pidfd at each wake-up: at a
+	 * thousand bridges, milliseconds of each create) */
+	int ep;
 	/* live relaunches per execution in the current window, kept in
 	 * memory: a restart of sbx-manager starts the count again, which is
 	 * bounded by how often sbx-manager itself can be restarted */
@@ -113,9 +116,30 @@ assign_init(struct mgr *m)
 		return -ENOMEM;
 	pthread_mutex_init(&as->lock, NULL);
 	pthread_cond_init(&as->work, NULL);
-	as->monitor_wake = -1;
+	if ((as->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+		free(as);
+		return -errno;
+	}
 	m->assign = as;
 	return 0;
+}
+
+/* m->assign->lock held: live[i]'s pidfd into / out of the monitor's set */
+static void
+live_watch(struct mgr_assign *as, int i)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
+	    .data.u64 = (uint64_t)(unsigned)i << 32 | (uint32_t)as->live[i].pid };
+
+	if (epoll_ctl(as->ep, EPOLL_CTL_ADD, as->live[i].pidfd, &ev) != 0)
+		log_warn("exit monitor: cannot watch the bridge of %s", as->live[i].sandbox);
+}
+
+static void
+live_drop(struct mgr_assign *as, int i)
+{
+	(void)epoll_ctl(as->ep, EPOLL_CTL_DEL, as->live[i].pidfd, NULL);
+	as->live[i].pidfd = 0;
 }
 
 /* m->assign->lock held for all of these */
@@ -137,9 +161,12 @@ live_set(struct mgr *m, const char *sandbox, pid_t pid, int pidfd)
 	struct mgr_assign *as = m->assign;
 	int i = live_find(m, sandbox);
 
-	if (i >= 0)
-		close(as->live[i].pidfd);
-	else
+	if (i >= 0) {
+		int old = as->live[i].pidfd;
+
+		live_drop(as, i);
+		close(old);
+	} else
 		for (i = 0; i < LIVE_MAX && as->live[i].pidfd > 0; i++)
 			;
 	if (i == LIVE_MAX) {
@@ -151,8 +178,7 @@ live_set(struct mgr *m, const char *sandbox, pid_t pid, int pidfd)
 	snprintf(as->live[i].sandbox, sizeof(as->live[i].sandbox), "%s", sandbox);
 	as->live[i].pid = pid;
 	as->live[i].pidfd = pidfd;
-	if (as->monitor_wake >= 0)
-		(void)eventfd_write(as->monitor_wake, 1);
+	live_watch(as, i);
 }
 
 /* stop the bridge of rec, if it is still the recorded process */
@@ -169,10 +195,12 @@ stop_bridge(struct mgr *m, const struct record *rec)
 	i = live_find(m, rec->id.sandbox);
 	if (i >= 0 && as->live[i].pid == rec->bridge_pid) {
 		pfd = as->live[i].pidfd;
-		as->live[i].pidfd = 0;
+		live_drop(as, i);
 	} else if (i >= 0) {
-		close(as->live[i].pidfd);
-		as->live[i].pidfd = 0;
+		int old = as->live[i].pidfd;
+
+		live_drop(as, i);
+		close(old);
 	}
 	pthread_mutex_unlock(&as->lock);
 	/* never signal a bare pid: it may belong to someone else now */
@@ -1246,70 +1274,46 @@ bridge_exited(struct mgr *m, const char *sandbox, pid_t pid)
 void *
 assign_monitor_thread(void *arg)
 {
-	struct pollfd pf[LIVE_MAX + 1];
-	char sbx[LIVE_MAX][SPACE_ID_MAX + 1];
-	pid_t pids[LIVE_MAX];
+	struct epoll_event ev[64];
 	struct mgr *m = arg;
 	struct mgr_assign *as = m->assign;
-	eventfd_t ev;
-	int i, n, k, wake;
+	char sbx[SPACE_ID_MAX + 1];
+	int i, n, k;
+	pid_t pid;
 
-	wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	pthread_mutex_lock(&as->lock);
-	as->monitor_wake = wake;
-	pthread_mutex_unlock(&as->lock);
 	while (!atomic_load(&m->stopping)) {
-		n = 0;
-		pthread_mutex_lock(&as->lock);
-		if (wake >= 0)
-			(void)eventfd_read(wake, &ev);  /* live[] is read now */
-		for (i = 0; i < LIVE_MAX; i++)
-			if (as->live[i].pidfd > 0) {
-				int d = fcntl(as->live[i].pidfd, F_DUPFD_CLOEXEC, 3);
-				if (d < 0)
-					continue;
-				pf[n] = (struct pollfd){ .fd = d, .events = POLLIN };
-				memcpy(sbx[n], as->live[i].sandbox, sizeof(sbx[n]));
-				pids[n] = as->live[i].pid;
-				n++;
-			}
-		pthread_mutex_unlock(&as->lock);
-		/* the wake-up is last: pf[0..n) stay the bridges' */
-		pf[n] = (struct pollfd){ .fd = wake, .events = POLLIN };
-		if (poll(pf, (nfds_t)n + 1, 1000) > 0) {
-			for (k = 0; k < n; k++) {
-				struct job *j;
+		/* the timeout only to see the stop */
+		if ((n = epoll_wait(as->ep, ev, (int)(sizeof(ev) / sizeof(ev[0])), 1000)) <= 0)
+			continue;
+		for (k = 0; k < n; k++) {
+			struct job *j;
 
-				if (!(pf[k].revents & POLLIN))
-					continue;
-				waitid(P_PIDFD, (id_t)pf[k].fd, NULL, WEXITED | WNOHANG);
-				pthread_mutex_lock(&as->lock);
-				i = live_find(m, sbx[k]);
-				if (i < 0 || as->live[i].pid != pids[k]) {
-					pthread_mutex_unlock(&as->lock);
-					continue;       /* stopped on purpose */
-				}
-				close(as->live[i].pidfd);
-				as->live[i].pidfd = 0;
+			i = (int)(ev[k].data.u64 >> 32);
+			pid = (pid_t)(uint32_t)ev[k].data.u64;
+			pthread_mutex_lock(&as->lock);
+			if (i < 0 || i >= LIVE_MAX || as->live[i].pidfd <= 0 || as->live[i].pid != pid) {
 				pthread_mutex_unlock(&as->lock);
-				/* decided in the sandbox's lane, after whatever was
-				 * queued there before (a retirement wins) */
-				if ((j = calloc(1, sizeof(*j))) == NULL)
-					continue;
-				j->kind = JOB_EXITED;
-				j->pid = pids[k];
-				if (lane_push(m, sbx[k], j) != 0)
-					log_warnx("bridge of %s exited; no lane free to relaunch it", sbx[k]);
+				continue;       /* stopped on purpose */
 			}
+			waitid(P_PIDFD, (id_t)as->live[i].pidfd, NULL, WEXITED | WNOHANG);
+			memcpy(sbx, as->live[i].sandbox, sizeof(sbx));
+			{
+				int old = as->live[i].pidfd;
+
+				live_drop(as, i);
+				close(old);
+			}
+			pthread_mutex_unlock(&as->lock);
+			/* decided in the sandbox's lane, after whatever was
+			 * queued there before (a retirement wins) */
+			if ((j = calloc(1, sizeof(*j))) == NULL)
+				continue;
+			j->kind = JOB_EXITED;
+			j->pid = pid;
+			if (lane_push(m, sbx, j) != 0)
+				log_warnx("bridge of %s exited; no lane free to relaunch it", sbx);
 		}
-		for (k = 0; k < n; k++)
-			close(pf[k].fd);
 	}
-	pthread_mutex_lock(&as->lock);
-	as->monitor_wake = -1;
-	pthread_mutex_unlock(&as->lock);
-	if (wake >= 0)
-		close(wake);
 	return NULL;
 }
 
@@ -1322,8 +1326,10 @@ assign_shutdown(struct mgr *m)
 	pthread_mutex_lock(&as->lock);
 	for (i = 0; i < LIVE_MAX; i++)
 		if (as->live[i].pidfd > 0) {
-			close(as->live[i].pidfd);
-			as->live[i].pidfd = 0;
+			int old = as->live[i].pidfd;
+
+			live_drop(as, i);
+			close(old);
 		}
 	pthread_mutex_unlock(&as->lock);
 }

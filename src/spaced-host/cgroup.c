@@ -180,7 +180,13 @@ cgroup_set_cpu(const struct cgroup *cg, unsigned cpu_percent)
 			snprintf(v, sizeof(v), "%u 100000", cpu_percent * 1000);
 		return write_str(cg->path[0], "cpu.max", v);
 	}
-	if ((r = write_str(cg->path[CG_CPU], "cpu.cfs_period_us", "100000")) < 0)
+	/* every write of the period or the quota walks the machine's whole
+	 * tree of CPU groups (the kernel checks the hierarchy's bandwidth),
+	 * a thousand sandboxes' worth: the period, 100 ms, is the kernel's
+	 * default and is written only when a group's differs */
+	if ((read_str(cg->path[CG_CPU], "cpu.cfs_period_us", v, sizeof(v)) < 0 ||
+	    strtoul(v, NULL, 10) != 100000) &&
+	    (r = write_str(cg->path[CG_CPU], "cpu.cfs_period_us", "100000")) < 0)
 		return r;
 	if (cpu_percent == 0)
 		snprintf(v, sizeof(v), "-1");
