@@ -346,6 +346,8 @@ main(int argc, char **argv)
 		fatalx("egress: cannot set up the sandboxes' uplinks");
 	if (gateway_init(m) != 0)
 		fatalx("gateway: cannot start netgtw's listener");
+	/* before any bridge starts: every jail is cloned from it */
+	jailbase_make(m);
 	layerpool_start(m);
 	netnspool_start(m);
 	/* before any install can take a slot: no jail of an earlier life
@@ -380,6 +382,7 @@ main(int argc, char **argv)
 	 * namespaces it no longer needs) */
 	jailpool_stop(m);
 	netnspool_stop();
+	jailbase_drop(m);
 	/* the records are committed as they change: nothing to flush. The
 	 * other threads may be inside a blocking read; leave. The control
 	 * client ends with us (its parent-death signal). */

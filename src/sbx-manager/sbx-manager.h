@@ -380,6 +380,11 @@ bool metrics_disk_get(struct mgr *m, uint64_t out[3]);         /* false until me
  * cfg.layer_pool is 0); claim: move one into r's layer directory when r's
  * layer is new and of the pool's size, true if it did */
 void layerpool_start(struct mgr *m);
+
+/* jailbase.c: the jails' base mount namespace, bound on D/jail-mntns
+ * (made at start, dropped at a clean stop) */
+void jailbase_make(const struct mgr *m);
+void jailbase_drop(const struct mgr *m);
 bool layerpool_claim(struct mgr *m, const struct record *r);
 
 /* jailpool.c: prepared jails (docs/worker.md, "Prepared jails"). start:

@@ -40,12 +40,14 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <unistd.h>
 
 #include <sodium.h>
 
 #include "cgroup.h"
+#include "jailfs.h"
 #include "jailkeep.h"
 #include "layer.h"
 #include "limits.h"
@@ -287,20 +289,6 @@ template_rootfs(void)
 static void
 build_rootfs(const struct substrate_config *cfg)
 {
-	static const char *const usr[] = {
-		"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", NULL
-	};
-	/* the few /etc files programs need to start: the loader cache, the
-	 * alternatives symlinks Debian's /usr/bin points into, name service
-	 * switch and time zone. Nothing with secrets (no shadow, no ssh). */
-	static const char *const etc[] = {
-		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-		"/etc/alternatives", "/etc/nsswitch.conf", "/etc/localtime",
-		"/etc/protocols", "/etc/services", "/etc/mime.types", NULL
-	};
-	static const char *const devs[] = {
-		"null", "zero", "full", "random", "urandom", "tty", NULL
-	};
 	char p[512], q[512];
 	int i;
 
@@ -315,11 +303,11 @@ build_rootfs(const struct substrate_config *cfg)
 	if (mount("tmpfs", JAIL_ROOT, "tmpfs", MS_NOSUID | MS_NODEV,
 	    "mode=0755,size=1m,nr_inodes=4096") < 0)
 		child_die("mount root tmpfs");
-	for (i = 0; usr[i]; i++)
-		mirror_ro(usr[i]);
+	for (i = 0; jailfs_sys[i]; i++)
+		mirror_ro(jailfs_sys[i]);
 	make_dir(JAIL_ROOT "/etc", 0755);
-	for (i = 0; etc[i]; i++)
-		mirror_ro(etc[i]);
+	for (i = 0; jailfs_etc[i]; i++)
+		mirror_ro(jailfs_etc[i]);
 	make_file(JAIL_ROOT "/etc/passwd",
 	    "root:x:0:0:root:/root:/bin/sh\n"
 	    "user:x:1000:1000:user:/home/user:/bin/sh\n"
@@ -349,9 +337,9 @@ devices:
 	if (mount("tmpfs", JAIL_ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
 	    "mode=0755,size=64k,nr_inodes=64") < 0)
 		child_die("mount /dev tmpfs");
-	for (i = 0; devs[i]; i++) {
-		snprintf(p, sizeof(p), "/dev/%s", devs[i]);
-		snprintf(q, sizeof(q), JAIL_ROOT "/dev/%s", devs[i]);
+	for (i = 0; jailfs_dev[i]; i++) {
+		snprintf(p, sizeof(p), "/dev/%s", jailfs_dev[i]);
+		snprintf(q, sizeof(q), JAIL_ROOT "/dev/%s", jailfs_dev[i]);
 		make_file(q, NULL, 0666);
 		bind_path(p, q, false, true);
 	}
@@ -661,6 +649,98 @@ out:
 	return r;
 }
 
+/* A new jail is cloned from a private copy of the worker's base mount
+ * namespace (sbx-manager jailbase.c: a read-only tmpfs root holding binds
+ * of only the host paths a jail's set-up reads, jailfs.h), into which
+ * clones of this jail's own layer and template root are moved at
+ * BASE_LAYER and BASE_TEMPLATE, rather than from the worker's namespace,
+ * whose mounts the clone would copy and the child make private and
+ * detach, two per sandbox on the worker. Returns the worker's mount
+ * namespace to go back to once the child is cloned, or -1 (no base under
+ * DATA/jail-mntns: a bridge outside a worker, or a worker that could not
+ * make one; then the jail is cloned from the worker's namespace as it
+ * always was). Called with the layer (and template) mounted; the working
+ * directory is the namespace's root on return. */
+#define BASE_LAYER      "/layer"
+#define BASE_TEMPLATE   "/template"
+
+static int
+base_enter(const struct substrate_config *cfg, const struct substrate *s)
+{
+	char path[1100], *sl;
+	int base = -1, host = -1, fl = -1, ft = -1, i;
+
+	/* RUNDIR is DATA/run/NAME */
+	snprintf(path, sizeof(path), "%s", cfg->run_dir);
+	for (i = 0; i < 2; i++) {
+		if ((sl = strrchr(path, '/')) == NULL || sl == path)
+			return -1;
+		*sl = '\0';
+	}
+	if (strlen(path) + sizeof("/jail-mntns") > sizeof(path))
+		return -1;
+	strcat(path, "/jail-mntns");
+	if ((base = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return -1;
+	/* a mount namespace bound there (only root binds one), nothing else */
+	if (ioctl(base, NS_GET_NSTYPE) != CLONE_NEWNS) {
+		log_warnx("jail of %s: no base mount namespace (%s is not one)", cfg->sandbox, path);
+		goto no;
+	}
+	if ((fl = (int)syscall(SYS_open_tree, AT_FDCWD, s->layer.rw,
+	    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0 ||
+	    (s->templated && (ft = (int)syscall(SYS_open_tree, AT_FDCWD, s->tpl.root,
+	    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)) < 0) ||
+	    (host = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC)) < 0 ||
+	    setns(base, CLONE_NEWNS) != 0) {
+		log_warn("jail of %s: no base mount namespace (%s)", cfg->sandbox, path);
+		goto no;
+	}
+	/* a copy of our own (the base is every jail's), holding this jail's
+	 * layer and template root only */
+	if (unshare(CLONE_NEWNS) != 0 ||
+	    syscall(SYS_move_mount, fl, "", AT_FDCWD, BASE_LAYER, MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
+	    (ft >= 0 && syscall(SYS_move_mount, ft, "", AT_FDCWD, BASE_TEMPLATE,
+	    MOVE_MOUNT_F_EMPTY_PATH) != 0)) {
+		log_warn("jail of %s: cannot use the base mount namespace", cfg->sandbox);
+		if (setns(host, CLONE_NEWNS) != 0) {
+			/* nowhere to go back to: this monitor cannot go on */
+			log_warn("return to the worker's mount namespace");
+			_exit(1);
+		}
+		goto no;
+	}
+	close(base);
+	close(fl);
+	if (ft >= 0)
+		close(ft);
+	return host;
+no:
+	if (base >= 0)
+		close(base);
+	if (fl >= 0)
+		close(fl);
+	if (ft >= 0)
+		close(ft);
+	if (host >= 0)
+		close(host);
+	return -1;
+}
+
+/* back to the worker's mount namespace after base_enter */
+static void
+base_leave(int *host)
+{
+	if (*host < 0)
+		return;
+	if (setns(*host, CLONE_NEWNS) != 0) {
+		log_warn("return to the worker's mount namespace");
+		_exit(1);
+	}
+	close(*host);
+	*host = -1;
+}
+
 static int
 jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRET_LEN],
     struct substrate **out, int *control)
@@ -673,6 +753,8 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	char name[SPACE_ID_MAX + 32], map[64], errbuf[512];
 	int sv[2] = { -1, -1 }, syncp[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	int secp[2] = { -1, -1 }, exe = -1, cwd = -1, r, st, keep = -1, home = -1, kfd = -1;
+	int hostns = -1;
+	bool based = false;
 	ssize_t n;
 	pid_t pid;
 	/* where the start's time goes, for the log (docs/benchmarks.md) */
@@ -743,12 +825,19 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		log_warn("join the network namespace %s", cfg->netns);
 		goto fail;
 	}
-	if ((cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 || chdir(s->layer.rw) < 0) {
+	if ((cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		r = -errno;
 		goto fail;
 	}
+	hostns = base_enter(cfg, s);
+	based = hostns >= 0;
+	if (chdir(based ? BASE_LAYER : s->layer.rw) < 0) {
+		r = -errno;
+		base_leave(&hostns);
+		goto fail;
+	}
 	a = (struct child_args){ cfg, syncp[0], errp[1], sv[1], secp[0], exe, kfd,
-	    s->templated ? s->tpl.root : NULL };
+	    !s->templated ? NULL : based ? BASE_TEMPLATE : s->tpl.root };
 	/* raw clone without a stack argument behaves like fork(); the child
 	 * only runs child_main, which ends in exec or _exit */
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
@@ -762,6 +851,7 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 		child_main(&a);
 	}
 	r = pid < 0 ? -errno : 0;
+	base_leave(&hostns);
 	if (fchdir(cwd) < 0 && r == 0)
 		r = -errno;
 	/* the monitor and its serving process stay in the worker's
@@ -833,11 +923,12 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	{
 		uint64_t t_exec = now_mono_ns();
 		log_info("jail of %s g%" PRIu64 " in %.1f ms: layer %.1f (mkfs %.1f), cgroup "
-		    "%.1f, clone and id maps %.1f, jail setup to the guest's exec %.1f",
-		    cfg->sandbox, cfg->generation, (double)(t_exec - t0) / 1e6,
+		    "%.1f, clone and id maps %.1f, jail setup to the guest's exec %.1f; cloned "
+		    "from %s", cfg->sandbox, cfg->generation, (double)(t_exec - t0) / 1e6,
 		    (double)(t_cg - t0) / 1e6, (double)s->layer.mkfs_ns / 1e6,
 		    (double)(t_layer - t_cg) / 1e6, (double)(t_clone - t_layer) / 1e6,
-		    (double)(t_exec - t_clone) / 1e6);
+		    (double)(t_exec - t_clone) / 1e6,
+		    based ? "the base mount namespace" : "the worker's mount namespace");
 	}
 	*out = s;
 	*control = sv[0];

@@ -45,6 +45,8 @@ is "template show: the config's user, workdir, env" "$(jget meta.uid "$T/show") 
 is "create --template tiny on w1" "$(cpost /v1/sandboxes '{"template":"tiny","worker":"w1"}')" 201
 S=$(jget id)
 check "running" wait_state "$S" running 30
+check "its jail was cloned from the base mount namespace, the template's root moved in" \
+	grep -q "jail of $S g1 in .*cloned from the base mount namespace" "$T/mgr_w1.log"
 is "the sandbox records the digest, not the name" "$(jget template "$T/sbx")" "$D"
 check "w1 cached the image by digest" test -f "$T/w1/templates/$D.img"
 CAP=$(route "$S"); NU=http://127.0.0.1:$NP1
