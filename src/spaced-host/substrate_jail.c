@@ -215,7 +215,7 @@ mask_proc(void)
 		"acpi", "asound", "bus", "driver", "fs", "irq", "pressure",
 		"scsi", "dynamic_debug", NULL
 	};
-	char p[128];
+	char p[128], first[128] = "";
 	struct stat st;
 	int i;
 
@@ -224,11 +224,21 @@ mask_proc(void)
 		if (lstat(p, &st) == 0)         /* absent on this kernel: nothing to hide */
 			bind_path("/dev/null", p, true, true);
 	}
+	/* one empty tmpfs, bound over each directory: a file system per
+	 * directory would be a superblock each, and the kernel visits every
+	 * superblock's lists when any memory cgroup goes (each sandbox's,
+	 * at every stop) */
 	for (i = 0; dirs[i]; i++) {
 		snprintf(p, sizeof(p), JAIL_ROOT "/proc/%s", dirs[i]);
-		if (lstat(p, &st) == 0 && mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID |
-		    MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
+		if (lstat(p, &st) != 0)
+			continue;
+		if (first[0] != '\0')
+			bind_path(first, p, true, false);
+		else if (mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		    "mode=0555,size=4k,nr_inodes=1") < 0)
 			child_die("mask %s", p);
+		else
+			snprintf(first, sizeof(first), "%s", p);
 	}
 	/* kernel settings: readable as in any container, never writable
 	 * (the netns' own net.* would otherwise be root-writable inside) */

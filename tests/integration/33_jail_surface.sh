@@ -154,6 +154,13 @@ for d in fs bus irq acpi scsi driver pressure; do
 	v=$(res "$o" "$d")
 	check "/proc/$d is empty inside ($v entries)" sh -c '[ "$1" = 0 ] || [ "$1" = absent ]' - "$v"
 done
+# the masks are one empty read-only file system, bound over each directory
+o2=$(sh_in 'ds=""; for d in fs bus irq acpi scsi driver pressure; do [ -d /proc/$d ] && ds="$ds /proc/$d"; done
+echo "dirs $(echo $ds | wc -w)"; echo "devs $(stat -c %d $ds | sort -u | wc -l)"
+for d in $ds; do touch $d/x 2>/dev/null && echo "wrote $d"; mkdir $d/y 2>/dev/null && echo "made $d"; done; echo end')
+check "masked directories present on this kernel ($(res "$o2" dirs))" test "$(res "$o2" dirs)" -ge 2
+is "... all one file system" "$(res "$o2" devs)" 1
+is "... none writable (no file, no directory made)" "$(printf '%s\n' "$o2" | grep -c '^wrote\|^made')" 0
 is "/proc/sysrq-trigger cannot be written" "$(res "$o" sysrq-trigger)" "refused"
 is "/proc/sys is mounted read-only" "$(res "$o" proc-sys)" "ro"
 is "no file lists the host's loop devices" "$(res "$o" loop-lines)" "0"
