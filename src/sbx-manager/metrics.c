@@ -119,17 +119,15 @@ metrics_bridge_refusal(struct mgr *m, const char *why)
 static void
 bridge_refusals(struct mgr *m, FILE *f)
 {
-	struct record *all = NULL;
-	char path[PATH_MAX + 32], *buf, *line, *save;
+	char path[PATH_MAX + 32], *dirs = NULL, *dir, *buf, *line, *save;
 	size_t n, i, len;
 
 	fprintf(f, "# TYPE space_bridge_refusals_total counter\n");
-	if (records_all(m, &all, &n) != 0)
+	if (records_serving_dirs(m, &dirs, &n) != 0)
 		return;
-	for (i = 0; i < n; i++) {
-		if (all[i].state != EXEC_SERVING)
-			continue;
-		snprintf(path, sizeof(path), "%s/metrics.prom", all[i].run_dir);
+	for (i = 0, dir = dirs; i < n; i++, dir += strlen(dir) + 1) {
+		/* written by a bridge at its first refusal: most have none */
+		snprintf(path, sizeof(path), "%s/metrics.prom", dir);
 		if (read_file(path, 64u << 10, &buf, &len) != 0)
 			continue;
 		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
@@ -137,7 +135,7 @@ bridge_refusals(struct mgr *m, FILE *f)
 				fprintf(f, "%s\n", line);
 		free(buf);
 	}
-	free(all);
+	free(dirs);
 }
 
 int

@@ -138,6 +138,10 @@ int records_get(struct mgr *m, const char *sandbox, struct record *out);
 int records_put(struct mgr *m, const struct record *r);
 /* every record, malloc'd array */
 int records_all(struct mgr *m, struct record **out, size_t *n);
+/* the run directories of the serving records, one malloc'd buffer of n
+ * NUL-terminated strings (a record is some 9 KiB: the metrics' pass over
+ * the bridges copies these, not a thousand records, every 2 s) */
+int records_serving_dirs(struct mgr *m, char **out, size_t *n);
 /* records_put of a new install's r with its uid slot chosen in the same
  * step: the sandbox's own when it has a record, else the lowest not held
  * by a live (not retired / failed) record of another sandbox, committed or

@@ -102,10 +102,19 @@ check "node-api peak RSS under $((LIM / 1024)) MiB ($hwm_n kB)" test "$hwm_n" -l
 napi POST fs/remove --data-binary '{"path":"/home/user/big"}' >/dev/null
 
 # ---- metrics ----
+# a bridge keeps its refusal counts in its run directory, written at its
+# first refusal (spaced-host audit.c); sbx-manager folds the serving
+# bridges' sample lines into its own, and nothing else of the file
+printf '# TYPE space_bridge_refusals_total counter\nspace_bridge_refusals_total{sandbox="%s",generation="1",activation="1",outcome="deny",reason="generation_mismatch"} 3\nnot_a_refusal 1\n' "$S" \
+	>"$W/run/$S.g1/metrics.prom"
 sleep 2.5       # sbx-manager rewrites metrics.prom every 2 s
 curl -s "$NU/metrics" >"$T/metrics"
 check "metrics: node-api requests by route and status" grep -q '^space_nodeapi_requests_total{route="exec",status="200"} ' "$T/metrics"
 check "metrics: sbx-manager admissions (appended)" grep -q '^space_sbxmgr_admission_total{outcome="allow",reason="ok"} ' "$T/metrics"
+is "metrics: the serving bridge's refusal count folded in" \
+	"$(grep -c "^space_bridge_refusals_total{sandbox=\"$S\",generation=\"1\",activation=\"1\",outcome=\"deny\",reason=\"generation_mismatch\"} 3$" "$T/metrics")" 1
+is "... its other lines not" "$(grep -c '^not_a_refusal' "$T/metrics")" 0
+rm -f "$W/run/$S.g1/metrics.prom"
 # records.db: every record written is counted once, in a commit of one or
 # more records (group commit), so there are at least as many as commits
 RC=$(sed -n 's/^space_sbxmgr_record_commits_total \([0-9]*\)$/\1/p' "$T/metrics")
