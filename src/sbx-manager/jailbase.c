@@ -10,9 +10,9 @@
  *
  * The base holds only what a jail's set-up reads from the host, built up
  * from binds: a small read-only tmpfs as its root, on which the host's
- * system directories (jailfs_sys), the few /etc files (jailfs_etc) and
- * /dev nodes (jailfs_dev) of jailfs.h are bound read-only, the host's
- * /proc (the child's own proc is allowed only where a whole proc is
+ * system directories (jailfs_sys), /etc (from which the child binds the
+ * few files of jailfs_etc) and the /dev nodes of jailfs_dev are bound
+ * read-only, the host's /proc (the child's own proc is allowed only where a whole proc is
  * visible), and three empty mount points: /tmp (where the child assembles
  * its root), /layer and /template (where spaced-host moves clones of the
  * jail's own layer and template root in a private copy of the base). Each
@@ -180,8 +180,6 @@ jailbase_make(const struct mgr *m)
 	stage_path(m, stage, sizeof(stage));
 	for (i = 0; jailfs_sys[i] != NULL; i++)
 		n++;
-	for (i = 0; jailfs_etc[i] != NULL; i++)
-		n++;
 	for (i = 0; jailfs_dev[i] != NULL; i++)
 		n++;
 	if (n + 6 > ENTRIES_MAX)
@@ -193,10 +191,12 @@ jailbase_make(const struct mgr *m)
 		goto out;
 	for (i = 0; jailfs_sys[i] != NULL; i++)
 		n += entry_of(&e[n], stage, jailfs_sys[i], jailfs_sys[i]);
-	if (!mkdir_entry(&e[n++], stage, "/etc"))
+	/* the directory, not its files: a file bound here would stay the
+	 * inode it was when the worker started, and a package upgrade or
+	 * ldconfig replaces /etc files by renaming a new one over them */
+	if (!entry_of(&e[n], stage, "/etc", "/etc") || e[n].kind != E_DIR)
 		goto out;
-	for (i = 0; jailfs_etc[i] != NULL; i++)
-		n += entry_of(&e[n], stage, jailfs_etc[i], jailfs_etc[i]);
+	n++;
 	if (!mkdir_entry(&e[n++], stage, "/dev"))
 		goto out;
 	for (i = 0; jailfs_dev[i] != NULL; i++) {
