@@ -7,6 +7,13 @@
 #ifndef SPACE_JAILFS_H
 #define SPACE_JAILFS_H
 
+/* the mount points of the jails' base namespace that spaced-host uses:
+ * where the child assembles the new root, and where this jail's own layer
+ * and template root are moved in (sbx-manager jailbase.c makes them) */
+#define JAILFS_ASSEMBLY "/tmp"
+#define JAILFS_LAYER    "/layer"
+#define JAILFS_TEMPLATE "/template"
+
 /* directories (or, with a merged /usr, symlinks to them) */
 extern const char *const jailfs_sys[];
 /* the loader cache, the alternatives symlinks Debian's /usr/bin points

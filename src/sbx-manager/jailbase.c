@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,8 +206,9 @@ jailbase_make(const struct mgr *m)
 	if (!entry_of(&e[n], stage, "/proc", "/proc") || e[n].kind != E_DIR)
 		goto out;
 	e[n++].ro = false;
-	if (!mkdir_entry(&e[n++], stage, "/tmp") || !mkdir_entry(&e[n++], stage, "/layer") ||
-	    !mkdir_entry(&e[n++], stage, "/template"))
+	if (!mkdir_entry(&e[n++], stage, JAILFS_ASSEMBLY) ||
+	    !mkdir_entry(&e[n++], stage, JAILFS_LAYER) ||
+	    !mkdir_entry(&e[n++], stage, JAILFS_TEMPLATE))
 		goto out;
 	if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(done, O_CLOEXEC) != 0 ||
 	    (fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)

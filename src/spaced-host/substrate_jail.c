@@ -56,7 +56,7 @@
 #include "template.h"
 #include "util.h"
 
-#define JAIL_ROOT       "/tmp"          /* where the new root is assembled, inside the child's mount ns */
+#define JAIL_ROOT       JAILFS_ASSEMBLY /* where the new root is assembled, inside the child's mount ns */
 #define GUEST_FD_CONTROL 3
 #define GUEST_FD_SECRET  4
 #define GUEST_FD_KEEP    5
@@ -663,7 +663,7 @@ out:
  * namespace (sbx-manager jailbase.c: a read-only tmpfs root holding binds
  * of only the host paths a jail's set-up reads, jailfs.h), into which
  * clones of this jail's own layer and template root are moved at
- * BASE_LAYER and BASE_TEMPLATE, rather than from the worker's namespace,
+ * JAILFS_LAYER and JAILFS_TEMPLATE, rather than from the worker's namespace,
  * whose mounts the clone would copy and the child make private and
  * detach, two per sandbox on the worker. Returns the worker's mount
  * namespace to go back to once the child is cloned, or -1 (no base under
@@ -671,9 +671,6 @@ out:
  * make one; then the jail is cloned from the worker's namespace as it
  * always was). Called with the layer (and template) mounted; the working
  * directory is the namespace's root on return. */
-#define BASE_LAYER      "/layer"
-#define BASE_TEMPLATE   "/template"
-
 static int
 base_enter(const struct substrate_config *cfg, const struct substrate *s)
 {
@@ -709,8 +706,8 @@ base_enter(const struct substrate_config *cfg, const struct substrate *s)
 	/* a copy of our own (the base is every jail's), holding this jail's
 	 * layer and template root only */
 	if (unshare(CLONE_NEWNS) != 0 ||
-	    syscall(SYS_move_mount, fl, "", AT_FDCWD, BASE_LAYER, MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
-	    (ft >= 0 && syscall(SYS_move_mount, ft, "", AT_FDCWD, BASE_TEMPLATE,
+	    syscall(SYS_move_mount, fl, "", AT_FDCWD, JAILFS_LAYER, MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
+	    (ft >= 0 && syscall(SYS_move_mount, ft, "", AT_FDCWD, JAILFS_TEMPLATE,
 	    MOVE_MOUNT_F_EMPTY_PATH) != 0)) {
 		log_warn("jail of %s: cannot use the base mount namespace", cfg->sandbox);
 		if (setns(host, CLONE_NEWNS) != 0) {
@@ -841,13 +838,13 @@ jail_launch(const struct substrate_config *cfg, const uint8_t secret[GUEST_SECRE
 	}
 	hostns = base_enter(cfg, s);
 	based = hostns >= 0;
-	if (chdir(based ? BASE_LAYER : s->layer.rw) < 0) {
+	if (chdir(based ? JAILFS_LAYER : s->layer.rw) < 0) {
 		r = -errno;
 		base_leave(&hostns);
 		goto fail;
 	}
 	a = (struct child_args){ cfg, syncp[0], errp[1], sv[1], secp[0], exe, kfd,
-	    !s->templated ? NULL : based ? BASE_TEMPLATE : s->tpl.root };
+	    !s->templated ? NULL : based ? JAILFS_TEMPLATE : s->tpl.root };
 	/* raw clone without a stack argument behaves like fork(); the child
 	 * only runs child_main, which ends in exec or _exit */
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
