@@ -118,7 +118,7 @@ def _wait_jail_pool(P, plat, want):
             "then: %.1f MiB PSS in all" % (have, want, time.time() - t0, pss / 1024.0))
 
 
-def bench_concurrent(P, plat, n):
+def bench_concurrent(P, plat, n, label=""):
     auth = {"Authorization": "Bearer " + plat.env["SPACE_API_KEY"], "Content-Type": "application/json"}
     hp = "127.0.0.1:%d" % plat.port
     go = threading.Event()
@@ -244,7 +244,7 @@ def bench_concurrent(P, plat, n):
         bwall = P.now_us() - b0
 
     P.log("")
-    P.log("== %d concurrent creates (API, until running; milliseconds)" % n)
+    P.log("== %d concurrent creates%s (API, until running; milliseconds)" % (n, label))
     P.log("each client waits with GET ?until=running" if not poll_s else
           "one poller lists the sandboxes every %s s" % poll_s)
     if pool_note:
@@ -281,7 +281,7 @@ def bench_concurrent(P, plat, n):
             commits["space_sbxmgr_records_written_total"], commits["space_sbxmgr_record_commits_total"],
             commits["space_sbxmgr_records_written_total"] / max(1, commits["space_sbxmgr_record_commits_total"])))
     if lat:
-        P.ROWS.append(("%d concurrent creates: p99 to running (issue 17: under 1 s)" % n,
+        P.ROWS.append(("%d concurrent creates%s: p99 to running (issue 17: under 1 s)" % (n, label),
                        "%.0f ms (median %.0f); %.1f creates/s" % (P.pct(lat, 99) / 1000, P.pct(lat, 50) / 1000,
                                                               len(lat) / (wall / 1e6)),
                        ("bwrap p99 %.0f ms; %.0f/s" % (P.pct(blat, 99) / 1000, len(blat) / (bwall / 1e6)))

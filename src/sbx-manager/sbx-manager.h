@@ -2,7 +2,6 @@
  *   main.c     options, data directory, threads
  *   records.c  durable runtime records (SQLite) and their in-memory mirror
  *   bridge.c   spawning spaced-host and verifying it on every connection
- *   sockdiag.c kernel socket evidence (NETLINK_SOCK_DIAG, AF_UNIX)
  *   control.c  the control-plane client (register, heartbeat, keys, status)
  *   ctlproc.c  ... its HTTP half runs in an unprivileged child: starting it,
  *              handing it requests, reading its answers (ctlmsg.h)
@@ -30,6 +29,7 @@
 #include "admit.h"
 #include "claims.h"
 #include "limits.h"
+#include "sockdiag.h"
 #include "verifier.h"
 
 #define MGR_UID_BASE0        200000u
@@ -270,12 +270,6 @@ int bridge_hash_check(const struct record *r, const char **why);
 void bridge_stop(int pidfd);
 int bridge_pidfd_open_checked(const struct record *r);
 int proc_start_time(pid_t pid, uint64_t *out);
-
-/* sockdiag.c */
-/* 0 when the peer of our connected unix socket fd belongs to a socket
- * that process pid holds (the listener with our connection queued, or
- * the accepted socket); -EPERM when not; other -errno on failure */
-int sockdiag_peer_owned_by(int fd, pid_t pid, const char **why);
 
 /* control.c */
 int control_init(struct mgr *m);

@@ -21,10 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sbx-manager.h"
+#include "sockdiag.h"
 
 #define MAX_FD_INODES 4096
 #define SOCKDIAG_TRIES 10
@@ -139,10 +141,31 @@ diag_query(int nl, uint32_t ino, uint32_t show, uint32_t *peer,
 	return -EPROTO;
 }
 
+/* our socket's peer, then the bridge's fd table: 0 when the peer (the
+ * socket accept() returned) is one of the bridge's fds, 1 when not (yet),
+ * a negative errno (with why) when a look failed. *n is the table's size. */
+static int
+peer_held(int nl, uint32_t me, pid_t pid, uint32_t *inos, size_t *n, const char **why)
+{
+	uint32_t peer = 0;
+	int r;
+
+	if ((r = diag_query(nl, me, UDIAG_SHOW_PEER, &peer, NULL, 0, NULL)) != 0) {
+		*why = r == -ENOENT ? "sock_diag does not know our socket" :
+		    "sock_diag query failed";
+		return r == -ENOENT ? -EPERM : r;
+	}
+	if ((r = fd_socket_inodes(pid, inos, MAX_FD_INODES, n)) != 0) {
+		*why = "cannot read the bridge's fd table";
+		return r;
+	}
+	return peer != 0 && in_set(peer, inos, *n) ? 0 : 1;
+}
+
 int
 sockdiag_peer_owned_by(int fd, pid_t pid, const char **why)
 {
-	uint32_t inos[MAX_FD_INODES], icons[256], peer = 0, me;
+	uint32_t inos[MAX_FD_INODES], icons[256], me;
 	size_t n = 0, ni, i, j;
 	struct stat st;
 	int nl = -1, ret = -EPERM, r, tries;
@@ -160,16 +183,23 @@ sockdiag_peer_owned_by(int fd, pid_t pid, const char **why)
 	/* accept() takes the connection off the listener's queue a moment
 	 * before the new fd appears in the bridge's table; a connection seen
 	 * in neither place is looked at again a few times before refusal.
-	 * Each look is exact, so retrying weakens nothing. */
+	 * Each look is exact, so retrying weakens nothing.
+	 *
+	 * The kernel finds a socket by inode by walking every unix socket of
+	 * the network namespace (some 8 per sandbox), so the order of the
+	 * looks matters at a thousand sandboxes: the accepted case, the
+	 * common one, costs one query (our socket's peer); only a connection
+	 * still queued costs one query per socket the bridge holds. */
 	for (tries = 0; tries < SOCKDIAG_TRIES; tries++) {
 		if (tries)
 			usleep(2000);
-		if ((r = fd_socket_inodes(pid, inos, MAX_FD_INODES, &n)) != 0) {
-			*why = "cannot read the bridge's fd table";
+		/* accepted already: our peer is a socket the bridge holds */
+		if ((r = peer_held(nl, me, pid, inos, &n, why)) <= 0) {
 			ret = r;
 			goto out;
 		}
-		/* queued on a listener the bridge holds? */
+		/* queued on a listener the bridge holds? (the fd table was
+		 * read by peer_held, after our peer was looked up) */
 		for (i = 0; i < n; i++) {
 			if (diag_query(nl, inos[i], UDIAG_SHOW_ICONS, NULL, icons, 256, &ni) != 0)
 				continue;
@@ -179,17 +209,9 @@ sockdiag_peer_owned_by(int fd, pid_t pid, const char **why)
 					goto out;
 				}
 		}
-		/* or accepted already: re-read the fd table, the accepted
-		 * socket may have appeared after the first read */
-		if ((r = diag_query(nl, me, UDIAG_SHOW_PEER, &peer, NULL, 0, NULL)) != 0) {
-			*why = r == -ENOENT ? "sock_diag does not know our socket" :
-			    "sock_diag query failed";
-			ret = r == -ENOENT ? -EPERM : r;
-			goto out;
-		}
-		if (peer != 0 && fd_socket_inodes(pid, inos, MAX_FD_INODES, &n) == 0 &&
-		    in_set(peer, inos, n)) {
-			ret = 0;
+		/* accepted while the listeners were looked at */
+		if ((r = peer_held(nl, me, pid, inos, &n, why)) <= 0) {
+			ret = r;
 			goto out;
 		}
 	}
