@@ -286,7 +286,7 @@ def bench_concurrent(P, plat, n, label=""):
                                                               len(lat) / (wall / 1e6)),
                        ("bwrap p99 %.0f ms; %.0f/s" % (P.pct(blat, 99) / 1000, len(blat) / (bwall / 1e6)))
                        if blat else "no bwrap",
-                       ("%.0fx" % (P.pct(lat, 99) / P.pct(blat, 99))) if blat else "-"))
+                       ("%.2fx" % (P.pct(lat, 99) / P.pct(blat, 99))) if blat else "-"))
 
 
 def _log_events(logdir, sbx):
