@@ -46,11 +46,12 @@ main(void)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
-	int lfd, cfd, cmd[2], ack[2], r, st;
+	int lfd, cfd, cmd[2], ack[2], quit[2], r, st;
 	pid_t holder, idle;
 	const char *why;
 
-	if (mkdtemp(dir) == NULL || pipe(cmd) != 0 || pipe(ack) != 0) {
+	alarm(60);       /* a lost wake-up fails the test, it does not hang it */
+	if (mkdtemp(dir) == NULL || pipe(cmd) != 0 || pipe(ack) != 0 || pipe(quit) != 0) {
 		printf("Bail out! set-up: %s\n", strerror(errno));
 		return 1;
 	}
@@ -68,6 +69,8 @@ main(void)
 
 		close(cmd[1]);
 		close(ack[0]);
+		close(quit[0]);
+		close(quit[1]);
 		if (read(cmd[0], &c, 1) != 1)
 			_exit(1);
 		a = accept(lfd, NULL, NULL);
@@ -81,14 +84,19 @@ main(void)
 	}
 	if ((idle = fork()) == 0) {     /* holds no socket of ours at all */
 		close(lfd);
+		close(cmd[0]);
 		close(cmd[1]);
-		if (read(cmd[0], &c, 1) < 0)
+		close(ack[0]);
+		close(ack[1]);
+		close(quit[1]);
+		if (read(quit[0], &c, 1) < 0)   /* until told to go (EOF) */
 			_exit(1);
 		_exit(0);
 	}
 	close(lfd);
 	close(cmd[0]);
 	close(ack[1]);
+	close(quit[0]);
 
 	cfd = connect_to(path);
 	ok(cfd >= 0, "connected to the listener's path");
@@ -116,6 +124,7 @@ main(void)
 	ok(why != NULL && strstr(why, "fd table") != NULL, "... and why says so (%s)", why);
 
 	close(cfd);
+	close(quit[1]);
 	waitpid(idle, &st, 0);
 	unlink(path);
 	rmdir(dir);
