@@ -135,6 +135,35 @@ def _busy():
     return sum(v) - v[3] - v[4], sum(v)    # busy (all but idle, iowait), all
 
 
+def _kdamonds():
+    """the pids of the kernel's DAMON threads (kdamond.N): a host may run
+    DAMON with a pageout scheme, whose page checks walk every mapping of a
+    page, so its cost grows with the processes of idle sandboxes"""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/comm" % d) as f:
+                    if f.read().startswith("kdamond"):
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def _ticks(pids):
+    """utime + stime of pids, in clock ticks"""
+    t = 0
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                v = f.read().rsplit(")", 1)[1].split()
+            t += int(v[11]) + int(v[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return t
+
+
 def _settle(idle=0.9, limit=60.0):
     """waits until the machine's CPUs were at least `idle` idle over one
     second (at most `limit` s); the seconds waited"""
@@ -294,14 +323,21 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
                     raise RuntimeError("healthz: %d" % st)
             fns = {"admit": admit, "read": read, "healthz": health}
             P.interleave(max(5, rounds // 10), fns)
+            # what the machine, and the kernel's DAMON, spent while this
+            # level was measured (the figures below are taken beside it)
+            kd = _kdamonds()
+            m0, k0, w0 = _busy(), _ticks(kd), time.time()
             lat = P.interleave(rounds, fns)
             cr = []
             for _ in range(creates):
                 _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
                 cr.append(b)
+            m1, k1, w1 = _busy(), _ticks(kd), time.time()
+            busy = 100.0 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
+            kdam = 100.0 * (k1 - k0) / os.sysconf("SC_CLK_TCK") / max(1e-9, w1 - w0) if kd else -1.0
             results.append({"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
                             "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
-                            "load": os.getloadavg()[0],
+                            "load": os.getloadavg()[0], "busy": busy, "kdamond": kdam,
                             "gws": len(gws), "by": by})
             _report_level(P, results[-1])
     finally:
@@ -339,6 +375,8 @@ def _report_level(P, r):
               r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
               P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
               P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
+    P.log("density: %d sandboxes: while measured, the CPUs were %.0f %% busy; the kernel's DAMON (kdamond) %s" % (
+        r["level"], r["busy"], "%.1f %% of one CPU" % r["kdamond"] if r["kdamond"] >= 0 else "not running"))
 
 
 def _report(P, results, left, t_stop, total, load0):
@@ -347,16 +385,16 @@ def _report(P, results, left, t_stop, total, load0):
     P.log("")
     P.log("== density: idle sandboxes on one worker (medians; memory in MiB per sandbox, PSS summed over its"
           " processes: bridge, guest, gateway)")
-    P.log("%8s %8s %8s %6s %8s %10s %10s %10s %10s %6s" % (
+    P.log("%8s %8s %8s %6s %8s %10s %10s %10s %10s %6s %6s %8s" % (
         "sandboxes", "PSS", "RSS", "procs", "cgroup", "admit us", "read us", "healthz us", "create ms",
-        "load"))
+        "load", "busy%", "kdamond%"))
     for r in results:
         per = r["per"]
-        P.log("%8d %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f" % (
+        P.log("%8d %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f %6.0f %8.1f" % (
             r["level"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
             (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
             P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
-            P.pct(r["create"], 50) / 1000, r["load"]))
+            P.pct(r["create"], 50) / 1000, r["load"], r["busy"], r["kdamond"]))
     a, z = results[0], results[-1]
     P.log("per process of a sandbox at %d (by name; PSS and RSS in MiB per sandbox):" % z["level"])
     for name, (pss, rss, n) in sorted(z["by"].items(), key=lambda kv: -kv[1][0]):
