@@ -8,6 +8,10 @@
 # runs with one serving execution in the control plane and on the workers
 # together, no generation was reused, and every acknowledged write reads
 # back unchanged.
+# A load test whose point is where requests land, not memory safety: it
+# runs once, in the plain build (tests/run.sh), not again under the
+# sanitizers, which cover the same paths in 50-55.
+# ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_up.sh"
 
