@@ -33,47 +33,6 @@ import time
 BODY = json.dumps({"resources": {"memory_mb": 64, "cpu_percent": 10}})
 
 
-def _tree_cpu_s(P, root):
-    """CPU seconds (user + system) of root and its descendants, with the
-    children they reaped (ip, nft, mkfs...): /proc/PID/stat fields 14-17"""
-    tick = os.sysconf("SC_CLK_TCK")
-    tot = 0
-    for p in P.tree(root):
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                fl = f.read().rsplit(")", 1)[1].split()
-            tot += sum(int(x) for x in fl[11:15])
-        except (OSError, ValueError, IndexError):
-            pass
-    return tot / tick
-
-
-def _machine_cpu():
-    """(busy, idle) CPU seconds of the whole machine since its boot
-    (/proc/stat: idle and iowait count as idle)"""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    tick = os.sysconf("SC_CLK_TCK")
-    return (sum(v) - v[3] - v[4]) / tick, (v[3] + v[4]) / tick
-
-
-def _tree_cpu_by_name(P, root):
-    """{pid: (name, CPU seconds)} of root and its descendants, each with the
-    children it reaped (so a short-lived ip or mkfs counts under the process
-    that waited for it)"""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for p in P.tree(root):
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                head, tail = f.read().rsplit(")", 1)
-            fl = tail.split()
-            out[p] = (head.split("(", 1)[1], sum(int(x) for x in fl[11:15]) / tick)
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
-
-
 def _cpu_split(before, after, n):
     """CPU per create by process name over the burst: a process alive at both
     snapshots counts its difference, one started during the burst all of it"""
@@ -168,9 +127,8 @@ def bench_concurrent(P, plat, n, label=""):
         t.start()
     time.sleep(0.3)
     ctl = P.Http(hp)
-    cpu0 = _tree_cpu_s(P, plat.up.pid)
-    mach0 = _machine_cpu()
-    split0 = _tree_cpu_by_name(P, plat.up.pid)
+    split0 = P.tree_cpu(plat.up.pid)
+    mach0 = P.machine_cpu()
     mark = os.environ.get("SPACE_BENCH_MARK")  # CLOCK_MONOTONIC of the burst, for perf --time
     if mark:
         with open(mark, "w") as f:
@@ -196,9 +154,10 @@ def bench_concurrent(P, plat, n, label=""):
         t.join()
     if not poll_s:
         running, failed = t_run, t_fail
-    mach1 = _machine_cpu()
-    cpu1 = _tree_cpu_s(P, plat.up.pid)
-    split1 = _tree_cpu_by_name(P, plat.up.pid)
+    mach1 = P.machine_cpu()
+    split1 = P.tree_cpu(plat.up.pid)
+    cpu0 = sum(s for _, s in split0.values())
+    cpu1 = sum(s for _, s in split1.values())
     if mark:
         with open(mark, "a") as f:
             f.write(",%.6f\n" % time.monotonic())

@@ -129,12 +129,6 @@ def _daemons(P, plat):
     return out
 
 
-def _busy():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4], sum(v)    # busy (all but idle, iowait), all
-
-
 def _kdamonds():
     """the pids of the kernel's DAMON threads (kdamond.N): a host may run
     DAMON with a pageout scheme, whose page checks walk every mapping of a
@@ -151,30 +145,30 @@ def _kdamonds():
     return out
 
 
-def _ticks(pids):
-    """utime + stime of pids, in clock ticks"""
-    t = 0
-    for p in pids:
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                v = f.read().rsplit(")", 1)[1].split()
-            t += int(v[11]) + int(v[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return t
+def _busy_pct(m0, m1):
+    """how busy the machine's CPUs were between two machine_cpu() readings,
+    in percent of all of them"""
+    busy, idle = m1[0] - m0[0], m1[1] - m0[1]
+    return 100.0 * busy / (busy + idle) if busy + idle > 0 else 100.0
 
 
-def _settle(idle=0.9, limit=60.0):
+def _kd_cpu(P, pids):
+    """CPU seconds of the kernel's DAMON threads (kernel threads reap no
+    children)"""
+    return sum(r[1] for r in map(P.proc_cpu, pids) if r)
+
+
+def _settle(P, idle=0.9, limit=60.0):
     """waits until the machine's CPUs were at least `idle` idle over one
     second (at most `limit` s); the seconds waited"""
     t0 = time.time()
-    b0, a0 = _busy()
+    b0, i0 = P.machine_cpu()
     while time.time() - t0 < limit:
         time.sleep(1)
-        b1, a1 = _busy()
-        if a1 > a0 and (b1 - b0) / (a1 - a0) <= 1 - idle:
+        b1, i1 = P.machine_cpu()
+        if _busy_pct((b0, i0), (b1, i1)) <= 100.0 * (1 - idle):
             break
-        b0, a0 = b1, a1
+        b0, i0 = b1, i1
     return time.time() - t0
 
 
@@ -280,7 +274,7 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
             # idle sandboxes: what the fill set going (the last first
             # execs at 1 % of a CPU, the pools' refills, the layers'
             # writeback) is waited out before anything is measured
-            t_settle = _settle()
+            t_settle = _settle(P)
             gws = _gateways(P, plat)
             per, cg, by = _measure(P, plat, ids, gws)
             daemons = _daemons(P, plat)
@@ -326,15 +320,15 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
             # what the machine, and the kernel's DAMON, spent while this
             # level was measured (the figures below are taken beside it)
             kd = _kdamonds()
-            m0, k0, w0 = _busy(), _ticks(kd), time.time()
+            m0, k0, w0 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
             lat = P.interleave(rounds, fns)
             cr = []
             for _ in range(creates):
                 _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
                 cr.append(b)
-            m1, k1, w1 = _busy(), _ticks(kd), time.time()
-            busy = 100.0 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
-            kdam = 100.0 * (k1 - k0) / os.sysconf("SC_CLK_TCK") / max(1e-9, w1 - w0) if kd else -1.0
+            m1, k1, w1 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
+            busy = _busy_pct(m0, m1)
+            kdam = 100.0 * (k1 - k0) / max(1e-9, w1 - w0) if kd else -1.0
             results.append({"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
                             "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
                             "load": os.getloadavg()[0], "busy": busy, "kdamond": kdam,

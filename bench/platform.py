@@ -451,6 +451,27 @@ def proc_cpu(p):
     return name, sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu(root):
+    """{pid: (name, CPU seconds)} of root and its descendants, each with the
+    children it reaped (so a short-lived ip or mkfs counts under the process
+    that waited for it)"""
+    out = {}
+    for q in tree(root):
+        r = proc_cpu(q)
+        if r:
+            out[q] = r
+    return out
+
+
+def machine_cpu():
+    """(busy, idle) CPU seconds of the whole machine since its boot
+    (/proc/stat's first line: idle and iowait count as idle)"""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(v) - v[3] - v[4]) / tick, (v[3] + v[4]) / tick
+
+
 def platform_cpu(plat, extra=()):
     """CPU seconds by process name over every process of the platform (the
     daemons, the bridges and what runs under them: the guests), and extra
