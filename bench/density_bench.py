@@ -24,6 +24,15 @@ bench/platform.py on a platform of its own (`space up --workers 1
                   alone); then --density-creates creates to first exec
                   (API, the state waited for with GET ?until=running, the sandbox killed after),
                   each of the same sizes but a whole CPU (CREATE_BODY)
+  drain           after the last level every sandbox but the first is
+                  killed and waited for until its bridge is gone, the
+                  machine settles, and the first level's measures are taken
+                  again: the baseline "at 1" is the samples of both, before
+                  the fill and after the drain, so that the machine's own
+                  drift over the minutes of the fill (healthz alone moved
+                  by a fifth and more between levels on a 2-core virtual
+                  machine) falls on both sides of each ratio; both are
+                  shown apart as well
   logs            DENSITY_BENCH_LOGS=DIR keeps the daemons' logs there
                   (their timestamps show where a create's time went)
   host            loop devices, network namespaces (nsfs mounts) and
@@ -258,6 +267,7 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
             plat.capacity, plat.data, ",".join(map(str, levels))))
         ctl = P.Http("127.0.0.1:%d" % plat.port)
         ids = []
+        state = {"f4k": False}
         for lvl in levels:
             t0 = time.time()
             while len(ids) < lvl:
@@ -269,70 +279,20 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
                     for f in [ex.submit(_exec_true, P, plat, None, s) for s in batch]:
                         f.result()
                 ids += batch
-            t_fill = time.time() - t0
-            time.sleep(2)
-            # idle sandboxes: what the fill set going (the last first
-            # execs at 1 % of a CPU, the pools' refills, the layers'
-            # writeback) is waited out before anything is measured
-            t_settle = _settle(P)
-            gws = _gateways(P, plat)
-            per, cg, by = _measure(P, plat, ids, gws)
-            daemons = _daemons(P, plat)
-            host = _host_counts(plat)
-            # latency on the first sandbox: admission (refused for its
-            # access), a 4 KiB read, the client + HTTP alone
-            probe = ids[0]
-            rr = _route(plat, ctl, probe, ["exec", "fs:r"])
-            if lvl == levels[0]:
-                _exec_via(P, rr, probe, "head -c 4096 /dev/urandom > /home/user/f4k")
-            rn = _route(plat, ctl, probe, ["fs:r"])
-            hp = rr["endpoint"].split("://", 1)[1].rstrip("/")
-            h, hh = P.Http(hp), P.Http(hp)
-            t_routes = [time.time()]
-
-            def fresh():
-                if time.time() - t_routes[0] > 60:
-                    rr.update(_route(plat, ctl, probe, ["exec", "fs:r"]))
-                    rn.update(_route(plat, ctl, probe, ["fs:r"]))
-                    t_routes[0] = time.time()
-
-            def admit():
-                fresh()
-                st, data, _ = h.req("POST", "/v1/sandboxes/%s/exec" % probe, '{"argv":["true"]}',
-                                    {"Authorization": "Bearer " + rn["capability"],
-                                     "Content-Type": "application/json"})
-                if st != 403:
-                    raise RuntimeError("exec without the exec right: %d %s" % (st, data[:200]))
-
-            def read():
-                fresh()
-                st, _, n = h.req("GET", "/v1/sandboxes/%s/files?path=/home/user/f4k" % probe, None,
-                                 {"Authorization": "Bearer " + rr["capability"]})
-                if st != 200 or n != 4096:
-                    raise RuntimeError("read 4 KiB: %d, %d bytes" % (st, n))
-
-            def health():
-                st, _, _ = hh.req("GET", "/healthz")
-                if st != 200:
-                    raise RuntimeError("healthz: %d" % st)
-            fns = {"admit": admit, "read": read, "healthz": health}
-            P.interleave(max(5, rounds // 10), fns)
-            # what the machine, and the kernel's DAMON, spent while this
-            # level was measured (the figures below are taken beside it)
-            kd = _kdamonds()
-            m0, k0, w0 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
-            lat = P.interleave(rounds, fns)
-            cr = []
-            for _ in range(creates):
-                _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
-                cr.append(b)
-            m1, k1, w1 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
-            busy = _busy_pct(m0, m1)
-            kdam = 100.0 * (k1 - k0) / max(1e-9, w1 - w0) if kd else -1.0
-            results.append({"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
-                            "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
-                            "load": os.getloadavg()[0], "busy": busy, "kdamond": kdam,
-                            "gws": len(gws), "by": by})
+            results.append(_measure_level(P, plat, ctl, ids, lvl, time.time() - t0, rounds, creates, state))
+            _report_level(P, results[-1])
+        if len(ids) > 1:
+            # back to the first sandbox alone: the others killed and gone
+            # from the worker, the machine settled again, the same
+            # measures. A baseline taken both before the fill and after
+            # the drain brackets the levels in time, so that the machine's
+            # own drift over the minutes between (its speed moves by a
+            # fifth and more on this virtual machine: healthz, which does
+            # nothing per sandbox) falls on both sides of the ratio.
+            t0 = time.time()
+            _drain(P, plat, ctl, ids[1:])
+            results.append(_measure_level(P, plat, ctl, ids[:1], 1, time.time() - t0, rounds, creates, state))
+            results[-1]["after"] = True
             _report_level(P, results[-1])
     finally:
         keep = os.environ.get("DENSITY_BENCH_LOGS")
@@ -344,6 +304,100 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
         t_stop = time.time() - before
     left = _host_counts(plat)
     _report(P, results, left, t_stop, time.time() - t_start, load0)
+
+
+def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state):
+    """one level: the memory and host objects of ids, then the latencies
+    on ids[0] (state["f4k"]: its 4 KiB file is written)"""
+    time.sleep(2)
+    # idle sandboxes: what the fill set going (the last first execs at 1 %
+    # of a CPU, the pools' refills, the layers' writeback) is waited out
+    # before anything is measured
+    t_settle = _settle(P)
+    gws = _gateways(P, plat)
+    per, cg, by = _measure(P, plat, ids, gws)
+    daemons = _daemons(P, plat)
+    host = _host_counts(plat)
+    # latency on the first sandbox: admission (refused for its access), a
+    # 4 KiB read, the client + HTTP alone
+    probe = ids[0]
+    rr = _route(plat, ctl, probe, ["exec", "fs:r"])
+    if not state["f4k"]:
+        _exec_via(P, rr, probe, "head -c 4096 /dev/urandom > /home/user/f4k")
+        state["f4k"] = True
+    rn = _route(plat, ctl, probe, ["fs:r"])
+    hp = rr["endpoint"].split("://", 1)[1].rstrip("/")
+    h, hh = P.Http(hp), P.Http(hp)
+    t_routes = [time.time()]
+
+    def fresh():
+        if time.time() - t_routes[0] > 60:
+            rr.update(_route(plat, ctl, probe, ["exec", "fs:r"]))
+            rn.update(_route(plat, ctl, probe, ["fs:r"]))
+            t_routes[0] = time.time()
+
+    def admit():
+        fresh()
+        st, data, _ = h.req("POST", "/v1/sandboxes/%s/exec" % probe, '{"argv":["true"]}',
+                            {"Authorization": "Bearer " + rn["capability"],
+                             "Content-Type": "application/json"})
+        if st != 403:
+            raise RuntimeError("exec without the exec right: %d %s" % (st, data[:200]))
+
+    def read():
+        fresh()
+        st, _, n = h.req("GET", "/v1/sandboxes/%s/files?path=/home/user/f4k" % probe, None,
+                         {"Authorization": "Bearer " + rr["capability"]})
+        if st != 200 or n != 4096:
+            raise RuntimeError("read 4 KiB: %d, %d bytes" % (st, n))
+
+    def health():
+        st, _, _ = hh.req("GET", "/healthz")
+        if st != 200:
+            raise RuntimeError("healthz: %d" % st)
+    fns = {"admit": admit, "read": read, "healthz": health}
+    P.interleave(max(5, rounds // 10), fns)
+    # what the machine, and the kernel's DAMON, spent while this level was
+    # measured (the figures below are taken beside it)
+    kd = _kdamonds()
+    m0, k0, w0 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
+    lat = P.interleave(rounds, fns)
+    cr = []
+    for _ in range(creates):
+        _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
+        cr.append(b)
+    m1, k1, w1 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
+    return {"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
+            "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
+            "load": os.getloadavg()[0], "busy": _busy_pct(m0, m1),
+            "kdamond": 100.0 * (k1 - k0) / max(1e-9, w1 - w0) if kd else -1.0,
+            "gws": len(gws), "by": by, "after": False}
+
+
+def _drain(P, plat, ctl, ids, wait=300):
+    """ids killed (DELETE), 20 at a time, and waited for until no bridge
+    of the worker serves any of them"""
+    def kill(s):
+        c = P.Http("127.0.0.1:%d" % plat.port)
+        st, data, _ = c.req("DELETE", "/v1/sandboxes/" + s, None, _auth(plat))
+        if c.c:
+            c.c.close()
+        if st not in (200, 202, 204):
+            raise RuntimeError("DELETE %s: %d %s" % (s, st, data[:300]))
+    with concurrent.futures.ThreadPoolExecutor(20) as ex:
+        for f in [ex.submit(kill, s) for s in ids]:
+            f.result()
+    gone = set(ids)
+    end = time.time() + wait
+    while True:
+        serving = set()
+        for b in plat.bridges():
+            serving.update(a for a in P.cmdline(b).split() if a in gone)
+        if not serving:
+            return
+        if time.time() > end:
+            raise RuntimeError("%d killed sandboxes still have a bridge after %d s" % (len(serving), wait))
+        time.sleep(0.5)
 
 
 def _exec_via(P, r, sbx, script):
@@ -360,17 +414,21 @@ def _avg(xs, i):
     return sum(x[i] for x in xs) / len(xs) if xs else 0.0
 
 
+def _level_name(r):
+    return "%d sandboxes%s" % (r["level"], " after the drain" if r["after"] else "")
+
+
 def _report_level(P, r):
     per = r["per"]
-    P.log("density: %d sandboxes (filled in %.0f s, settled in %.0f s, load %.1f): per sandbox PSS %.2f MiB, RSS %.2f, %.1f procs"
+    P.log("density: %s (%s in %.0f s, settled in %.0f s, load %.1f): per sandbox PSS %.2f MiB, RSS %.2f, %.1f procs"
           " (%d with a gateway); cgroup %.2f MiB; admit %.0f us, read 4 KiB %.0f us, healthz %.0f us,"
           " create %.0f ms; loop devices %d, netns %d, mounts %d" % (
-              r["level"], r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+              _level_name(r), "drained" if r["after"] else "filled", r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
               r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
               P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
               P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
-    P.log("density: %d sandboxes: while measured, the CPUs were %.0f %% busy; the kernel's DAMON (kdamond) %s" % (
-        r["level"], r["busy"], "%.1f %% of one CPU" % r["kdamond"] if r["kdamond"] >= 0 else "not running"))
+    P.log("density: %s: while measured, the CPUs were %.0f %% busy; the kernel's DAMON (kdamond) %s" % (
+        _level_name(r), r["busy"], "%.1f %% of one CPU" % r["kdamond"] if r["kdamond"] >= 0 else "not running"))
 
 
 def _report(P, results, left, t_stop, total, load0):
@@ -379,17 +437,19 @@ def _report(P, results, left, t_stop, total, load0):
     P.log("")
     P.log("== density: idle sandboxes on one worker (medians; memory in MiB per sandbox, PSS summed over its"
           " processes: bridge, guest, gateway)")
-    P.log("%8s %8s %8s %6s %8s %10s %10s %10s %10s %6s %6s %8s" % (
+    P.log("%10s %8s %8s %6s %8s %10s %10s %10s %10s %6s %6s %8s" % (
         "sandboxes", "PSS", "RSS", "procs", "cgroup", "admit us", "read us", "healthz us", "create ms",
         "load", "busy%", "kdamond%"))
     for r in results:
         per = r["per"]
-        P.log("%8d %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f %6.0f %8.1f" % (
-            r["level"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+        P.log("%10s %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f %6.0f %8.1f" % (
+            "%d%s" % (r["level"], " after" if r["after"] else ""), _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
             (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
             P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
             P.pct(r["create"], 50) / 1000, r["load"], r["busy"], r["kdamond"]))
-    a, z = results[0], results[-1]
+    a = results[0]
+    z = max((r for r in results if not r["after"]), key=lambda r: r["level"])
+    b = results[-1] if results[-1]["after"] else None
     P.log("per process of a sandbox at %d (by name; PSS and RSS in MiB per sandbox):" % z["level"])
     for name, (pss, rss, n) in sorted(z["by"].items(), key=lambda kv: -kv[1][0]):
         P.log("  %-30s %8.2f %8.2f   (%d processes)" % (name, pss / 1024.0 / z["level"],
@@ -406,18 +466,32 @@ def _report(P, results, left, t_stop, total, load0):
                                                   t_stop, left[0], left[1], left[2]))
     P.log("density part: %.0f s in all; load average %.1f at the start, %.1f at the end" % (
         total, load0[0], os.getloadavg()[0]))
+    # the baseline at 1: the samples before the fill and after the drain
+    # together (the drift of the machine between them is said)
+    base = {k: a["lat"][k] + (b["lat"][k] if b else []) for k in a["lat"]}
+    base["create"] = a["create"] + (b["create"] if b else [])
+    if b:
+        P.log("at 1 sandbox before the fill / after the drain: admit %.0f / %.0f us, read %.0f / %.0f us,"
+              " healthz %.0f / %.0f us, create %.0f / %.0f ms; healthz at %d against both together: %.2fx"
+              " (the machine's own drift: node-api's healthz does nothing per sandbox)" % (
+                  P.pct(a["lat"]["admit"], 50), P.pct(b["lat"]["admit"], 50),
+                  P.pct(a["lat"]["read"], 50), P.pct(b["lat"]["read"], 50),
+                  P.pct(a["lat"]["healthz"], 50), P.pct(b["lat"]["healthz"], 50),
+                  P.pct(a["create"], 50) / 1000, P.pct(b["create"], 50) / 1000,
+                  z["level"], P.pct(z["lat"]["healthz"], 50) / P.pct(base["healthz"], 50)))
+
     def ratio(k):
-        return P.pct(z["lat"][k], 50) / P.pct(a["lat"][k], 50)
+        return P.pct(z["create"] if k == "create" else z["lat"][k], 50) / P.pct(base[k], 50)
     mem = _avg(z["per"], 0) / 1024 + growth / 1024
     P.ROWS.append(("idle memory per sandbox at %d: PSS of its processes + daemons' growth (cgroup charge)"
                    % z["level"], "%.2f + %.2f MiB (%.2f)" % (
                        _avg(z["per"], 0) / 1024, growth / 1024,
                        (sum(z["cg"]) / len(z["cg"]) / 1024) if z["cg"] else 0),
                    "issue 17: at most 1 MiB", "%.2f MiB" % mem))
-    P.ROWS.append(("admission / 4 KiB read / create at %d vs at %d sandboxes, medians" % (z["level"], a["level"]),
+    P.ROWS.append(("admission / 4 KiB read / create at %d vs at %d sandboxes%s, medians" % (
+                   z["level"], a["level"], " (before the fill and after the drain)" if b else ""),
                    "%.0f us / %.0f us / %.0f ms" % (P.pct(z["lat"]["admit"], 50), P.pct(z["lat"]["read"], 50),
                                                     P.pct(z["create"], 50) / 1000),
-                   "%.0f us / %.0f us / %.0f ms" % (P.pct(a["lat"]["admit"], 50), P.pct(a["lat"]["read"], 50),
-                                                    P.pct(a["create"], 50) / 1000),
-                   "%.2fx / %.2fx / %.2fx" % (ratio("admit"), ratio("read"),
-                                              P.pct(z["create"], 50) / P.pct(a["create"], 50))))
+                   "%.0f us / %.0f us / %.0f ms" % (P.pct(base["admit"], 50), P.pct(base["read"], 50),
+                                                    P.pct(base["create"], 50) / 1000),
+                   "%.2fx / %.2fx / %.2fx" % (ratio("admit"), ratio("read"), ratio("create"))))
