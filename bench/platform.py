@@ -1340,7 +1340,9 @@ def main():
     ap.add_argument("--density-steps", default="1,100,500",
                     help="levels measured on the way to --density")
     ap.add_argument("--density-rounds", type=int, default=200, help="latency rounds per level")
-    ap.add_argument("--density-creates", type=int, default=15, help="creates timed per level (at 1 %% of a CPU each is quantized by the quota period: 5 were too few for a stable median)")
+    ap.add_argument("--density-creates", type=int, default=31,
+                    help="creates timed per level (at 1000 their times spread from 0.9x to 2x of the median:"
+                    " 15 left the median moving by a tenth between runs)")
     ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
                     "create,timeline,concurrent,memory,templates,streams,idlestreams,network,concurrentpool,stores,move,"
                     "density (default all)")
