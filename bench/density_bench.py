@@ -161,9 +161,17 @@ def _busy_pct(m0, m1):
     return 100.0 * busy / (busy + idle) if busy + idle > 0 else 100.0
 
 
+def _comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
 def _kd_cpu(P, pids):
-    """CPU seconds of the kernel's DAMON threads (kernel threads reap no
-    children)"""
+    """CPU seconds of pids (the kernel's DAMON threads, which reap no
+    children; the machine's PID 1)"""
     return sum(r[1] for r in map(P.proc_cpu, pids) if r)
 
 
@@ -364,17 +372,20 @@ def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state):
     # what the machine, and the kernel's DAMON, spent while this level was
     # measured (the figures below are taken beside it)
     kd = _kdamonds()
-    m0, k0, w0 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
+    # and the machine's PID 1, not the platform's: a host's process
+    # manager that looks at every process costs more with each sandbox's
+    m0, k0, i0, w0 = P.machine_cpu(), _kd_cpu(P, kd), _kd_cpu(P, [1]), time.time()
     lat = P.interleave(rounds, fns)
     cr = []
     for _ in range(creates):
         _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
         cr.append(b)
-    m1, k1, w1 = P.machine_cpu(), _kd_cpu(P, kd), time.time()
+    m1, k1, i1, w1 = P.machine_cpu(), _kd_cpu(P, kd), _kd_cpu(P, [1]), time.time()
     return {"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
             "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
             "load": os.getloadavg()[0], "busy": _busy_pct(m0, m1),
             "kdamond": 100.0 * (k1 - k0) / max(1e-9, w1 - w0) if kd else -1.0,
+            "init": 100.0 * (i1 - i0) / max(1e-9, w1 - w0), "init_name": _comm(1),
             "gws": len(gws), "by": by, "after": False}
 
 
@@ -434,8 +445,10 @@ def _report_level(P, r):
               r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
               P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
               P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
-    P.log("density: %s: while measured, the CPUs were %.0f %% busy; the kernel's DAMON (kdamond) %s" % (
-        _level_name(r), r["busy"], "%.1f %% of one CPU" % r["kdamond"] if r["kdamond"] >= 0 else "not running"))
+    P.log("density: %s: while measured, the CPUs were %.0f %% busy; the kernel's DAMON (kdamond) %s;"
+          " the machine's PID 1 (%s) %.1f %% of one CPU" % (
+              _level_name(r), r["busy"], "%.1f %% of one CPU" % r["kdamond"] if r["kdamond"] >= 0 else "not running",
+              r["init_name"], r["init"]))
 
 
 def _report(P, results, left, t_stop, total, load0):
@@ -444,16 +457,16 @@ def _report(P, results, left, t_stop, total, load0):
     P.log("")
     P.log("== density: idle sandboxes on one worker (medians; memory in MiB per sandbox, PSS summed over its"
           " processes: bridge, guest, gateway)")
-    P.log("%10s %8s %8s %6s %8s %10s %10s %10s %10s %6s %6s %8s" % (
+    P.log("%10s %8s %8s %6s %8s %10s %10s %10s %10s %6s %6s %8s %6s" % (
         "sandboxes", "PSS", "RSS", "procs", "cgroup", "admit us", "read us", "healthz us", "create ms",
-        "load", "busy%", "kdamond%"))
+        "load", "busy%", "kdamond%", "pid1%"))
     for r in results:
         per = r["per"]
-        P.log("%10s %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f %6.0f %8.1f" % (
+        P.log("%10s %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f %6.0f %8.1f %6.1f" % (
             "%d%s" % (r["level"], " after" if r["after"] else ""), _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
             (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
             P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
-            P.pct(r["create"], 50) / 1000, r["load"], r["busy"], r["kdamond"]))
+            P.pct(r["create"], 50) / 1000, r["load"], r["busy"], r["kdamond"], r["init"]))
     a = results[0]
     z = max((r for r in results if not r["after"]), key=lambda r: r["level"])
     b = results[-1] if results[-1]["after"] else None
