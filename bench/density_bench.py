@@ -161,14 +161,6 @@ def _busy_pct(m0, m1):
     return 100.0 * busy / (busy + idle) if busy + idle > 0 else 100.0
 
 
-def _comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return "?"
-
-
 def _kd_cpu(P, pids):
     """CPU seconds of pids (the kernel's DAMON threads, which reap no
     children; the machine's PID 1)"""
@@ -385,7 +377,7 @@ def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state):
             "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
             "load": os.getloadavg()[0], "busy": _busy_pct(m0, m1),
             "kdamond": 100.0 * (k1 - k0) / max(1e-9, w1 - w0) if kd else -1.0,
-            "init": 100.0 * (i1 - i0) / max(1e-9, w1 - w0), "init_name": _comm(1),
+            "init": 100.0 * (i1 - i0) / max(1e-9, w1 - w0), "init_name": P.comm(1) or "?",
             "gws": len(gws), "by": by, "after": False}
 
 

@@ -245,6 +245,15 @@ def cmdline(p):
         return ""
 
 
+def comm(p):
+    """the process's name (its comm), "" for a process gone"""
+    try:
+        with open("/proc/%d/comm" % p) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def ppid(p):
     try:
         with open("/proc/%d/stat" % p) as f:

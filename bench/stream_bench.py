@@ -424,14 +424,6 @@ def threads(p):
     return 0
 
 
-def comm(p):
-    try:
-        with open("/proc/%d/comm" % p) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
 def hop_mem(P, plat, bridges):
     """{hop: (pss KiB, rss KiB, threads, procs)} for node-api, sbx-manager,
     the bridges (spaced-host), the guests' own processes (spaced-guest and
@@ -447,7 +439,7 @@ def hop_mem(P, plat, bridges):
             add(name, c)
     for b in bridges:
         for p in P.tree(b):
-            n = comm(p)
+            n = P.comm(p)
             add({"spaced-host": "bridges (spaced-host)", "spaced-guest": "guests (spaced-guest)"}.get(
                 n, "commands (cat)"), p)
     return out
