@@ -365,7 +365,7 @@ def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state):
     # measured (the figures below are taken beside it)
     kd = _kdamonds()
     # and the machine's PID 1, not the platform's: a host's process
-    # manager that looks at every process costs more with each sandbox's
+    # manager may work more with every sandbox (docs/benchmarks.md)
     m0, k0, i0, w0 = P.machine_cpu(), _kd_cpu(P, kd), _kd_cpu(P, [1]), time.time()
     lat = P.interleave(rounds, fns)
     cr = []
