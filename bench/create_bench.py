@@ -179,9 +179,7 @@ def bench_concurrent(P, plat, n, label=""):
     # kill them all, wait until the worker has let them go
     for s in ids.values():
         ctl.req("DELETE", "/v1/sandboxes/" + s, None, auth)
-    end = time.time() + 120
-    while time.time() < end and any(s in P.cmdline(b) for b in plat.bridges() for s in ids.values()):
-        time.sleep(0.5)
+    plat.wait_unserved(ids.values(), 120)
 
     bw = shutil.which("bwrap")
     blat, bwall = [], float("nan")

@@ -161,7 +161,7 @@ def _busy_pct(m0, m1):
     return 100.0 * busy / (busy + idle) if busy + idle > 0 else 100.0
 
 
-def _kd_cpu(P, pids):
+def _cpu_s(P, pids):
     """CPU seconds of pids (the kernel's DAMON threads, which reap no
     children; the machine's PID 1)"""
     return sum(r[1] for r in map(P.proc_cpu, pids) if r)
@@ -279,7 +279,8 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
                     for f in [ex.submit(_exec_true, P, plat, None, s) for s in batch]:
                         f.result()
                 ids += batch
-            results.append(_measure_level(P, plat, ctl, ids, lvl, time.time() - t0, rounds, creates, state))
+            results.append(_measure_level(P, plat, ctl, ids, lvl, time.time() - t0, rounds, creates, state,
+                                          False))
             _report_level(P, results[-1])
         if len(ids) > 1:
             # back to the first sandbox alone: the others killed and gone
@@ -295,8 +296,8 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
             # namespaces above all) in its own time, partly waiting on
             # RCU rather than a CPU: a grace beyond the settle's idle CPUs
             time.sleep(DRAIN_GRACE_S)
-            results.append(_measure_level(P, plat, ctl, ids[:1], 1, time.time() - t0, rounds, creates, state))
-            results[-1]["after"] = True
+            results.append(_measure_level(P, plat, ctl, ids[:1], 1, time.time() - t0, rounds, creates, state,
+                                          True))
             _report_level(P, results[-1])
     finally:
         keep = os.environ.get("DENSITY_BENCH_LOGS")
@@ -310,9 +311,10 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
     _report(P, results, left, t_stop, time.time() - t_start, load0)
 
 
-def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state):
-    """one level: the memory and host objects of ids, then the latencies
-    on ids[0] (state["f4k"]: its 4 KiB file is written)"""
+def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state, after):
+    """one level (after: the first again, after the drain): the memory and
+    host objects of ids, then the latencies on ids[0] (state["f4k"]: its
+    4 KiB file is written)"""
     time.sleep(2)
     # idle sandboxes: what the fill set going (the last first execs at 1 %
     # of a CPU, the pools' refills, the layers' writeback) is waited out
@@ -366,19 +368,19 @@ def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state):
     kd = _kdamonds()
     # and the machine's PID 1, not the platform's: a host's process
     # manager may work more with every sandbox (docs/benchmarks.md)
-    m0, k0, i0, w0 = P.machine_cpu(), _kd_cpu(P, kd), _kd_cpu(P, [1]), time.time()
+    m0, k0, i0, w0 = P.machine_cpu(), _cpu_s(P, kd), _cpu_s(P, [1]), time.time()
     lat = P.interleave(rounds, fns)
     cr = []
     for _ in range(creates):
         _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
         cr.append(b)
-    m1, k1, i1, w1 = P.machine_cpu(), _kd_cpu(P, kd), _kd_cpu(P, [1]), time.time()
+    m1, k1, i1, w1 = P.machine_cpu(), _cpu_s(P, kd), _cpu_s(P, [1]), time.time()
     return {"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
             "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,
             "load": os.getloadavg()[0], "busy": _busy_pct(m0, m1),
             "kdamond": 100.0 * (k1 - k0) / max(1e-9, w1 - w0) if kd else -1.0,
             "init": 100.0 * (i1 - i0) / max(1e-9, w1 - w0), "init_name": P.comm(1) or "?",
-            "gws": len(gws), "by": by, "after": False}
+            "gws": len(gws), "by": by, "after": after}
 
 
 DRAIN_GRACE_S = 10
@@ -397,17 +399,9 @@ def _drain(P, plat, ctl, ids, wait=300):
     with concurrent.futures.ThreadPoolExecutor(20) as ex:
         for f in [ex.submit(kill, s) for s in ids]:
             f.result()
-    gone = set(ids)
-    end = time.time() + wait
-    while True:
-        serving = set()
-        for b in plat.bridges():
-            serving.update(a for a in P.cmdline(b).split() if a in gone)
-        if not serving:
-            return
-        if time.time() > end:
-            raise RuntimeError("%d killed sandboxes still have a bridge after %d s" % (len(serving), wait))
-        time.sleep(0.5)
+    left = plat.wait_unserved(ids, wait)
+    if left:
+        raise RuntimeError("%d killed sandboxes still have a bridge after %d s" % (len(left), wait))
 
 
 def _exec_via(P, r, sbx, script):

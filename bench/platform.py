@@ -196,6 +196,24 @@ class Platform:
             ps = [p for p in ps if ppid(p) not in ps]
         return ps
 
+    def serving(self, sbxs):
+        """those of sbxs that a bridge of this platform still serves"""
+        left = set(sbxs)
+        out = set()
+        for b in self.bridges():
+            out.update(a for a in cmdline(b).split() if a in left)
+        return out
+
+    def wait_unserved(self, sbxs, wait):
+        """waits (at most wait s) until no bridge serves any of sbxs; those
+        still served then"""
+        end = time.time() + wait
+        while True:
+            left = self.serving(sbxs)
+            if not left or time.time() > end:
+                return left
+            time.sleep(0.5)
+
     def stop(self):
         if self.up and self.up.poll() is None:
             self.up.send_signal(signal.SIGTERM)
