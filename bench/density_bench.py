@@ -33,6 +33,15 @@ bench/platform.py on a platform of its own (`space up --workers 1
                   by a fifth and more between levels on a 2-core virtual
                   machine) falls on both sides of each ratio; both are
                   shown apart as well
+  machine         then, with the platform still at its first sandbox, as
+                  many idle processes as the top level had sandboxes are
+                  started outside the platform, each in a network namespace
+                  of its own (`unshare -n sleep`), and the same measures are
+                  taken once more: what the machine alone does with that
+                  many namespaces (this machine's PID 1 works more with
+                  every network namespace that holds a process, kdamond with
+                  every process), without the platform's per-sandbox state;
+                  the control is said beside the target's ratio, not in it
   logs            DENSITY_BENCH_LOGS=DIR keeps the daemons' logs there
                   (their timestamps show where a create's time went)
   host            loop devices, network namespaces (nsfs mounts) and
@@ -280,7 +289,7 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
                         f.result()
                 ids += batch
             results.append(_measure_level(P, plat, ctl, ids, lvl, time.time() - t0, rounds, creates, state,
-                                          False))
+                                          "fill"))
             _report_level(P, results[-1])
         if len(ids) > 1:
             # back to the first sandbox alone: the others killed and gone
@@ -297,7 +306,18 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
             # RCU rather than a CPU: a grace beyond the settle's idle CPUs
             time.sleep(DRAIN_GRACE_S)
             results.append(_measure_level(P, plat, ctl, ids[:1], 1, time.time() - t0, rounds, creates, state,
-                                          True))
+                                          "drain"))
+            _report_level(P, results[-1])
+            # the machine's share: the top level's count of network
+            # namespaces, each holding one idle process, none of them the
+            # platform's
+            t0 = time.time()
+            procs = _machine_start(P, len(ids))
+            try:
+                results.append(_measure_level(P, plat, ctl, ids[:1], 1, time.time() - t0, rounds, creates,
+                                              state, "machine", len(procs)))
+            finally:
+                _machine_stop(procs)
             _report_level(P, results[-1])
     finally:
         keep = os.environ.get("DENSITY_BENCH_LOGS")
@@ -311,10 +331,11 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
     _report(P, results, left, t_stop, time.time() - t_start, load0)
 
 
-def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state, after):
-    """one level (after: the first again, after the drain): the memory and
-    host objects of ids, then the latencies on ids[0] (state["f4k"]: its
-    4 KiB file is written)"""
+def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state, kind, others=0):
+    """one level (kind: "fill", "drain" for the first again after the
+    drain, "machine" for the first beside `others` namespaces of the
+    machine's): the memory and host objects of ids, then the latencies on
+    ids[0] (state["f4k"]: its 4 KiB file is written)"""
     time.sleep(2)
     # idle sandboxes: what the fill set going (the last first execs at 1 %
     # of a CPU, the pools' refills, the layers' writeback) is waited out
@@ -380,7 +401,7 @@ def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state, after
             "load": os.getloadavg()[0], "busy": _busy_pct(m0, m1),
             "kdamond": 100.0 * (k1 - k0) / max(1e-9, w1 - w0) if kd else -1.0,
             "init": 100.0 * (i1 - i0) / max(1e-9, w1 - w0), "init_name": P.comm(1) or "?",
-            "gws": len(gws), "by": by, "after": after}
+            "gws": len(gws), "by": by, "kind": kind, "others": others}
 
 
 DRAIN_GRACE_S = 10
@@ -404,6 +425,36 @@ def _drain(P, plat, ctl, ids, wait=300):
         raise RuntimeError("%d killed sandboxes still have a bridge after %d s" % (len(left), wait))
 
 
+def _machine_start(P, n):
+    """n idle processes outside the platform, each in a network namespace
+    of its own (util-linux's unshare, as root), started and running"""
+    import subprocess
+    procs = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen(["unshare", "--net", "sleep", "3600"], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # each is in its namespace once unshare has exec'd sleep
+        deadline = time.time() + 60
+        for p in procs:
+            while P.comm(p.pid) not in ("sleep", "") and time.time() < deadline:
+                time.sleep(0.01)
+            if p.poll() is not None:
+                raise RuntimeError("unshare --net sleep exited %d" % p.returncode)
+    except BaseException:
+        _machine_stop(procs)
+        raise
+    return procs
+
+
+def _machine_stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        p.wait()
+
+
 def _exec_via(P, r, sbx, script):
     na = P.Http(r["endpoint"].split("://", 1)[1].rstrip("/"))
     st, data, _ = na.req("POST", "/v1/sandboxes/%s/exec" % sbx, json.dumps({"argv": ["sh", "-c", script]}),
@@ -419,7 +470,12 @@ def _avg(xs, i):
 
 
 def _level_name(r):
-    return "%d sandboxes%s" % (r["level"], " after the drain" if r["after"] else "")
+    return "%d sandboxes%s" % (r["level"], {"fill": "", "drain": " after the drain",
+                                            "machine": " beside %d namespaces of the machine's" % r["others"]}[r["kind"]])
+
+
+def _level_tag(r):
+    return "%d%s" % (r["level"], {"fill": "", "drain": " after", "machine": " +%dns" % r["others"]}[r["kind"]])
 
 
 def _report_level(P, r):
@@ -427,7 +483,7 @@ def _report_level(P, r):
     P.log("density: %s (%s in %.0f s, settled in %.0f s, load %.1f): per sandbox PSS %.2f MiB, RSS %.2f, %.1f procs"
           " (%d with a gateway); cgroup %.2f MiB; admit %.0f us, read 4 KiB %.0f us, healthz %.0f us,"
           " create %.0f ms; loop devices %d, netns %d, mounts %d" % (
-              _level_name(r), "drained" if r["after"] else "filled", r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+              _level_name(r), {"fill": "filled", "drain": "drained", "machine": "namespaces started"}[r["kind"]], r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
               r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
               P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
               P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
@@ -449,13 +505,14 @@ def _report(P, results, left, t_stop, total, load0):
     for r in results:
         per = r["per"]
         P.log("%10s %8.2f %8.2f %6.1f %8.2f %10.0f %10.0f %10.0f %10.1f %6.1f %6.0f %8.1f %6.1f" % (
-            "%d%s" % (r["level"], " after" if r["after"] else ""), _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+            _level_tag(r), _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
             (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
             P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
             P.pct(r["create"], 50) / 1000, r["load"], r["busy"], r["kdamond"], r["init"]))
     a = results[0]
-    z = max((r for r in results if not r["after"]), key=lambda r: r["level"])
-    b = results[-1] if results[-1]["after"] else None
+    z = max((r for r in results if r["kind"] == "fill"), key=lambda r: r["level"])
+    b = next((r for r in results if r["kind"] == "drain"), None)
+    m = next((r for r in results if r["kind"] == "machine"), None)
     P.log("per process of a sandbox at %d (by name; PSS and RSS in MiB per sandbox):" % z["level"])
     for name, (pss, rss, n) in sorted(z["by"].items(), key=lambda kv: -kv[1][0]):
         P.log("  %-30s %8.2f %8.2f   (%d processes)" % (name, pss / 1024.0 / z["level"],
@@ -506,3 +563,23 @@ def _report(P, results, left, t_stop, total, load0):
                    "%.0f us / %.0f us / %.0f ms" % (P.pct(base["admit"], 50), P.pct(base["read"], 50),
                                                     P.pct(base["create"], 50) / 1000),
                    "%.2fx / %.2fx / %.2fx" % (ratio("admit"), ratio("read"), ratio("create"))))
+    if m:
+        # the machine's share: at 1 beside the top level's count of
+        # namespaces of idle processes (none of the platform's), against
+        # the baseline; and the top level against that control
+        def med(r, k):
+            return P.pct(r["create"] if k == "create" else r["lat"][k], 50)
+        P.log("at 1 sandbox beside %d network namespaces of idle processes outside the platform: admit %.0f us,"
+              " read %.0f us, healthz %.0f us, create %.0f ms; against the baseline %.2fx / %.2fx / %.2fx"
+              " (healthz %.2fx): the machine's part; %d sandboxes against it: %.2fx / %.2fx / %.2fx" % (
+                  m["others"], med(m, "admit"), med(m, "read"), med(m, "healthz"), med(m, "create") / 1000,
+                  *[med(m, k) / P.pct(base[k], 50) for k in ("admit", "read", "create")],
+                  med(m, "healthz") / P.pct(base["healthz"], 50), z["level"],
+                  *[med(z, k) / med(m, k) for k in ("admit", "read", "create")]))
+        P.ROWS.append(("the machine alone: admission / 4 KiB read / create at 1 beside %d network namespaces"
+                       " of idle processes (not the platform's) vs at 1" % m["others"],
+                       "%.0f us / %.0f us / %.0f ms" % (med(m, "admit"), med(m, "read"), med(m, "create") / 1000),
+                       "%.0f us / %.0f us / %.0f ms" % (P.pct(base["admit"], 50), P.pct(base["read"], 50),
+                                                        P.pct(base["create"], 50) / 1000),
+                       "%.2fx / %.2fx / %.2fx" % tuple(med(m, k) / P.pct(base[k], 50)
+                                                       for k in ("admit", "read", "create"))))
