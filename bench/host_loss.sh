@@ -9,6 +9,7 @@
 # beside what the configuration alone costs (--heartbeat-timeout +
 # --lost-grace: the floor); median over HOSTLOSS_ROUNDS (default 3). As
 # Markdown in BUILD_DIR/bench/host_loss.md. Needs root (namespaces).
+# HOSTLOSS_LOGS=DIR keeps the daemons' logs.
 # (platform_init runs this script again in a namespace, without its
 # arguments: the build directory goes in HOSTLOSS_BUILD)
 B=${HOSTLOSS_BUILD:-${1:-build}}
@@ -25,6 +26,11 @@ SPACE_TEST_HOSTS=1
 export SPACE_TEST_HOSTS
 PLATFORM_TEST=bench-host-loss
 . "$top/tests/lib_platform.sh"
+# HOSTLOSS_LOGS=DIR keeps the daemons' logs there (their timestamps show
+# where a round's time went)
+if [ -n "${HOSTLOSS_LOGS:-}" ]; then
+	platform_on_cleanup() { mkdir -p "$HOSTLOSS_LOGS" && cp "$T"/*.log "$HOSTLOSS_LOGS/" 2>/dev/null; }
+fi
 platform_init
 HB=${HOSTLOSS_HEARTBEAT:-10}
 GRACE=${HOSTLOSS_GRACE:-2}
@@ -60,12 +66,17 @@ while [ $r -lt "$ROUNDS" ]; do
 	t0=$(now_ms)
 	host_kill "$W"
 	eval "M$n= N$n="
-	# serving again: the first exec that succeeds on the new execution
+	# serving again: the first exec that succeeds on the new execution.
+	# Until the worker is marked lost its route still names the dead host,
+	# whose address may answer nothing at all (a neighbour entry still
+	# cached): each attempt gets 1 s to connect, or a SYN sent there
+	# would hold the loop for curl's whole -m 30 and the round would
+	# measure that instead of the failover
 	ok=0
 	while [ $(($(now_ms) - t0)) -lt 180000 ]; do
 		CAP=$(route "$S")
 		E=$(jget endpoint)
-		if [ -n "$CAP" ] && [ "$(napi_at "$E" POST exec --data-binary '{"argv":["true"]}')" = 200 ]; then
+		if [ -n "$CAP" ] && [ "$(napi_at "$E" POST exec --connect-timeout 1 --data-binary '{"argv":["true"]}')" = 200 ]; then
 			ok=1; break
 		fi
 		sleep 0.05
