@@ -60,6 +60,7 @@ import concurrent.futures
 import json
 import os
 import shutil
+import subprocess
 import time
 
 BODY = json.dumps({"resources": {"memory_mb": 16, "cpu_percent": 1, "disk_mb": 256}})
@@ -428,7 +429,6 @@ def _drain(P, plat, ctl, ids, wait=300):
 def _machine_start(P, n):
     """n idle processes outside the platform, each in a network namespace
     of its own (util-linux's unshare, as root), started and running"""
-    import subprocess
     procs = []
     try:
         for _ in range(n):
@@ -469,13 +469,29 @@ def _avg(xs, i):
     return sum(x[i] for x in xs) / len(xs) if xs else 0.0
 
 
+# a level's kind: its name's suffix, its tag in the table, what came before
+# its measure (%d: the count of the machine's namespaces)
+KINDS = {"fill": ("", "", "filled"),
+         "drain": (" after the drain", " after", "drained"),
+         "machine": (" beside %d namespaces of the machine's", " +%dns", "namespaces started")}
+
+
+def _kind(r, i):
+    t = KINDS[r["kind"]][i]
+    return t % r["others"] if "%d" in t else t
+
+
 def _level_name(r):
-    return "%d sandboxes%s" % (r["level"], {"fill": "", "drain": " after the drain",
-                                            "machine": " beside %d namespaces of the machine's" % r["others"]}[r["kind"]])
+    return "%d sandboxes%s" % (r["level"], _kind(r, 0))
 
 
 def _level_tag(r):
-    return "%d%s" % (r["level"], {"fill": "", "drain": " after", "machine": " +%dns" % r["others"]}[r["kind"]])
+    return "%d%s" % (r["level"], _kind(r, 1))
+
+
+def _med(P, r, k):
+    """the median of a level's measure k (admit, read, healthz, create)"""
+    return P.pct(r["create"] if k == "create" else r["lat"][k], 50)
 
 
 def _report_level(P, r):
@@ -483,7 +499,7 @@ def _report_level(P, r):
     P.log("density: %s (%s in %.0f s, settled in %.0f s, load %.1f): per sandbox PSS %.2f MiB, RSS %.2f, %.1f procs"
           " (%d with a gateway); cgroup %.2f MiB; admit %.0f us, read 4 KiB %.0f us, healthz %.0f us,"
           " create %.0f ms; loop devices %d, netns %d, mounts %d" % (
-              _level_name(r), {"fill": "filled", "drain": "drained", "machine": "namespaces started"}[r["kind"]], r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
+              _level_name(r), _kind(r, 2), r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
               r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
               P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
               P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
@@ -544,12 +560,11 @@ def _report(P, results, left, t_stop, total, load0):
                   z["level"], P.pct(z["lat"]["healthz"], 50) / P.pct(base["healthz"], 50)))
         P.log("admission / 4 KiB read / create at %d against the baseline before the fill alone: %.2fx / %.2fx /"
               " %.2fx; against the one after the drain alone: %.2fx / %.2fx / %.2fx" % (
-                  z["level"], *[P.pct(z["create"] if k == "create" else z["lat"][k], 50) /
-                                P.pct(r["create"] if k == "create" else r["lat"][k], 50)
+                  z["level"], *[_med(P, z, k) / _med(P, r, k)
                                 for r in (a, b) for k in ("admit", "read", "create")]))
 
     def ratio(k):
-        return P.pct(z["create"] if k == "create" else z["lat"][k], 50) / P.pct(base[k], 50)
+        return _med(P, z, k) / P.pct(base[k], 50)
     mem = _avg(z["per"], 0) / 1024 + growth / 1024
     P.ROWS.append(("idle memory per sandbox at %d: PSS of its processes + daemons' growth (cgroup charge)"
                    % z["level"], "%.2f + %.2f MiB (%.2f)" % (
@@ -567,19 +582,17 @@ def _report(P, results, left, t_stop, total, load0):
         # the machine's share: at 1 beside the top level's count of
         # namespaces of idle processes (none of the platform's), against
         # the baseline; and the top level against that control
-        def med(r, k):
-            return P.pct(r["create"] if k == "create" else r["lat"][k], 50)
         P.log("at 1 sandbox beside %d network namespaces of idle processes outside the platform: admit %.0f us,"
               " read %.0f us, healthz %.0f us, create %.0f ms; against the baseline %.2fx / %.2fx / %.2fx"
               " (healthz %.2fx): the machine's part; %d sandboxes against it: %.2fx / %.2fx / %.2fx" % (
-                  m["others"], med(m, "admit"), med(m, "read"), med(m, "healthz"), med(m, "create") / 1000,
-                  *[med(m, k) / P.pct(base[k], 50) for k in ("admit", "read", "create")],
-                  med(m, "healthz") / P.pct(base["healthz"], 50), z["level"],
-                  *[med(z, k) / med(m, k) for k in ("admit", "read", "create")]))
+                  m["others"], _med(P, m, "admit"), _med(P, m, "read"), _med(P, m, "healthz"), _med(P, m, "create") / 1000,
+                  *[_med(P, m, k) / P.pct(base[k], 50) for k in ("admit", "read", "create")],
+                  _med(P, m, "healthz") / P.pct(base["healthz"], 50), z["level"],
+                  *[_med(P, z, k) / _med(P, m, k) for k in ("admit", "read", "create")]))
         P.ROWS.append(("the machine alone: admission / 4 KiB read / create at 1 beside %d network namespaces"
                        " of idle processes (not the platform's) vs at 1" % m["others"],
-                       "%.0f us / %.0f us / %.0f ms" % (med(m, "admit"), med(m, "read"), med(m, "create") / 1000),
+                       "%.0f us / %.0f us / %.0f ms" % (_med(P, m, "admit"), _med(P, m, "read"), _med(P, m, "create") / 1000),
                        "%.0f us / %.0f us / %.0f ms" % (P.pct(base["admit"], 50), P.pct(base["read"], 50),
                                                         P.pct(base["create"], 50) / 1000),
-                       "%.2fx / %.2fx / %.2fx" % tuple(med(m, k) / P.pct(base[k], 50)
+                       "%.2fx / %.2fx / %.2fx" % tuple(_med(P, m, k) / P.pct(base[k], 50)
                                                        for k in ("admit", "read", "create"))))

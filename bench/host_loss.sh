@@ -9,7 +9,8 @@
 # beside what the configuration alone costs (--heartbeat-timeout +
 # --lost-grace: the floor); median over HOSTLOSS_ROUNDS (default 3). As
 # Markdown in BUILD_DIR/bench/host_loss.md. Needs root (namespaces).
-# HOSTLOSS_LOGS=DIR keeps the daemons' logs.
+# HOSTLOSS_LOGS=DIR keeps the daemons' logs there (their timestamps show
+# where a round's time went).
 # (platform_init runs this script again in a namespace, without its
 # arguments: the build directory goes in HOSTLOSS_BUILD)
 B=${HOSTLOSS_BUILD:-${1:-build}}
@@ -26,8 +27,6 @@ SPACE_TEST_HOSTS=1
 export SPACE_TEST_HOSTS
 PLATFORM_TEST=bench-host-loss
 . "$top/tests/lib_platform.sh"
-# HOSTLOSS_LOGS=DIR keeps the daemons' logs there (their timestamps show
-# where a round's time went)
 if [ -n "${HOSTLOSS_LOGS:-}" ]; then
 	platform_on_cleanup() { mkdir -p "$HOSTLOSS_LOGS" && cp "$T"/*.log "$HOSTLOSS_LOGS/" 2>/dev/null; }
 fi
