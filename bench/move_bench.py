@@ -33,6 +33,15 @@ the move, and reported beside it. Each move also reports the archive's
 size (what travels).
 MOVE_BENCH_LOGS=DIR keeps the daemons' logs of each kind there (log
 timestamps show where a move's time went).
+
+CPU: each first move and each copy is also measured in CPU-seconds,
+the whole machine's (/proc/stat: the platform's processes, the kernel's
+writeback and loop-device workers, everything) and the platform's own by
+process name. The machine's CPU-seconds over its CPUs is the shortest
+that work could take here however well it overlapped (a move's sending
+worker, control plane and receiving worker share this machine's CPUs,
+where a deployment gives each its own); it is reported beside the
+measured time, as the share of the move's wall time the CPUs were busy.
 """
 import json
 import os
@@ -59,10 +68,12 @@ def _api(P, plat, ctl, method, path, body=None):
     return st, json.loads(data) if data else {}
 
 
-def _move(P, plat, ctl, sbx):
+def _move(P, plat, ctl, sbx, cpu=None):
     st, s = _api(P, plat, ctl, "GET", "/v1/sandboxes/" + sbx)
     src = s["execution"]["worker"]
     dst = "w2" if src == "w1" else "w1"
+    p0 = P.platform_cpu(plat) if cpu is not None else None
+    m0 = P.machine_cpu()[0]
     t0 = time.time()
     st, body = _api(P, plat, ctl, "POST", "/v1/sandboxes/%s/move" % sbx, json.dumps({"to": dst}))
     if st != 202:
@@ -78,6 +89,8 @@ def _move(P, plat, ctl, sbx):
             raise RuntimeError("move: not running on %s after 600 s: %s" % (dst, s))
         time.sleep(0.02)
     t = time.time() - t0
+    if cpu is not None:
+        _cpu_add(cpu, P.machine_cpu()[0] - m0, p0, P.platform_cpu(plat))
     # the newest archive the control plane keeps: this move's
     d = os.path.join(plat.data, "control", "archives")
     snaps = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".snap")] if os.path.isdir(d) else []
@@ -85,12 +98,24 @@ def _move(P, plat, ctl, sbx):
     return t, size
 
 
-def _cp(src, dst):
+def _cpu_add(cpu, machine, p0=None, p1=None):
+    """one measure's CPU-seconds into cpu: the machine's, and by process
+    name the platform's (p0, p1: platform_cpu before and after)"""
+    cpu.setdefault("machine", []).append(machine)
+    if p0 is not None:
+        for k in p1:
+            cpu.setdefault("by", {}).setdefault(k, []).append(max(0.0, p1[k] - p0.get(k, 0.0)))
+
+
+def _cp(P, src, dst, cpu=None):
     os.sync()           # a quiet disk at the start (untimed)
+    m0 = P.machine_cpu()[0]
     t0 = time.time()
     subprocess.run(["cp", src, dst], check=True)
     subprocess.run(["sync", dst], check=True)
     t = time.time() - t0
+    if cpu is not None:
+        _cpu_add(cpu, P.machine_cpu()[0] - m0)
     os.unlink(dst)
     return t
 
@@ -102,7 +127,7 @@ def _fill(plat, g):
     return sbx, out.split()[0]
 
 
-def _timed_move(P, plat, ctl, sbx, i):
+def _timed_move(P, plat, ctl, sbx, i, cpu=None):
     # a new archive every time (a few bytes change, as in a sandbox that
     # ran): a move back to a worker that still caches the archive of the
     # same files would skip the transfer
@@ -112,7 +137,7 @@ def _timed_move(P, plat, ctl, sbx, i):
     # waits that hold out (docs/recovery.md); the move is timed after it
     time.sleep(ROUTE_HOLD_S)
     os.sync()           # a quiet disk at the start (untimed)
-    t, size = _move(P, plat, ctl, sbx)
+    t, size = _move(P, plat, ctl, sbx, cpu)
     t0 = time.time()
     os.sync()           # what the move left to write, timed on its own
     return t, size, time.time() - t0
@@ -143,13 +168,14 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
             if os.path.getsize(host) != mib << 20:
                 raise RuntimeError("the host file is %d bytes" % os.path.getsize(host))
             first, later, cps, sizes, left = [], [], [], [], []
+            mcpu, ccpu = {}, {}
             for j in range(firsts):
                 sbx, want = _fill(plat, g)
-                t, size, tail = _timed_move(P, plat, ctl, sbx, 0)
+                t, size, tail = _timed_move(P, plat, ctl, sbx, 0, mcpu)
                 first.append(t)
                 left.append(tail)
                 sizes.append(size)
-                cps.append(_cp(host, os.path.join(plat.t, "cp-dst")))
+                cps.append(_cp(P, host, os.path.join(plat.t, "cp-dst"), ccpu))
                 if j < firsts - 1:
                     _check(plat, sbx, want, "%s, sandbox %d after its first move" % (kind, j + 1))
                     plat.space("kill", sbx, check=False)
@@ -160,7 +186,7 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
                 t, size, _ = _timed_move(P, plat, ctl, sbx, i)
                 later.append(t)
                 sizes.append(size)
-                cps.append(_cp(host, os.path.join(plat.t, "cp-dst")))
+                cps.append(_cp(P, host, os.path.join(plat.t, "cp-dst")))
             _check(plat, sbx, want, "%s, after %d moves" % (kind, runs))
             os.unlink(host)
             keep = os.environ.get("MOVE_BENCH_LOGS")
@@ -184,11 +210,22 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
                                                c, min(cps), max(cps)))
             P.log("archives (what travels): %s; the data intact after every move (SHA-256 inside)" % (
                 ", ".join(mb(s) for s in sizes)))
+            ncpu = os.cpu_count() or 1
+            mm, cm = P.pct(mcpu["machine"], 50), P.pct(ccpu["machine"], 50)
+            by = ", ".join("%s %.2f" % (k, P.pct(v, 50)) for k, v in
+                           sorted(mcpu.get("by", {}).items(), key=lambda kv: -P.pct(kv[1], 50))
+                           if P.pct(v, 50) >= 0.01)
+            P.log("CPU-seconds of a first move (median): the machine %.2f (%.2f s on its %d CPUs, busy %.0f %% of"
+                  " the move); the platform's: %s" % (mm, mm / ncpu, ncpu, 100.0 * mm / ncpu / m1, by))
+            P.log("CPU-seconds of the copy (median): the machine %.2f (busy %.0f %% of its %d CPUs during it)" % (
+                cm, 100.0 * cm / ncpu / c, ncpu))
             P.ROWS.append(("first move of %d MiB %s data (whole archive), median of %d" % (mib, kind, len(first)),
                            "%.2f s" % m1, "cp + sync %.2f s" % c, "%.2fx" % (m1 / c)))
             ml = P.pct(left, 50)
             P.ROWS.append(("  the same with the sync of what it left to write", "%.2f s" % (m1 + ml),
                            "cp + sync %.2f s" % c, "%.2fx" % ((m1 + ml) / c)))
+            P.ROWS.append(("  its CPU-seconds (the whole machine's) over its %d CPUs: the least the same work takes here" % ncpu,
+                           "%.2f s" % (mm / ncpu), "cp + sync %.2f s" % c, "%.2fx" % (mm / ncpu / c)))
             if later:
                 P.ROWS.append(("later moves of %d MiB %s data (incremental), median of %d" % (mib, kind, len(later)),
                                "%.2f s" % m, "cp + sync %.2f s" % c, "%.2fx" % (m / c)))
