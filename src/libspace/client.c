@@ -9,7 +9,6 @@
 #include <string.h>
 #include <strings.h>
 #include <inttypes.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 
 #include "claims.h"
 #include "client.h"
+#include "fsplice.h"
 #include "limits.h"
 #include "util.h"
 
@@ -372,20 +372,18 @@ endpoint_socket(const char *endpoint, char *out, size_t cap)
 	return -1;
 }
 
-/* a body sent from a descriptor through a local socket: a send buffer of
- * SPACE_BULK_SOCKBUF, so its 1 MiB pieces go out whole, not a fifth at a
- * time (a local socket's default; over TCP the kernel's autotuning grows
- * the buffer and is left alone). `space fs write` of 512 MiB went from
+/* a body sent from a descriptor through a local socket: buffers of
+ * SPACE_BULK_SOCKBUF (fsplice_sockbufs), so its 1 MiB pieces go out
+ * whole, not a fifth at a time (a local socket's default send buffer;
+ * over TCP the kernel's autotuning grows it and is left alone). `space fs write` of 512 MiB went from
  * about 750 to 1,000 MB/s (docs/benchmarks.md, "Issue 17 at the end of a
  * nineteenth stop") */
 static int
 bulk_sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
 {
-	int v = (int)SPACE_BULK_SOCKBUF;
-
 	(void)ctx;
 	if (purpose == CURLSOCKTYPE_IPCXN)
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+		fsplice_sockbufs(fd);
 	return CURL_SOCKOPT_OK;
 }
 
