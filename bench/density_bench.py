@@ -501,8 +501,8 @@ def _report_level(P, r):
           " create %.0f ms; loop devices %d, netns %d, mounts %d" % (
               _level_name(r), _kind(r, 2), r["fill"], r["settle"], r["load"], _avg(per, 0) / 1024, _avg(per, 1) / 1024, _avg(per, 2),
               r["gws"], (sum(r["cg"]) / len(r["cg"]) / 1024) if r["cg"] else 0,
-              P.pct(r["lat"]["admit"], 50), P.pct(r["lat"]["read"], 50), P.pct(r["lat"]["healthz"], 50),
-              P.pct(r["create"], 50) / 1000, r["host"][0], r["host"][1], r["host"][2]))
+              _med(P, r, "admit"), _med(P, r, "read"), _med(P, r, "healthz"),
+              _med(P, r, "create") / 1000, r["host"][0], r["host"][1], r["host"][2]))
     P.log("density: %s: while measured, the CPUs were %.0f %% busy; the kernel's DAMON (kdamond) %s;"
           " the machine's PID 1 (%s) %.1f %% of one CPU" % (
               _level_name(r), r["busy"], "%.1f %% of one CPU" % r["kdamond"] if r["kdamond"] >= 0 else "not running",

@@ -72,8 +72,8 @@ def _move(P, plat, ctl, sbx, cpu=None):
     st, s = _api(P, plat, ctl, "GET", "/v1/sandboxes/" + sbx)
     src = s["execution"]["worker"]
     dst = "w2" if src == "w1" else "w1"
-    p0 = P.platform_cpu(plat) if cpu is not None else None
-    m0 = P.machine_cpu()[0]
+    if cpu is not None:
+        p0, m0 = P.platform_cpu(plat), P.machine_cpu()[0]
     t0 = time.time()
     st, body = _api(P, plat, ctl, "POST", "/v1/sandboxes/%s/move" % sbx, json.dumps({"to": dst}))
     if st != 202:
@@ -109,7 +109,8 @@ def _cpu_add(cpu, machine, p0=None, p1=None):
 
 def _cp(P, src, dst, cpu=None):
     os.sync()           # a quiet disk at the start (untimed)
-    m0 = P.machine_cpu()[0]
+    if cpu is not None:
+        m0 = P.machine_cpu()[0]
     t0 = time.time()
     subprocess.run(["cp", src, dst], check=True)
     subprocess.run(["sync", dst], check=True)
@@ -212,9 +213,8 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
                 ", ".join(mb(s) for s in sizes)))
             ncpu = os.cpu_count() or 1
             mm, cm = P.pct(mcpu["machine"], 50), P.pct(ccpu["machine"], 50)
-            by = ", ".join("%s %.2f" % (k, P.pct(v, 50)) for k, v in
-                           sorted(mcpu.get("by", {}).items(), key=lambda kv: -P.pct(kv[1], 50))
-                           if P.pct(v, 50) >= 0.01)
+            meds = sorted(((P.pct(v, 50), k) for k, v in mcpu.get("by", {}).items()), reverse=True)
+            by = ", ".join("%s %.2f" % (k, v) for v, k in meds if v >= 0.01)
             P.log("CPU-seconds of a first move (median): the machine %.2f (%.2f s on its %d CPUs, busy %.0f %% of"
                   " the move); the platform's: %s" % (mm, mm / ncpu, ncpu, 100.0 * mm / ncpu / m1, by))
             P.log("CPU-seconds of the copy (median): the machine %.2f (busy %.0f %% of its %d CPUs during it)" % (
