@@ -377,7 +377,7 @@ endpoint_socket(const char *endpoint, char *out, size_t cap)
  * whole, not a fifth at a time (a local socket's default send buffer;
  * over TCP the kernel's autotuning grows it and is left alone). `space
  * fs write` of 512 MiB went from about 800 to 1,000 MB/s
- * (docs/benchmarks.md, "Issue 17 at the end of a nineteenth stop") */
+ * (docs/benchmarks.md, "Issue 17 figures, set 19") */
 static int
 bulk_sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
 {
