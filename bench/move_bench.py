@@ -22,6 +22,22 @@ bench/platform.py on a platform of its own (`space up --workers 2`):
                           reported, so the copy is made durable
                           too), alternated with the moves
 
+  two halves at once      (incompressible data) a first move's halves are
+                          timed apart: POST to its archive stored by the
+                          control plane (a new DIGEST.snap in its
+                          archives), and stored to running elsewhere;
+                          then two more sandboxes, one on each worker,
+                          are moved the other way round, the second
+                          posted the moment the first's archive is
+                          stored, so the first's restore half runs beside
+                          the second's upload half: the time both take
+                          at once is about the least a move could take
+                          here if its restore ran while its upload
+                          arrived. Beside it, two copies at once (`cp` +
+                          `sync` of the host file to two places): a first
+                          move writes its data durably twice (the
+                          store's copy, the restored layer)
+
 The page cache is not dropped for either (the host file is read from
 memory; the layer's data, written through a loop device in direct-I/O
 mode, is read from the disk by the archive). Each move and each copy
@@ -68,29 +84,58 @@ def _api(P, plat, ctl, method, path, body=None):
     return st, json.loads(data) if data else {}
 
 
-def _move(P, plat, ctl, sbx, cpu=None):
+def _snaps(plat):
+    """the archives the control plane keeps (DIGEST.snap: each appears
+    when its upload is stored, fsync'd and checked)"""
+    d = os.path.join(plat.data, "control", "archives")
+    return set(f for f in os.listdir(d) if f.endswith(".snap")) if os.path.isdir(d) else set()
+
+
+def _other(P, plat, ctl, sbx):
+    """the worker a move of sbx goes to: the one it does not run on"""
     st, s = _api(P, plat, ctl, "GET", "/v1/sandboxes/" + sbx)
-    src = s["execution"]["worker"]
-    dst = "w2" if src == "w1" else "w1"
-    if cpu is not None:
-        p0, m0 = P.platform_cpu(plat), P.machine_cpu()[0]
-    t0 = time.time()
+    return "w2" if s["execution"]["worker"] == "w1" else "w1"
+
+
+def _post_move(P, plat, ctl, sbx, dst):
     st, body = _api(P, plat, ctl, "POST", "/v1/sandboxes/%s/move" % sbx, json.dumps({"to": dst}))
     if st != 202:
         raise RuntimeError("move: %d %s" % (st, body))
+
+
+def _running_on(P, plat, ctl, sbx, dst):
+    """whether sbx runs on dst; raises if it failed"""
+    st, s = _api(P, plat, ctl, "GET", "/v1/sandboxes/" + sbx)
+    if st == 200 and s.get("state") in ("failed", "killed"):
+        raise RuntimeError("move: the sandbox is %s: %s" % (s.get("state"), s))
+    return st == 200 and s.get("state") == "running" and (s.get("execution") or {}).get("worker") == dst
+
+
+def _move(P, plat, ctl, sbx, cpu=None, halves=None):
+    """one move, timed from POST to running on the other worker; halves,
+    if given, gets (upload, restore): POST to the archive stored, and
+    stored to running (the control plane's archives, listed every poll)"""
+    dst = _other(P, plat, ctl, sbx)
+    before = _snaps(plat) if halves is not None else None
+    t_st = None
+    if cpu is not None:
+        p0, m0 = P.platform_cpu(plat), P.machine_cpu()[0]
+    t0 = time.time()
+    _post_move(P, plat, ctl, sbx, dst)
     end = t0 + 600
     while True:
-        st, s = _api(P, plat, ctl, "GET", "/v1/sandboxes/" + sbx)
-        if st == 200 and s.get("state") == "running" and (s.get("execution") or {}).get("worker") == dst:
+        if before is not None and t_st is None and _snaps(plat) - before:
+            t_st = time.time()
+        if _running_on(P, plat, ctl, sbx, dst):
             break
-        if st == 200 and s.get("state") in ("failed", "killed"):
-            raise RuntimeError("move: the sandbox is %s: %s" % (s.get("state"), s))
         if time.time() > end:
-            raise RuntimeError("move: not running on %s after 600 s: %s" % (dst, s))
+            raise RuntimeError("move: not running on %s after 600 s" % dst)
         time.sleep(0.02)
     t = time.time() - t0
     if cpu is not None:
         _cpu_add(cpu, P.machine_cpu()[0] - m0, p0, P.platform_cpu(plat))
+    if halves is not None and t_st is not None:
+        halves.append((t_st - t0, t0 + t - t_st))
     # the newest archive the control plane keeps: this move's
     d = os.path.join(plat.data, "control", "archives")
     snaps = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".snap")] if os.path.isdir(d) else []
@@ -121,6 +166,22 @@ def _cp(P, src, dst, cpu=None):
     return t
 
 
+def _cp2(P, src, dst):
+    """two copies of src at once, each `cp` + `sync` of its own
+    destination: the durable writes a first move makes (the store's
+    copy of its archive, the restored layer), side by side"""
+    os.sync()
+    t0 = time.time()
+    ps = [subprocess.Popen(["sh", "-c", "cp \"$1\" \"$2\" && sync \"$2\"", "cp2", src, d])
+          for d in (dst + ".1", dst + ".2")]
+    if any(p.wait() != 0 for p in ps):
+        raise RuntimeError("two copies at once failed")
+    t = time.time() - t0
+    for d in (dst + ".1", dst + ".2"):
+        os.unlink(d)
+    return t
+
+
 def _fill(plat, g):
     """a sandbox whose layer holds the data; its SHA-256 inside"""
     sbx = plat.space("create").strip()
@@ -128,7 +189,52 @@ def _fill(plat, g):
     return sbx, out.split()[0]
 
 
-def _timed_move(P, plat, ctl, sbx, i, cpu=None):
+def _pair(P, plat, ctl, g):
+    """Two first moves the other way round, the second posted the moment
+    the first's archive is stored: the first's restore half runs beside
+    the second's upload half, as one move's halves would if the restore
+    began while the upload arrived. The least such an overlapped move
+    could take here is the time both halves take at once. Returns
+    (the first's restore half, the second's upload half, both done),
+    seconds from the first's archive stored."""
+    a, wa = _fill(plat, g)
+    b, wb = _fill(plat, g)
+    if _other(P, plat, ctl, a) == _other(P, plat, ctl, b):
+        _move(P, plat, ctl, b)  # both on one worker: one goes (untimed)
+        time.sleep(ROUTE_HOLD_S)
+    for s in (a, b):
+        _exec(plat, s, "echo pair >/home/user/stamp")
+    time.sleep(ROUTE_HOLD_S)
+    da, db = _other(P, plat, ctl, a), _other(P, plat, ctl, b)
+    os.sync()
+    before = _snaps(plat)
+    t0 = time.time()
+    _post_move(P, plat, ctl, a, da)
+    t_ast = t_arun = t_bpost = t_bst = None
+    while True:
+        now = time.time()
+        new = _snaps(plat) - before
+        if t_ast is None and new:
+            t_ast = now
+            _post_move(P, plat, ctl, b, db)
+            t_bpost = time.time()
+        if t_bpost is not None and t_bst is None and len(new) >= 2:
+            t_bst = now
+        if t_ast is not None and t_arun is None and _running_on(P, plat, ctl, a, da):
+            t_arun = now
+        if t_arun is not None and t_bst is not None and _running_on(P, plat, ctl, b, db):
+            break
+        if now > t0 + 600:
+            raise RuntimeError("two moves at once: not done after 600 s")
+        time.sleep(0.02)
+    _check(plat, a, wa, "two moves at once, the first")
+    _check(plat, b, wb, "two moves at once, the second")
+    for s in (a, b):
+        plat.space("kill", s, check=False)
+    return t_arun - t_ast, t_bst - t_bpost, max(t_arun, t_bst) - t_ast
+
+
+def _timed_move(P, plat, ctl, sbx, i, cpu=None, halves=None):
     # a new archive every time (a few bytes change, as in a sandbox that
     # ran): a move back to a worker that still caches the archive of the
     # same files would skip the transfer
@@ -138,7 +244,7 @@ def _timed_move(P, plat, ctl, sbx, i, cpu=None):
     # waits that hold out (docs/recovery.md); the move is timed after it
     time.sleep(ROUTE_HOLD_S)
     os.sync()           # a quiet disk at the start (untimed)
-    t, size = _move(P, plat, ctl, sbx, cpu)
+    t, size = _move(P, plat, ctl, sbx, cpu, halves)
     t0 = time.time()
     os.sync()           # what the move left to write, timed on its own
     return t, size, time.time() - t0
@@ -169,10 +275,10 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
             if os.path.getsize(host) != mib << 20:
                 raise RuntimeError("the host file is %d bytes" % os.path.getsize(host))
             first, later, cps, sizes, left = [], [], [], [], []
-            mcpu, ccpu = {}, {}
+            mcpu, ccpu, halves = {}, {}, []
             for j in range(firsts):
                 sbx, want = _fill(plat, g)
-                t, size, tail = _timed_move(P, plat, ctl, sbx, 0, mcpu)
+                t, size, tail = _timed_move(P, plat, ctl, sbx, 0, mcpu, halves)
                 first.append(t)
                 left.append(tail)
                 sizes.append(size)
@@ -189,12 +295,14 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
                 sizes.append(size)
                 cps.append(_cp(P, host, os.path.join(plat.t, "cp-dst")))
             _check(plat, sbx, want, "%s, after %d moves" % (kind, runs))
+            plat.space("kill", sbx, check=False)
+            pair = _pair(P, plat, ctl, g) if kind == "incompressible" else None
+            cp2 = _cp2(P, host, os.path.join(plat.t, "cp-dst")) if pair else None
             os.unlink(host)
             keep = os.environ.get("MOVE_BENCH_LOGS")
             if keep:
                 # where each move's time went: the daemons' logs (timestamps)
                 shutil.copytree(os.path.join(plat.data, "logs"), os.path.join(keep, kind), dirs_exist_ok=True)
-            plat.space("kill", sbx, check=False)
             m1, c = P.pct(first, 50), P.pct(cps, 50)
             mb = lambda s: "?" if not s else ("%.1f MiB" % (s / 1048576.0)) if s >= 1 << 20 else "%d bytes" % s
             P.log("")
@@ -211,6 +319,16 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
                                                c, min(cps), max(cps)))
             P.log("archives (what travels): %s; the data intact after every move (SHA-256 inside)" % (
                 ", ".join(mb(s) for s in sizes)))
+            if halves:
+                hu, hr = P.pct([h[0] for h in halves], 50), P.pct([h[1] for h in halves], 50)
+                P.log("a first move's halves (median): POST to its archive stored %.2f, stored to running"
+                      " elsewhere %.2f" % (hu, hr))
+            if pair and halves:
+                P.log("two first moves at once, the other way round, the second posted as the first's archive is"
+                      " stored: the first's restore half %.2f beside the second's upload half %.2f, both done"
+                      " after %.2f (%.2f one after the other, as above)" % (pair[0], pair[1], pair[2], hu + hr))
+                P.log("baseline: two copies at once (cp + sync of the same file to two places, side by side) %.2f,"
+                      " one %.2f" % (cp2, c))
             ncpu = os.cpu_count() or 1
             mm, cm = P.pct(mcpu["machine"], 50), P.pct(ccpu["machine"], 50)
             meds = sorted(((P.pct(v, 50), k) for k, v in mcpu.get("by", {}).items()), reverse=True)
@@ -226,6 +344,13 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
                            "cp + sync %.2f s" % c, "%.2fx" % ((m1 + ml) / c)))
             P.ROWS.append(("  its CPU-seconds (the whole machine's) over its %d CPUs: the least the same work takes here" % ncpu,
                            "%.2f s" % (mm / ncpu), "cp + sync %.2f s" % c, "%.2fx" % (mm / ncpu / c)))
+            if pair and halves:
+                P.ROWS.append(("  its two halves at once (two moves the other way round): the least a move overlapping"
+                               " them would take here", "%.2f s" % pair[2], "cp + sync %.2f s" % c,
+                               "%.2fx" % (pair[2] / c)))
+                P.ROWS.append(("  the same two halves at once / two copies at once (a first move writes the data"
+                               " durably twice)", "%.2f s" % pair[2], "2 x (cp + sync) at once %.2f s" % cp2,
+                               "%.2fx" % (pair[2] / cp2)))
             if later:
                 P.ROWS.append(("later moves of %d MiB %s data (incremental), median of %d" % (mib, kind, len(later)),
                                "%.2f s" % m, "cp + sync %.2f s" % c, "%.2fx" % (m / c)))
