@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,6 +106,48 @@ name_load(const struct ctl *c, const char *name, int *rc)
 	}
 	*rc = 0;
 	return o;
+}
+
+/* The names directory locked (flock, so that control planes sharing
+ * D/templates exclude each other too): a name's owner is read and its
+ * file replaced or removed as one step. The descriptor to close, or
+ * -errno. */
+static int
+names_lock(const struct ctl *c)
+{
+	char d[PATH_MAX + 32];
+	int fd, r;
+
+	if ((r = tdir(c, "names", d, sizeof(d))) < 0)
+		return r;
+	if ((fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+	}
+	return fd;
+}
+
+/* whether principal may replace or remove name: a name nobody holds, or
+ * one it created. 0, -EPERM, or another -errno (an unreadable record is
+ * nobody's to take over). */
+static int
+name_owned(const struct ctl *c, const char *name, const char *principal)
+{
+	const char *owner;
+	json_t *o;
+	int rc;
+
+	if ((o = name_load(c, name, &rc)) == NULL)
+		return rc == -ENOENT ? 0 : rc;
+	owner = json_string_value(json_object_get(o, "owner"));
+	rc = owner != NULL && strcmp(owner, principal) == 0 ? 0 : -EPERM;
+	json_decref(o);
+	return rc;
 }
 
 int
@@ -212,6 +255,42 @@ api_template_blob_get(struct req *r)
 
 /* ---- names ---- */
 
+/* one member of meta, by its name (the keys are checked before) */
+static bool
+meta_value_ok(const char *k, json_t *v)
+{
+	const char *ek;
+	json_t *e;
+	size_t i;
+
+	if (strcmp(k, "version") == 0)
+		return json_is_integer(v) && json_integer_value(v) >= 1;
+	if (strcmp(k, "uid") == 0 || strcmp(k, "gid") == 0)
+		return json_is_integer(v) && json_integer_value(v) >= 0 &&
+		    json_integer_value(v) <= 65534;
+	if (strcmp(k, "workdir") == 0)
+		return json_is_string(v) && json_string_value(v)[0] == '/';
+	if (strcmp(k, "source") == 0)
+		return json_is_string(v);
+	if (strcmp(k, "env") == 0) {
+		if (!json_is_object(v))
+			return false;
+		json_object_foreach(v, ek, e)
+			if (!json_is_string(e))
+				return false;
+		return true;
+	}
+	if (strcmp(k, "cmd") == 0) {
+		if (!json_is_array(v))
+			return false;
+		json_array_foreach(v, i, e)
+			if (!json_is_string(e))
+				return false;
+		return true;
+	}
+	return false;
+}
+
 /* meta: what the image's TPL_META_PATH holds, shown by list and show */
 static bool
 meta_ok(json_t *m, const char **why)
@@ -236,6 +315,10 @@ meta_ok(json_t *m, const char **why)
 			;
 		if (keys[i] == NULL)
 			return *why = "unknown field in \"meta\"", false;
+		if (!meta_value_ok(k, v))
+			return *why = "\"meta\": version is an integer from 1, uid and gid 0..65534, "
+			    "workdir an absolute path, source a string, env an object of strings, "
+			    "cmd an array of strings", false;
 	}
 	return true;
 }
@@ -248,6 +331,7 @@ api_template_create(struct req *r)
 	const char *name, *digest, *why = NULL;
 	struct stat st;
 	json_t *in, *meta, *rec = NULL;
+	int lk = -1, rc;
 	bool ok;
 
 	if ((in = req_json(r, false)) == NULL)
@@ -276,6 +360,13 @@ api_template_create(struct req *r)
 		reply_error(r, 400, "bad_request", "%s", why);
 		goto out;
 	}
+	/* under the names' lock: the image a name is given cannot be
+	 * collected between its check and the name (collection takes it) */
+	if ((lk = names_lock(r->ctl)) < 0) {
+		json_decref(meta);
+		reply_error(r, 500, "internal", "cannot record the template");
+		goto out;
+	}
 	if (blob_path(r->ctl, digest, path, sizeof(path)) < 0 || stat(path, &st) < 0) {
 		json_decref(meta);
 		reply_error(r, 409, "conflict", "no image %s here: PUT /v1/templates/blobs/%s first",
@@ -289,6 +380,16 @@ api_template_create(struct req *r)
 		reply_error(r, 500, "internal", "cannot record the template");
 		goto out;
 	}
+	/* names are shared by every API key, each held by the principal that
+	 * created it: another's is neither re-pointed nor taken over (a
+	 * sandbox made from it would run an image its owner never chose) */
+	if ((rc = name_owned(r->ctl, name, r->principal)) < 0) {
+		if (rc == -EPERM)
+			reply_error(r, 403, "forbidden", "template %s belongs to another principal", name);
+		else
+			reply_error(r, 500, "internal", "cannot read the template %s", name);
+		goto out;
+	}
 	/* a whole file or none: written aside, then renamed over */
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)gettid()) >= sizeof(tmp) ||
 	    json_dump_file(rec, tmp, JSON_COMPACT) < 0 || rename(tmp, path) < 0) {
@@ -299,6 +400,8 @@ api_template_create(struct req *r)
 	log_info("template %s -> %s by %s", name, digest, r->principal);
 	reply_json(r, 201, json_incref(rec));
 out:
+	if (lk >= 0)
+		close(lk);
 	json_decref(rec);
 	json_decref(in);
 }
@@ -385,18 +488,24 @@ api_template_delete(struct req *r)
 	bool removed = false;
 	int64_t refs = 1;
 	json_t *o;
-	int rc;
+	int lk, rc;
 
 	if (strcmp(r->params[0], "host") == 0) {
 		reply_error(r, 400, "bad_request", "host is built in");
 		return;
 	}
+	if ((lk = names_lock(r->ctl)) < 0) {
+		reply_error(r, 500, "internal", "cannot remove the template");
+		return;
+	}
 	if ((o = name_load(r->ctl, r->params[0], &rc)) == NULL) {
+		close(lk);
 		reply_error(r, 404, "not_found", "no template %s", r->params[0]);
 		return;
 	}
 	owner = json_string_value(json_object_get(o, "owner"));
 	if (owner == NULL || strcmp(owner, r->principal) != 0) {
+		close(lk);
 		json_decref(o);
 		reply_error(r, 403, "forbidden", "template %s belongs to another principal",
 		    r->params[0]);
@@ -405,6 +514,7 @@ api_template_delete(struct req *r)
 	snprintf(digest, sizeof(digest), "%s", json_string_value(json_object_get(o, "digest")));
 	json_decref(o);
 	if (name_path(r->ctl, r->params[0], path, sizeof(path)) < 0 || unlink(path) < 0) {
+		close(lk);
 		reply_error(r, 500, "internal", "cannot remove the template");
 		return;
 	}
@@ -416,6 +526,7 @@ api_template_delete(struct req *r)
 	    r->ctl->st->ops->template_refs(r->ctl->st, digest, &refs) == 0 && refs == 0 &&
 	    blob_path(r->ctl, digest, path, sizeof(path)) == 0 && unlink(path) == 0)
 		removed = true;
+	close(lk);
 	log_info("template %s removed by %s%s", r->params[0], r->principal,
 	    removed ? ", and its image" : "");
 	reply_json(r, 200, json_pack("{s:s,s:s,s:b,s:I}", "deleted", r->params[0], "digest", digest,
@@ -436,7 +547,7 @@ templates_collect(struct ctl *c)
 	int64_t refs;
 	size_t n;
 	DIR *dp;
-	int removed = 0;
+	int lk, removed = 0;
 
 	if (c->st->ops->template_refs == NULL || tdir(c, "blobs", d, sizeof(d)) < 0 ||
 	    (dp = opendir(d)) == NULL)
@@ -451,15 +562,16 @@ templates_collect(struct ctl *c)
 		    lstat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
 		    st.st_mtime > time(NULL) - c->cfg.archive_grace)
 			continue;
-		if (digest_named(c, digest))
-			continue;
+		if ((lk = names_lock(c)) < 0)
+			break;
 		refs = 1;
-		if (c->st->ops->template_refs(c->st, digest, &refs) < 0 || refs != 0)
-			continue;
-		if (unlink(path) == 0) {
+		if (!digest_named(c, digest) &&
+		    c->st->ops->template_refs(c->st, digest, &refs) == 0 && refs == 0 &&
+		    unlink(path) == 0) {
 			removed++;
 			log_info("template image %s collected: no name and no sandbox needs it", digest);
 		}
+		close(lk);
 	}
 	closedir(dp);
 	return removed;

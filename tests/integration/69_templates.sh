@@ -20,6 +20,9 @@ platform_init
 NP1=$(free_port); NP2=$(free_port)
 # --archive-grace 1: an image nobody references is collected 1 s after it
 # arrived (the default gives an upload an hour to be named)
+# a second tenant: template names are shared by every key, held by the
+# one that created them
+KM=$("$BIN/space-control" apikey add mallory --data-dir "$T/c" 2>>"$T/ctl.log")
 check "space-control up" start_ctl --archive-grace 1
 check "worker w1 up" add_worker 1 w1 "$NP1"
 check "worker w2 up" add_worker 2 w2 "$NP2"
@@ -40,6 +43,23 @@ is "... and its bytes are that digest" "$(sha256sum "$T/c/templates/blobs/$D.img
 check "template list shows host and tiny" sh -c "grep -q '^host ' '$T/list' && grep -q '^tiny ' '$T/list'"
 "$SP" template show tiny --json >"$T/show"
 is "template show: the config's user, workdir, env" "$(jget meta.uid "$T/show") $(jget meta.workdir "$T/show") $(jget meta.env.GREETING "$T/show")" "1000 /srv hello from the config"
+
+# ---- another tenant's name is not theirs to take ----
+tpost() { curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $1" \
+    -H 'Content-Type: application/json' -d "$2" "$CU/v1/templates"; }
+is "another key cannot re-point the name tiny: 403" \
+	"$(tpost "$KM" "{\"name\":\"tiny\",\"digest\":\"$D\",\"meta\":{\"workdir\":\"/evil\"}}") $(jget error)" "403 forbidden"
+"$SP" template show tiny --json >"$T/show"
+is "... the name is still its creator's, unchanged" "$(jget meta.workdir "$T/show")" /srv
+is "... nor remove it: 403" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $KM" "$CU/v1/templates/tiny")" 403
+is "its creator re-points it (the same image): 201" \
+	"$(tpost "$K" "{\"name\":\"tiny\",\"digest\":\"$D\",\"meta\":$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["meta"]))' "$T/show")}")" 201
+is "the other key names the image for itself: 201" "$(tpost "$KM" "{\"name\":\"mine\",\"digest\":\"$D\"}")" 201
+is "... which the first key cannot take: 403" "$(tpost "$K" "{\"name\":\"mine\",\"digest\":\"$D\"}")" 403
+is "meta is decoded strictly: a uid that is not a number: 400" "$(tpost "$K" "{\"name\":\"bad\",\"digest\":\"$D\",\"meta\":{\"uid\":\"root\"}}")" 400
+is "... env values that are not strings: 400" "$(tpost "$K" "{\"name\":\"bad\",\"digest\":\"$D\",\"meta\":{\"env\":{\"A\":{\"x\":1}}}}")" 400
+is "... a relative workdir: 400" "$(tpost "$K" "{\"name\":\"bad\",\"digest\":\"$D\",\"meta\":{\"workdir\":\"srv\"}}")" 400
+is "... and its own key removes: 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $KM" "$CU/v1/templates/mine")" 200
 
 # ---- a sandbox from it ----
 is "create --template tiny on w1" "$(cpost /v1/sandboxes '{"template":"tiny","worker":"w1"}')" 201
