@@ -15,6 +15,10 @@
 #include "snapshot.h"
 #include "util.h"
 
+/* how long past a route's hold an operation's start waits for a store
+ * that stays busy before it answers 503 (ms) */
+#define OP_START_BUSY_MS 5000
+
 static const char *
 kind_label(const char *kind)
 {
@@ -59,8 +63,14 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	deadline = now_mono_ns() / 1000000 + (uint64_t)c->cfg.route_hold_ms + 50;
 	while ((rc = c->st->ops->op_start(c->st, r->principal, r->params[0], &rq, &out,
 	    &why)) == -EBUSY) {
-		if (now_mono_ns() / 1000000 >= deadline)
+		uint64_t now = now_mono_ns() / 1000000;
+
+		if (now >= deadline)
 			rq.past_hold = true;
+		/* past the hold, -EBUSY is the store's own contention (its
+		 * retries spent): answered 503 below, not waited out forever */
+		if (now >= deadline + OP_START_BUSY_MS || c->stopping)
+			break;
 		usleep(20 * 1000);
 	}
 	switch (rc) {

@@ -289,6 +289,9 @@ ports_set_tx(struct store *s, void *arg)
 	json_t *o = NULL, *l = NULL;
 	int rc, n, i, j;
 
+	/* a retried transaction starts again */
+	json_decref(x->out);
+	x->out = NULL;
 	if ((rc = R(s)->sandbox_cur(s, x->owner, x->id, &c)) < 0)
 		return rc;
 	if ((rc = R(s)->sandbox_ports_get(s, x->owner, x->id, &stored)) <= 0) {

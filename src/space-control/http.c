@@ -419,6 +419,15 @@ admit_request(struct req *r, const struct route **rt_out)
 		    SPACE_HTTP_BODY_MAX);
 		return -1;
 	}
+	/* the routes anyone may call take no body: an unauthenticated peer
+	 * never makes us buffer one (it is read and dropped once answered) */
+	if (rt->auth == AUTH_NONE && ((cl != NULL && strcmp(cl, "0") != 0) ||
+	    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL)) {
+		reply_error(r, 400, "bad_request", "%s takes no request body", rt->pattern);
+		r->close = true;
+		return -1;
+	}
 	if (authenticate(r, rt) < 0)
 		return -1;
 	*rt_out = rt;

@@ -104,6 +104,11 @@ c=$(send POST /v1/sandboxes "$K" --data-binary @"$T/big"); bad "2 MB body (Conte
 c=$(send POST /v1/sandboxes "$K" -H 'Transfer-Encoding: chunked' --data-binary @"$T/big"); bad "2 MB chunked body" 413 too_large "$c"
 python3 -c 'import json; print(json.dumps({"metadata": {"k": "v" * 20000}}))' >"$T/meta"
 c=$(send POST /v1/sandboxes "$K" --data-binary @"$T/meta"); bad "metadata over 16 KiB" 413 too_large "$c"
+# the routes anyone may call take no body: nothing is buffered for a
+# peer that has not authenticated
+c=$(send GET /healthz "" --data-binary @"$T/meta"); bad "a body on an unauthenticated route (Content-Length)" 400 bad_request "$c"
+c=$(send GET /metrics "" -H 'Transfer-Encoding: chunked' --data-binary @"$T/meta"); bad "a chunked body on an unauthenticated route" 400 bad_request "$c"
+c=$(send GET /v1/keys "" -H 'Content-Length: 0'); is "... an empty one is no body: 200" "$c" 200
 LONG=$(head -c 5000 /dev/zero | tr '\0' 'a')
 c=$(send GET "/v1/sandboxes/$LONG" "$K"); bad "URL over the limit" 414 too_large "$c"
 
