@@ -217,8 +217,11 @@ layer_snapshot_stopped(struct mgr *m, const struct record *r,
 		*depth = snapshot_index_depth(base) + 1;
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	snprintf(mnt, sizeof(mnt), "%s/snap", r->run_dir);
-	if (mkdir(mnt, 0700) != 0 && errno != EEXIST)
-		return -errno;
+	if (mkdir(mnt, 0700) != 0 && errno != EEXIST) {
+		ret = -errno;
+		snapshot_index_free(base);
+		return ret;
+	}
 	if ((ret = mount_image(img, mnt, true)) != 0)
 		goto out;
 	/* the serving layer's loop device wrote the image with direct I/O

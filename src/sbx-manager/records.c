@@ -552,6 +552,31 @@ first_free_slot(struct mgr_records *rs, const char *sandbox, uint32_t nslots)
 	return s;
 }
 
+/* whether slot is held by a live record of another sandbox than
+ * `sandbox` (committed or on its way to be) or reserved for a prepared
+ * jail. rs->lock held */
+static bool
+slot_held(struct mgr_records *rs, uint32_t slot, const char *sandbox)
+{
+	const struct pending *lists[2] = { rs->batch, rs->head }, *p;
+	size_t i;
+	int l;
+
+	if (slot >= MGR_CAPACITY_MAX || (rs->reserved[slot / 8] & (1u << (slot % 8))))
+		return true;
+	for (i = 0; i < rs->n; i++)
+		if (rs->mirror[i].slot == slot && rs->mirror[i].state != EXEC_RETIRED &&
+		    rs->mirror[i].state != EXEC_FAILED &&
+		    strcmp(rs->mirror[i].id.sandbox, sandbox) != 0)
+			return true;
+	for (l = 0; l < 2; l++)
+		for (p = lists[l]; p != NULL; p = p->next)
+			if (p->r.slot == slot && p->r.state != EXEC_RETIRED &&
+			    p->r.state != EXEC_FAILED && strcmp(p->r.id.sandbox, sandbox) != 0)
+				return true;
+	return false;
+}
+
 static uint32_t
 slot_count(const struct mgr *m)
 {
@@ -635,8 +660,12 @@ records_put_slotted(struct mgr *m, struct record *r, uint32_t uid_window)
 	if (nslots > MGR_CAPACITY_MAX)
 		nslots = MGR_CAPACITY_MAX;
 	pthread_mutex_lock(&rs->lock);
-	/* a sandbox keeps its uid range across generations */
-	if ((own = mirror_find(rs, r->id.sandbox)) != NULL)
+	/* a sandbox keeps its uid range across generations, unless another
+	 * sandbox took that slot while this one was away (retired or failed
+	 * here): two live sandboxes never share a uid range, an address or a
+	 * chain. A new slot costs the bridge a shift of the layer's owners. */
+	if ((own = mirror_find(rs, r->id.sandbox)) != NULL && own->slot < nslots &&
+	    !slot_held(rs, own->slot, r->id.sandbox))
 		s = own->slot;
 	else
 		s = first_free_slot(rs, r->id.sandbox, nslots);
