@@ -163,6 +163,8 @@ struct xfer {
 	size_t len, cap, max;
 	int overflow;
 	int write_failed;       /* errno of a failed write to out_fd */
+	long long out_max;      /* > 0: the most a streamed body may be */
+	int out_overflow;       /* the streamed body passed out_max */
 	int read_failed;        /* errno of a failed read from in_fd */
 	int is_json;
 	/* the execution that must have served a 2xx answer, when known */
@@ -207,6 +209,10 @@ on_body(char *p, size_t sz, size_t nm, void *arg)
 	if (st >= 200 && st < 300 && !serving_ok(x))
 		return 0;       /* aborts the transfer */
 	if (x->out_fd >= 0 && st >= 200 && st < 300) {
+		if (x->out_max > 0 && (long long)n > x->out_max - x->a->out_written) {
+			x->out_overflow = 1;
+			return 0;       /* aborts the transfer */
+		}
 		if ((r = fd_write_all(x->out_fd, p, n)) < 0) {
 			x->write_failed = -r;
 			return 0;       /* aborts the transfer */
@@ -389,7 +395,7 @@ bulk_sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
 
 static int
 http_exchange(const char *url, const char *unix_path, const char *bearer, const char *method,
-    json_t *body, int in_fd, int out_fd, long connect_timeout, long timeout,
+    json_t *body, int in_fd, int out_fd, long long out_max, long connect_timeout, long timeout,
     const char *expect_gen, const char *expect_worker, struct space_answer *a)
 {
 	struct xfer x;
@@ -404,6 +410,7 @@ http_exchange(const char *url, const char *unix_path, const char *bearer, const 
 	memset(&x, 0, sizeof(x));
 	x.a = a;
 	x.out_fd = out_fd;
+	x.out_max = out_max;
 	x.in_fd = in_fd;
 	x.expect_gen = expect_gen;
 	x.expect_worker = expect_worker;
@@ -519,6 +526,15 @@ http_exchange(const char *url, const char *unix_path, const char *bearer, const 
 		ret = -x.read_failed;
 		goto out;
 	}
+	if (x.out_overflow) {
+		/* an answer, not a transport failure: asking again would
+		 * fetch the same bytes again */
+		snprintf(a->message, sizeof(a->message), "answer larger than %lld bytes", x.out_max);
+		snprintf(a->error, sizeof(a->error), "too_large");
+		a->status = 413;
+		ret = -EMSGSIZE;
+		goto out;
+	}
 	if (x.overflow) {
 		snprintf(a->message, sizeof(a->message), "answer larger than %zu bytes", x.max);
 		a->status = 0;
@@ -553,7 +569,7 @@ space_http(const char *url, const char *bearer, const char *method,
     json_t *body, int in_fd, int out_fd, long connect_timeout, long timeout,
     struct space_answer *a)
 {
-	return http_exchange(url, NULL, bearer, method, body, in_fd, out_fd, connect_timeout,
+	return http_exchange(url, NULL, bearer, method, body, in_fd, out_fd, 0, connect_timeout,
 	    timeout, NULL, NULL, a);
 }
 
@@ -802,7 +818,7 @@ sbx_op_once(const struct route_entry *e, const char *sock, const char *sbx,
 	if (op->open_ws != NULL)
 		return op->open_ws(op->ws_ctx, url, sock, e->capability, a);
 	return http_exchange(url, sock, e->capability, op->method, op->body, op->in_fd,
-	    op->out_fd, connect_timeout, op->timeout, gen, e->route.worker, a);
+	    op->out_fd, op->out_max, connect_timeout, op->timeout, gen, e->route.worker, a);
 }
 
 static enum route_outcome

@@ -92,6 +92,8 @@ struct space_data_op {
 	                           spooled: once a byte of it was taken, no attempt is
 	                           made again (the answer is a 503 "unavailable") */
 	int         out_fd;     /* >= 0: stream a 2xx body to this fd instead of parsing it */
+	long long   out_max;    /* > 0: a streamed body longer than this is cut off, the
+	                           exchange failing with -EMSGSIZE */
 	long        timeout;    /* seconds for the whole exchange; 0: none, but
 	                           a transfer stalled for 60 s is abandoned */
 	/* a WebSocket opening instead of an HTTP exchange (streams): called

@@ -130,7 +130,7 @@ abs_path(const char *p, char *out, size_t cap)
 
 static int
 dop(struct envd *x, const char *access, const char *method, const char *path, json_t *body,
-    int in_fd, int out_fd, struct space_answer *a)
+    int in_fd, int out_fd, long long out_max, struct space_answer *a)
 {
 	struct space_data_op op;
 	struct e2b_cl *cl;
@@ -149,6 +149,7 @@ dop(struct envd *x, const char *access, const char *method, const char *path, js
 	op.body = body;
 	op.in_fd = in_fd;
 	op.out_fd = out_fd;
+	op.out_max = out_max;
 	op.timeout = 120;
 	r = space_sbx_op(e2b_cl_client(cl), x->sbx, &op, a);
 	e2b_client_release(cl);
@@ -214,7 +215,7 @@ stat_path(struct envd *x, const char *path, struct space_answer *a)
 		space_answer_init(a);
 		return -ENOMEM;
 	}
-	r = dop(x, "fs:r", "GET", q, NULL, -1, -1, a);
+	r = dop(x, "fs:r", "GET", q, NULL, -1, -1, 0, a);
 	free(q);
 	return r < 0 || !space_answer_ok(a) ? -1 : 0;
 }
@@ -285,7 +286,7 @@ op_answer(struct envd *x, const char *access, const char *path, json_t *body,
 	struct space_answer a;
 	enum MHD_Result ret;
 
-	if (dop(x, access, "POST", path, body, -1, -1, &a) < 0 || !space_answer_ok(&a))
+	if (dop(x, access, "POST", path, body, -1, -1, 0, &a) < 0 || !space_answer_ok(&a))
 		ret = rpc_fail(x->r->conn, &a);
 	else if (entry_of)
 		ret = entry_answer(x, entry_of);
@@ -316,7 +317,7 @@ list_into(struct envd *x, const char *dir, unsigned depth, json_t *out, struct s
 
 	if (q == NULL)
 		return -1;
-	r = dop(x, "fs:r", "GET", q, NULL, -1, -1, a);
+	r = dop(x, "fs:r", "GET", q, NULL, -1, -1, 0, a);
 	free(q);
 	if (r < 0 || !space_answer_ok(a))
 		return -1;
@@ -442,7 +443,7 @@ proc_list(struct envd *x, const json_t *in)
 	size_t i;
 
 	(void)in;
-	if (dop(x, "exec", "GET", "processes", NULL, -1, -1, &a) < 0 || !space_answer_ok(&a)) {
+	if (dop(x, "exec", "GET", "processes", NULL, -1, -1, 0, &a) < 0 || !space_answer_ok(&a)) {
 		ret = rpc_fail(x->r->conn, &a);
 		space_answer_clear(&a);
 		return ret;
@@ -1089,7 +1090,9 @@ fs_watch(struct envd *x, const json_t *in)
 
 #define WATCHERS_MAX            64
 #define WATCHERS_PER_KEY        8
+#define WATCHERS_PER_SBX        8       /* keys cost nothing to make: a sandbox's bound too */
 #define WATCHER_EVENTS_MAX      1024
+#define WATCHER_IDLE_MS         (300 * 1000)    /* not asked for its events that long: abandoned */
 
 struct watcher {
 	char id[33];
@@ -1099,6 +1102,7 @@ struct watcher {
 	json_t *events;                 /* array, at most WATCHER_EVENTS_MAX */
 	bool overflow, ended, removed, used;
 	uint16_t close_code;
+	uint64_t polled;                /* made or last asked for its events (monotonic ms) */
 };
 
 static struct watcher watchers[WATCHERS_MAX];
@@ -1193,8 +1197,9 @@ watcher_create(struct envd *x, const json_t *in)
 	struct wstream *s;
 	struct space_answer a;
 	enum MHD_Result ret;
-	unsigned mine = 0;
+	unsigned mine = 0, here = 0;
 	uint8_t h[32], rnd[16];
+	uint64_t now;
 	pthread_attr_t attr;
 	pthread_t t;
 	size_t i;
@@ -1203,20 +1208,44 @@ watcher_create(struct envd *x, const json_t *in)
 		return rpc_error(x->r->conn, strcmp(why, "out of memory") ? "invalid_argument" :
 		    "internal", "%s", why);
 	key_hash(x->key, h);
+	now = now_mono_ns() / 1000000;
 	pthread_mutex_lock(&watch_mu);
+	/* a watcher nobody asked for its events for WATCHER_IDLE_MS was
+	 * abandoned: removed as RemoveWatcher would (its slot frees when its
+	 * thread ends) */
 	for (i = 0; i < WATCHERS_MAX; i++) {
-		if (watchers[i].used && sodium_memcmp(watchers[i].key, h, 32) == 0)
+		struct watcher *o = &watchers[i];
+
+		if (!o->used || o->removed || o->s == NULL || now - o->polled < WATCHER_IDLE_MS)
+			continue;
+		o->removed = true;
+		if (o->ended) {
+			json_decref(o->events);
+			memset(o, 0, sizeof(*o));
+		} else
+			shutdown(o->s->w.fd, SHUT_RDWR);
+	}
+	for (i = 0; i < WATCHERS_MAX; i++) {
+		if (watchers[i].used && !watchers[i].removed &&
+		    sodium_memcmp(watchers[i].key, h, 32) == 0)
 			mine++;
+		if (watchers[i].used && !watchers[i].removed && !strcmp(watchers[i].sbx, x->sbx))
+			here++;
 		if (!watchers[i].used && w == NULL)
 			w = &watchers[i];
 	}
-	if (w == NULL || mine >= WATCHERS_PER_KEY) {
+	if (w == NULL || mine >= WATCHERS_PER_KEY || here >= WATCHERS_PER_SBX) {
 		pthread_mutex_unlock(&watch_mu);
 		free(q);
 		return rpc_error(x->r->conn, "resource_exhausted", "too many watchers (at most %d "
-		    "per key); remove one first", WATCHERS_PER_KEY);
+		    "per key and %d per sandbox); remove one first", WATCHERS_PER_KEY,
+		    WATCHERS_PER_SBX);
 	}
-	w->used = true;         /* reserved */
+	/* reserved, counted for its key and sandbox from now on */
+	w->used = true;
+	memcpy(w->key, h, 32);
+	snprintf(w->sbx, sizeof(w->sbx), "%s", x->sbx);
+	w->polled = now;
 	pthread_mutex_unlock(&watch_mu);
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		pthread_mutex_lock(&watch_mu);
@@ -1296,6 +1325,7 @@ watcher_call(struct envd *x, const json_t *in, bool remove)
 	}
 	ev = w->events;
 	w->events = json_array();
+	w->polled = now_mono_ns() / 1000000;
 	pthread_mutex_unlock(&watch_mu);
 	return e2b_send_json(x->r->conn, 200, json_pack("{s:o}", "events", ev));
 }
@@ -1343,8 +1373,14 @@ files_get(struct envd *x)
 		free(q);
 		return e2b_api_error(x->r->conn, 500, "out of memory");
 	}
-	if (dop(x, "fs:r", "GET", q, NULL, -1, fd, &a) < 0 || !space_answer_ok(&a)) {
-		ret = e2b_api_error(x->r->conn, e2b_status_of(&a), "%s", e2b_msg_of(&a));
+	/* the size above was the path's own (a link's, or the file's before
+	 * it grew): the bytes kept are bounded while they arrive */
+	if (dop(x, "fs:r", "GET", q, NULL, -1, fd, E2B_DOWNLOAD_MAX, &a) < 0 || !space_answer_ok(&a)) {
+		if (a.status == 413 && strcmp(a.error, "too_large") == 0)
+			ret = e2b_api_error(x->r->conn, 400, "a download is at most %u MiB here",
+			    E2B_DOWNLOAD_MAX >> 20);
+		else
+			ret = e2b_api_error(x->r->conn, e2b_status_of(&a), "%s", e2b_msg_of(&a));
 		close(fd);
 	} else if (fstat(fd, &sb) < 0 || (size_t)sb.st_size > E2B_DOWNLOAD_MAX) {
 		ret = e2b_api_error(x->r->conn, 500, "the download could not be kept");

@@ -309,20 +309,27 @@ attempt(void *ctx, const struct route_entry *re)
 		return ROUTE_TRANSPORT_BEFORE_SEND;
 	}
 	/* the answer: one frame, within the deadline; bytes after it are
-	 * the service's own */
+	 * the service's own, and no more of them are read here than early[]
+	 * keeps (the rest stays in the socket for the pump) */
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		uint64_t now = now_mono_ns() / 1000000;
+		size_t lim = GWHELLO_HDR_LEN + sizeof(x->up->early);
+		uint32_t fl;
 		ssize_t r;
 
 		n = gwframe_parse(in, have, &body, &blen);
 		if (n != 0)
 			break;
-		if (have == sizeof(in) || now >= deadline || poll(&p, 1, (int)(deadline - now)) != 1) {
+		if (have >= GWHELLO_HDR_LEN && gwframe_header(in, &fl) == 0)
+			lim += fl;
+		if (lim > sizeof(in))
+			lim = sizeof(in);
+		if (have >= lim || now >= deadline || poll(&p, 1, (int)(deadline - now)) != 1) {
 			n = -ETIMEDOUT;
 			break;
 		}
-		r = recv(fd, in + have, sizeof(in) - have, 0);
+		r = recv(fd, in + have, lim - have, 0);
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (r <= 0) {

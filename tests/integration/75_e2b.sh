@@ -126,6 +126,15 @@ is "an 80 MiB octet-stream upload" "$(code -H "E2b-Sandbox-Id: $SU" -H "X-Access
 stat_size() { curl -s -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Type: application/json' \
     -d "{\"path\":\"$1\"}" "$U/filesystem.Filesystem/Stat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["entry"]["size"])' 2>/dev/null; }
 is "... all of it written (its parent made)" "$(stat_size /home/user/big/big.bin)" $((80 << 20))
+# downloads are kept by space-edge while they pass, at most 64 MiB: a
+# larger file is refused by its size, and a link to one (whose own size
+# is small) is cut off as it arrives, not kept whole
+is "a download of 80 MiB: 400" "$(code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" "$U/files?path=/home/user/big/big.bin")" 400
+space exec "$SU" -- sh -c 'truncate -s 4G /home/user/huge && ln -s huge /home/user/link' >/dev/null 2>"$T/err" ||
+	diag "exec: $(cat "$T/err")"
+is "a download through a link to a 4 GiB file: 400" "$(code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" "$U/files?path=/home/user/link")" 400
+check "... cut off at the bound" grep -q "at most 64 MiB" "$T/body"
+is "... and space-edge serves on" "$(code "$U/health")" 204
 hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$EPID/status" 2>/dev/null)
 diag "space-edge's peak resident memory: ${hwm:-?} KiB"
 [ -n "$hwm" ] && [ "$hwm" -lt $((48 << 10)) ]; ok_if $? "space-edge's peak resident memory stayed under 48 MiB"
@@ -166,6 +175,17 @@ is "another key cannot read the watcher" "$(rpc "$OKEY" "$WS" GetWatcherEvents "
 is "nor remove it" "$(rpc "$OKEY" "$WS" RemoveWatcher "{\"watcherId\":\"$WID\"}")" 404
 is "RemoveWatcher" "$(rpc "$SPACE_API_KEY" "$WS" RemoveWatcher "{\"watcherId\":\"$WID\"}")" 200
 is "a removed watcher is not_found" "$(rpc "$SPACE_API_KEY" "$WS" GetWatcherEvents "{\"watcherId\":\"$WID\"}")" 404
+# keys cost nothing (every connect makes a token): a sandbox has at most
+# 8 watchers whatever keys ask, so no one tenant holds them all
+n=0
+for i in $(seq 1 8); do
+	curl -s -H "X-API-KEY: $SPACE_API_KEY" -d '{}' "$U/v2/sandboxes/$WS/connect" >"$T/wc.json"
+	[ "$(rpc "$(jget envdAccessToken "$T/wc.json")" "$WS" CreateWatcher '{"path":"/home/user/pw"}')" = 200 ] && n=$((n + 1))
+done
+is "8 watchers on one sandbox, each with a fresh token" "$n" 8
+curl -s -H "X-API-KEY: $SPACE_API_KEY" -d '{}' "$U/v2/sandboxes/$WS/connect" >"$T/wc.json"
+is "a 9th, with yet another token: resource_exhausted" \
+    "$(rpc "$(jget envdAccessToken "$T/wc.json")" "$WS" CreateWatcher '{"path":"/home/user/pw"}') $(jget code "$T/body")" "429 resource_exhausted"
 space kill "$WS" >/dev/null 2>&1
 
 # random bytes and random JSON at every endpoint: answers, never a crash
