@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,6 +84,28 @@ apath(const struct ctl *c, const char *digest, char *out, size_t cap)
 	return 0;
 }
 
+/* The archives' directory locked (flock: control planes sharing it
+ * exclude each other too): an archive put into place and given its
+ * pending reference is one step, and so is the collection's question
+ * to the store and its removals, so that an archive stored again while
+ * an older copy of the same bytes is being collected is never removed
+ * after its rename. The descriptor to close, or -1. */
+static int
+archives_lock(const struct ctl *c)
+{
+	char d[PATH_MAX + 16];
+	int fd;
+
+	if (adir(c, d, sizeof(d)) < 0 || (fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	return fd;
+}
+
 /* the streamed upload's route is the one without a digest segment */
 static bool
 streamed(const struct req *r)
@@ -134,10 +157,15 @@ publish(struct req *r, const char *digest)
 {
 	struct upsink *s = r->sink;
 	char path[PATH_MAX + 80], d[PATH_MAX + 16];
-	int dfd;
+	int dfd, lk;
 
 	if (apath(r->ctl, digest, path, sizeof(path)) < 0 || fchmod(s->fd, 0400) < 0 ||
-	    fsync(s->fd) < 0 || rename(s->tmp, path) < 0) {
+	    fsync(s->fd) < 0 || (lk = archives_lock(r->ctl)) < 0) {
+		reply_error(r, 500, "internal", "cannot store the archive");
+		return;
+	}
+	if (rename(s->tmp, path) < 0) {
+		close(lk);
 		reply_error(r, 500, "internal", "cannot store the archive");
 		return;
 	}
@@ -149,6 +177,7 @@ publish(struct req *r, const char *digest)
 	/* a pending reference, as a report carrying the digest is: the
 	 * archive is not collected before the worker reports it */
 	api_archive_seen(r->ctl, digest);
+	close(lk);
 	log_info("worker %s: archive %s stored (%llu bytes%s)", r->params[0], digest,
 	    (unsigned long long)s->size, streamed(r) ? ", streamed" : "");
 	reply_json(r, 201, json_pack("{s:s,s:I}", "digest", digest, "size", (json_int_t)s->size));
@@ -245,23 +274,31 @@ collect_batch(struct ctl *c, const char *d, json_t *arr)
 {
 	char path[PATH_MAX + 80];
 	json_t *out = NULL, *v;
+	struct stat st;
 	size_t i;
-	int removed = 0;
+	int lk, removed = 0;
 
-	if (json_array_size(arr) == 0 ||
-	    c->st->ops->archives_collectable(c->st, arr, now_unix(), &out) < 0)
+	if (json_array_size(arr) == 0 || (lk = archives_lock(c)) < 0)
 		return 0;
+	if (c->st->ops->archives_collectable(c->st, arr, now_unix(), &out) < 0) {
+		close(lk);
+		return 0;
+	}
 	json_array_foreach(out, i, v) {
 		const char *dg = json_string_value(v);
 
 		if (!snapshot_digest_valid(dg) ||
 		    (size_t)snprintf(path, sizeof(path), "%s/%s.snap", d, dg) >= sizeof(path))
 			continue;
+		/* put into place again since it was listed: not this pass's */
+		if (lstat(path, &st) < 0 || st.st_mtime > time(NULL) - c->cfg.archive_grace)
+			continue;
 		if (unlink(path) == 0) {
 			removed++;
 			log_info("archive %s collected: nothing references it", dg);
 		}
 	}
+	close(lk);
 	json_decref(out);
 	return removed;
 }
