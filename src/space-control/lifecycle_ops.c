@@ -129,9 +129,10 @@ start_resume(struct store *s, const char *sandbox, const struct op_request *rq,
 	if (streq(c->state, "failed")) {
 		/* only from an archive of the failed execution itself:
 		 * resuming from an older one would silently roll the sandbox
-		 * back */
-		rc = streq(c->exec_state, "failed") && c->snapshot[0] ?
-		    R(s)->snapshot_has(s, sandbox, c->gen, c->snapshot) : 0;
+		 * back. A move that found nowhere to install left its
+		 * execution retired with its own archive: as a pause would. */
+		rc = (streq(c->exec_state, "failed") || streq(c->exec_state, "retired")) &&
+		    c->snapshot[0] ? R(s)->snapshot_has(s, sandbox, c->gen, c->snapshot) : 0;
 		/* or lost with its worker: the latest snapshot is all that
 		 * is left of it (failover.c) */
 		if (rc == 0 && streq(c->exec_state, "failed"))
@@ -410,6 +411,13 @@ drive_tx(struct store *s, void *arg)
 	int64_t now;
 	int rc;
 
+	/* a retried transaction starts again: nothing of a rolled-back
+	 * attempt is reported or kept */
+	x->result = NULL;
+	x->changed = 0;
+	free(o->template_);
+	free(o->resources);
+	o->template_ = o->resources = NULL;
 	/* the clock is read once the transaction is ours: taking it may have
 	 * waited on another daemon's, and an expiry computed from before the
 	 * wait could already be past (an unneeded takeover) */

@@ -71,6 +71,9 @@ mcp_read_file(struct mcp_ctx *x, json_t *args)
 		goto oom;
 	mcp_op_init(&op, "fs:r", "GET", q);
 	op.out_fd = fd;
+	/* the size above was the path's own, then (a link's, or a file
+	 * swapped or grown since): what is kept is bounded as it arrives */
+	op.out_max = READ_FETCH_MAX;
 	op.timeout = 0;
 	if (mcp_data_op(x, "read_file", sbx, &op, &a) != 0)
 		goto out;
