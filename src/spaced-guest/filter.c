@@ -23,6 +23,7 @@
 #include <linux/netlink.h>
 #include <linux/sched.h>
 #include <sys/ioctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <seccomp.h>
@@ -125,21 +126,30 @@ static const unsigned long persona_ok[] = { 0x0, 0x8, 0x20000, 0x20008, 0xffffff
 static int
 rules_socket(scmp_filter_ctx ctx)
 {
-	static const int inet_types[] = { SOCK_STREAM, SOCK_DGRAM };
-	static const int inet[] = { AF_INET, AF_INET6 };
+	/* IP: TCP streams and UDP datagrams (protocol 0 or named), and the
+	 * unprivileged ICMP echo datagrams of ping; raw and packet types stay
+	 * refused (the type may carry SOCK_CLOEXEC / SOCK_NONBLOCK above
+	 * 0xf), and so do the other protocols of those types (SCTP, MPTCP,
+	 * UDP-Lite: modules the kernel would load for the asking) */
+	static const struct { int family, type, proto; } inet[] = {
+		{ AF_INET, SOCK_STREAM, 0 }, { AF_INET, SOCK_STREAM, IPPROTO_TCP },
+		{ AF_INET, SOCK_DGRAM, 0 }, { AF_INET, SOCK_DGRAM, IPPROTO_UDP },
+		{ AF_INET, SOCK_DGRAM, IPPROTO_ICMP },
+		{ AF_INET6, SOCK_STREAM, 0 }, { AF_INET6, SOCK_STREAM, IPPROTO_TCP },
+		{ AF_INET6, SOCK_DGRAM, 0 }, { AF_INET6, SOCK_DGRAM, IPPROTO_UDP },
+		{ AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6 },
+	};
 	int r;
 
 	if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
 	    SCMP_A0(SCMP_CMP_EQ, AF_UNIX))) < 0)
 		return r;
-	/* IP: streams and datagrams; raw and packet types stay refused
-	 * (the type may carry SOCK_CLOEXEC / SOCK_NONBLOCK above 0xf) */
-	for (size_t i = 0; i < 2; i++)
-		for (size_t j = 0; j < 2; j++)
-			if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
-			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[i]),
-			    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)inet_types[j]))) < 0)
-				return r;
+	for (size_t i = 0; i < sizeof(inet) / sizeof(inet[0]); i++)
+		if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[i].family),
+		    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)inet[i].type),
+		    SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)inet[i].proto))) < 0)
+			return r;
 	/* netlink: only the routing protocol (ip addr, getaddrinfo's
 	 * AI_ADDRCONFIG, getifaddrs), which sees this sandbox's network
 	 * namespace only; uevents, sock_diag, audit, netfilter... stay shut */

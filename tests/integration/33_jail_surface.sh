@@ -60,14 +60,25 @@ try_socket("packet", 17, socket.SOCK_RAW)
 try_socket("netlink-route", 16, socket.SOCK_RAW, 0)
 try_socket("unix", 1, socket.SOCK_STREAM)
 try_socket("inet6-stream", 10, socket.SOCK_STREAM)
+try_socket("inet-tcp", 2, socket.SOCK_STREAM, 6)
+try_socket("inet-udp", 2, socket.SOCK_DGRAM, 17)
+try_socket("inet6-udp", 10, socket.SOCK_DGRAM, 17)
+try_socket("inet-sctp-stream", 2, socket.SOCK_STREAM, 132)
+try_socket("inet6-sctp-stream", 10, socket.SOCK_STREAM, 132)
+try_socket("inet-mptcp", 2, socket.SOCK_STREAM, 262)
+try_socket("inet-udplite", 2, socket.SOCK_DGRAM, 136)
+try_socket("inet6-dgram-tcp", 10, socket.SOCK_DGRAM, 6)
 ')
 for t in vsock-stream vsock-dgram alg bluetooth packet unspec family-1000; do
 	is "socket family refused: $t" "$(res "$o" "$t")" "EAFNOSUPPORT"
 done
-for t in netlink-uevent netlink-sock-diag netlink-audit netlink-netfilter inet-raw inet6-raw; do
+# IP sockets of other protocols than TCP, UDP and ping's ICMP: the kernel
+# would load their modules (SCTP, ...) for the asking
+for t in netlink-uevent netlink-sock-diag netlink-audit netlink-netfilter inet-raw inet6-raw \
+    inet-sctp-stream inet6-sctp-stream inet-mptcp inet-udplite inet6-dgram-tcp; do
 	is "socket refused: $t" "$(res "$o" "$t")" "EPERM"
 done
-for t in netlink-route unix inet6-stream; do
+for t in netlink-route unix inet6-stream inet-tcp inet-udp inet6-udp; do
 	is "socket allowed: $t" "$(res "$o" "$t")" "OK"
 done
 
