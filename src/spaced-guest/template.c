@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -25,8 +26,16 @@ guest_template_load(void)
 	size_t got = 0;
 	int fd, r;
 
-	if ((fd = open(TPL_META_PATH, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+	struct stat st;
+
+	/* not blocking on a FIFO planted in place of the file (the upper
+	 * layer is the sandbox's): only a regular file is read */
+	if ((fd = open(TPL_META_PATH, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
 		return errno == ENOENT ? 0 : -errno;    /* host: no template file */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
 	if ((buf = malloc(TPL_META_MAX + 1)) == NULL) {
 		close(fd);
 		return -ENOMEM;

@@ -59,6 +59,39 @@ read_str(const char *dir, const char *file, char *buf, size_t cap)
 	return 0;
 }
 
+/* fn(pid, arg) for every process listed in dir/cgroup.procs, read whole
+ * and line by line: a single read of a fixed buffer may end inside a pid,
+ * and its first digits are another process. The number of pids. */
+static int
+each_pid(const char *dir, void (*fn)(pid_t, void *), void *arg)
+{
+	char p[1100], *line = NULL, *e;
+	size_t cap = 0;
+	ssize_t len;
+	int n = 0;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	if ((f = fopen(p, "re")) == NULL)
+		return 0;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		long pid;
+
+		if (line[len - 1] != '\n')
+			break;          /* not a whole line */
+		errno = 0;
+		pid = strtol(line, &e, 10);
+		if (e == line || *e != '\n' || errno != 0 || pid <= 1 || pid > INT32_MAX)
+			continue;
+		if (fn != NULL)
+			fn((pid_t)pid, arg);
+		n++;
+	}
+	free(line);
+	fclose(f);
+	return n;
+}
+
 /* this process's cgroup path in the hierarchy holding ctrl ("" = v2) */
 static int
 own_path(const char *ctrl, char *out, size_t cap)
@@ -227,21 +260,18 @@ cgroup_rename(struct cgroup *cg, const char *name)
 	return 0;
 }
 
+static void
+renice_one(pid_t pid, void *arg)
+{
+	(void)setpriority(PRIO_PROCESS, (id_t)pid, 0);
+	/* IOPRIO_WHO_PROCESS, class best-effort, level 4 (the default) */
+	(void)syscall(SYS_ioprio_set, 1, (int)pid, (2 << 13) | 4);
+}
+
 void
 cgroup_renice(const struct cgroup *cg)
 {
-	char buf[8192], *p, *e;
-
-	if (read_str(cg->path[cg->v2 ? 0 : CG_PIDS], "cgroup.procs", buf, sizeof(buf)) < 0)
-		return;
-	for (p = buf; *p; p = e) {
-		long pid = strtol(p, &e, 10);
-		if (e == p)
-			break;
-		(void)setpriority(PRIO_PROCESS, (id_t)pid, 0);
-		/* IOPRIO_WHO_PROCESS, class best-effort, level 4 (the default) */
-		(void)syscall(SYS_ioprio_set, 1, (int)pid, (2 << 13) | 4);
-	}
+	each_pid(cg->path[cg->v2 ? 0 : CG_PIDS], renice_one, NULL);
 }
 
 int
@@ -387,25 +417,30 @@ cgroup_oom_fd(const struct cgroup *cg)
 	return fd;
 }
 
-/* SIGKILL every process listed in dir/cgroup.procs; number seen */
+static void
+kill_one(pid_t pid, void *arg)
+{
+	kill(pid, SIGKILL);
+}
+
+/* SIGKILL every process of the group at dir (cgroup.kill where the
+ * kernel has it, v2 from 5.14: the kernel's own walk, no pid read and
+ * used later); number seen */
 static int
 kill_all(const char *dir)
 {
-	char buf[8192], *p, *e;
-	int n = 0;
+	char p[1100];
+	int fd;
 
-	if (read_str(dir, "cgroup.procs", buf, sizeof(buf)) < 0)
-		return 0;
-	for (p = buf; *p; p = e) {
-		long pid = strtol(p, &e, 10);
-		if (e == p)
-			break;
-		if (pid > 1) {
-			kill((pid_t)pid, SIGKILL);
-			n++;
-		}
+	snprintf(p, sizeof(p), "%s/cgroup.kill", dir);
+	if ((fd = open(p, O_WRONLY | O_CLOEXEC)) >= 0) {
+		ssize_t w = write(fd, "1", 1);
+
+		close(fd);
+		if (w == 1)
+			return each_pid(dir, NULL, NULL);
 	}
-	return n;
+	return each_pid(dir, kill_one, NULL);
 }
 
 void

@@ -127,15 +127,20 @@ out:
 	return r;
 }
 
+/* how long a layer image mounted in another mount namespace is waited
+ * for before the bridge refuses to mount it (ms) */
+#define LAYER_STALE_WAIT_MS 5000
+
 /* A bridge killed with SIGKILL leaves its layer mounted (at its RUNDIR/rw,
  * which may not be ours). Mounting the image again beside that mount would
  * have two ext4 instances write one file: find every loop device backed by
  * the image and detach its mounts first. We hold the layer's flock, so no
  * live bridge owns them. */
-static void
+static int
 layer_unmount_stale(const char *img, int lock_fd)
 {
 	char real[PATH_MAX];
+	int i;
 
 	/* every mount of the image is on a loop device, and a loop device
 	 * (read-write or read-only) holds the image open: when the kernel
@@ -144,9 +149,22 @@ layer_unmount_stale(const char *img, int lock_fd)
 	 * loop device is looked at, which costs one sysfs read per loop
 	 * device the machine ever made */
 	if (loopdev_open_elsewhere(lock_fd) == 0)
-		return;
-	if (realpath(img, real) != NULL)
-		loopdev_detach_mounts(real, "a dead bridge");
+		return 0;
+	if (realpath(img, real) == NULL)
+		return -errno;
+	loopdev_detach_mounts(real, "a dead bridge");
+	/* a mount in another mount namespace (an old jail whose last
+	 * processes are still dying) keeps its loop device and its ext4
+	 * alive where we cannot detach it: wait for it to end, and refuse
+	 * rather than mount a second ext4 on the same image */
+	for (i = 0; i < LAYER_STALE_WAIT_MS / 10; i++) {
+		if (loopdev_backing(real, NULL, 0) == 0)
+			return 0;
+		usleep(10000);
+	}
+	log_warnx("layer image %s is still mounted elsewhere %d ms on: not mounted again", img,
+	    LAYER_STALE_WAIT_MS);
+	return -EBUSY;
 }
 
 /* ids of the previous owner of the layer, to move files to our range */
@@ -215,7 +233,8 @@ layer_open(struct layer *s, const struct substrate_config *cfg)
 		log_warnx("layer %s is in use by another bridge", img);
 		return -EBUSY;
 	}
-	layer_unmount_stale(img, s->lock_fd);
+	if ((r = layer_unmount_stale(img, s->lock_fd)) < 0)
+		return r;
 	snprintf(s->rw, sizeof(s->rw), "%s/rw", cfg->run_dir);
 	if (mkdir(s->rw, 0700) < 0 && errno != EEXIST)
 		return -errno;
