@@ -10,7 +10,14 @@
  * multithreaded), creates device nodes and hard links, and checks
  * symlinks by lstat; here every entry is opened beneath the destination
  * one component at a time with O_NOFOLLOW, files with O_EXCL, and only
- * files, directories, symlinks and whiteouts exist. */
+ * files, directories, symlinks and whiteouts exist.
+ *
+ * The tar stream is also followed header by header, in the same read
+ * callback, before libarchive sees it (tar_guard): libarchive reads a
+ * sparse map into a list of one heap node per region while it reads the
+ * entry's header, bounded by nothing but the stream, so a few kilobytes
+ * of compressed map would otherwise cost gigabytes before any check of
+ * ours or the digest could refuse the archive. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +52,296 @@
 #define HASH_SLOTS      4
 #define HASH_AFTER      (1u << 20)      /* body bytes read before the thread starts */
 
+/* ---- the tar stream, followed before libarchive parses it ----
+ *
+ * libarchive's tar reader (3.6) turns a GNU sparse map into one heap node
+ * per region (and a second one in the entry), and it does so inside
+ * archive_read_next_header, for every form it knows: pax 1.0 (a count,
+ * then offset/size lines at the start of the entry's data), pax 0.1 (one
+ * GNU.sparse.map record), pax 0.0 (GNU.sparse.offset/numbytes records),
+ * Solaris' SUN.holesdata, and the old GNU 'S' header, whose chain of
+ * 512-byte extension blocks has no end but the stream's. Nothing there
+ * bounds the count: "0\n0\n" is 4 bytes of tar stream and about 80 bytes
+ * of heap, and compresses a thousandfold, so a 2 KiB archive asked for
+ * 250 MB and snapshot_stream_max() of a large layer allows hundreds of
+ * gigabytes. Our checks and the digest only come after.
+ *
+ * So the callback follows the stream as our archiver writes it (pax
+ * headers, then ustar headers with the POSIX magic, types 0 1 2 3 5) and
+ * refuses, before handing the bytes on, every sparse form it never
+ * writes, and a 1.0 map whose count is over SPACE_SNAPSHOT_SPARSE_MAX + 1
+ * (the writer adds a last, empty region at the file's end). It keeps the
+ * entry boundaries exactly as libarchive does for that subset, so what
+ * it calls data is what libarchive skips as data: a data entry's length
+ * is the pax "size" record when there is one, else the header's octal
+ * field, rounded up to 512; every other type has none (a size there is
+ * refused); a pax header is followed by its entry's header, never by
+ * another. Anything outside the subset is refused, not interpreted: it
+ * is nothing snapshot_create writes. */
+#define TG_PAX_MAX      (64u << 10)     /* a pax header: paths and link targets are 4 KiB */
+#define TG_LINE_MAX     99              /* digits of one map line (libarchive: 100 with its \n) */
+
+enum { TG_HEAD, TG_PAX, TG_SKIP, TG_MAP, TG_END };
+
+struct tar_guard {
+	int state;
+	const char *failed;     /* refused: nothing more is looked at */
+	size_t have;            /* TG_HEAD: bytes of blk; TG_PAX: of pax */
+	size_t need;            /* TG_PAX: the pax body's length */
+	uint64_t left;          /* TG_SKIP, TG_MAP: bytes of the body (and its padding) to pass */
+	bool after_pax;         /* the last header was a pax header: its entry comes next */
+	bool has_size;          /* ... with a "size" record */
+	uint64_t size;
+	bool sparse;            /* ... making it a GNU sparse 1.0 entry */
+	uint64_t data;          /* TG_MAP: the entry's data, the map included */
+	uint64_t mapped;        /* TG_MAP: map bytes passed */
+	uint64_t lines;         /* TG_MAP: lines still to come after the count */
+	bool counted;           /* TG_MAP: the count line was read */
+	unsigned linelen;       /* TG_MAP: digits of the current line */
+	uint64_t num;           /* ... and their value (saturated) */
+	unsigned char blk[512];
+	char pax[TG_PAX_MAX];
+};
+
+static uint64_t
+tg_pad(uint64_t n)
+{
+	return (512 - (n & 511)) & 511;
+}
+
+/* a header's size field: octal, leading spaces, ended by NUL or space
+ * (what libarchive's writer puts there); -1 for anything else */
+static int64_t
+tg_octal(const unsigned char *f, size_t n)
+{
+	size_t i = 0;
+	int64_t v = 0;
+
+	while (i < n && f[i] == ' ')
+		i++;
+	for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
+		if (v > (INT64_MAX >> 3))
+			return -1;
+		v = v * 8 + (f[i] - '0');
+	}
+	for (; i < n; i++)
+		if (f[i] != '\0' && f[i] != ' ')
+			return -1;
+	return v;
+}
+
+static bool
+tg_is(const char *k, size_t klen, const char *name)
+{
+	return klen == strlen(name) && memcmp(k, name, klen) == 0;
+}
+
+/* the records of the pax header just gathered, as libarchive splits them
+ * ("LEN key=value\n"): which ones make the next entry's data length or
+ * its sparse form */
+static const char *
+tg_pax(struct tar_guard *g)
+{
+	const char *b = g->pax;
+	size_t off = 0, n = g->need;
+	bool major = false, minor = false;
+
+	g->has_size = false;
+	if (memchr(b, '\0', n) != NULL)
+		return "malformed pax header";
+	while (off < n) {
+		size_t len = 0, i = off, klen, vlen;
+		const char *k, *eq, *v;
+
+		for (; i < n && b[i] >= '0' && b[i] <= '9'; i++)
+			if ((len = len * 10 + (size_t)(b[i] - '0')) > n)
+				return "malformed pax header";
+		if (i == off || i >= n || b[i] != ' ' || len > n - off || len <= i - off + 1 ||
+		    b[off + len - 1] != '\n')
+			return "malformed pax header";
+		k = b + i + 1;
+		if ((eq = memchr(k, '=', (size_t)(b + off + len - 1 - k))) == NULL || eq == k)
+			return "malformed pax header";
+		klen = (size_t)(eq - k);
+		v = eq + 1;
+		vlen = (size_t)(b + off + len - 1 - v);
+		if (tg_is(k, klen, "size")) {
+			uint64_t x = 0;
+
+			if (vlen == 0 || vlen > 18)
+				return "malformed pax size";
+			for (size_t j = 0; j < vlen; j++) {
+				if (v[j] < '0' || v[j] > '9')
+					return "malformed pax size";
+				x = x * 10 + (uint64_t)(v[j] - '0');
+			}
+			g->has_size = true;
+			g->size = x;
+		} else if (tg_is(k, klen, "GNU.sparse.major")) {
+			if (vlen != 1 || v[0] != '1')
+				return "a sparse entry of a form snapshots never hold";
+			major = true;
+		} else if (tg_is(k, klen, "GNU.sparse.minor")) {
+			if (vlen != 1 || v[0] != '0')
+				return "a sparse entry of a form snapshots never hold";
+			minor = true;
+		} else if ((klen > 11 && memcmp(k, "GNU.sparse.", 11) == 0 &&
+		    !tg_is(k, klen, "GNU.sparse.name") && !tg_is(k, klen, "GNU.sparse.realsize")) ||
+		    tg_is(k, klen, "SUN.holesdata"))
+			/* 0.0's offset/numbytes, 0.1's map, Solaris' holes */
+			return "a sparse entry of a form snapshots never hold";
+		off += len;
+	}
+	/* libarchive keeps major and minor from one entry to the next */
+	if (major != minor)
+		return "a sparse entry of a form snapshots never hold";
+	g->sparse = major;
+	return NULL;
+}
+
+/* the 512-byte header just gathered */
+static const char *
+tg_header(struct tar_guard *g)
+{
+	const unsigned char *h = g->blk;
+	bool pax = g->after_pax, sparse = g->sparse, has_size = g->has_size;
+	int64_t fsize;
+	size_t i;
+
+	g->after_pax = g->sparse = g->has_size = false;
+	for (i = 0; i < 512 && h[i] == 0; i++)
+		;
+	if (i == 512) {
+		/* the end: libarchive reads no header after it */
+		if (pax)
+			return "pax header without its entry";
+		g->state = TG_END;
+		return NULL;
+	}
+	/* "ustar\0": libarchive reads an old GNU sparse map from a header
+	 * with the GNU magic, whatever its type */
+	if (memcmp(h + 257, "ustar\0", 6) != 0)
+		return "a tar header snapshots never hold";
+	fsize = tg_octal(h + 124, 12);
+	switch (h[156]) {
+	case 'x':
+		if (pax)
+			return "a tar header snapshots never hold";
+		if (fsize < 0 || fsize > (int64_t)TG_PAX_MAX)
+			return "pax header too large";
+		g->after_pax = true;
+		g->need = (size_t)fsize;
+		g->have = 0;
+		g->state = TG_PAX;
+		return NULL;
+	case '0':
+		if (!has_size && fsize < 0)
+			return "malformed tar header";
+		g->data = has_size ? g->size : (uint64_t)fsize;
+		if (g->data > INT64_MAX - 512)
+			return "malformed tar header";
+		g->left = g->data + tg_pad(g->data);
+		if (sparse) {
+			g->state = TG_MAP;
+			g->mapped = g->lines = g->num = 0;
+			g->counted = false;
+			g->linelen = 0;
+		} else
+			g->state = g->left ? TG_SKIP : TG_HEAD;
+		return NULL;
+	case '1': case '2': case '3': case '5':
+		if (sparse || has_size || fsize != 0)
+			return "data on an entry that is not a file";
+		g->state = TG_HEAD;
+		return NULL;
+	default:
+		return "device node, fifo, socket or unknown entry type";
+	}
+}
+
+/* a GNU sparse 1.0 map, one byte at a time: the count, then two lines a
+ * region, digits and '\n' only, within the entry's data */
+static const char *
+tg_map(struct tar_guard *g, unsigned char c)
+{
+	if (++g->mapped > g->data)
+		return "sparse map past its entry's data";
+	g->left--;
+	if (c >= '0' && c <= '9') {
+		if (++g->linelen > TG_LINE_MAX)
+			return "malformed sparse map";
+		g->num = g->num > UINT64_MAX / 16 ? UINT64_MAX / 16 : g->num * 10 + (c - '0');
+		return NULL;
+	}
+	if (c != '\n' || g->linelen == 0)
+		return "malformed sparse map";
+	if (!g->counted) {
+		if (g->num > (uint64_t)SPACE_SNAPSHOT_SPARSE_MAX + 1)
+			return "sparse map of more regions than SPACE_SNAPSHOT_SPARSE_MAX";
+		g->counted = true;
+		g->lines = 2 * g->num;
+	} else
+		g->lines--;
+	g->linelen = 0;
+	g->num = 0;
+	if (g->lines == 0) {
+		/* libarchive skips the map's padding to 512 bytes next */
+		if (g->mapped + tg_pad(g->mapped) > g->data)
+			return "sparse map past its entry's data";
+		g->state = g->left ? TG_SKIP : TG_HEAD;
+	}
+	return NULL;
+}
+
+/* n more bytes of tar stream: NULL, or why they must not reach libarchive */
+static const char *
+tar_guard(struct tar_guard *g, const unsigned char *p, size_t n)
+{
+	const char *why = g->failed;
+
+	while (n > 0 && why == NULL) {
+		size_t k;
+
+		switch (g->state) {
+		case TG_END:
+			return NULL;
+		case TG_HEAD:
+			k = n < 512 - g->have ? n : 512 - g->have;
+			memcpy(g->blk + g->have, p, k);
+			g->have += k;
+			if (g->have == 512) {
+				g->have = 0;
+				why = tg_header(g);
+			}
+			break;
+		case TG_PAX:
+			k = n < g->need - g->have ? n : g->need - g->have;
+			memcpy(g->pax + g->have, p, k);
+			g->have += k;
+			if (g->have == g->need) {
+				g->have = 0;
+				why = tg_pax(g);
+				g->left = tg_pad(g->need);
+				g->state = g->left ? TG_SKIP : TG_HEAD;
+			}
+			break;
+		case TG_SKIP:
+			k = n < g->left ? n : (size_t)g->left;
+			if ((g->left -= k) == 0)
+				g->state = TG_HEAD;
+			break;
+		default:        /* TG_MAP */
+			k = 1;
+			why = tg_map(g, *p);
+			break;
+		}
+		p += k;
+		n -= k;
+	}
+	g->failed = why;
+	return why;
+}
+
 struct snap_in {
 	int fd;                 /* read with pread at off */
 	uint64_t off;           /* body bytes read */
@@ -64,6 +361,7 @@ struct snap_in {
 	struct hashaside *ring; /* NULL: hashed here, as read */
 	uint64_t aside;         /* bytes handed to it */
 	bool ring_failed;       /* could not start: hashed here */
+	struct tar_guard tg;    /* the tar stream before libarchive sees it */
 	unsigned char ibuf[SNAP_BUF];
 	unsigned char obuf[SNAP_BUF];
 };
@@ -255,9 +553,13 @@ in_read_cb(struct archive *a, void *ctx, const void **buf)
 			return in_fail(a, rd, "not a zstd stream, or a damaged one");
 		rd->flush = out.pos == out.size;
 		if (out.pos > 0) {
+			const char *why;
+
 			rd->out_total += out.pos;
 			if (rd->out_total > rd->out_max)
 				return in_fail(a, rd, "archive expands past what the layer could hold");
+			if ((why = tar_guard(&rd->tg, rd->obuf, out.pos)) != NULL)
+				return in_fail(a, rd, why);
 			*buf = rd->obuf;
 			return (la_ssize_t)out.pos;
 		}
@@ -304,6 +606,7 @@ pass_open(struct snap_pass *p, struct snap_in *rd, uint64_t body, uint64_t out_m
 	rd->why = NULL;
 	rd->head_done = false;
 	rd->delta = false;
+	memset(&rd->tg, 0, sizeof(rd->tg));     /* TG_HEAD */
 	snap_digest_init(&rd->h, SNAP_ALG_BLAKE2B);     /* read_head picks */
 	if (ZSTD_isError(ZSTD_DCtx_reset(rd->z, ZSTD_reset_session_and_parameters)) ||
 	    ZSTD_isError(ZSTD_DCtx_setParameter(rd->z, ZSTD_d_windowLogMax, SPACE_SNAPSHOT_WINDOW_LOG)))
