@@ -28,6 +28,7 @@ struct pump {
 	struct dir up;                  /* client -> sandbox */
 	struct dir down;                /* sandbox -> client */
 	bool http, sniffed, upgraded;
+	bool hup_client, hup_upstream;  /* that socket reported a hang-up */
 	int client, upstream;
 };
 
@@ -66,11 +67,18 @@ want(const struct dir *d, int fd)
 	return ev;
 }
 
+/* A hang-up is reported whatever was asked: a socket that hung up and
+ * that nothing is asked of now is left out of the poll, or it would wake
+ * the gateway at once, every time (a half-closed connection whose other
+ * side says nothing) */
 int
 pump_pollfds(struct pump *p, struct pollfd *pf)
 {
-	pf[0] = (struct pollfd){ .fd = p->client, .events = want(&p->up, p->client) | want(&p->down, p->client) };
-	pf[1] = (struct pollfd){ .fd = p->upstream, .events = want(&p->up, p->upstream) | want(&p->down, p->upstream) };
+	short ec = want(&p->up, p->client) | want(&p->down, p->client);
+	short eu = want(&p->up, p->upstream) | want(&p->down, p->upstream);
+
+	pf[0] = (struct pollfd){ .fd = ec == 0 && p->hup_client ? -1 : p->client, .events = ec };
+	pf[1] = (struct pollfd){ .fd = eu == 0 && p->hup_upstream ? -1 : p->upstream, .events = eu };
 	return 2;
 }
 
@@ -118,6 +126,11 @@ pump_step(struct pump *p, const struct pollfd *pf, int n)
 {
 	short rc = n > 0 ? pf[0].revents : 0, ru = n > 1 ? pf[1].revents : 0;
 
+	/* an error (a reset) ends the connection both ways */
+	if ((rc | ru) & POLLERR)
+		return false;
+	p->hup_client |= (rc & POLLHUP) != 0;
+	p->hup_upstream |= (ru & POLLHUP) != 0;
 	if (!dir_step(p, &p->up, rc, ru) || !dir_step(p, &p->down, ru, rc))
 		return false;
 	return !(p->up.shut && p->down.shut);

@@ -376,12 +376,21 @@ ws_thread(void *arg)
 			pf[1].events |= POLLIN;
 		if (frame_wr_pending(&ws->mwr))
 			pf[1].events |= POLLOUT;
+		/* sbx-manager's side asked for nothing now: not polled, or its
+		 * hang-up (always reported) would return at once, every time */
+		if (pf[1].events == 0)
+			pf[1].fd = -1;
 		timeout = closing ? WS_CLOSE_WAIT_MS : -1;
 		r = poll(pf, 2, timeout);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;          /* the client never finished the close */
+		/* the client's connection is gone while we were not reading it
+		 * (what it sent waits for sbx-manager): nothing more can reach
+		 * it, and its hang-up would wake this loop at once forever */
+		if ((pf[0].revents & (POLLHUP | POLLERR)) && !(pf[0].events & POLLIN))
+			break;
 		if (pf[1].revents & POLLOUT) {
 			if (frame_wr_flush(&ws->mwr, ws->mfd) < 0)
 				mgr_write_failed(ws);

@@ -63,6 +63,16 @@ if [ "$($PROBE status "$NU/v1/sandboxes/$S/processes/stream?args=$ARGS" "$CAP")"
 	is "a SIGNAL message (TERM) ends the process: EXIT by signal 15, close 1000" "$(printf '%s\n' "$OUT" | tail -2 | tr '\n' ' ')" "exit 0 15 0 close 1000 "
 	OUT=$($PROBE run "$WU/v1/sandboxes/$S/processes/stream?args=$SLP" "$CAP" 0600180050)
 	is "a RESIZE on a process without a terminal: close 4400" "$(printf '%s\n' "$OUT" | tail -1)" "close 4400"
+	# stdin to a process that never reads it, until the stream holds it,
+	# then a reset: node-api must not spin on the dead connection
+	SLP2=$($PY -c 'import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))' '{"argv":["/bin/sleep","60"]}')
+	OUT=$($PROBE floodreset "$WU/v1/sandboxes/$S/processes/stream?args=$SLP2" "$CAP")
+	is "stdin until the stream holds it, then a reset" "${OUT%% *} ${OUT#* } " "reset after ${OUT##* } "
+	ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+	sleep 0.5
+	t0=$(ticks "$N1"); sleep 2; t1=$(ticks "$N1")
+	diag "node-api's CPU over 2 s after it: $((t1 - t0)) ticks ($OUT)"
+	check "... node-api is not spinning (under 50 ticks of CPU in 2 s; a spin takes about 200)" test $((t1 - t0)) -lt 50
 	for c in unmasked:1002 oversized:1009 continuation:1002 badutf8:1007 badkind:1007 outkind:4400 reserved:1002 badjson:1007; do
 		is "a ${c%%:*} frame: close ${c#*:}" \
 		    "$($PROBE raw "$WU/v1/sandboxes/$S/processes/stream?args=$CAT" "$CAP" "${c%%:*}")" "close ${c#*:}"

@@ -129,6 +129,17 @@ check "... S's gateway still runs" has_gw "$S"
 check "sbx-manager w1 unharmed" alive "$M1"
 C=$(svc "$S" 8080 http)
 is "the gateway still serves after the attacks" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 hello from the sandbox"
+# a client that half-closes and then resets, to a service that says
+# nothing: the gateway must not spin on the dead socket's hang-up
+is "space port expose 8084" "$(sp port expose "$S" 8084 >/dev/null; echo $?)" 0
+C84=$(svc "$S" 8084 tcp)
+is "half-close then reset, to a silent service" "$(gw "127.0.0.1:$GP1" "$C84" 8084 tcp finrst 0.3)" "reset sent"
+G=$(gw_of "$S" | head -1)
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+t0=$(ticks "$G"); sleep 2; t1=$(ticks "$G")
+diag "the gateway's CPU over 2 s after it: $((t1 - t0)) ticks"
+check "... the gateway ($G) is not spinning (under 50 ticks of CPU in 2 s; a spin takes about 200)" test $((t1 - t0)) -lt 50
+is "... and serves on" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 hello from the sandbox"
 
 # ---- a generation change closes open connections ----
 CW=$(svc "$S" 8082 http)

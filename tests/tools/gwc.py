@@ -18,6 +18,7 @@ traffic.
 import json
 import socket
 import struct
+import time
 import sys
 
 
@@ -128,6 +129,14 @@ def main(argv):
             print("reset")
         except socket.timeout:
             print("timeout")
+    elif mode == "finrst":
+        # half-close, then reset: the gateway is left with a connection
+        # whose client is gone and whose service says nothing
+        s.shutdown(socket.SHUT_WR)
+        time.sleep(float(arg))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        print("reset sent")
     elif mode == "holdtcp":
         with open(arg, "w") as f:
             f.write("open\n")

@@ -7,6 +7,7 @@ namespace).
   8082  HTTP that switches protocols (101) on an Upgrade request, then
         keeps the connection open
   8083  HTTP too, never declared: the gateway must refuse it anyway
+  8084  raw TCP that accepts and then says nothing, and never closes
 """
 import http.server
 import socket
@@ -47,6 +48,11 @@ class Upgrade(socketserver.BaseRequestHandler):
             pass
 
 
+class Silent(socketserver.BaseRequestHandler):
+    def handle(self):
+        threading.Event().wait()
+
+
 class TS(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
     daemon_threads = True
@@ -56,6 +62,6 @@ def serve(port, handler):
     TS(("127.0.0.1", port), handler).serve_forever()
 
 
-for p, h in ((8081, Echo), (8082, Upgrade), (8083, Hello)):
+for p, h in ((8081, Echo), (8082, Upgrade), (8083, Hello), (8084, Silent)):
     threading.Thread(target=serve, args=(p, h), daemon=True).start()
 serve(8080, Hello)

@@ -24,6 +24,9 @@ would send). Prints one line per thing it saw; the test compares them.
       on stderr as each stream opens
   ws_probe.py hold URL TOKEN SECONDS
       opens, waits SECONDS while reading, prints what run prints
+  ws_probe.py floodreset URL TOKEN
+      opens with a raw socket, sends stdin until the stream stops taking
+      it, then resets the connection; prints "reset after N"
 """
 import asyncio
 import base64
@@ -32,6 +35,7 @@ import os
 import socket
 import struct
 import sys
+import time
 import urllib.parse
 
 import websockets
@@ -219,6 +223,35 @@ def raw(url, token, case):
     print("close none")
 
 
+def flood_reset(url, token):
+    """opens, sends stdin (binary kind 4, 60 KiB each) until the stream
+    stops taking it (its process never reads stdin), then resets the
+    connection; prints how many messages went"""
+    s = status(url, token)
+    head, rest = read_head(s)
+    code = head.split(" ")[1] if " " in head else "?"
+    if code != "101":
+        print("status " + code)
+        return
+    s.setblocking(False)
+    msg = frame(2, b"\x04" + b"x" * (60 << 10))
+    sent, off, stuck = 0, 0, 0
+    while stuck < 100:                  # 1 s without progress: held
+        try:
+            n = s.send(msg[off:])
+        except BlockingIOError:
+            stuck += 1
+            time.sleep(0.01)
+            continue
+        stuck = 0
+        off += n
+        if off == len(msg):
+            sent, off = sent + 1, 0
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    print("reset after %d" % sent)
+
+
 def main():
     if sys.argv[1] == "churn":
         asyncio.run(churn())
@@ -255,6 +288,8 @@ def main():
         asyncio.run(run(url, token, [], hold=float(sys.argv[4])))
     elif mode == "raw":
         raw(url, token, sys.argv[4])
+    elif mode == "floodreset":
+        flood_reset(url, token)
 
 
 main()
