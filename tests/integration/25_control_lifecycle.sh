@@ -10,44 +10,9 @@
 
 ctl_init KILL
 
-req() { # METHOD PATH CRED [BODY] -> status; body in $T/body, headers in $T/hdr
-	curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \
-		${4:+--data-binary "$4"} "$U$2"; }
+. "$SPACE_TOP/tests/lib_simworker.sh"
 # a short route wait: the 503s below are what is tested, not the wait
 CTL_FLAGS="--heartbeat-timeout 3600 --lease-ttl 2 --route-wait-ms 200"
-digest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-
-# a simulated worker: fetch W CRED -> the next assignments of W's stream
-# (a long-poll of up to 10 s) in $T/a_W; the cursor is kept like a worker's
-fetch() {
-	c=$(cat "$T/cur_$1" 2>/dev/null || echo 0)
-	curl -s -H "Authorization: Bearer $2" "$U/v1/workers/$1/assignments?after=$c&wait=${3:-10}" >"$T/a_$1"
-	jget revision "$T/a_$1" >"$T/cur_$1"
-}
-# what W's last fetch got: "action generation snapshot-of-spec"
-got() { python3 -c 'import json,sys
-a=json.load(open(sys.argv[1]))["assignments"]
-print(" ".join("%s g%d %s" % (x["action"], x["identity"]["generation"],
-    json.dumps(x["spec"].get("snapshot")) if x["action"] != "snapshot" else x["spec"].get("name"))
-    for x in a))' "$T/a_$1"; }
-# report W CRED STATE [DIGEST]: status of the execution W's last fetch named
-report() {
-	body=$(python3 -c 'import json,sys
-a=json.load(open(sys.argv[1]))["assignments"][-1]
-b={"identity": a["identity"], "state": sys.argv[2]}
-if len(sys.argv) > 3: b["snapshot"] = {"digest": sys.argv[3], "size": 4096}
-print(json.dumps(b))' "$T/a_$1" "$3" $4)
-	req POST "/v1/workers/$1/status" "$2" "$body"
-}
-state() { req GET "/v1/sandboxes/$1" "$K" >/dev/null; jget state; }
-wait_state() { # SANDBOX WANT SECONDS
-	i=0
-	while [ $i -lt $(($3 * 10)) ]; do
-		[ "$(state "$1")" = "$2" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
 EXEC='{"access":["exec"]}'
 route() { req POST "/v1/sandboxes/$1/routes" "$K" "${2:-$EXEC}"; }
 exec_id() { req GET "/v1/sandboxes/$1" "$K" >/dev/null; python3 -c 'import json,sys

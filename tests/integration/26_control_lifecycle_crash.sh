@@ -16,18 +16,8 @@ SIM=
 cleanup() { [ -n "$SIM" ] && kill "$SIM" 2>/dev/null; ctl_cleanup KILL; }
 trap cleanup EXIT INT TERM
 
-req() { curl -s -o "$T/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \
-	${4:+--data-binary "$4"} "$U$2"; }
+. "$SPACE_TOP/tests/lib_simworker.sh"
 CTL_FLAGS="--heartbeat-timeout 3600 --lease-ttl 1"
-state() { req GET "/v1/sandboxes/$1" "$K" >/dev/null 2>&1 && jget state 2>/dev/null; }
-wait_state() { # SANDBOX WANT SECONDS
-	i=0
-	while [ $i -lt $(($3 * 10)) ]; do
-		[ "$(state "$1")" = "$2" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
 pause_ms() { sleep "0.$(printf '%03d' $(( $(od -An -N2 -tu2 /dev/urandom) % 700 )))"; }
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")

@@ -10,37 +10,8 @@
 
 ctl_init
 
-req() { # METHOD PATH CRED [BODY] -> status; body in $T/body
-	curl -s -o "$T/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $3" \
-		${4:+--data-binary "$4"} "$U$2"; }
+. "$SPACE_TOP/tests/lib_simworker.sh"
 CTL_FLAGS="--heartbeat-timeout 3600"
-digest() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-fetch() { # W CRED: the next assignments of W's stream in $T/a_W
-	c=$(cat "$T/cur_$1" 2>/dev/null || echo 0)
-	curl -s -H "Authorization: Bearer $2" "$U/v1/workers/$1/assignments?after=$c&wait=${3:-10}" >"$T/a_$1"
-	jget revision "$T/a_$1" >"$T/cur_$1"
-}
-got() { python3 -c 'import json,sys
-a=json.load(open(sys.argv[1]))["assignments"]
-print(" ".join("%s g%d %s" % (x["action"], x["identity"]["generation"], json.dumps(x["spec"].get("snapshot")))
-    for x in a))' "$T/a_$1"; }
-report() { # W CRED STATE [DIGEST]: status of the execution W's last fetch named last
-	body=$(python3 -c 'import json,sys
-a=json.load(open(sys.argv[1]))["assignments"][-1]
-b={"identity": a["identity"], "state": sys.argv[2]}
-if len(sys.argv) > 3: b["snapshot"] = {"digest": sys.argv[3], "size": 4096}
-print(json.dumps(b))' "$T/a_$1" "$3" $4)
-	req POST "/v1/workers/$1/status" "$2" "$body"
-}
-state() { req GET "/v1/sandboxes/$1" "$K" >/dev/null; jget state; }
-wait_state() { # SANDBOX WANT SECONDS
-	i=0
-	while [ $i -lt $(($3 * 10)) ]; do
-		[ "$(state "$1")" = "$2" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
 
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
 W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")

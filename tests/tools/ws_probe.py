@@ -198,12 +198,21 @@ def plen(b):
     return n
 
 
-def raw(url, token, case):
+def opened(url, token):
+    """a raw socket past the opening handshake and the bytes after it, or
+    None after printing the status it got instead"""
     s = status(url, token)
     head, rest = read_head(s)
     code = head.split(" ")[1] if " " in head else "?"
     if code != "101":
         print("status " + code)
+        return None, None
+    return s, rest
+
+
+def raw(url, token, case):
+    s, rest = opened(url, token)
+    if s is None:
         return
     bad = {
         "unmasked": frame(2, b"\x04abc", mask=False),
@@ -227,11 +236,8 @@ def flood_reset(url, token):
     """opens, sends stdin (binary kind 4, 60 KiB each) until the stream
     stops taking it (its process never reads stdin), then resets the
     connection; prints how many messages went"""
-    s = status(url, token)
-    head, rest = read_head(s)
-    code = head.split(" ")[1] if " " in head else "?"
-    if code != "101":
-        print("status " + code)
+    s, _ = opened(url, token)
+    if s is None:
         return
     s.setblocking(False)
     msg = frame(2, b"\x04" + b"x" * (60 << 10))
