@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/socket.h>
@@ -782,4 +783,21 @@ lstr_get(const uint8_t **p, const uint8_t *end, int lb, char *dst, size_t max)
 	dst[l] = '\0';
 	*p += lb + l;
 	return 0;
+}
+
+int
+dir_lock(const char *dir)
+{
+	int fd, r;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+	}
+	return fd;
 }

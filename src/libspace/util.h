@@ -73,6 +73,10 @@ void fd_writeback_ahead(int fd, uint64_t *started, uint64_t written);
  * tried again by the next call). The memory is reused at once instead of
  * a second copy of the data growing the page cache. Advisory. */
 void fd_drop_behind(int fd, uint64_t *dropped, uint64_t started);
+/* The directory dir held under an exclusive flock (processes sharing it
+ * exclude each other too) until the returned descriptor is closed; or
+ * -errno. */
+int dir_lock(const char *dir);
 /* Pages of a file only read once, in order (a layer being archived):
  * [*dropped, read) leaves the page cache each FD_WRITEBACK_STEP, or all
  * of it when end is set. Clean pages only, advisory. */

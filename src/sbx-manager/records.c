@@ -523,6 +523,15 @@ records_put(struct mgr *m, const struct record *r)
 	return ret;
 }
 
+/* whether r holds its slot: live (not retired / failed), and of another
+ * sandbox than `sandbox` when one is named */
+static bool
+holds_slot(const struct record *r, const char *sandbox)
+{
+	return r->state != EXEC_RETIRED && r->state != EXEC_FAILED &&
+	    (sandbox == NULL || strcmp(r->id.sandbox, sandbox) != 0);
+}
+
 /* the first slot below nslots that no live (not retired / failed) record
  * of another sandbox than `sandbox` holds, committed or on its way to be;
  * nslots when none. One pass over the records, not one per slot: a full
@@ -538,13 +547,11 @@ first_free_slot(struct mgr_records *rs, const char *sandbox, uint32_t nslots)
 	int l;
 
 	for (i = 0; i < rs->n; i++)
-		if (rs->mirror[i].slot < nslots && rs->mirror[i].state != EXEC_RETIRED &&
-		    rs->mirror[i].state != EXEC_FAILED)
+		if (rs->mirror[i].slot < nslots && holds_slot(&rs->mirror[i], NULL))
 			used[rs->mirror[i].slot / 8] |= (uint8_t)(1u << (rs->mirror[i].slot % 8));
 	for (l = 0; l < 2; l++)
 		for (p = lists[l]; p != NULL; p = p->next)
-			if (p->r.slot < nslots && p->r.state != EXEC_RETIRED &&
-			    p->r.state != EXEC_FAILED && strcmp(p->r.id.sandbox, sandbox) != 0)
+			if (p->r.slot < nslots && holds_slot(&p->r, sandbox))
 				used[p->r.slot / 8] |= (uint8_t)(1u << (p->r.slot % 8));
 	for (s = 0; s < nslots; s++)
 		if (!(used[s / 8] & (1u << (s % 8))) && !(rs->reserved[s / 8] & (1u << (s % 8))))
@@ -565,14 +572,11 @@ slot_held(struct mgr_records *rs, uint32_t slot, const char *sandbox)
 	if (slot >= MGR_CAPACITY_MAX || (rs->reserved[slot / 8] & (1u << (slot % 8))))
 		return true;
 	for (i = 0; i < rs->n; i++)
-		if (rs->mirror[i].slot == slot && rs->mirror[i].state != EXEC_RETIRED &&
-		    rs->mirror[i].state != EXEC_FAILED &&
-		    strcmp(rs->mirror[i].id.sandbox, sandbox) != 0)
+		if (rs->mirror[i].slot == slot && holds_slot(&rs->mirror[i], sandbox))
 			return true;
 	for (l = 0; l < 2; l++)
 		for (p = lists[l]; p != NULL; p = p->next)
-			if (p->r.slot == slot && p->r.state != EXEC_RETIRED &&
-			    p->r.state != EXEC_FAILED && strcmp(p->r.id.sandbox, sandbox) != 0)
+			if (p->r.slot == slot && holds_slot(&p->r, sandbox))
 				return true;
 	return false;
 }

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,21 +88,13 @@ apath(const struct ctl *c, const char *digest, char *out, size_t cap)
  * pending reference is one step, and so is the collection's question
  * to the store and its removals, so that an archive stored again while
  * an older copy of the same bytes is being collected is never removed
- * after its rename. The descriptor to close, or -1. */
+ * after its rename. The descriptor to close, or < 0. */
 static int
 archives_lock(const struct ctl *c)
 {
 	char d[PATH_MAX + 16];
-	int fd;
 
-	if (adir(c, d, sizeof(d)) < 0 || (fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -1;
-	while (flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR) {
-			close(fd);
-			return -1;
-		}
-	return fd;
+	return adir(c, d, sizeof(d)) < 0 ? -1 : dir_lock(d);
 }
 
 /* the streamed upload's route is the one without a digest segment */

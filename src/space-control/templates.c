@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -116,20 +115,18 @@ static int
 names_lock(const struct ctl *c)
 {
 	char d[PATH_MAX + 32];
-	int fd, r;
+	int r;
 
-	if ((r = tdir(c, "names", d, sizeof(d))) < 0)
-		return r;
-	if ((fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -errno;
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
-			r = -errno;
-			close(fd);
-			return r;
-		}
-	}
-	return fd;
+	return (r = tdir(c, "names", d, sizeof(d))) < 0 ? r : dir_lock(d);
+}
+
+/* whether the name record o was created by principal */
+static bool
+owned_by(json_t *o, const char *principal)
+{
+	const char *owner = json_string_value(json_object_get(o, "owner"));
+
+	return owner != NULL && strcmp(owner, principal) == 0;
 }
 
 /* whether principal may replace or remove name: a name nobody holds, or
@@ -138,14 +135,12 @@ names_lock(const struct ctl *c)
 static int
 name_owned(const struct ctl *c, const char *name, const char *principal)
 {
-	const char *owner;
 	json_t *o;
 	int rc;
 
 	if ((o = name_load(c, name, &rc)) == NULL)
 		return rc == -ENOENT ? 0 : rc;
-	owner = json_string_value(json_object_get(o, "owner"));
-	rc = owner != NULL && strcmp(owner, principal) == 0 ? 0 : -EPERM;
+	rc = owned_by(o, principal) ? 0 : -EPERM;
 	json_decref(o);
 	return rc;
 }
@@ -484,7 +479,6 @@ void
 api_template_delete(struct req *r)
 {
 	char path[PATH_MAX + 128], digest[TPL_DIGEST_HEX + 1];
-	const char *owner;
 	bool removed = false;
 	int64_t refs = 1;
 	json_t *o;
@@ -503,8 +497,7 @@ api_template_delete(struct req *r)
 		reply_error(r, 404, "not_found", "no template %s", r->params[0]);
 		return;
 	}
-	owner = json_string_value(json_object_get(o, "owner"));
-	if (owner == NULL || strcmp(owner, r->principal) != 0) {
+	if (!owned_by(o, r->principal)) {
 		close(lk);
 		json_decref(o);
 		reply_error(r, 403, "forbidden", "template %s belongs to another principal",

@@ -61,19 +61,18 @@ read_str(const char *dir, const char *file, char *buf, size_t cap)
 
 /* fn(pid, arg) for every process listed in dir/cgroup.procs, read whole
  * and line by line: a single read of a fixed buffer may end inside a pid,
- * and its first digits are another process. The number of pids. */
-static int
+ * and its first digits are another process */
+static void
 each_pid(const char *dir, void (*fn)(pid_t, void *), void *arg)
 {
 	char p[1100], *line = NULL, *e;
 	size_t cap = 0;
 	ssize_t len;
-	int n = 0;
 	FILE *f;
 
 	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
 	if ((f = fopen(p, "re")) == NULL)
-		return 0;
+		return;
 	while ((len = getline(&line, &cap, f)) > 0) {
 		long pid;
 
@@ -83,13 +82,10 @@ each_pid(const char *dir, void (*fn)(pid_t, void *), void *arg)
 		pid = strtol(line, &e, 10);
 		if (e == line || *e != '\n' || errno != 0 || pid <= 1 || pid > INT32_MAX)
 			continue;
-		if (fn != NULL)
-			fn((pid_t)pid, arg);
-		n++;
+		fn((pid_t)pid, arg);
 	}
 	free(line);
 	fclose(f);
-	return n;
 }
 
 /* this process's cgroup path in the hierarchy holding ctrl ("" = v2) */
@@ -135,7 +131,7 @@ mkdir_one(const char *p)
 	return 0;
 }
 
-static int kill_all(const char *dir);
+static void kill_all(const char *dir);
 
 /* the execution's own group: a leftover of a crashed bridge may be
  * reused when empty. A bridge relaunched right after the previous one
@@ -423,10 +419,10 @@ kill_one(pid_t pid, void *arg)
 	kill(pid, SIGKILL);
 }
 
-/* SIGKILL every process of the group at dir (cgroup.kill where the
- * kernel has it, v2 from 5.14: the kernel's own walk, no pid read and
- * used later); number seen */
-static int
+/* SIGKILL every process of the group at dir: cgroup.kill where the
+ * kernel has it (v2 from 5.14: the kernel's own walk, no pid read and
+ * used later), else each pid of its whole list */
+static void
 kill_all(const char *dir)
 {
 	char p[1100];
@@ -438,9 +434,9 @@ kill_all(const char *dir)
 
 		close(fd);
 		if (w == 1)
-			return each_pid(dir, NULL, NULL);
+			return;
 	}
-	return each_pid(dir, kill_one, NULL);
+	each_pid(dir, kill_one, NULL);
 }
 
 void
