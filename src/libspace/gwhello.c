@@ -42,6 +42,36 @@ gwframe_parse(const uint8_t *buf, size_t n, const uint8_t **body, size_t *blen)
 	return (int)(GWHELLO_HDR_LEN + l);
 }
 
+void
+gwcheck_header(uint8_t hdr[GWCHECK_HDR_LEN], const char *magic, uint64_t id)
+{
+	int i;
+
+	memcpy(hdr, magic, 4);
+	for (i = 0; i < 8; i++)
+		hdr[4 + i] = (uint8_t)(id >> (56 - 8 * i));
+}
+
+int
+gwcheck_parse(const char *magic, const uint8_t *buf, size_t n, uint64_t *id,
+    const uint8_t **body, size_t *blen)
+{
+	uint64_t v = 0;
+	int i;
+
+	if (n <= GWCHECK_HDR_LEN || n - GWCHECK_HDR_LEN > SPACE_GWHELLO_MAX ||
+	    memcmp(buf, magic, 4) != 0)
+		return -EINVAL;
+	for (i = 0; i < 8; i++)
+		v = v << 8 | buf[4 + i];
+	if (v == 0)
+		return -EINVAL;
+	*id = v;
+	*body = buf + GWCHECK_HDR_LEN;
+	*blen = n - GWCHECK_HDR_LEN;
+	return 0;
+}
+
 static json_t *
 load_object(const void *json, size_t len, const char **why)
 {

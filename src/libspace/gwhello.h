@@ -56,4 +56,25 @@ int gwreply_encode(const struct gw_reply *r, uint8_t **out, size_t *outlen);
 
 /* an error reply in one call (code and message as gwreply_encode checks) */
 int gwreply_error(const char *code, const char *message, uint8_t **out, size_t *outlen);
+
+/* The check channel between a gateway and its sbx-manager (a SEQPACKET
+ * pair: one datagram per message). A check is GWCHECK_ASK, a u64
+ * big-endian check number, then the hello's body; its answer is
+ * GWCHECK_ANSWER, the same number, then the answer's body. The gateway
+ * numbers its checks and takes only the answer with the number of the one
+ * it waits for: an answer that arrives after the gateway gave up waiting
+ * is dropped, never taken for the next check's. Key bundles and
+ * activations (JSON, first byte '{') travel outside this framing. */
+#define GWCHECK_ASK     "SGC1"
+#define GWCHECK_ANSWER  "SGA1"
+#define GWCHECK_HDR_LEN 12
+
+/* the header of a message of kind magic (GWCHECK_ASK or _ANSWER) */
+void gwcheck_header(uint8_t hdr[GWCHECK_HDR_LEN], const char *magic, uint64_t id);
+
+/* A whole datagram of kind magic: 0 with *id (never 0), *body and *blen
+ * (1..SPACE_GWHELLO_MAX), or -EINVAL (another kind, short, number 0, an
+ * empty or oversized body). */
+int gwcheck_parse(const char *magic, const uint8_t *buf, size_t n, uint64_t *id,
+    const uint8_t **body, size_t *blen);
 #endif

@@ -52,6 +52,7 @@ static struct {
 	struct verifier *v;
 	struct pump *pumps[NETGTW_CONNS_MAX];
 	int npumps;
+	uint64_t checks;                /* the number of the last check asked */
 } g;
 
 /* a datagram from sbx-manager that is not an answer: {"bundle":TOKEN}
@@ -105,16 +106,25 @@ ctl_recv(char *buf, size_t cap, int ms)
 	return r < 0 ? -errno : r;
 }
 
-/* sbx-manager's answer to a hello body; 0 and *rep, or <0 (unreachable) */
+/* sbx-manager's answer to a hello body; 0 and *rep, or <0 (unreachable).
+ * Each check has its own number: an answer to an earlier check, one this
+ * gateway stopped waiting for, is dropped here (docs/network.md). */
 static int
 manager_check(const uint8_t *body, size_t blen, struct gw_reply *rep)
 {
 	static char buf[SPACE_BUNDLE_TOKEN_MAX + 64];
+	uint8_t hdr[GWCHECK_HDR_LEN];
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)body, blen } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+	const uint8_t *ab;
+	size_t alen;
 	const char *why;
-	uint64_t end = now_mono_ns() + NETGTW_CHECK_TIMEOUT_MS * 1000000ull, now;
+	uint64_t end = now_mono_ns() + NETGTW_CHECK_TIMEOUT_MS * 1000000ull, now, id, want;
 	ssize_t n;
 
-	if (send(g.ctl, body, blen, MSG_NOSIGNAL) != (ssize_t)blen)
+	want = ++g.checks;
+	gwcheck_header(hdr, GWCHECK_ASK, want);
+	if (sendmsg(g.ctl, &mh, MSG_NOSIGNAL) != (ssize_t)(sizeof(hdr) + blen))
 		return -EIO;
 	for (;;) {
 		now = now_mono_ns();
@@ -122,9 +132,17 @@ manager_check(const uint8_t *body, size_t blen, struct gw_reply *rep)
 			return -ETIMEDOUT;
 		if ((n = ctl_recv(buf, sizeof(buf), (int)((end - now) / 1000000) + 1)) <= 0)
 			return n == 0 ? -EPIPE : (int)n;
-		if (maybe_bundle(buf, (size_t)n))
+		if (gwcheck_parse(GWCHECK_ANSWER, (const uint8_t *)buf, (size_t)n, &id, &ab, &alen) != 0) {
+			if (maybe_bundle(buf, (size_t)n))
+				continue;
+			return -EPROTO;
+		}
+		if (id != want) {
+			log_info("the answer to check %llu came after it was given up: dropped",
+			    (unsigned long long)id);
 			continue;
-		return gwreply_decode(buf, (size_t)n, rep, &why) == 0 ? 0 : -EPROTO;
+		}
+		return gwreply_decode(ab, alen, rep, &why) == 0 ? 0 : -EPROTO;
 	}
 }
 
@@ -324,7 +342,8 @@ gateway_main(int argc, char **argv)
 			return 0;
 		}
 		if (pf[1].revents) {
-			/* outside a check only bundles come; EOF: sbx-manager is
+			/* outside a check only bundles come, and answers to
+			 * checks given up on (dropped); EOF: sbx-manager is
 			 * gone, nobody would answer our checks */
 			n = recv(g.ctl, buf, sizeof(buf), MSG_DONTWAIT);
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {

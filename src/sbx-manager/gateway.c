@@ -517,24 +517,33 @@ detach_locked(const char *sandbox)
 
 /* ---- the check ---- */
 
+/* the answer to check number id: its number, then the JSON alone (a
+ * datagram is its own frame) */
 static void
-answer(struct gw *g, const char *code, const char *message)
+answer(struct gw *g, uint64_t id, const char *code, const char *message)
 {
-	uint8_t *f;
+	uint8_t *f, hdr[GWCHECK_HDR_LEN];
 	size_t n;
 	struct gw_reply ok = { .ok = true };
+	struct iovec iov[2];
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 
 	if ((code ? gwreply_error(code, message, &f, &n) : gwreply_encode(&ok, &f, &n)) != 0)
 		return;
-	/* the JSON alone: a datagram is its own frame */
-	(void)send(g->ctl, f + GWHELLO_HDR_LEN, n - GWHELLO_HDR_LEN, MSG_NOSIGNAL | MSG_DONTWAIT);
+	gwcheck_header(hdr, GWCHECK_ANSWER, id);
+	iov[0] = (struct iovec){ hdr, sizeof(hdr) };
+	iov[1] = (struct iovec){ f + GWHELLO_HDR_LEN, n - GWHELLO_HDR_LEN };
+	(void)sendmsg(g->ctl, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	free(f);
 }
 
 static void
 check(struct gw *g)
 {
-	static uint8_t buf[SPACE_GWHELLO_MAX + 1];
+	static uint8_t buf[GWCHECK_HDR_LEN + SPACE_GWHELLO_MAX + 1];
+	const uint8_t *body;
+	size_t blen;
+	uint64_t id;
 	struct gw_hello h;
 	struct record rec;
 	struct runtime_record rr;
@@ -550,8 +559,15 @@ check(struct gw *g)
 	n = recv(g->ctl, buf, sizeof(buf), MSG_DONTWAIT);
 	if (n <= 0)
 		return;
-	if (gwhello_decode(buf, (size_t)n, &h, &why) != 0) {
-		answer(g, "bad_request", why);
+	/* without its number nothing can be answered: the gateway gives
+	 * up on its check (only a gateway not ours sends such a thing) */
+	if (gwcheck_parse(GWCHECK_ASK, buf, (size_t)n, &id, &body, &blen) != 0) {
+		log_warnx("gateway of %s: a check without its header (%zd bytes): not answered",
+		    g->sandbox, n);
+		return;
+	}
+	if (gwhello_decode(body, blen, &h, &why) != 0) {
+		answer(g, id, "bad_request", why);
 		return;
 	}
 	/* a newer key bundle first: the gateway's own check needs it */
@@ -570,15 +586,15 @@ check(struct gw *g)
 		audit_refusal("gateway", "connect", g->sandbox, &cap, have ? &rec : NULL,
 		    admit_outcome_str(res.outcome), admit_reason_str(res.reason));
 		ae = admit_error_code(res);
-		answer(g, ae.code, ae.reason ? ae.reason : "");
+		answer(g, id, ae.code, ae.reason ? ae.reason : "");
 	} else if (!port_declared(g->sandbox, h.port)) {
 		/* the seed's second check: a valid capability for a port the
 		 * owner did not expose is refused here, whatever issued it */
 		snprintf(msg, sizeof(msg), "port %u is not declared", h.port);
 		audit_refusal("gateway", "connect", g->sandbox, &cap, &rec, "deny", "port_not_declared");
-		answer(g, "port_not_declared", msg);
+		answer(g, id, "port_not_declared", msg);
 	} else {
-		answer(g, NULL, NULL);
+		answer(g, id, NULL, NULL);
 	}
 	explicit_bzero(&h, sizeof(h));
 }

@@ -1,10 +1,11 @@
 /* libFuzzer: the gateway hello codec (gwhello.h) on arbitrary bytes, as a
- * netgtw listener reads them from the network. First byte even: the bytes
- * are a stream (frame parse, then the hello body); odd: the answer body
- * (what space-edge reads from a gateway). Invariants: a frame parse never
- * claims more bytes than it was given; a hello or answer the decoder
- * accepts encodes to a frame that decodes to the same; a refusal says
- * why. */
+ * netgtw listener reads them from the network. First byte's bit 1 set: a
+ * check datagram as sbx-manager reads it from a gateway; else bit 0 clear:
+ * the bytes are a stream (frame parse, then the hello body); set: the
+ * answer body (what space-edge reads from a gateway). Invariants: a frame
+ * parse never claims more bytes than it was given; a hello or answer the
+ * decoder accepts encodes to a frame that decodes to the same; a refusal
+ * says why. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +73,39 @@ reply(const uint8_t *p, size_t n)
 	free(f);
 }
 
+/* a datagram of the check channel, as sbx-manager reads a gateway's: a
+ * parse that accepts names a body inside the input, within the bound, and
+ * a number that is not 0; its header written again is the input's */
+static void
+check(const uint8_t *p, size_t n)
+{
+	const uint8_t *body;
+	size_t blen;
+	uint64_t id;
+	uint8_t hdr[GWCHECK_HDR_LEN];
+	struct gw_hello h;
+	const char *why = NULL;
+
+	if (gwcheck_parse(GWCHECK_ASK, p, n, &id, &body, &blen) != 0)
+		return;
+	if (id == 0 || body != p + GWCHECK_HDR_LEN || blen + GWCHECK_HDR_LEN != n ||
+	    blen == 0 || blen > SPACE_GWHELLO_MAX)
+		abort();
+	gwcheck_header(hdr, GWCHECK_ASK, id);
+	if (memcmp(hdr, p, GWCHECK_HDR_LEN) != 0)
+		abort();
+	if (gwhello_decode(body, blen, &h, &why) != 0 && why == NULL)
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size == 0)
 		return 0;
-	if (data[0] & 1)
+	if (data[0] & 2)
+		check(data + 1, size - 1);
+	else if (data[0] & 1)
 		reply(data + 1, size - 1);
 	else
 		hello(data + 1, size - 1);

@@ -141,6 +141,27 @@ diag "the gateway's CPU over 2 s after it: $((t1 - t0)) ticks"
 check "... the gateway ($G) is not spinning (under 50 ticks of CPU in 2 s; a spin takes about 200)" test $((t1 - t0)) -lt 50
 is "... and serves on" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 hello from the sandbox"
 
+# ---- an answer that comes too late is not taken for the next check's ----
+# sbx-manager stalls past the gateway's wait (5 s) while an allowed open
+# waits for its check. The owner has removed port 8083, whose capability
+# an attacker kept; the attacker's open is the next one, and sbx-manager's
+# late "ok" for the first must not be taken for its answer.
+sp port expose "$S" 8083 >/dev/null
+C83=$(svc "$S" 8083 http)
+sp port rm "$S" 8083 >/dev/null
+kill -STOP "$M1"
+is "sbx-manager stalled: an allowed open is refused once the gateway stops waiting" \
+	"$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "error unavailable the worker did not answer the admission check"
+gw "127.0.0.1:$GP1" "$C83" 8083 http http / >"$T/late" &
+LATE=$!
+sleep 0.5
+kill -CONT "$M1"
+wait "$LATE"
+is "the next open, to the removed port, gets its own answer, not the late ok" "$(cat "$T/late")" \
+	"error port_not_declared port 8083 is not declared"
+check "... the late answer was seen and dropped" grep -q "the answer to check .* came after it was given up: dropped" "$T/mgr_w1.log"
+is "... and the gateway serves on" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 hello from the sandbox"
+
 # ---- a generation change closes open connections ----
 CW=$(svc "$S" 8082 http)
 gw "127.0.0.1:$GP1" "$CW" 8082 http hold "$T/ws_open" >"$T/ws_end" &

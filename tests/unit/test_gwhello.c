@@ -132,11 +132,46 @@ test_reply(void)
 	is_int(gwreply_error("Bad Code", "x", &f, &n), -EINVAL, "a bad code is not encoded");
 }
 
+/* the check channel's numbered messages */
+static void
+test_check(void)
+{
+	static uint8_t buf[GWCHECK_HDR_LEN + SPACE_GWHELLO_MAX + 1];
+	const uint8_t *body;
+	size_t blen;
+	uint64_t id;
+
+	gwcheck_header(buf, GWCHECK_ASK, 0x0102030405060708ull);
+	ok(memcmp(buf, "SGC1\x01\x02\x03\x04\x05\x06\x07\x08", GWCHECK_HDR_LEN) == 0,
+	    "a check's header: its kind, then its number big-endian");
+	memcpy(buf + GWCHECK_HDR_LEN, "{}", 2);
+	ok(gwcheck_parse(GWCHECK_ASK, buf, GWCHECK_HDR_LEN + 2, &id, &body, &blen) == 0 &&
+	    id == 0x0102030405060708ull && body == buf + GWCHECK_HDR_LEN && blen == 2,
+	    "... parses back to its number and body");
+	is_int(gwcheck_parse(GWCHECK_ANSWER, buf, GWCHECK_HDR_LEN + 2, &id, &body, &blen), -EINVAL,
+	    "a check is not taken for an answer");
+	is_int(gwcheck_parse(GWCHECK_ASK, buf, GWCHECK_HDR_LEN, &id, &body, &blen), -EINVAL,
+	    "a check without a body refused");
+	is_int(gwcheck_parse(GWCHECK_ASK, buf, 5, &id, &body, &blen), -EINVAL, "a short header refused");
+	is_int(gwcheck_parse(GWCHECK_ASK, (const uint8_t *)"{\"ok\":true}", 11, &id, &body, &blen), -EINVAL,
+	    "an answer without a number refused");
+	gwcheck_header(buf, GWCHECK_ANSWER, 0);
+	is_int(gwcheck_parse(GWCHECK_ANSWER, buf, GWCHECK_HDR_LEN + 2, &id, &body, &blen), -EINVAL,
+	    "number 0 refused");
+	gwcheck_header(buf, GWCHECK_ANSWER, 1);
+	memset(buf + GWCHECK_HDR_LEN, ' ', SPACE_GWHELLO_MAX + 1);
+	ok(gwcheck_parse(GWCHECK_ANSWER, buf, GWCHECK_HDR_LEN + SPACE_GWHELLO_MAX, &id, &body, &blen) == 0 &&
+	    id == 1 && blen == SPACE_GWHELLO_MAX, "a body of the bound accepted");
+	is_int(gwcheck_parse(GWCHECK_ANSWER, buf, sizeof(buf), &id, &body, &blen), -EINVAL,
+	    "a body over the bound refused");
+}
+
 int
 main(void)
 {
 	test_hello();
 	test_frame();
 	test_reply();
+	test_check();
 	return done_testing();
 }
