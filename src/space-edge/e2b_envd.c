@@ -1181,8 +1181,11 @@ watcher_find(struct envd *x, const char *id)
 	size_t i;
 
 	key_hash(x->key, h);
+	/* a slot reserved by a create still connecting has no id nor
+	 * stream yet: nobody else's call may find it (its empty id) */
 	for (i = 0; i < WATCHERS_MAX; i++)
-		if (watchers[i].used && !watchers[i].removed && !strcmp(watchers[i].id, id) &&
+		if (watchers[i].used && watchers[i].s != NULL && watchers[i].id[0] != '\0' &&
+		    !watchers[i].removed && !strcmp(watchers[i].id, id) &&
 		    sodium_memcmp(watchers[i].key, h, 32) == 0 && !strcmp(watchers[i].sbx, x->sbx))
 			return &watchers[i];
 	return NULL;
