@@ -58,6 +58,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	rq.lease_ttl = c->cfg.lease_ttl;
 	rq.reason = "api";
 	rq.retry_after = &quota_retry;
+	rq.api_key = r->key_id[0] ? r->key_id : NULL;
 	/* a route handed to a repair is held for --route-hold-ms: wait
 	 * for it, then start anyway (repairs cannot hold a sandbox forever) */
 	deadline = now_mono_ns() / 1000000 + (uint64_t)c->cfg.route_hold_ms + 50;

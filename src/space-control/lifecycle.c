@@ -190,26 +190,35 @@ quota_check(struct store *s, const struct sandbox_spec *sp, int64_t now, bool cr
 
 /* a resume makes a paused (or failed) sandbox count again: it passes the
  * running and memory quota of the key that created the sandbox, in the
- * resume's transaction (creates per minute are creates only). A revoked
- * key, or a sandbox from before keys had quotas, has none. */
+ * resume's transaction (creates per minute are creates only). When that
+ * key was revoked since (a rotation), or the sandbox predates keys'
+ * quotas, the key that asks (asking, NULL: none) passes it instead and
+ * holds the sandbox from then on: a sandbox paused under a key that is
+ * then revoked would otherwise run again counted against no key. */
 int
-lc_resume_quota(struct store *s, const char *sandbox, const char *resources, int *retry_after,
-    const char **why)
+lc_resume_quota(struct store *s, const char *sandbox, const char *resources, const char *asking,
+    int *retry_after, const char **why)
 {
 	char key[STORE_CREDID_LEN + 1] = "";
 	struct sandbox_spec sp;
 	int rc;
 
-	if ((rc = R(s)->sandbox_key(s, sandbox, key)) < 0)
+	if ((rc = R(s)->sandbox_key(s, sandbox, key)) <= 0)
 		return rc;
-	if (rc == 0 || key[0] == '\0')
-		return 0;
 	memset(&sp, 0, sizeof(sp));
-	sp.api_key = key;
 	sp.resources = resources;
 	sp.retry_after = retry_after;
-	rc = quota_check(s, &sp, now_unix(), false, why);
-	return rc == -ENOENT ? 0 : rc;
+	if (key[0] != '\0') {
+		sp.api_key = key;
+		if ((rc = quota_check(s, &sp, now_unix(), false, why)) != -ENOENT)
+			return rc;
+	}
+	if (asking == NULL || asking[0] == '\0' || strcmp(asking, key) == 0)
+		return 0;
+	sp.api_key = asking;
+	if ((rc = quota_check(s, &sp, now_unix(), false, why)) < 0)
+		return rc == -ENOENT ? 0 : rc;
+	return R(s)->sandbox_set_key(s, sandbox, asking);
 }
 
 static int

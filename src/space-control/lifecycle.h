@@ -29,8 +29,9 @@ int lc_spec_want(const char *json, struct res *want);
 int lc_place_execution(struct store *s, const char *sandbox, const char *pinned,
     const char *prefer, const char *spec, const char **why, int64_t *gen_out,
     char worker_out[SPACE_ID_MAX + 1]);
-/* the running and memory quota of the sandbox's key, for a resume:
- * 0, or -EDQUOT with *why and *retry_after (may be NULL) */
-int lc_resume_quota(struct store *s, const char *sandbox, const char *resources, int *retry_after,
-    const char **why);
+/* the running and memory quota of the sandbox's key, for a resume (of
+ * the asking key when the sandbox's was revoked: it then holds the
+ * sandbox): 0, or -EDQUOT with *why and *retry_after (may be NULL) */
+int lc_resume_quota(struct store *s, const char *sandbox, const char *resources,
+    const char *asking, int *retry_after, const char **why);
 #endif

@@ -147,7 +147,7 @@ start_resume(struct store *s, const char *sandbox, const struct op_request *rq,
 		*why = "only a paused sandbox can be resumed (or a failed one whose files were archived)";
 		return -EPERM;
 	}
-	if ((rc = lc_resume_quota(s, sandbox, c->resources, rq->retry_after, why)) < 0)
+	if ((rc = lc_resume_quota(s, sandbox, c->resources, rq->api_key, rq->retry_after, why)) < 0)
 		return rc;
 	if ((spec = lc_spec_json(c->template_, c->resources, c->snapshot[0] ? c->snapshot : NULL)) == NULL)
 		return -ENOMEM;

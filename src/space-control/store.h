@@ -71,6 +71,7 @@ struct op_request {
 	const char *reason;             /* audit detail: "api", "timeout idle", ... */
 	bool        past_hold;          /* pause/move: start even while a repaired route is held */
 	int        *retry_after;        /* out, on -EDQUOT (a resume over its key's quota) */
+	const char *api_key;            /* resume: the asking key's id, NULL: none */
 };
 
 /* a worker's retirement report may carry the archive of the retired layer */

@@ -63,8 +63,11 @@ lookup_tx(struct store *s, void *arg)
 	size_t n = 0;
 	int err;
 
+	/* a tenant whose every key was revoked is refused through its
+	 * sandboxes' tokens too, from the next request on */
 	res = pg_q(PGS(s), &err, "SELECT a.sandbox, a.hash FROM access_tokens a JOIN sandboxes s"
-	    " ON s.id = a.sandbox WHERE a.id = $1 AND s.state NOT IN ('killed', 'stopping')", "s",
+	    " ON s.id = a.sandbox WHERE a.id = $1 AND s.state NOT IN ('killed', 'stopping')"
+	    " AND EXISTS (SELECT 1 FROM api_keys k WHERE k.principal = s.owner AND k.revoked_at IS NULL)", "s",
 	    x->id);
 	if (res == NULL)
 		return err;

@@ -149,8 +149,10 @@ token_get_tx(struct store *s, void *arg)
 	PGresult *res;
 	int err;
 
-	res = pg_q(PGS(s), &err, "SELECT sandbox, hash FROM traffic_tokens WHERE sandbox = $1",
-	    "s", x->b);
+	/* none for a tenant whose every key was revoked */
+	res = pg_q(PGS(s), &err, "SELECT t.sandbox, t.hash FROM traffic_tokens t"
+	    " JOIN sandboxes s ON s.id = t.sandbox WHERE t.sandbox = $1"
+	    " AND EXISTS (SELECT 1 FROM api_keys k WHERE k.principal = s.owner AND k.revoked_at IS NULL)", "s", x->b);
 	x->result = row_name_hash(res, err, NULL, x->hash_out);
 	return x->result < 0 ? x->result : 0;
 }

@@ -114,6 +114,12 @@ r_sandbox_key(struct store *s, const char *id, char key[STORE_CREDID_LEN + 1])
 }
 
 static int
+r_sandbox_set_key(struct store *s, const char *id, const char *key)
+{
+	return pg_run(Q(s), "UPDATE sandboxes SET api_key = $1 WHERE id = $2", "ss", key, id);
+}
+
+static int
 r_lease_take(struct store *s, const char *id, const char *who, int64_t expiry, int64_t now)
 {
 	int rc = pg_run(Q(s), "UPDATE sandboxes SET lease_owner = $1, lease_expiry = $2"
@@ -635,6 +641,7 @@ const struct store_rows pg_rows = {
 	.audit = r_audit,
 	.key_usage = r_key_usage,
 	.sandbox_key = r_sandbox_key,
+	.sandbox_set_key = r_sandbox_set_key,
 	.sandbox_network_get = pg_sandbox_network_get,
 	.sandbox_network_set = pg_sandbox_network_set,
 	.sandbox_ports_get = pg_sandbox_ports_get,

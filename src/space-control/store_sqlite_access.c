@@ -66,8 +66,11 @@ lookup_tx(struct store *s, void *arg)
 	sqlite3_stmt *st;
 	int rc;
 
+	/* a tenant whose every key was revoked is refused through its
+	 * sandboxes' tokens too, from the next request on */
 	st = sq_prep(DB(s), "SELECT a.sandbox, a.hash FROM access_tokens a JOIN sandboxes s"
-	    " ON s.id = a.sandbox WHERE a.id = ? AND s.state NOT IN ('killed', 'stopping')", "s",
+	    " ON s.id = a.sandbox WHERE a.id = ? AND s.state NOT IN ('killed', 'stopping')"
+	    " AND EXISTS (SELECT 1 FROM api_keys k WHERE k.principal = s.owner AND k.revoked_at IS NULL)", "s",
 	    x->id);
 	if (st == NULL)
 		return -EIO;

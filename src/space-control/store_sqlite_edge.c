@@ -143,8 +143,10 @@ token_get_tx(struct store *s, void *arg)
 {
 	struct edge_x *x = arg;
 
-	x->result = row_name_hash(s, sq_prep(DB(s), "SELECT sandbox, hash FROM traffic_tokens"
-	    " WHERE sandbox = ?", "s", x->b), NULL, x->hash_out);
+	/* none for a tenant whose every key was revoked */
+	x->result = row_name_hash(s, sq_prep(DB(s), "SELECT t.sandbox, t.hash FROM traffic_tokens t"
+	    " JOIN sandboxes s ON s.id = t.sandbox WHERE t.sandbox = ?"
+	    " AND EXISTS (SELECT 1 FROM api_keys k WHERE k.principal = s.owner AND k.revoked_at IS NULL)", "s", x->b), NULL, x->hash_out);
 	return x->result < 0 ? x->result : 0;
 }
 

@@ -113,6 +113,13 @@ r_sandbox_key(struct store *s, const char *id, char key[STORE_CREDID_LEN + 1])
 }
 
 static int
+r_sandbox_set_key(struct store *s, const char *id, const char *key)
+{
+	return sq_run(DB(s), sq_prep(DB(s), "UPDATE sandboxes SET api_key = ? WHERE id = ?",
+	    "ss", key, id));
+}
+
+static int
 r_lease_take(struct store *s, const char *id, const char *who, int64_t expiry, int64_t now)
 {
 	int rc = sq_run(DB(s), sq_prep(DB(s), "UPDATE sandboxes SET lease_owner = ?,"
@@ -600,6 +607,7 @@ const struct store_rows sq_rows = {
 	.sandbox_set_pin = r_sandbox_set_pin,
 	.sandbox_set_snapshot = r_sandbox_set_snapshot,
 	.sandbox_key = r_sandbox_key,
+	.sandbox_set_key = r_sandbox_set_key,
 	.sandbox_network_get = sq_sandbox_network_get,
 	.sandbox_network_set = sq_sandbox_network_set,
 	.archive_pending_add = sq_archive_pending_add,

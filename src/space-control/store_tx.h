@@ -85,6 +85,8 @@ struct store_rows {
 	/* the id of the API key the sandbox was created with: 1 found (key
 	 * "" when it predates keys' quotas), 0 no such sandbox */
 	int (*sandbox_key)(struct store *, const char *id, char key[STORE_CREDID_LEN + 1]);
+	/* the key whose quota the sandbox counts against from now on */
+	int (*sandbox_set_key)(struct store *, const char *id, const char *key);
 	/* the egress policy's stored form (network.h): 1 and *json (malloc'd,
 	 * NULL when none is set), 0 unknown; owner NULL: any owner */
 	int (*sandbox_network_get)(struct store *, const char *owner, const char *id, char **json);

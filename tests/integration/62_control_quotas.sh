@@ -2,9 +2,10 @@
 # space-control, from a tenant's side: an API key's quota (running
 # sandboxes, their memory, creates per minute) answers 429 + Retry-After,
 # a burst of parallel creates by one tenant does not starve another, and
-# a revoked key is refused at once, and a resume counts as a create would
-# (pausing does not make room for more than the quota). Workers are
-# simulated with curl.
+# a revoked key is refused at once (and its tenant's access tokens with
+# it), and a resume counts as a create would (pausing does not make room
+# for more than the quota; nor does revoking the key that made a paused
+# sandbox). Workers are simulated with curl.
 . "$SPACE_TOP/tests/lib.sh"
 
 T=$(mktemp -d)
@@ -75,12 +76,43 @@ is "... the sandbox stays paused" "$(sqlite3 "$D/control.db" "SELECT state FROM 
 curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $P" "$U/v1/sandboxes/$P2"
 is "pauser: after killing the second, the resume -> 202" "$(post "/v1/sandboxes/$P1/resume" "$P" '{}')" 202
 
+# a key rotation does not take a paused sandbox out of every quota:
+# resumed after the key that made it was revoked, it passes the quota of
+# the key that resumes it, and counts against that key from then on
+dbstate() { sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$1'"; }
+wait_dbstate() { i=0; while [ $i -lt 50 ] && [ "$(dbstate "$1")" != "$2" ]; do sleep 0.1; i=$((i + 1)); done; [ "$(dbstate "$1")" = "$2" ]; }
+sim_fetch w1 "$W1"
+sim_report w1 "$W1" serving >/dev/null
+check "pauser: the first runs again" wait_dbstate "$P1" running
+is "pauser: pause it once more -> 202" "$(post "/v1/sandboxes/$P1/pause" "$P" '{}')" 202
+sim_fetch w1 "$W1"
+sim_report w1 "$W1" retired "$(rdigest)" >/dev/null
+check "... paused" wait_dbstate "$P1" paused
+PN=$(space-control apikey add pauser --max-sandboxes 1 --max-memory-mb 1024 --data-dir "$D" 2>>"$T/log")
+PID1=$(echo "$P" | cut -c4-15) PIDN=$(echo "$PN" | cut -c4-15)
+check "pauser's first key revoked (a rotation)" sh -c "space-control apikey revoke '$PID1' --data-dir '$D' >/dev/null 2>>'$T/log'"
+is "... it is refused" "$(post /v1/sandboxes "$P" '{}')" 401
+is "pauser's new key: one sandbox of its own" "$(post /v1/sandboxes "$PN" '{"resources":{"memory_mb":512}}')" 201
+PN1=$(jget id)
+is "pauser's new key resumes the first: its own quota is full -> 429" "$(post "/v1/sandboxes/$P1/resume" "$PN" '{}')" 429
+is "... the sandbox stays paused" "$(dbstate "$P1")" paused
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $PN" "$U/v1/sandboxes/$PN1"
+is "after killing its own, the new key's resume -> 202" "$(post "/v1/sandboxes/$P1/resume" "$PN" '{}')" 202
+is "... the sandbox now counts against the new key" "$(sqlite3 "$D/control.db" "SELECT api_key FROM sandboxes WHERE id='$P1'")" "$PIDN"
+is "... so the new key's next create is over its quota -> 429" "$(post /v1/sandboxes "$PN" '{"resources":{"memory_mb":512}}')" 429
+
 # list and revoke
 space-control apikey list --data-dir "$D" >"$T/list" 2>>"$T/log"
 check "apikey list shows mallory's quota" grep -Eq ' mallory +.* 3 +0 +0$' "$T/list"
 check "apikey list never prints a key" sh -c "! grep -q 'sk_' '$T/list'"
 is "mallory's key works" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $M" "$U/v1/sandboxes")" 200
+MS=$(sqlite3 "$D/control.db" "SELECT id FROM sandboxes WHERE owner = 'mallory' AND state != 'killed' LIMIT 1")
+is "mallory makes an access token for one of hers" "$(post "/v1/sandboxes/$MS/access-token" "$M" '{}')" 200
+MAT=$(jget access_token)
+st=$(post "/v1/sandboxes/$MS/routes" "$MAT" '{}')
+check "... which the control plane takes for that sandbox ($st)" test "$st" != 401
 check "apikey revoke mallory" sh -c "space-control apikey revoke mallory --data-dir '$D' >/dev/null 2>>'$T/log'"
+is "her access token is refused once she is revoked -> 401" "$(post "/v1/sandboxes/$MS/routes" "$MAT" '{}')" 401
 is "the revoked key is refused at once -> 401" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $M" "$U/v1/sandboxes")" 401
 is "... creates too" "$(post /v1/sandboxes "$M" '{}')" 401
 is "another tenant is unaffected" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $A" "$U/v1/sandboxes")" 200
