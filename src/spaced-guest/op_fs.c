@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fsplice.h"
@@ -165,6 +167,22 @@ streamed:
 	return 0;
 }
 
+
+/* path opened as open(2) would, except through a /proc "magic" link
+ * (/proc/self/fd/N, /proc/self/exe, /dev/stderr -> /proc/self/fd/2):
+ * such a link jumps to whatever a descriptor of this process names,
+ * past the jail's root, and an operation's descriptors include host
+ * files (its stderr is the bridge's, its executable the host's). A
+ * kernel without openat2 (before 5.6) gets open(2). */
+static int
+open_nomagic(const char *path, int flags)
+{
+	struct open_how how = { .flags = (uint64_t)flags, .resolve = RESOLVE_NO_MAGICLINKS };
+	int f = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+	return f < 0 && errno == ENOSYS ? open(path, flags) : f;
+}
+
 void
 op_fs_read(int fd, json_t *args)
 {
@@ -185,8 +203,12 @@ op_fs_read(int fd, json_t *args)
 		return;
 	}
 	/* O_NONBLOCK: opening a FIFO must not hang the operation */
-	if ((f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0) {
-		send_errno(fd, errno, "open");
+	if ((f = open_nomagic(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0) {
+		if (errno == ELOOP)
+			send_error(fd, 403, "permission_denied", "a link loop, or a /proc link to "
+			    "an open file (not followed)");
+		else
+			send_errno(fd, errno, "open");
 		return;
 	}
 	if (fstat(f, &st) < 0) {

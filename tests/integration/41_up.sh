@@ -131,6 +131,17 @@ sp fs read "$SBX" /home/user/blob >"$T/blob.back" 2>"$T/err"
 check "fs write / read round trip (3 MB of random bytes)" cmp "$T/blob" "$T/blob.back"
 echo hi | sp fs write "$SBX" /home/user/hi.txt
 is "fs read of a small file" "$(sp fs read "$SBX" /home/user/hi.txt 2>&1)" "hi"
+# /proc links to an open file jump past the jail's root to what the
+# operation's descriptor names: its executable and its stderr are host
+# files (the guest binary, the worker's log)
+sp fs read "$SBX" /proc/self/exe >"$T/exe" 2>"$T/err"; rc=$?
+check "fs read of /proc/self/exe refused (exit $rc, $(wc -c <"$T/exe") bytes)" \
+	sh -c "[ $rc != 0 ] && [ ! -s '$T/exe' ] && grep -q 'not followed' '$T/err'"
+sp fs read "$SBX" /dev/stderr >"$T/se" 2>"$T/err"; rc=$?
+check "fs read of /dev/stderr (-> /proc/self/fd/2) refused (exit $rc)" sh -c "[ $rc != 0 ] && [ ! -s '$T/se' ]"
+echo hi | sp fs write "$SBX" /home/user/lnk-target
+sp exec "$SBX" -- ln -s /home/user/lnk-target /home/user/lnk >/dev/null 2>&1
+is "an ordinary symbolic link is still followed" "$(sp fs read "$SBX" /home/user/lnk 2>&1)" "hi"
 out=$(sp fs stat "$SBX" /home/user/blob --json 2>&1)
 check "fs stat --json: file of the written size" python3 -c '
 import json, sys
