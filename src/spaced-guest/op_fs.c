@@ -16,6 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "fsplice.h"
 #include "guest.h"
 #include "limits.h"
@@ -316,13 +318,55 @@ fsync_dir_of(const char *path)
 	return r;
 }
 
+/* The file a write fills: unnamed (O_TMPFILE) in the target's directory
+ * when the file system allows it, so a write cut short (the operation
+ * killed, the sandbox stopped, the worker down) leaves nothing behind;
+ * else named tmp (a hidden name beside the target), *named set. The
+ * descriptor, or -1 with errno. */
+static int
+write_open(const char *dir, const char *tmp, char *named, size_t cap, bool *is_named)
+{
+	int out = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+
+	*is_named = false;
+	if (out >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return out;
+	snprintf(named, cap, "%s", tmp);
+	if ((out = mkostemp(named, O_CLOEXEC)) >= 0)
+		*is_named = true;
+	return out;
+}
+
+/* an unnamed file given a name in its directory: a fresh hidden one from
+ * tmp's pattern (renamed over the target next), 0 or -errno */
+static int
+write_name(int out, char *tmp)
+{
+	char proc[64], *x = tmp + strlen(tmp) - 6;
+	unsigned char rnd[6];
+	int i, tries;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", out);
+	for (tries = 0; tries < 16; tries++) {
+		randombytes_buf(rnd, sizeof(rnd));
+		for (i = 0; i < 6; i++)
+			x[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rnd[i] % 36];
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
 void
 op_fs_write(int fd, json_t *args)
 {
 	static const char *const keys[] = { "path", "mode", NULL };
 	const char *path;
 	json_t *jm = json_object_get(args, "mode");
-	char tmp[SPACE_PATH_MAX + 64], *d = NULL, *b = NULL;
+	char tmp[SPACE_PATH_MAX + 64], named[SPACE_PATH_MAX + 64], *d = NULL, *b = NULL, *dir;
+	bool is_named = false;
 	struct frame f = { 0 };
 	struct fsplice sp = FSPLICE_INIT;
 	struct stat st;
@@ -351,11 +395,14 @@ op_fs_write(int fd, json_t *args)
 	/* the temporary file lives next to the target, so the rename that
 	 * publishes it is atomic and never crosses a file system */
 	/* the name part is cut so a long target name still leaves room */
-	snprintf(tmp, sizeof(tmp), "%s/.%.200s.space-XXXXXX", dirname(d), basename(b));
-	if ((out = mkostemp(tmp, O_CLOEXEC)) < 0) {
+	dir = dirname(d);
+	snprintf(tmp, sizeof(tmp), "%s/.%.200s.space-XXXXXX", dir, basename(b));
+	if ((out = write_open(dir, tmp, named, sizeof(named), &is_named)) < 0) {
 		send_errno(fd, errno, "create");
 		goto out;
 	}
+	if (is_named)
+		snprintf(tmp, sizeof(tmp), "%s", named);
 	fsplice_sockbufs(fd);
 	for (;;) {
 		uint16_t type;
@@ -403,6 +450,15 @@ op_fs_write(int fd, json_t *args)
 		send_errno(fd, errno, "fsync");
 		goto fail_quiet;
 	}
+	/* an unnamed file gets its hidden name only now: what a crash can
+	 * leave behind is the moment between this link and the rename */
+	if (!is_named) {
+		if ((r = write_name(out, tmp)) < 0) {
+			send_errno(fd, -r, "create");
+			goto out;
+		}
+		is_named = true;
+	}
 	close(out);
 	out = -1;
 	if (rename(tmp, path) < 0) {
@@ -416,7 +472,8 @@ op_fs_write(int fd, json_t *args)
 	send_result(fd, json_pack("{s:I}", "size", (json_int_t)size));
 	goto out;
 fail_quiet:
-	unlink(tmp);
+	if (is_named)
+		unlink(tmp);
 out:
 	fsplice_free(&sp);
 	frame_free(&f);
@@ -565,11 +622,20 @@ op_fs_mkdir(int fd, json_t *args)
 static int
 rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
+	int r;
+
 	(void)st;
 	(void)ftw;
-	if (flag == FTW_DP ? rmdir(p) : unlink(p))
-		return errno;
-	return 0;
+	if (flag == FTW_DNR) {
+		/* a directory this user may not read: removed when it is
+		 * empty (as rm -rf does), else refused for what it is */
+		if (rmdir(p) == 0)
+			return 0;
+		return errno == ENOTEMPTY || errno == EEXIST ? EACCES : errno;
+	}
+	r = flag == FTW_DP ? rmdir(p) : unlink(p);
+	/* gone since the walk saw it: as asked */
+	return r == 0 || errno == ENOENT ? 0 : errno;
 }
 
 void

@@ -163,6 +163,15 @@ gone() { # description, path: stat fails with not_found
 }
 gone "the old name is gone (not_found)" /home/user/hi.txt
 check "fs rm -r" sp fs rm -r "$SBX" /home/user/d1
+# a directory the user may not read: removed when empty, as rm -rf does;
+# one with something in it is refused as a permission problem
+sp exec "$SBX" -- sh -c 'mkdir -p /home/user/rmt/x /home/user/rmf/y && touch /home/user/rmf/y/f && chmod 000 /home/user/rmt/x /home/user/rmf/y' >/dev/null 2>&1
+check "fs rm -r of a tree with an unreadable empty directory" sp fs rm -r "$SBX" /home/user/rmt
+sp fs rm -r "$SBX" /home/user/rmf >/dev/null 2>"$T/err"; rc=$?
+check "... with an unreadable directory that holds a file: refused as permission denied (exit $rc)" \
+	sh -c "[ $rc != 0 ] && grep -qi 'permission' '$T/err'"
+sp exec "$SBX" -- chmod 755 /home/user/rmf/y >/dev/null 2>&1
+check "... removed once readable" sp fs rm -r "$SBX" /home/user/rmf
 gone "the removed tree is gone (not_found)" /home/user/d1
 
 # each node-api also listens on a local socket, which the CLI takes for
@@ -200,6 +209,34 @@ check "... nothing of the file in the answer" grep -q refresh_route "$T/u.out"
 is "local socket, the capability at its own worker: 200" \
 	"$(uget "$WS" "/v1/sandboxes/$SBX/files?path=/home/user/blob" "$CAP")" 200
 check "... the file's bytes" cmp "$T/blob" "$T/u.out"
+# a write cut short by the death of the operation that receives it
+# leaves nothing in the directory (its file had no name yet): half of a
+# body sent, then the guest's operation killed
+python3 - "$D/$WS/api.sock" "$SBX" "$CAP" >/dev/null 2>&1 <<'PY' &
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(("PUT /v1/sandboxes/%s/files?path=/home/user/cut.bin HTTP/1.1\r\nHost: localhost\r\n"
+           "Authorization: Bearer %s\r\nContent-Length: 2097152\r\n\r\n" % (sys.argv[2], sys.argv[3])).encode())
+s.sendall(os.urandom(1 << 20))
+time.sleep(30)
+PY
+CUTW=$!
+writer() { # the guest process holding the file being written
+	for p in /proc/[0-9]*; do
+		case "$(readlink "$p/exe" 2>/dev/null)" in *spaced-guest*) ;; *) continue ;; esac
+		ls -l "$p/fd" 2>/dev/null | grep -Eq 'cut\.bin\.space-|/#[0-9]+ \(deleted\)' && { echo "${p#/proc/}"; return 0; }
+	done
+	return 1
+}
+i=0; while [ $i -lt 100 ] && ! writer >/dev/null; do sleep 0.1; i=$((i + 1)); done
+WP=$(writer)
+check "a write in progress is held by a guest operation ($WP)" test -n "$WP"
+[ -n "$WP" ] && kill -9 "$WP"
+sleep 0.5
+kill "$CUTW" 2>/dev/null; wait "$CUTW" 2>/dev/null
+is "... killed: no file of it is left in the directory" \
+	"$(sp exec "$SBX" -- ls -a /home/user 2>&1 | grep -c 'cut\.bin')" 0
 # node-api never replaces a file that is not a socket
 : >"$T/plain"
 node-api --listen 127.0.0.1:$((P + 9)) --listen-unix "$T/plain" --manager-socket "$D/w1/run/sbx-manager.sock" \
