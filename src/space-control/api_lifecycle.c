@@ -59,6 +59,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	rq.reason = "api";
 	rq.retry_after = &quota_retry;
 	rq.api_key = r->key_id[0] ? r->key_id : NULL;
+	rq.max_named = c->cfg.max_named_snapshots;
 	/* a route handed to a repair is held for --route-hold-ms: wait
 	 * for it, then start anyway (repairs cannot hold a sandbox forever) */
 	deadline = now_mono_ns() / 1000000 + (uint64_t)c->cfg.route_hold_ms + 50;
@@ -205,6 +206,32 @@ api_snapshot_list(struct req *r)
 		return;
 	}
 	reply_json(r, 200, json_pack("{s:o}", "snapshots", arr));
+}
+
+/* DELETE /v1/sandboxes/{id}/snapshots/{snapshot}: a named snapshot
+ * forgotten (its archive is then collected as any automatic one's) */
+void
+api_snapshot_delete(struct req *r)
+{
+	const char *why = NULL;
+	int rc;
+
+	if (strncmp(r->params[1], "snp_", 4) != 0 || !id_valid(r->params[1])) {
+		reply_error(r, 404, "not_found", "no such snapshot");
+		return;
+	}
+	rc = r->ctl->st->ops->snapshot_forget(r->ctl->st, r->principal, r->params[0],
+	    r->params[1], &why);
+	if (rc == 0) {
+		log_info("sandbox %s: named snapshot %s deleted by %s", r->params[0], r->params[1],
+		    r->principal);
+		reply_json(r, 200, json_pack("{s:s}", "deleted", r->params[1]));
+	} else if (rc == -EPERM)
+		reply_error(r, 409, "conflict", "%s", why ? why : "the snapshot cannot be deleted now");
+	else if (rc == -ENOENT)
+		reply_error(r, 404, "not_found", "no such named snapshot of this sandbox");
+	else
+		reply_store_error(r, rc, "sandbox");
 }
 
 void

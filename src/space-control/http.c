@@ -49,6 +49,7 @@ static const struct route routes[] = {
 	{ "POST",   "/v1/sandboxes/*/move",         api_sandbox_move,       AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/snapshots",    api_snapshot_create,    AUTH_USER },
 	{ "GET",    "/v1/sandboxes/*/snapshots",    api_snapshot_list,      AUTH_USER },
+	{ "DELETE", "/v1/sandboxes/*/snapshots/*",  api_snapshot_delete,    AUTH_USER },
 	{ "GET",    "/v1/sandboxes/*/network",      api_sandbox_network_get, AUTH_USER },
 	{ "POST",   "/v1/sandboxes/*/network",      api_sandbox_network_set, AUTH_USER },
 	{ "PATCH",  "/v1/sandboxes/*/network",      api_sandbox_network_set, AUTH_USER },

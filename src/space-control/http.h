@@ -92,6 +92,7 @@ void api_sandbox_resume(struct req *);
 void api_sandbox_move(struct req *);
 void api_snapshot_create(struct req *);
 void api_snapshot_list(struct req *);
+void api_snapshot_delete(struct req *);
 void api_sandbox_network_get(struct req *);
 void api_sandbox_network_set(struct req *);
 void api_sandbox_ports_get(struct req *);

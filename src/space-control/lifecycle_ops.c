@@ -183,6 +183,19 @@ start_snapshot(struct store *s, const char *sandbox, const struct op_request *rq
 		*why = "snapshots are taken of a running sandbox";
 		return -EPERM;
 	}
+	/* named snapshots are kept until deleted: the operator's bound on
+	 * how many one sandbox holds */
+	if (rq->max_named > 0) {
+		int64_t n = 0;
+
+		if ((rc = R(s)->snapshot_named_count(s, sandbox, &n)) < 0)
+			return rc;
+		if (n >= rq->max_named) {
+			*why = "the sandbox holds as many named snapshots as it may "
+			    "(--max-named-snapshots): delete one first";
+			return -EDQUOT;
+		}
+	}
 	if ((rc = R(s)->snapshot_add(s, rq->snapshot_id, sandbox, c->gen, rq->name, "named",
 	    "pending", NULL, -1, now)) < 0)
 		return rc;
@@ -196,6 +209,55 @@ start_snapshot(struct store *s, const char *sandbox, const struct op_request *rq
 	if (rc < 0)
 		return rc;
 	return R(s)->op_insert(s, &on, now);
+}
+
+/* ---- forgetting a named snapshot ---- */
+
+struct forget_ctx {
+	const char *owner, *sandbox, *id;
+	const char **why;
+};
+
+static int
+forget_tx(struct store *s, void *arg)
+{
+	struct forget_ctx *x = arg;
+	struct snap_row sn;
+	struct sbx_cur c;
+	int rc;
+
+	if ((rc = R(s)->sandbox_cur(s, x->owner, x->sandbox, &c)) < 0)
+		return rc;
+	if ((rc = R(s)->snapshot_named_get(s, x->id, &sn)) < 0)
+		goto out;
+	if (rc == 0 || !streq(sn.sandbox, x->sandbox)) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (streq(sn.state, "pending")) {
+		*x->why = "the snapshot is still being taken";
+		rc = -EPERM;
+		goto out;
+	}
+	/* a killed sandbox's row goes (its archive is then collected); a
+	 * live one's stays as an automatic snapshot, kept while the sandbox
+	 * lives: a later archive of the sandbox may be a delta of it
+	 * (docs/recovery.md, "Collecting the snapshot store") */
+	if ((rc = R(s)->snapshot_unname(s, x->id, streq(c.state, "killed"))) < 0)
+		goto out;
+	rc = R(s)->audit(s, x->owner, "snapshot.delete", x->sandbox, x->id);
+out:
+	lc_cur_free(&c);
+	return rc;
+}
+
+int
+lc_snapshot_forget(struct store *s, const char *owner, const char *sandbox, const char *id,
+    const char **why)
+{
+	struct forget_ctx x = { owner, sandbox, id, why };
+
+	return R(s)->tx(s, forget_tx, &x);
 }
 
 struct start_ctx {

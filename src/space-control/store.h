@@ -72,6 +72,7 @@ struct op_request {
 	bool        past_hold;          /* pause/move: start even while a repaired route is held */
 	int        *retry_after;        /* out, on -EDQUOT (a resume over its key's quota) */
 	const char *api_key;            /* resume: the asking key's id, NULL: none */
+	int64_t     max_named;          /* snapshot: named snapshots a sandbox may hold, 0 = any */
 };
 
 /* a worker's retirement report may carry the archive of the retired layer */
@@ -193,6 +194,10 @@ struct store_ops {
 	    const char *error, const char **why);
 	int (*snapshots_list)(struct store *, const char *owner, const char *sandbox,
 	    json_t **out);
+	/* a named snapshot deleted by its owner: 0, -ENOENT (no such named
+	 * snapshot of owner's sandbox), -EPERM with *why (still pending) */
+	int (*snapshot_forget)(struct store *, const char *owner, const char *sandbox,
+	    const char *id, const char **why);
 	int (*sandbox_set_timeouts)(struct store *, const char *owner, const char *id,
 	    const char *timeouts, json_t **out);
 	/* activity: a capability was issued for the sandbox at now */

@@ -899,6 +899,7 @@ static const struct store_ops pg_ops = {
 	.bundle_latest = p_bundle_latest,
 	.bundle_add = p_bundle_add,
 	.op_start = lc_op_start,
+	.snapshot_forget = lc_snapshot_forget,
 	.ops_drive = lc_ops_drive,
 	.snapshot_report = lc_snapshot_report,
 	.snapshots_list = pg_snapshots_list,

@@ -524,6 +524,30 @@ r_snapshot_named_get(struct store *s, const char *id, struct snap_row *sn)
 }
 
 static int
+r_snapshot_named_count(struct store *s, const char *sandbox, int64_t *n)
+{
+	PGresult *res;
+	int rc;
+
+	res = pg_q(Q(s), &rc, "SELECT COUNT(*) FROM snapshots WHERE sandbox = $1"
+	    " AND kind = 'named' AND state <> 'failed'", "s", sandbox);
+	if (res == NULL)
+		return rc;
+	*n = PQntuples(res) == 1 ? pg_i(res, 0, 0) : 0;
+	PQclear(res);
+	return 0;
+}
+
+static int
+r_snapshot_unname(struct store *s, const char *id, bool remove)
+{
+	return remove ?
+	    pg_run(Q(s), "DELETE FROM snapshots WHERE id = $1 AND kind = 'named'", "s", id) :
+	    pg_run(Q(s), "UPDATE snapshots SET kind = 'auto', name = NULL WHERE id = $1"
+	    " AND kind = 'named'", "s", id);
+}
+
+static int
 r_snapshot_set_ready(struct store *s, const char *id, const char *digest, int64_t size)
 {
 	return pg_run(Q(s), "UPDATE snapshots SET state = 'ready', digest = $1, size = $2"
@@ -634,6 +658,8 @@ const struct store_rows pg_rows = {
 	.op_end = r_op_end,
 	.snapshot_add = r_snapshot_add,
 	.snapshot_named_get = r_snapshot_named_get,
+	.snapshot_named_count = r_snapshot_named_count,
+	.snapshot_unname = r_snapshot_unname,
 	.snapshot_set_ready = r_snapshot_set_ready,
 	.snapshot_set_failed = r_snapshot_set_failed,
 	.snapshots_fail_pending = r_snapshots_fail_pending,

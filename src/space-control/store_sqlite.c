@@ -761,6 +761,7 @@ static const struct store_ops sqlite_ops = {
 	.bundle_latest = sq_bundle_latest,
 	.bundle_add = sq_bundle_add,
 	.op_start = lc_op_start,
+	.snapshot_forget = lc_snapshot_forget,
 	.ops_drive = lc_ops_drive,
 	.snapshot_report = lc_snapshot_report,
 	.snapshots_list = sq_snapshots_list,

@@ -518,6 +518,30 @@ r_snapshot_named_get(struct store *s, const char *id, struct snap_row *sn)
 }
 
 static int
+r_snapshot_named_count(struct store *s, const char *sandbox, int64_t *n)
+{
+	sqlite3_stmt *st = sq_prep(DB(s), "SELECT COUNT(*) FROM snapshots WHERE sandbox = ?"
+	    " AND kind = 'named' AND state <> 'failed'", "s", sandbox);
+	int rc;
+
+	if (st == NULL)
+		return -EIO;
+	if ((rc = sq_step_row(DB(s), st)) == 1)
+		*n = sqlite3_column_int64(st, 0);
+	sq_stmt_release(st);
+	return rc < 0 ? rc : 0;
+}
+
+static int
+r_snapshot_unname(struct store *s, const char *id, bool remove)
+{
+	return sq_run(DB(s), remove ?
+	    sq_prep(DB(s), "DELETE FROM snapshots WHERE id = ? AND kind = 'named'", "s", id) :
+	    sq_prep(DB(s), "UPDATE snapshots SET kind = 'auto', name = NULL WHERE id = ?"
+	    " AND kind = 'named'", "s", id));
+}
+
+static int
 r_snapshot_set_ready(struct store *s, const char *id, const char *digest, int64_t size)
 {
 	return sq_run(DB(s), sq_prep(DB(s), "UPDATE snapshots SET state = 'ready',"
@@ -646,6 +670,8 @@ const struct store_rows sq_rows = {
 	.op_end = r_op_end,
 	.snapshot_add = r_snapshot_add,
 	.snapshot_named_get = r_snapshot_named_get,
+	.snapshot_named_count = r_snapshot_named_count,
+	.snapshot_unname = r_snapshot_unname,
 	.snapshot_set_ready = r_snapshot_set_ready,
 	.snapshot_set_failed = r_snapshot_set_failed,
 	.snapshots_fail_pending = r_snapshots_fail_pending,

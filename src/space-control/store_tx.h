@@ -171,6 +171,11 @@ struct store_rows {
 	int (*snapshots_fail_pending)(struct store *, const char *sandbox, const char *error);
 	/* 1 when a ready snapshot of (sandbox, gen) has digest, else 0 */
 	int (*snapshot_has)(struct store *, const char *sandbox, int64_t gen, const char *digest);
+	/* the named snapshots of sandbox that did not fail (pending, ready) */
+	int (*snapshot_named_count)(struct store *, const char *sandbox, int64_t *n);
+	/* a named snapshot made automatic (its name dropped), or its row
+	 * removed (remove: its sandbox is killed) */
+	int (*snapshot_unname)(struct store *, const char *id, bool remove);
 
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
@@ -240,6 +245,8 @@ int lc_worker_register(struct store *, const char *worker, const char *incarnati
     int64_t *revision, int *reassigned);
 int lc_execution_status(struct store *, const char *worker, const struct route_identity *,
     const char *state, const char *error, const struct snap_report *snap, const char **why);
+int lc_snapshot_forget(struct store *, const char *owner, const char *sandbox, const char *id,
+    const char **why);
 int lc_op_start(struct store *, const char *owner, const char *sandbox,
     const struct op_request *, json_t **out, const char **why);
 int lc_ops_drive(struct store *, const char *lease_owner, int64_t lease_ttl,

@@ -5,13 +5,15 @@
 # sandbox, snapshot row, install, recent report or open operation can need
 # it: a killed sandbox's archive goes, a digest shared with a live sandbox
 # stays, an archive reported late or still being written stays, a named
-# snapshot outlives its sandbox (docs/recovery.md, "Collecting the
-# snapshot store").
+# snapshot outlives its sandbox until its owner deletes it, and a sandbox
+# holds no more named snapshots than the operator allows (docs/recovery.md,
+# "Collecting the snapshot store").
 . "$SPACE_TOP/tests/lib.sh"
 
 ctl_init
-CTL_FLAGS="--heartbeat-timeout 3600 --archive-grace 2 --route-wait-ms 200"
+CTL_FLAGS="--heartbeat-timeout 3600 --archive-grace 2 --route-wait-ms 200 --max-named-snapshots 2"
 K=$(space-control apikey add alice --data-dir "$D" 2>>"$T/log")
+KB=$(space-control apikey add bob --data-dir "$D" 2>>"$T/log")
 W1=$(space-control worker add w1 --data-dir "$D" 2>>"$T/log")
 W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/log")
 ctl_start
@@ -40,6 +42,7 @@ pause() {
 	sim_report w1 "$W1" retired "$2" >/dev/null
 }
 sstate() { sql "SELECT state FROM sandboxes WHERE id='$1'"; }
+code() { curl -s -o "$T/body" -w '%{http_code}' "$@"; }
 OLD=100000      # seconds: older than any operation of this test
 
 run A; run B; run C; run N
@@ -68,6 +71,44 @@ is "the named snapshot is reported" "$(post /v1/workers/w1/snapshots "$W1" "{\"s
 curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$N"
 sleep 3
 is "a killed sandbox's named snapshot is kept" "$(offer w1 "$W1" "$DN:$OLD")" ""
+
+# named snapshots are bounded per sandbox (--max-named-snapshots 2 here)
+# and deleted by their owner
+run E
+# nsnap NAME: a named snapshot of E, reported ready; its id in $SID, its
+# digest in $SD
+nsnap() {
+	post "/v1/sandboxes/$E/snapshots" "$K" "{\"name\":\"$1\"}" >"$T/ncode"
+	SID=$(jget snapshot.id)
+	sim_fetch w1 "$W1"
+	SD=$(rdigest)
+	post /v1/workers/w1/snapshots "$W1" "{\"snapshot_id\":\"$SID\",\"sandbox\":\"$E\",\"generation\":1,\"digest\":\"$SD\",\"size\":4096}" >/dev/null
+}
+nsnap one; S1=$SID D1=$SD
+is "a first named snapshot" "$(cat "$T/ncode")" 202
+nsnap two
+is "a second" "$(cat "$T/ncode")" 202
+is "a third, past the operator's bound of 2 -> 429" "$(post "/v1/sandboxes/$E/snapshots" "$K" '{"name":"three"}')" 429
+check "... saying to delete one first" grep -q "delete one first" "$T/body"
+is "another tenant cannot delete one -> 404" "$(code -X DELETE -H "Authorization: Bearer $KB" "$U/v1/sandboxes/$E/snapshots/$S1")" 404
+is "nor can anyone delete one that is not there -> 404" "$(code -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$E/snapshots/snp_nosuch")" 404
+is "an id of another shape -> 404" "$(code -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$E/snapshots/x")" 404
+is "the owner deletes the first -> 200" "$(code -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$E/snapshots/$S1")" 200
+is "... it stays as an automatic snapshot of the live sandbox (a later archive may be a delta of it)" \
+	"$(sql "SELECT kind || ' ' || COALESCE(name, '-') FROM snapshots WHERE id='$S1'")" "auto -"
+is "... so its archive is still kept" "$(offer w1 "$W1" "$D1:$OLD")" ""
+is "deleting it again -> 404" "$(code -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$E/snapshots/$S1")" 404
+post "/v1/sandboxes/$E/snapshots" "$K" '{"name":"three"}' >"$T/ncode"
+is "now a third is taken -> 202" "$(cat "$T/ncode")" 202
+S3=$(jget snapshot.id)
+is "a snapshot still being taken cannot be deleted -> 409" "$(code -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$E/snapshots/$S3")" 409
+sim_fetch w1 "$W1"
+post /v1/workers/w1/snapshots "$W1" "{\"snapshot_id\":\"$S3\",\"sandbox\":\"$E\",\"generation\":1,\"digest\":\"$(rdigest)\",\"size\":4096}" >/dev/null
+is "... once taken it is ready" "$(sql "SELECT state FROM snapshots WHERE id='$S3'")" ready
+# the killed sandbox's named snapshot, deleted: its archive is collected
+is "the killed sandbox's named snapshot is deleted -> 200" "$(code -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$N/snapshots/$SNAP")" 200
+is "... its row is gone" "$(sql "SELECT COUNT(*) FROM snapshots WHERE id='$SNAP'")" 0
+is "... and its archive is collected" "$(offer w1 "$W1" "$DN:$OLD")" "$DN"
 
 # in flight: C's pause is open (its worker has not reported): an archive
 # younger than that operation may be the one it will report
