@@ -1,5 +1,6 @@
 /* space snapshot: take a named snapshot of a running sandbox and wait for
- * its digest; space snapshot list: the sandbox's snapshots */
+ * its digest; space snapshot list: the sandbox's snapshots; space
+ * snapshot rm: delete a named one */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -19,13 +20,15 @@
 #define WAIT_MAX        3600
 #define USAGE "SBX [--name N] [--no-wait] [--wait S] [--json]\n" \
 	"       space snapshot list SBX [--json]\n" \
+	"       space snapshot rm SBX SNAPSHOT\n" \
 	"  Archive the files of a running sandbox into the snapshot store and\n" \
 	"  wait until the archive is ready (at most --wait S seconds, default\n" \
 	"  60); prints the snapshot's id, name, state and digest.\n" \
 	"  --name N    a name for it ([A-Za-z0-9_-], at most 64)\n" \
 	"  --no-wait   return once the control plane accepted it\n" \
 	"  list        every snapshot of the sandbox: the named ones and those\n" \
-	"              taken by pause and move"
+	"              taken by pause and move\n" \
+	"  rm          delete a named snapshot (a sandbox holds a bounded number)"
 
 static int
 list_get(struct space_client *c, const char *sbx, struct space_answer *a)
@@ -87,7 +90,7 @@ cmd_snapshot(int argc, char **argv)
 	struct cli_api api = { NULL, NULL };
 	struct space_client *c = NULL;
 	struct space_answer a;
-	char path[SPACE_ID_MAX + 64], id[SPACE_ID_MAX + 1], *end;
+	char path[2 * SPACE_ID_MAX + 64], id[SPACE_ID_MAX + 1], *end;
 	const char *sbx, *name = NULL;
 	json_t *body = NULL, *arr, *s, *found = NULL;
 	long wait = WAIT_DEFAULT;
@@ -99,6 +102,9 @@ cmd_snapshot(int argc, char **argv)
 	space_answer_init(&a);
 	if (argc >= 2 && strcmp(argv[1], "list") == 0) {
 		list = 1;
+		argc--, argv++;
+	} else if (argc >= 2 && strcmp(argv[1], "rm") == 0) {
+		list = 2;
 		argc--, argv++;
 	}
 	optind = 0;
@@ -124,6 +130,27 @@ cmd_snapshot(int argc, char **argv)
 		case 'j': json = 1; break;
 		default: return cli_usage("snapshot", USAGE, ch == 'h');
 		}
+	}
+	if (list == 2) {
+		/* rm SBX SNAPSHOT */
+		if (argc - optind != 2 || !cli_sbx_ok("snapshot", argv[optind])) {
+			if (argc - optind != 2)
+				cli_usage("snapshot", USAGE, 0);
+			return 2;
+		}
+		if (!id_valid(argv[optind + 1])) {
+			fprintf(stderr, "space: snapshot: bad snapshot id '%s'\n", argv[optind + 1]);
+			return 2;
+		}
+		if ((c = cli_client("snapshot", &api)) == NULL)
+			goto out;
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots/%s", argv[optind],
+		    argv[optind + 1]);
+		if (cli_request("snapshot", c, "DELETE", path, NULL, &a) == 0) {
+			printf("%s deleted\n", argv[optind + 1]);
+			ret = 0;
+		}
+		goto out;
 	}
 	if ((sbx = cli_sbx_operand("snapshot", USAGE, argc - optind, argv + optind)) == NULL)
 		return 2;

@@ -67,6 +67,8 @@ usage2 "resume with --to" space resume sbx_x --to w1
 usage2 "resume with --wait 0" space resume sbx_x --wait 0
 usage2 "snapshot with a bad --name" space snapshot sbx_x --name 'a b'
 usage2 "snapshot list without SBX" space snapshot list
+usage2 "snapshot rm without SNAPSHOT" space snapshot rm sbx_x
+usage2 "snapshot rm with a bad id" space snapshot rm sbx_x 'a b'
 usage2 "timeout with a bad --idle" space timeout sbx_x --idle -1
 usage2 "timeout with a bad --action" space timeout sbx_x --action stop
 usage2 "demo with an argument" space demo extra

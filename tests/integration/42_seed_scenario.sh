@@ -227,6 +227,15 @@ import json, sys
 s = [x for x in json.loads(sys.argv[1])["snapshots"] if x["name"] == "seedtest"]
 assert len(s) == 1 and s[0]["state"] == "ready" and len(s[0]["digest"]) == 64, s' \
 	"$(sp snapshot list "$SBX" --json 2>&1)"
+SNID=$(sp snapshot list "$SBX" --json 2>/dev/null | python3 -c '
+import json, sys
+print([x for x in json.load(sys.stdin)["snapshots"] if x["name"] == "seedtest"][0]["id"])')
+is "space snapshot rm deletes the named snapshot" "$(sp snapshot rm "$SBX" "$SNID" 2>&1)" "$SNID deleted"
+is "... which the list shows without its name" "$(sp snapshot list "$SBX" --json 2>&1 | python3 -c '
+import json, sys
+print([x["name"] for x in json.load(sys.stdin)["snapshots"] if x["id"] == sys.argv[1]])' "$SNID")" "[None]"
+out=$(sp snapshot rm "$SBX" "$SNID" 2>&1); rc=$?
+check "... and a second rm fails (exit $rc)" test "$rc" != 0
 out=$(sp timeout "$SBX" --idle 3600 --json 2>&1)
 is "timeout --idle sets idle" "$(jfield "$out" idle) $(jfield "$out" action)" "3600 pause"
 out=$(sp timeout "$SBX" --absolute 7200 --json 2>&1)
