@@ -65,7 +65,10 @@ struct conn {
 	size_t nsniff;
 	bool client_eof, up_eof;
 	bool one_request;               /* the console's: one request, then close */
+	char *ubuf;                     /* the gateway's bytes on their way to the client */
 };
+
+static int upstream_bytes(struct conn *c, const char *p, size_t n);
 
 static uint64_t
 now_ms(void)
@@ -105,6 +108,51 @@ edge_send_all(int fd, const void *p, size_t n)
 			return -1;
 		b += w;
 		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Client bytes to the gateway. While the gateway takes no more (its
+ * service is busy writing an answer), what it sends is read and passed
+ * to the client: a send that only waited would wait on a service that
+ * waits on us, both until the idle timeout (a pipelined client, a
+ * WebSocket echo). */
+static int
+up_send(struct conn *c, const void *p, size_t n)
+{
+	const char *b = p;
+
+	while (n > 0) {
+		struct pollfd pf;
+		ssize_t w = send(c->ufd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int r;
+
+		if (w > 0) {
+			b += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+			return -1;
+		pf = (struct pollfd){ .fd = c->ufd, .events = POLLOUT | (c->up_eof ? 0 : POLLIN) };
+		r = poll(&pf, 1, c->e->cfg.idle_timeout * 1000);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;      /* nothing moved for the idle timeout */
+		if (!c->up_eof && (pf.revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t k = recv(c->ufd, c->ubuf, UBUF_CAP, MSG_DONTWAIT);
+
+			if (k < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (k <= 0)
+				return -1;      /* the gateway is done: so is the client */
+			c->last_io = now_ms();
+			if (upstream_bytes(c, c->ubuf, (size_t)k) < 0)
+				return -1;
+		}
 	}
 	return 0;
 }
@@ -208,7 +256,7 @@ forward_head(struct conn *c, const char *buf, size_t len, const struct reqhead *
 	}
 	memcpy(out + n, "\r\n", 2);
 	n += 2;
-	rc = edge_send_all(c->ufd, out, n);
+	rc = up_send(c, out, n);
 	sodium_memzero(out, len);
 	free(out);
 	return rc;
@@ -516,7 +564,7 @@ client_bytes(struct conn *c)
 			size_t k = (int64_t)c->chave < c->body_left ? c->chave : (size_t)c->body_left;
 			if (k == 0)
 				return 0;
-			if (edge_send_all(c->ufd, c->cbuf, k) < 0)
+			if (up_send(c, c->cbuf, k) < 0)
 				return -1;
 			consume(c, k);
 			c->body_left -= (int64_t)k;
@@ -537,7 +585,7 @@ client_bytes(struct conn *c)
 				atomic_fetch_add(&c->e->st.refused[REF_BAD_HEAD], 1);
 				return -1;
 			}
-			if (k > 0 && edge_send_all(c->ufd, c->cbuf, (size_t)k) < 0)
+			if (k > 0 && up_send(c, c->cbuf, (size_t)k) < 0)
 				return -1;
 			consume(c, (size_t)k);
 			if (done)
@@ -547,7 +595,7 @@ client_bytes(struct conn *c)
 		case S_RAW:
 			if (c->chave == 0)
 				return 0;
-			if (edge_send_all(c->ufd, c->cbuf, c->chave) < 0)
+			if (up_send(c, c->cbuf, c->chave) < 0)
 				return -1;
 			c->chave = 0;
 			return 0;
@@ -703,6 +751,7 @@ edge_conn_main(void *arg)
 	send_timeout(c.cfd, c.e->cfg.idle_timeout);
 	if ((c.cbuf = malloc(CBUF_CAP)) == NULL || (ubuf = malloc(UBUF_CAP)) == NULL)
 		goto out;
+	c.ubuf = ubuf;
 	if (first_head(&c, &hlen) < 0 || first_request(&c, hlen) <= 0)
 		goto out;
 	c.last_io = now_ms();

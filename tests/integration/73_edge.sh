@@ -43,6 +43,12 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b)
     def do_GET(self):
+        if self.path == "/big":
+            self.send_response(200)
+            self.send_header("Content-Length", str(4 << 20))
+            self.end_headers()
+            self.wfile.write(b"x" * (4 << 20))
+            return
         self.answer()
     def do_POST(self):
         if self.headers.get("Transfer-Encoding") == "chunked":
@@ -172,6 +178,34 @@ async def main():
 asyncio.run(main())
 EOF
 is "a WebSocket through the edge echoes both messages" "$(tr '\n' '|' <"$T/ws")" "echo: one|echo: two|"
+# a client that pipelines requests while it reads the answers, to a
+# service that reads the next request only once it wrote its answer: the
+# edge must read the answers while the service takes no more requests,
+# or both wait on each other until the idle timeout
+/usr/bin/python3 - "$EP" "8081-$SBX.$DOM" >"$T/pipe" 2>&1 <<'EOF'
+import socket, sys, threading, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+head = ("GET /big HTTP/1.1\r\nHost: %s\r\n\r\n" % sys.argv[2]).encode()
+def send():
+    try:
+        s.sendall(head * ((64 << 20) // len(head)))
+    except OSError:
+        pass
+threading.Thread(target=send, daemon=True).start()
+s.settimeout(30)
+got, want = 0, 96 << 20
+try:
+    while got < want:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        got += len(b)
+except socket.timeout:
+    pass
+print("flowing" if got >= want else "stalled after %d bytes" % got)
+EOF
+is "64 MiB of pipelined requests for 4 MiB answers, answers read meanwhile: they keep coming" \
+	"$(cat "$T/pipe")" "flowing"
 
 # ---- every request on a kept-alive connection is authorized ----
 # one connection, steps in order: "req FIELD" (a request with that field,
