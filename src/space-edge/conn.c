@@ -457,6 +457,17 @@ out:
 	return ret;
 }
 
+/* a refusal said once the answers before it are out: the gateway is
+ * half-closed and read to its end (S_REFUSE); up is the connection's */
+static void
+defer_refusal(struct conn *c, struct edge_upstream *up)
+{
+	c->refusal = up;
+	c->state = S_REFUSE;
+	c->refuse_dl = now_ms() + c->e->cfg.head_timeout * 1000ull;
+	(void)shutdown(c->ufd, SHUT_WR);
+}
+
 /* a later request's own credential, checked (route.c edge_authorize):
  * 0 admitted; 1 refused, its answer waiting for the answers before it
  * (S_REFUSE: the gateway is half-closed, read to its end, then the
@@ -487,10 +498,7 @@ authorize(struct conn *c, const struct reqhead *h)
 			return 0;
 		}
 	}
-	c->refusal = up;
-	c->state = S_REFUSE;
-	c->refuse_dl = now_ms() + c->e->cfg.head_timeout * 1000ull;
-	(void)shutdown(c->ufd, SHUT_WR);
+	defer_refusal(c, up);
 	return 1;
 }
 
@@ -541,6 +549,22 @@ client_bytes(struct conn *c)
 				/* never another sandbox on this upstream */
 				refuse(c, REF_OTHER_HOST, 421, "one connection serves one host", false);
 				ok = false;
+			} else if (h->upgrade) {
+				/* a protocol switch opens its own connection: as
+				 * a later request, the gateway's next bytes could be
+				 * an earlier answer still on its way, and one whose
+				 * body reads "HTTP/1.1 101" would turn the rest of
+				 * the connection raw, unchecked */
+				struct edge_upstream *up = calloc(1, sizeof(*up));
+
+				free(h);
+				if (up == NULL)
+					return -1;
+				up->status = 400;
+				snprintf(up->message, sizeof(up->message),
+				    "a protocol upgrade must be the first request of its connection");
+				defer_refusal(c, up);
+				return 0;
 			} else {
 				int a = authorize(c, h);
 				if (a > 0) {

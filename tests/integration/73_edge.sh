@@ -28,7 +28,7 @@ SBX=$(space create 2>"$T/err"); rc=$?
 is "space create" "$rc" 0
 W0=$(space show "$SBX" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["execution"]["worker"])' 2>/dev/null)
 cat >"$T/srv.py" <<'EOF'
-import asyncio, http.server, json, threading
+import asyncio, http.server, json, threading, time
 import websockets
 
 class H(http.server.BaseHTTPRequestHandler):
@@ -43,6 +43,17 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b)
     def do_GET(self):
+        if self.path == "/slow101":
+            # an answer whose body, sent a moment after its head, reads
+            # like the head of a protocol switch
+            b = b"HTTP/1.1 101 Switching Protocols\r\n\r\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(b)))
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(1.5)
+            self.wfile.write(b)
+            return
         if self.path == "/big":
             self.send_response(200)
             self.send_header("Content-Length", str(4 << 20))
@@ -206,6 +217,40 @@ print("flowing" if got >= want else "stalled after %d bytes" % got)
 EOF
 is "64 MiB of pipelined requests for 4 MiB answers, answers read meanwhile: they keep coming" \
 	"$(cat "$T/pipe")" "flowing"
+# an upgrade asked as a later request, while the answer before it is on
+# its way, and that answer's body reads like a 101: the connection must
+# not turn raw (after which a request without any credential would reach
+# the private port); the upgrade is refused once the answer is out
+/usr/bin/python3 - "$EP" "8080-$SBX.$DOM" "$SPACE_API_KEY" >"$T/up101" 2>&1 <<'EOF'
+import socket, sys, time
+port, host, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(("GET /slow101 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n" % (host, key)).encode())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(4096)
+s.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+           "Sec-WebSocket-Version: 13\r\n\r\n" % (host, key)).encode())
+time.sleep(2.5)
+try:
+    s.sendall(("GET /nocred HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
+except OSError:
+    pass
+s.settimeout(5)
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        buf += b
+except OSError:
+    pass
+print("served without a credential" if b'"path": "/nocred"' in buf else "not served")
+print("upgrade refused" if b"HTTP/1.1 400" in buf and b"first request" in buf else "upgrade not refused")
+EOF
+is "an upgrade behind an answer whose body reads like a 101: the request after it is not served unchecked" \
+	"$(tr '\n' '|' <"$T/up101")" "not served|upgrade refused|"
 
 # ---- every request on a kept-alive connection is authorized ----
 # one connection, steps in order: "req FIELD" (a request with that field,
