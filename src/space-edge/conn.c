@@ -192,6 +192,8 @@ refusal_of(unsigned status)
 	case 403: return REF_FORBIDDEN;
 	case 404: return REF_NOT_FOUND;
 	case 409: return REF_CONFLICT;
+	case 421: return REF_OTHER_HOST;
+	case 431: return REF_HEAD_TOO_LARGE;
 	case 503: return REF_UNAVAILABLE;
 	default:  return REF_BAD_GATEWAY;
 	}
@@ -468,6 +470,21 @@ defer_refusal(struct conn *c, struct edge_upstream *up)
 	(void)shutdown(c->ufd, SHUT_WR);
 }
 
+/* a later request refused by the edge itself, said once the answers
+ * before it are out (never in the middle of one): 0, -1 close now */
+static int
+defer_status(struct conn *c, unsigned status, const char *msg)
+{
+	struct edge_upstream *up = calloc(1, sizeof(*up));
+
+	if (up == NULL)
+		return -1;
+	up->status = status;
+	snprintf(up->message, sizeof(up->message), "%s", msg);
+	defer_refusal(c, up);
+	return 0;
+}
+
 /* a later request's own credential, checked (route.c edge_authorize):
  * 0 admitted; 1 refused, its answer waiting for the answers before it
  * (S_REFUSE: the gateway is half-closed, read to its end, then the
@@ -522,7 +539,7 @@ client_bytes(struct conn *c)
 			struct reqhead *h;
 			const char *why;
 			size_t end;
-			int ok;
+			int ok = 1;
 
 			if (c->chave == 0)
 				return 0;
@@ -532,39 +549,35 @@ client_bytes(struct conn *c)
 				c->head_start = now_ms();
 			end = reqhead_end(c->cbuf, c->chave < REQHEAD_MAX ? c->chave : REQHEAD_MAX);
 			if (end == 0) {
-				if (c->chave >= REQHEAD_MAX) {
-					refuse(c, REF_HEAD_TOO_LARGE, 431, "request head too large", false);
-					return -1;
-				}
+				/* the edge's own refusals of a later request wait
+				 * for the answers before it: said at once, they
+				 * would land inside one still streaming */
+				if (c->chave >= REQHEAD_MAX)
+					return defer_status(c, 431, "request head too large");
 				return 0;
 			}
 			if ((h = malloc(sizeof(*h))) == NULL)
 				return -1;
 			atomic_fetch_add(&c->e->st.requests, 1);
-			ok = reqhead_parse(c->cbuf, end, h, &why) == 0;
-			if (!ok)
-				refuse(c, REF_BAD_HEAD, 400, why, false);
-			else if (h->f[h->host].value_len != c->host_len ||
+			if (reqhead_parse(c->cbuf, end, h, &why) != 0) {
+				free(h);
+				return defer_status(c, 400, why);
+			}
+			if (h->f[h->host].value_len != c->host_len ||
 			    strncasecmp(h->f[h->host].value, c->host, c->host_len) != 0) {
 				/* never another sandbox on this upstream */
-				refuse(c, REF_OTHER_HOST, 421, "one connection serves one host", false);
-				ok = false;
-			} else if (h->upgrade) {
+				free(h);
+				return defer_status(c, 421, "one connection serves one host");
+			}
+			if (h->upgrade) {
 				/* a protocol switch opens its own connection: as
 				 * a later request, the gateway's next bytes could be
 				 * an earlier answer still on its way, and one whose
 				 * body reads "HTTP/1.1 101" would turn the rest of
 				 * the connection raw, unchecked */
-				struct edge_upstream *up = calloc(1, sizeof(*up));
-
 				free(h);
-				if (up == NULL)
-					return -1;
-				up->status = 400;
-				snprintf(up->message, sizeof(up->message),
+				return defer_status(c, 400,
 				    "a protocol upgrade must be the first request of its connection");
-				defer_refusal(c, up);
-				return 0;
 			} else {
 				int a = authorize(c, h);
 				if (a > 0) {

@@ -251,6 +251,30 @@ print("upgrade refused" if b"HTTP/1.1 400" in buf and b"first request" in buf el
 EOF
 is "an upgrade behind an answer whose body reads like a 101: the request after it is not served unchecked" \
 	"$(tr '\n' '|' <"$T/up101")" "not served|upgrade refused|"
+# the edge's own refusal of a later request waits for the answer before
+# it: said at once, it landed inside that answer's body
+/usr/bin/python3 - "$EP" "8080-$SBX.$DOM" "$SPACE_API_KEY" "8081-$SBX.$DOM" >"$T/splice" 2>&1 <<'EOF'
+import socket, sys
+port, host, key, other = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(("GET /slow101 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n" % (host, key)).encode())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(4096)
+s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % other).encode())
+s.settimeout(10)
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        buf += b
+except OSError:
+    pass
+rest = buf.split(b"\r\n\r\n", 1)[1]
+print("whole, then 421" if rest.startswith(b"HTTP/1.1 101 Switching Protocols\r\n\r\nHTTP/1.1 421") else repr(rest[:48]))
+EOF
+is "another Host behind an answer still streaming: that answer whole, then 421" "$(cat "$T/splice")" "whole, then 421"
 
 # ---- every request on a kept-alive connection is authorized ----
 # one connection, steps in order: "req FIELD" (a request with that field,
