@@ -17,9 +17,14 @@ pg_sandbox_refusals_add(struct store *s, const char *worker, const char *sandbox
 	    " (sandbox, refresh_route, deny, expired) SELECT $1, $2, $3, $4"
 	    " WHERE EXISTS (SELECT 1 FROM executions WHERE sandbox = $1 AND worker = $5)"
 	    " ON CONFLICT (sandbox) DO UPDATE SET"
-	    " refresh_route = sandbox_refusals.refresh_route + excluded.refresh_route,"
-	    " deny = sandbox_refusals.deny + excluded.deny,"
-	    " expired = sandbox_refusals.expired + excluded.expired",
+	    /* saturating: a sum past the bigint's bound stays there (one
+	     * worker's reports must not make every later one fail) */
+	    " refresh_route = LEAST(sandbox_refusals.refresh_route,"
+	    "  9223372036854775807 - excluded.refresh_route) + excluded.refresh_route,"
+	    " deny = LEAST(sandbox_refusals.deny, 9223372036854775807 - excluded.deny)"
+	    "  + excluded.deny,"
+	    " expired = LEAST(sandbox_refusals.expired, 9223372036854775807 - excluded.expired)"
+	    "  + excluded.expired",
 	    "siiis", sandbox, n[0], n[1], n[2], worker);
 
 	return rc < 0 ? rc : q->changes > 0;

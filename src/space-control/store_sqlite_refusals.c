@@ -19,8 +19,12 @@ sq_sandbox_refusals_add(struct store *s, const char *worker, const char *sandbox
 	    " (sandbox, refresh_route, deny, expired) SELECT ?1, ?2, ?3, ?4"
 	    " WHERE EXISTS (SELECT 1 FROM executions WHERE sandbox = ?1 AND worker = ?5)"
 	    " ON CONFLICT (sandbox) DO UPDATE SET"
-	    " refresh_route = refresh_route + excluded.refresh_route,"
-	    " deny = deny + excluded.deny, expired = expired + excluded.expired",
+	    /* saturating: a sum past INT64_MAX stays there (SQLite would
+	     * turn it into a REAL, PostgreSQL refuse the statement) */
+	    " refresh_route = MIN(refresh_route, 9223372036854775807 - excluded.refresh_route)"
+	    "  + excluded.refresh_route,"
+	    " deny = MIN(deny, 9223372036854775807 - excluded.deny) + excluded.deny,"
+	    " expired = MIN(expired, 9223372036854775807 - excluded.expired) + excluded.expired",
 	    "siiis", sandbox, n[0], n[1], n[2], worker));
 
 	return rc < 0 ? rc : sqlite3_changes(DB(s)) > 0;

@@ -70,6 +70,15 @@ is "a heartbeat of a stale incarnation adds nothing (409)" \
 	"$(post "/v1/workers/$WS/heartbeat" "$WC" "{\"incarnation\":\"old\",\"refusals\":[{\"sandbox\":\"$S\",\"deny\":9}]}")" 409
 is "unchanged" "$(counts "$K" "$S")" "3 65 3"
 is "the list does not carry them" "$(get /v1/sandboxes "$K" >/dev/null; jget sandboxes.0.refusals)" ""
+# a counter driven to the integer's bound (by a worker that once ran the
+# sandbox, reporting the most it may, many times) stays there: the next
+# report of any worker is still taken
+sql "UPDATE sandbox_refusals SET deny = 9223372036854775807 - 1099511627776 WHERE sandbox = '$S'" >/dev/null
+is "a report that reaches the bound" "$(hb "$WS" "$WC" "[{\"sandbox\":\"$S\",\"deny\":1099511627776}]")" 200
+is "one past it: still taken" "$(hb "$WS" "$WC" "[{\"sandbox\":\"$S\",\"deny\":1},{\"sandbox\":\"$S\",\"refresh_route\":1}]")" 200
+is "the count stays at the bound, an integer" "$(counts "$K" "$S")" "4 9223372036854775807 3"
+sql "UPDATE sandbox_refusals SET deny = 65 WHERE sandbox = '$S'" >/dev/null
+sql "UPDATE sandbox_refusals SET refresh_route = 3 WHERE sandbox = '$S'" >/dev/null
 
 ctl_stop
 ctl_start --heartbeat-timeout 3600
