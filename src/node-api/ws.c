@@ -30,7 +30,10 @@
  * Memory per stream is bounded: sbx-manager is read only while wslay's
  * send queue holds less than WS_QUEUE_MAX bytes, and the client is read
  * only while nothing is waiting to go to sbx-manager (what one read of
- * wslay's 4 KiB buffer holds at most, bounded by WS_TO_MGR_MAX). */
+ * wslay's 4 KiB buffer holds at most, bounded by WS_TO_MGR_MAX) and
+ * while that queue holds less than WS_QUEUE_MAX bytes and WS_QUEUE_MSGS
+ * messages (wslay answers each ping with a pong it queues: a client that
+ * pings and never reads would grow it without end). */
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -55,6 +58,7 @@
 #include "stream_json.h"
 
 #define WS_QUEUE_MAX    (256u << 10)    /* bytes queued towards the client */
+#define WS_QUEUE_MSGS   1024u           /* messages queued towards it (pongs) */
 #define WS_TO_MGR_MAX   (SPACE_STREAM_PAYLOAD_MAX + (64u << 10))
 #define WS_CLOSE_WAIT_MS 5000           /* for the client's close after ours */
 #define WS_LINGER_MS    2000            /* draining the client after our FIN */
@@ -112,6 +116,14 @@ ws_free(struct ws_stream *ws)
 	free(ws);
 }
 
+/* the client's queue, what wslay has to send it, is as full as it may be */
+static bool
+client_queue_full(wslay_event_context_ptr ctx)
+{
+	return wslay_event_get_queued_msg_length(ctx) >= WS_QUEUE_MAX ||
+	    wslay_event_get_queued_msg_count(ctx) >= WS_QUEUE_MSGS;
+}
+
 static ssize_t
 recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
@@ -120,8 +132,9 @@ recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *
 
 	(void)flags;
 	/* flow control: nothing more from the client while what it sent
-	 * before has not gone on to sbx-manager */
-	if (frame_wr_pending(&ws->mwr) > 0) {
+	 * before has not gone on to sbx-manager, nor while what we have to
+	 * send it (its pongs, too) waits for it to read */
+	if (frame_wr_pending(&ws->mwr) > 0 || client_queue_full(ctx)) {
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
 		return -1;
 	}
@@ -367,7 +380,8 @@ ws_thread(void *arg)
 		if (!wslay_event_want_read(ws->ctx) && !wslay_event_want_write(ws->ctx))
 			break;
 		pf[0] = (struct pollfd){ .fd = ws->sfd };
-		if (wslay_event_want_read(ws->ctx) && frame_wr_pending(&ws->mwr) == 0)
+		if (wslay_event_want_read(ws->ctx) && frame_wr_pending(&ws->mwr) == 0 &&
+		    !client_queue_full(ws->ctx))
 			pf[0].events |= POLLIN;
 		if (wslay_event_want_write(ws->ctx))
 			pf[0].events |= POLLOUT;

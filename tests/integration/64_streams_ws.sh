@@ -73,6 +73,13 @@ if [ "$($PROBE status "$NU/v1/sandboxes/$S/processes/stream?args=$ARGS" "$CAP")"
 	t0=$(ticks "$N1"); sleep 2; t1=$(ticks "$N1")
 	diag "node-api's CPU over 2 s after it: $((t1 - t0)) ticks ($OUT)"
 	check "... node-api is not spinning (under 50 ticks of CPU in 2 s; a spin takes about 200)" test $((t1 - t0)) -lt 50
+	# pings that are never read: their pongs must not pile up in node-api
+	rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+	R0=$(rss "$N1")
+	OUT=$($PROBE pingflood "$WU/v1/sandboxes/$S/processes/stream?args=$SLP2" "$CAP")
+	R1=$(rss "$N1")
+	diag "node-api's RSS $R0 -> $R1 KiB after $OUT bytes of pings never read"
+	check "pings never read: node-api grows by under 32 MiB ($R0 -> $R1 KiB, $OUT bytes)" test $((R1 - R0)) -lt 32768
 	for c in unmasked:1002 oversized:1009 continuation:1002 badutf8:1007 badkind:1007 outkind:4400 reserved:1002 badjson:1007; do
 		is "a ${c%%:*} frame: close ${c#*:}" \
 		    "$($PROBE raw "$WU/v1/sandboxes/$S/processes/stream?args=$CAT" "$CAP" "${c%%:*}")" "close ${c#*:}"

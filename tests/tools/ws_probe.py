@@ -25,6 +25,7 @@ would send). Prints one line per thing it saw; the test compares them.
   ws_probe.py hold URL TOKEN SECONDS
       opens, waits SECONDS while reading, prints what run prints
   ws_probe.py floodreset URL TOKEN
+  ws_probe.py pingflood URL TOKEN     (pings, never reading the answers)
       opens with a raw socket, sends stdin until the stream stops taking
       it, then resets the connection; prints "reset after N"
 """
@@ -258,6 +259,32 @@ def flood_reset(url, token):
     print("reset after %d" % sent)
 
 
+def ping_flood(url, token):
+    """opens, then sends empty pings and never reads, up to 32 MiB of
+    them or until the stream stops taking them for 2 s; prints how many
+    bytes went, then resets the connection"""
+    s, _ = opened(url, token)
+    if s is None:
+        return
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    chunk = frame(9, b"") * 4096
+    sent, off, stuck = 0, 0, 0
+    while stuck < 200 and sent < (32 << 20):
+        try:
+            n = s.send(chunk[off:])
+        except BlockingIOError:
+            stuck += 1
+            time.sleep(0.01)
+            continue
+        stuck = 0
+        sent += n
+        off = (off + n) % len(chunk)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    print("sent %d" % sent)
+
+
 def main():
     if sys.argv[1] == "churn":
         asyncio.run(churn())
@@ -296,6 +323,8 @@ def main():
         raw(url, token, sys.argv[4])
     elif mode == "floodreset":
         flood_reset(url, token)
+    elif mode == "pingflood":
+        ping_flood(url, token)
 
 
 main()
