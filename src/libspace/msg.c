@@ -263,6 +263,10 @@ msg_request_decode(const void *buf, size_t len, enum msg_form form,
 		*why = "args must be an object";
 		goto out;
 	}
+	if (!msg_json_depth_ok(v, SPACE_ARGS_DEPTH_MAX)) {
+		*why = "args nest deeper than SPACE_ARGS_DEPTH_MAX";
+		goto out;
+	}
 	if (form == MSG_FORM_TOKEN) {
 		v = json_object_get(o, "token");
 		if (!json_is_string(v) || json_string_length(v) == 0 ||
@@ -294,6 +298,29 @@ out:
 	if (r < 0)
 		msg_request_free(out);
 	return r;
+}
+
+bool
+msg_json_depth_ok(const json_t *v, unsigned max)
+{
+	const char *k;
+	json_t *e;
+	size_t i;
+
+	if (!json_is_object(v) && !json_is_array(v))
+		return true;
+	if (max == 0)
+		return false;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, e)
+			if (!msg_json_depth_ok(e, max - 1))
+				return false;
+		return true;
+	}
+	json_object_foreach((json_t *)v, k, e)
+		if (!msg_json_depth_ok(e, max - 1))
+			return false;
+	return true;
 }
 
 int

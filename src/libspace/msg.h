@@ -57,6 +57,11 @@ int msg_request_encode(const struct msg_request *m, enum msg_form form,
     char **out, size_t *out_len);
 /* wipes the token, drops args */
 void msg_request_free(struct msg_request *m);
+
+/* whether v nests arrays and objects at most max deep (v itself is 1):
+ * what every hop that encodes args again recurses through, so bounded
+ * before any does (a thread's stack ends at a few hundred levels) */
+bool msg_json_depth_ok(const json_t *v, unsigned max);
 /* the ACC_* bits the request needs, all of them: op_access(), plus ACC_PTY
  * for a proc.start whose args hold a "pty" that is not null. Every hop that
  * admits a request asks this, not op_access(). */

@@ -566,9 +566,10 @@ ws_args(struct MHD_Connection *c, struct req *r, const char **why)
 			return NULL;
 		}
 		a = json_loads(q, JSON_REJECT_DUPLICATES, &je);
-		if (!json_is_object(a) || json_object_get(a, "attach") != NULL) {
+		if (!json_is_object(a) || json_object_get(a, "attach") != NULL ||
+		    !msg_json_depth_ok(a, SPACE_ARGS_DEPTH_MAX)) {
 			json_decref(a);
-			*why = "args must be a JSON object without \"attach\"";
+			*why = "args must be a JSON object without \"attach\", not nested too deep";
 			return NULL;
 		}
 		return a;
@@ -907,6 +908,11 @@ handler(void *cls, struct MHD_Connection *c, const char *url, const char *method
 		if (args == NULL || !json_is_object(args)) {
 			json_decref(args);
 			return respond_error(c, r, 400, "bad_request", NULL, "body must be a JSON object");
+		}
+		if (!msg_json_depth_ok(args, SPACE_ARGS_DEPTH_MAX)) {
+			json_decref(args);
+			return respond_error(c, r, 400, "bad_request", NULL,
+			    "body nests arrays and objects too deep");
 		}
 		/* the process named by the path; one in the body is refused
 		 * rather than silently chosen between */

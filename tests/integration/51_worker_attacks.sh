@@ -79,8 +79,13 @@ head -c 1100000 /dev/zero | tr '\0' ' ' >"$T/bigbody"
 is "other JSON body over SPACE_HTTP_BODY_MAX -> 413" "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $CAPA" --data-binary @"$T/bigbody" "$NU/v1/sandboxes/$A/fs/mkdir")" 413
 is "body that is not a JSON object -> 400" "$(napi POST exec --data-binary '["argv"]')" 400
 is "duplicate JSON keys -> 400" "$(napi POST exec --data-binary '{"argv":["true"],"argv":["id"]}')" 400
+# args nested 1,500 deep: every hop that encodes them again recurses once
+# a level (sbx-manager, root, on a 256 KiB thread stack)
+python3 -c 'print("{\"path\":\"/tmp/d\",\"x\":" + "[" * 1500 + "]" * 1500 + "}")' >"$T/deep"
+is "a body nested 1,500 deep -> 400" "$(napi POST fs/mkdir --data-binary @"$T/deep")" 400
 is "unknown route -> 404" "$(curl -s -o /dev/null -w '%{http_code}' "$NU/v1/other")" 404
 is "none of the above reached sbx-manager" "$(mgr_requests)" "$before"
+check "sbx-manager is the same process" alive "$M1"
 
 # ---- the comparator, from the attacker's side ----
 S=$B CAP=$CAPA

@@ -105,6 +105,31 @@ test_request(void)
 	is_int(req("{\"op\":\"exec\",\"sandbox\":\"s\",\"token\":\"t\",\"args\":{}} {}", MSG_FORM_TOKEN, &m),
 	    -EINVAL, "trailing bytes refused");
 	is_int(req("[{\"op\":\"exec\"}]", MSG_FORM_TOKEN, &m), -EINVAL, "an array is not a REQUEST");
+	{
+		/* args nested: the bound counts args itself as 1 */
+		char deep[4 * SPACE_ARGS_DEPTH_MAX + 128];
+		size_t o = 0;
+		int d;
+
+		o += (size_t)snprintf(deep + o, sizeof(deep) - o,
+		    "{\"op\":\"exec\",\"sandbox\":\"s\",\"token\":\"t\",\"args\":{\"x\":");
+		for (d = 0; d < SPACE_ARGS_DEPTH_MAX - 1; d++)
+			deep[o++] = '[';
+		for (d = 0; d < SPACE_ARGS_DEPTH_MAX - 1; d++)
+			deep[o++] = ']';
+		o += (size_t)snprintf(deep + o, sizeof(deep) - o, "}}");
+		is_int(req(deep, MSG_FORM_TOKEN, &m), 0, "args nested SPACE_ARGS_DEPTH_MAX deep decode");
+		msg_request_free(&m);
+		o = 0;
+		o += (size_t)snprintf(deep + o, sizeof(deep) - o,
+		    "{\"op\":\"exec\",\"sandbox\":\"s\",\"token\":\"t\",\"args\":{\"x\":");
+		for (d = 0; d < SPACE_ARGS_DEPTH_MAX; d++)
+			deep[o++] = '[';
+		for (d = 0; d < SPACE_ARGS_DEPTH_MAX; d++)
+			deep[o++] = ']';
+		o += (size_t)snprintf(deep + o, sizeof(deep) - o, "}}");
+		is_int(req(deep, MSG_FORM_TOKEN, &m), -EINVAL, "... one level more refused");
+	}
 
 	/* the claims form: the claims object, one spelling */
 	is_int(req("{\"op\":\"fs.read\",\"sandbox\":\"sbx_1\",\"claims\":" CLAIMS ",\"args\":{}}",
