@@ -190,6 +190,13 @@ cgroup_set_limits(const struct cgroup *cg, const struct cgroup_limits *l)
 		return r;
 	/* memory+swap too when the kernel accounts swap */
 	(void)write_str(cg->path[CG_MEMORY], "memory.memsw.limit_in_bytes", v);
+	/* socket buffers: v1 charges them only once this limit is set, and
+	 * then apart from memory.limit_in_bytes (v2 counts them in
+	 * memory.max). Unset, a sandbox's TCP buffers grew to the host's
+	 * tcp_mem, every other process's pressure */
+	if (write_str(cg->path[CG_MEMORY], "memory.kmem.tcp.limit_in_bytes", v) < 0)
+		log_warnx("%s: socket buffers not limited (memory.kmem.tcp.limit_in_bytes)",
+		    cg->path[CG_MEMORY]);
 	snprintf(v, sizeof(v), "%u", l->pids);
 	if ((r = write_str(cg->path[CG_PIDS], "pids.max", v)) < 0)
 		return r;

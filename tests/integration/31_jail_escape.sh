@@ -178,6 +178,32 @@ while True:
 is "memory hog is OOM-killed (SIGKILL)" "$(field "$o" body.result.signal)" "9"
 is "... and reported as oom_killed" "$(field "$o" body.result.oom_killed)" "true"
 is "bridge answers after the OOM kill" "$(out_of "$(run "$A" 'echo fine')")" "fine"
+# socket buffers are memory too: loopback connections filled until they
+# take no more hold at most the sandbox's 128 MiB (cgroup v1 charges them
+# only under memory.kmem.tcp.limit_in_bytes; unset, they grew to the
+# host's tcp_mem, gigabytes)
+o=$(py "$B" '
+import socket
+L = socket.socket(); L.bind(("127.0.0.1", 0)); L.listen(64); s = []; q = 0
+for _ in range(48):
+    a = socket.create_connection(L.getsockname()); b, _ = L.accept()
+    a.setblocking(False); s += [a, b]
+    try:
+        while True:
+            q += a.send(b"x" * 65536)
+    except OSError:
+        pass
+print(q)')
+Q=$(out_of "$o")
+# v1: the jail's memory group is under the one spaced-host started in (ours)
+MCG=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+TCPU=$(cat "/sys/fs/cgroup/memory${MCG%/}/space/$B.g1/memory.kmem.tcp.max_usage_in_bytes" 2>/dev/null || echo v2)
+diag "B queued $Q bytes in its sockets; its TCP memory peak: $TCPU"
+check "socket buffers filled until they take no more: at most 160 MiB queued ($Q bytes)" \
+	test "${Q:-999999999999}" -le $((160 * 1048576))
+# (the kernel forces a few charges past the limit: ACKs, page rounding)
+[ "$TCPU" = v2 ] || check "... charged to the sandbox (memory.kmem.tcp peak $TCPU, limit 128 MiB)" \
+	test "$TCPU" -gt 0 -a "$TCPU" -le $((144 * 1048576))
 
 # ---- disk: a 10 GiB write ends with ENOSPC, the host disk is untouched ----
 before=$(df -k --output=avail "$W" | tail -1)
