@@ -83,6 +83,46 @@ load_incarnation(struct mgr_config *cfg, const char *resident)
 
 /* the credential file, opened here and handed to the control client,
  * which alone reads it (ctlchild.c); this process never maps it */
+/* Every sandbox's terminals come from one pool, kernel.pty.max less
+ * kernel.pty.reserve (4096 - 1024 by default); each may open at most
+ * SPACE_JAIL_PTYS_MAX. The pool is raised to hold that many for every
+ * sandbox of this worker (a limit is only raised, never lowered). */
+static void
+pty_pool_raise(unsigned capacity)
+{
+	unsigned long max = 0, reserve = 0, want;
+	bool written;
+	FILE *f;
+
+	if ((f = fopen("/proc/sys/kernel/pty/max", "r")) != NULL) {
+		if (fscanf(f, "%lu", &max) != 1)
+			max = 0;
+		fclose(f);
+	}
+	if ((f = fopen("/proc/sys/kernel/pty/reserve", "r")) != NULL) {
+		if (fscanf(f, "%lu", &reserve) != 1)
+			reserve = 0;
+		fclose(f);
+	}
+	want = reserve + (unsigned long)capacity * SPACE_JAIL_PTYS_MAX;
+	if (want > (1ul << 20))
+		want = 1ul << 20;       /* the kernel's bound */
+	if (max == 0 || max >= want)
+		return;
+	written = (f = fopen("/proc/sys/kernel/pty/max", "w")) != NULL;
+	if (f != NULL && fprintf(f, "%lu\n", want) < 0)
+		written = false;
+	if (f != NULL && fclose(f) != 0)
+		written = false;
+	if (!written) {
+		log_warnx("kernel.pty.max is %lu: sandboxes share %lu terminals (raising it to %lu "
+		    "failed)", max, max > reserve ? max - reserve : 0, want);
+		return;
+	}
+	log_info("kernel.pty.max raised from %lu to %lu: %u terminals for each of %u sandboxes",
+	    max, want, SPACE_JAIL_PTYS_MAX, capacity);
+}
+
 static int
 open_credential(const char *file)
 {
@@ -280,6 +320,7 @@ main(int argc, char **argv)
 		log_warnx("RLIMIT_NOFILE is %ld: too few descriptors for --capacity %u and "
 		    "--api-conns %u (need about %lu)", nofile, cfg->capacity, cfg->api_conns,
 		    4ul * cfg->capacity + 2ul * cfg->api_conns + 256);
+	pty_pool_raise(cfg->capacity);
 	/* the local cache of archives (made here, or fetched by digest from
 	 * the control plane): private to this worker, DATA/snapshots unless
 	 * given (docs/worker.md section 9) */

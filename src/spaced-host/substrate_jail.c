@@ -354,9 +354,12 @@ devices:
 		bind_path(p, q, false, true);
 	}
 	make_dir(JAIL_ROOT "/dev/pts", 0755);
-	/* newinstance: the sandbox's ptys are its own, not the host's */
-	if (mount("devpts", JAIL_ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-	    "newinstance,ptmxmode=0666,mode=0620") < 0)
+	/* newinstance: the sandbox's ptys are its own, not the host's; max:
+	 * every devpts instance draws on one pool (kernel.pty.max less the
+	 * reserve), which one sandbox must not empty for all the others
+	 * (sbx-manager raises kernel.pty.max for its capacity) */
+	snprintf(p, sizeof(p), "newinstance,ptmxmode=0666,mode=0620,max=%u", SPACE_JAIL_PTYS_MAX);
+	if (mount("devpts", JAIL_ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, p) < 0)
 		child_die("mount devpts");
 	if (symlink("pts/ptmx", JAIL_ROOT "/dev/ptmx") < 0 ||
 	    symlink("/proc/self/fd", JAIL_ROOT "/dev/fd") < 0 ||

@@ -205,6 +205,18 @@ check "socket buffers filled until they take no more: at most 160 MiB queued ($Q
 [ "$TCPU" = v2 ] || check "... charged to the sandbox (memory.kmem.tcp peak $TCPU, limit 128 MiB)" \
 	test "$TCPU" -gt 0 -a "$TCPU" -le $((144 * 1048576))
 
+# ---- terminals: one sandbox cannot take the host's pool of them ----
+o=$(py "$B" '
+import os
+f = []
+try:
+    while len(f) < 200:
+        f.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+except OSError as e:
+    print(len(f), e.errno)')
+is "B opens terminals until refused: 64, then ENOSPC" "$(out_of "$o")" "64 28"
+is "... A opens its own" "$(out_of "$(py "$A" 'import os; m, s = os.openpty(); print("pty", os.ttyname(s))')")" "pty /dev/pts/0"
+
 # ---- disk: a 10 GiB write ends with ENOSPC, the host disk is untouched ----
 before=$(df -k --output=avail "$W" | tail -1)
 o=$(run "$A" 'dd if=/dev/zero of=/home/user/huge bs=1M count=10240 2>&1 | head -n 1; ls -l /home/user/huge | tr -s " " | cut -d" " -f5' 120)
