@@ -26,6 +26,8 @@
 #define SPACE_HTTP_BODY_MAX     (1u << 20)  /* buffered JSON request bodies */
 #define SPACE_ARGS_DEPTH_MAX    32          /* nesting of an operation's args (arrays, objects) */
 #define SPACE_JAIL_PTYS_MAX     64          /* terminals one sandbox may open (its devpts' max=) */
+#define SPACE_JAIL_INOTIFY_INSTANCES 32     /* inotify instances of one sandbox (its user namespace's) */
+#define SPACE_JAIL_INOTIFY_WATCHES 16384    /* inotify watches of one sandbox */
 #define SPACE_HTTP_URL_MAX      4096
 #define SPACE_AUTH_HEADER_MAX   (SPACE_TOKEN_MAX + 64) /* an Authorization header: "Bearer " + token + spaces */
 #define SPACE_HTTP_CONN_MAX     1024        /* concurrent connections per daemon */

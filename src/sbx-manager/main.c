@@ -83,44 +83,62 @@ load_incarnation(struct mgr_config *cfg, const char *resident)
 
 /* the credential file, opened here and handed to the control client,
  * which alone reads it (ctlchild.c); this process never maps it */
-/* Every sandbox's terminals come from one pool, kernel.pty.max less
- * kernel.pty.reserve (4096 - 1024 by default); each may open at most
- * SPACE_JAIL_PTYS_MAX. The pool is raised to hold that many for every
- * sandbox of this worker (a limit is only raised, never lowered). */
-static void
-pty_pool_raise(unsigned capacity)
+static unsigned long
+sysctl_read(const char *path)
 {
-	unsigned long max = 0, reserve = 0, want;
+	unsigned long v = 0;
+	FILE *f;
+
+	if ((f = fopen(path, "r")) != NULL) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* a host-wide bound raised to want when lower (never lowered); what
+ * says what for, in the log */
+static void
+sysctl_raise(const char *path, unsigned long want, const char *what)
+{
+	unsigned long now = sysctl_read(path);
 	bool written;
 	FILE *f;
 
-	if ((f = fopen("/proc/sys/kernel/pty/max", "r")) != NULL) {
-		if (fscanf(f, "%lu", &max) != 1)
-			max = 0;
-		fclose(f);
-	}
-	if ((f = fopen("/proc/sys/kernel/pty/reserve", "r")) != NULL) {
-		if (fscanf(f, "%lu", &reserve) != 1)
-			reserve = 0;
-		fclose(f);
-	}
-	want = reserve + (unsigned long)capacity * SPACE_JAIL_PTYS_MAX;
-	if (want > (1ul << 20))
-		want = 1ul << 20;       /* the kernel's bound */
-	if (max == 0 || max >= want)
+	if (now == 0 || now >= want)
 		return;
-	written = (f = fopen("/proc/sys/kernel/pty/max", "w")) != NULL;
+	written = (f = fopen(path, "w")) != NULL;
 	if (f != NULL && fprintf(f, "%lu\n", want) < 0)
 		written = false;
 	if (f != NULL && fclose(f) != 0)
 		written = false;
-	if (!written) {
-		log_warnx("kernel.pty.max is %lu: sandboxes share %lu terminals (raising it to %lu "
-		    "failed)", max, max > reserve ? max - reserve : 0, want);
-		return;
-	}
-	log_info("kernel.pty.max raised from %lu to %lu: %u terminals for each of %u sandboxes",
-	    max, want, SPACE_JAIL_PTYS_MAX, capacity);
+	if (!written)
+		log_warnx("%s is %lu, fewer than %s need (%lu): not raised", path, now, what, want);
+	else
+		log_info("%s raised from %lu to %lu for %s", path, now, want, what);
+}
+
+/* Bounds the kernel keeps per host uid or host-wide, which every sandbox
+ * of this worker draws on, raised for its capacity: the sandboxes'
+ * terminals (all devpts instances share kernel.pty.max less the
+ * reserve; each sandbox may open SPACE_JAIL_PTYS_MAX) and their inotify
+ * instances and watches (charged to root, who made their user
+ * namespaces, besides each sandbox's own bound; docs/jail.md). */
+static void
+host_limits_raise(unsigned capacity)
+{
+	unsigned long pty = sysctl_read("/proc/sys/kernel/pty/reserve") +
+	    (unsigned long)capacity * SPACE_JAIL_PTYS_MAX;
+
+	sysctl_raise("/proc/sys/kernel/pty/max", pty > (1ul << 20) ? 1ul << 20 : pty,
+	    "the sandboxes' terminals");
+	sysctl_raise("/proc/sys/fs/inotify/max_user_instances",
+	    128ul + (unsigned long)capacity * SPACE_JAIL_INOTIFY_INSTANCES,
+	    "the sandboxes' inotify instances");
+	sysctl_raise("/proc/sys/fs/inotify/max_user_watches",
+	    65536ul + (unsigned long)capacity * SPACE_JAIL_INOTIFY_WATCHES,
+	    "the sandboxes' inotify watches");
 }
 
 static int
@@ -320,7 +338,7 @@ main(int argc, char **argv)
 		log_warnx("RLIMIT_NOFILE is %ld: too few descriptors for --capacity %u and "
 		    "--api-conns %u (need about %lu)", nofile, cfg->capacity, cfg->api_conns,
 		    4ul * cfg->capacity + 2ul * cfg->api_conns + 256);
-	pty_pool_raise(cfg->capacity);
+	host_limits_raise(cfg->capacity);
 	/* the local cache of archives (made here, or fetched by digest from
 	 * the control plane): private to this worker, DATA/snapshots unless
 	 * given (docs/worker.md section 9) */

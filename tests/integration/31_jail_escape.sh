@@ -217,6 +217,19 @@ except OSError as e:
 is "B opens terminals until refused: 64, then ENOSPC" "$(out_of "$o")" "64 28"
 is "... A opens its own" "$(out_of "$(py "$A" 'import os; m, s = os.openpty(); print("pty", os.ttyname(s))')")" "pty /dev/pts/0"
 
+# ---- inotify: the host's root bound is every sandbox's and daemon's ----
+o=$(py "$B" '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while n < 1000:
+    if libc.inotify_init1(0) < 0:
+        print(n, ctypes.get_errno())
+        break
+    n += 1')
+is "B opens inotify instances until refused: 32, then EMFILE" "$(out_of "$o")" "32 24"
+is "... A opens its own" "$(out_of "$(py "$A" 'import ctypes; print(ctypes.CDLL(None).inotify_init1(0) >= 0)')")" "True"
+
 # ---- disk: a 10 GiB write ends with ENOSPC, the host disk is untouched ----
 before=$(df -k --output=avail "$W" | tail -1)
 o=$(run "$A" 'dd if=/dev/zero of=/home/user/huge bs=1M count=10240 2>&1 | head -n 1; ls -l /home/user/huge | tr -s " " | cut -d" " -f5' 120)
