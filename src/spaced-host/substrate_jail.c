@@ -158,18 +158,18 @@ make_file(const char *path, const char *content, mode_t mode)
 	close(fd);
 }
 
-/* A limit of our user namespace (/proc/sys/user/NAME, ours since we are
- * its root): what the sandbox's users may take of a count the kernel
+/* A limit of our user namespace (JAIL_ROOT/proc/sys/user/NAME, ours since
+ * we are its root): what the sandbox's users may take of a count the kernel
  * also charges, up the chain of namespaces, to the host uid that made
  * ours (root), whose own bound every sandbox and host daemon share. A
  * kernel without it: skipped. */
 static void
 userns_limit(const char *name, unsigned v)
 {
-	char path[96], val[32];
+	char path[256], val[32];
 	int fd, n;
 
-	snprintf(path, sizeof(path), "/proc/sys/user/%s", name);
+	snprintf(path, sizeof(path), JAIL_ROOT "/proc/sys/user/%s", name);
 	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
 		if (errno == ENOENT)
 			return;
@@ -398,6 +398,11 @@ devices:
 	make_dir(JAIL_ROOT "/proc", 0555);
 	if (mount("proc", JAIL_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		child_die("mount proc");
+	/* through our own proc, before its /proc/sys is made read-only:
+	 * one sandbox cannot take every inotify instance or watch of the
+	 * host's root (sbx-manager raises root's bound for its capacity) */
+	userns_limit("max_inotify_instances", SPACE_JAIL_INOTIFY_INSTANCES);
+	userns_limit("max_inotify_watches", SPACE_JAIL_INOTIFY_WATCHES);
 	mask_proc();
 
 	/* pivot_root(".", ".") stacks the old root under the new one; the
@@ -474,10 +479,7 @@ child_main(struct child_args *a)
 	 * mapped here; become the namespace's root, i.e. host uid_base */
 	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
 		child_die("become root of the user namespace");
-	/* one sandbox cannot take every inotify instance or watch of the
-	 * host's root (sbx-manager raises root's bound for its capacity) */
-	userns_limit("max_inotify_instances", SPACE_JAIL_INOTIFY_INSTANCES);
-	userns_limit("max_inotify_watches", SPACE_JAIL_INOTIFY_WATCHES);
+
 	/* now that we are in the execution's cgroup, make it our root */
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		child_die("unshare cgroup");
