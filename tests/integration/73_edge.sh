@@ -217,51 +217,26 @@ print("flowing" if got >= want else "stalled after %d bytes" % got)
 EOF
 is "64 MiB of pipelined requests for 4 MiB answers, answers read meanwhile: they keep coming" \
 	"$(cat "$T/pipe")" "flowing"
-# an upgrade asked as a later request, while the answer before it is on
-# its way, and that answer's body reads like a 101: the connection must
-# not turn raw (after which a request without any credential would reach
-# the private port); the upgrade is refused once the answer is out
-/usr/bin/python3 - "$EP" "8080-$SBX.$DOM" "$SPACE_API_KEY" >"$T/up101" 2>&1 <<'EOF'
+# behind_slow FILE STEP...: on one connection, GET /slow101 with the
+# owner's key (its head comes at once, its body 1.5 s later), then each
+# STEP once that head is in: a request head (\r\n escaped) or "sleep:S";
+# FILE gets every byte that came back until the edge closed (or 10 s)
+cat >"$T/behind_slow.py" <<'EOF'
 import socket, sys, time
-port, host, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+port, host, key, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 s = socket.create_connection(("127.0.0.1", port))
 s.sendall(("GET /slow101 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n" % (host, key)).encode())
 buf = b""
 while b"\r\n\r\n" not in buf:
     buf += s.recv(4096)
-s.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\n"
-           "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-           "Sec-WebSocket-Version: 13\r\n\r\n" % (host, key)).encode())
-time.sleep(2.5)
-try:
-    s.sendall(("GET /nocred HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
-except OSError:
-    pass
-s.settimeout(5)
-try:
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        buf += b
-except OSError:
-    pass
-print("served without a credential" if b'"path": "/nocred"' in buf else "not served")
-print("upgrade refused" if b"HTTP/1.1 400" in buf and b"first request" in buf else "upgrade not refused")
-EOF
-is "an upgrade behind an answer whose body reads like a 101: the request after it is not served unchecked" \
-	"$(tr '\n' '|' <"$T/up101")" "not served|upgrade refused|"
-# the edge's own refusal of a later request waits for the answer before
-# it: said at once, it landed inside that answer's body
-/usr/bin/python3 - "$EP" "8080-$SBX.$DOM" "$SPACE_API_KEY" "8081-$SBX.$DOM" >"$T/splice" 2>&1 <<'EOF'
-import socket, sys
-port, host, key, other = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-s = socket.create_connection(("127.0.0.1", port))
-s.sendall(("GET /slow101 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n" % (host, key)).encode())
-buf = b""
-while b"\r\n\r\n" not in buf:
-    buf += s.recv(4096)
-s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % other).encode())
+for step in sys.argv[5:]:
+    if step.startswith("sleep:"):
+        time.sleep(float(step[6:]))
+        continue
+    try:
+        s.sendall(step.replace("\\r\\n", "\r\n").encode())
+    except OSError:
+        pass
 s.settimeout(10)
 try:
     while True:
@@ -271,10 +246,25 @@ try:
         buf += b
 except OSError:
     pass
-rest = buf.split(b"\r\n\r\n", 1)[1]
-print("whole, then 421" if rest.startswith(b"HTTP/1.1 101 Switching Protocols\r\n\r\nHTTP/1.1 421") else repr(rest[:48]))
+open(out, "wb").write(buf)
 EOF
-is "another Host behind an answer still streaming: that answer whole, then 421" "$(cat "$T/splice")" "whole, then 421"
+behind_slow() { f=$1; shift; /usr/bin/python3 "$T/behind_slow.py" "$EP" "8080-$SBX.$DOM" "$SPACE_API_KEY" "$f" "$@" 2>>"$T/err"; }
+# an upgrade asked as a later request, while the answer before it is on
+# its way, and that answer's body reads like a 101: the connection must
+# not turn raw (after which a request without any credential would reach
+# the private port); the upgrade is refused once the answer is out
+behind_slow "$T/up101" \
+	"GET /ws HTTP/1.1\r\nHost: 8080-$SBX.$DOM\r\nAuthorization: Bearer $SPACE_API_KEY\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n" \
+	sleep:2.5 "GET /nocred HTTP/1.1\r\nHost: 8080-$SBX.$DOM\r\n\r\n"
+is "an upgrade behind an answer whose body reads like a 101: the request after it is not served unchecked" \
+	"$(grep -c '"path": "/nocred"' "$T/up101") $(grep -c 'HTTP/1.1 400' "$T/up101") $(grep -c 'first request' "$T/up101")" "0 1 1"
+# the edge's own refusal of a later request waits for the answer before
+# it: said at once, it landed inside that answer's body
+behind_slow "$T/splice" "GET / HTTP/1.1\r\nHost: 8081-$SBX.$DOM\r\n\r\n"
+is "another Host behind an answer still streaming: that answer whole, then 421" \
+	"$(python3 -c 'import sys; b = open(sys.argv[1], "rb").read().split(b"\r\n\r\n", 1)[1]
+print("whole, then 421" if b.startswith(b"HTTP/1.1 101 Switching Protocols\r\n\r\nHTTP/1.1 421") else repr(b[:48]))' "$T/splice")" \
+	"whole, then 421"
 
 # ---- every request on a kept-alive connection is authorized ----
 # one connection, steps in order: "req FIELD" (a request with that field,

@@ -233,44 +233,13 @@ def raw(url, token, case):
     print("close none")
 
 
-def flood_reset(url, token):
-    """opens, sends stdin (binary kind 4, 60 KiB each) until the stream
-    stops taking it (its process never reads stdin), then resets the
-    connection; prints how many messages went"""
-    s, _ = opened(url, token)
-    if s is None:
-        return
+def push(s, chunk, patience, limit=None):
+    """sends chunk over and over on a non-blocking socket until it takes
+    nothing for patience tries 10 ms apart (or limit bytes went); then
+    resets the connection. The bytes sent."""
     s.setblocking(False)
-    msg = frame(2, b"\x04" + b"x" * (60 << 10))
     sent, off, stuck = 0, 0, 0
-    while stuck < 100:                  # 1 s without progress: held
-        try:
-            n = s.send(msg[off:])
-        except BlockingIOError:
-            stuck += 1
-            time.sleep(0.01)
-            continue
-        stuck = 0
-        off += n
-        if off == len(msg):
-            sent, off = sent + 1, 0
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.close()
-    print("reset after %d" % sent)
-
-
-def ping_flood(url, token):
-    """opens, then sends empty pings and never reads, up to 32 MiB of
-    them or until the stream stops taking them for 2 s; prints how many
-    bytes went, then resets the connection"""
-    s, _ = opened(url, token)
-    if s is None:
-        return
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.setblocking(False)
-    chunk = frame(9, b"") * 4096
-    sent, off, stuck = 0, 0, 0
-    while stuck < 200 and sent < (32 << 20):
+    while stuck < patience and (limit is None or sent < limit):
         try:
             n = s.send(chunk[off:])
         except BlockingIOError:
@@ -282,7 +251,29 @@ def ping_flood(url, token):
         off = (off + n) % len(chunk)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
-    print("sent %d" % sent)
+    return sent
+
+
+def flood_reset(url, token):
+    """opens, sends stdin (binary kind 4, 60 KiB each) until the stream
+    stops taking it (its process never reads stdin), then resets the
+    connection; prints how many messages went"""
+    s, _ = opened(url, token)
+    if s is None:
+        return
+    msg = frame(2, b"\x04" + b"x" * (60 << 10))
+    print("reset after %d" % (push(s, msg, 100) // len(msg)))   # 1 s without progress: held
+
+
+def ping_flood(url, token):
+    """opens, then sends empty pings and never reads, up to 32 MiB of
+    them or until the stream stops taking them for 2 s; prints how many
+    bytes went, then resets the connection"""
+    s, _ = opened(url, token)
+    if s is None:
+        return
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    print("sent %d" % push(s, frame(9, b"") * 4096, 200, 32 << 20))
 
 
 def main():
