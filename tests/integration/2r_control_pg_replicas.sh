@@ -74,8 +74,10 @@ W2=$(space-control worker add w2 --data-dir "$D" 2>>"$T/cli.log")
 check "replica A started" start A "$PA"
 check "replica B started on the same database" start B "$PB"
 check "replica C started on the same database" start C "$PC"
-check "all three listen for the others' assignments" sh -c \
-	"for n in A B C; do grep -q 'listening for other replicas' '$T/'\$n.log || exit 1; done"
+# each listens from a thread of its own, which may connect after /healthz answers
+listening() { for n in A B C; do grep -q 'listening for other replicas' "$T/$n.log" || return 1; done; }
+i=0; while ! listening && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "all three listen for the others' assignments" listening
 is "w1 registers (through A)" "$(req "$UA" POST /v1/workers/w1/register "$W1" '{"incarnation":"i1","endpoint":"http://127.0.0.1:9001","capacity":200}')" 200
 is "w2 registers (through B)" "$(req "$UB" POST /v1/workers/w2/register "$W2" '{"incarnation":"i2","endpoint":"http://127.0.0.1:9002","capacity":200}')" 200
 fetch "$UA" w1 "$W1" 0
