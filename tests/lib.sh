@@ -20,6 +20,15 @@ done_testing() { echo "1..$_tap_n"; [ "$_tap_n" -gt 0 ] && [ "$_tap_fail" = 0 ];
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
 # wait_http URL [seconds]: until the URL answers
 wait_http() { i=0; while [ $i -lt $((${2:-10} * 10)) ]; do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
+# eventually SECS CMD...: CMD again every 0.1 s until it succeeds, for at
+# most SECS seconds (what a daemon does after it answered: a log line, a
+# counter, a file removed)
+eventually() { _ev_n=$(($1 * 10)); shift; while ! "$@"; do [ "$_ev_n" -le 0 ] && return 1; sleep 0.1; _ev_n=$((_ev_n - 1)); done; }
+# prom_fresh FILE: until sbx-manager replaced its metrics.prom twice (every
+# 2 s after its pass's work, which may take longer): the file then counts
+# everything that happened before the call
+prom_fresh() { for _pf in 1 2; do _pm=$(stat -c %i.%y "$1" 2>/dev/null); eventually 30 prom_changed "$1" "$_pm" || return 1; done; }
+prom_changed() { [ "$(stat -c %i.%y "$1" 2>/dev/null)" != "$2" ]; }
 # kill9 PID: kill -9 of one process; an empty pid or 0 (a record without a
 # bridge) would be the test's own process group, and is refused
 kill9() { [ "${1:-0}" -gt 1 ] 2>/dev/null && kill -9 "$1"; }

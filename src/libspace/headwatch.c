@@ -13,6 +13,17 @@
 #include "log.h"
 #include "util.h"
 
+/* a head pending for less than this is not closed for its address's
+ * count: on a loaded machine the daemon itself may not have read the head
+ * a client sent at once, and a burst of such clients must not close each
+ * other's connections; an idle or trickling one is older. Up to
+ * HW_YOUNG_FACTOR times the bound: past it the oldest goes whatever its
+ * age, so an address opening connections faster than that never holds
+ * more (and never reaches the library's own limit per address, which
+ * refuses a connection before the watchdog sees it) */
+#define HW_EVICT_AGE_NS 1000000000ull
+#define HW_YOUNG_FACTOR 4u
+
 struct hw_conn {
 	const void *conn;       /* NULL: free slot */
 	int     fd;
@@ -161,7 +172,8 @@ headwatch_open(struct headwatch *hw, const void *conn, int fd, const struct sock
 				oldest = e;
 		}
 	}
-	if (n >= hw->per_addr && oldest != NULL)
+	if (oldest != NULL && n >= hw->per_addr &&
+	    (now_mono_ns() - oldest->since >= HW_EVICT_AGE_NS || n >= hw->per_addr * HW_YOUNG_FACTOR))
 		cut(oldest, "of an address with too many heads pending");
 	if ((e = find(hw, NULL)) != NULL) {
 		e->conn = conn;

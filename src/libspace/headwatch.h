@@ -8,7 +8,10 @@
  *   - at most per_addr connections of one peer address may be waiting for
  *     their head: a new one closes the oldest, so a client that sends its
  *     request at once is served however many idle sockets its address (or
- *     an attacker behind the same address) holds.
+ *     an attacker behind the same address) holds; only a head pending for
+ *     a second or more is closed so (a burst of clients whose heads the
+ *     daemon has not read yet does not close its own connections), unless
+ *     the address has four times per_addr pending.
  * Connections are named by an opaque pointer (the library's connection);
  * the watchdog only ever calls shutdown(2) on a registered descriptor, and
  * the daemon unregisters it before the library closes it. */

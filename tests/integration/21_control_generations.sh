@@ -125,7 +125,8 @@ is "a retired execution cannot be reported serving again" "$(post /v1/workers/w2
 is "pinned to an unknown worker -> 409" "$(post /v1/sandboxes "$K" '{"worker":"nosuch"}')" 409
 ctl_stop
 ctl_start --heartbeat-timeout 1
-sleep 3
+all_lost() { [ "$(sql "SELECT GROUP_CONCAT(state) FROM workers")" = "lost,lost" ]; }
+eventually 20 all_lost
 is "silent workers are marked lost" "$(sql "SELECT GROUP_CONCAT(state) FROM workers")" "lost,lost"
 check "metrics count lost workers" sh -c "curl -s '$U/metrics' | grep -q 'space_control_workers{state=\"lost\"} 2'"
 is "no live worker -> 503" "$(post /v1/sandboxes "$K" '{}')" 503

@@ -274,6 +274,9 @@ is "... the other 11 are 409" "$(grep -c '^409$' "$T/codes")" 11
 is "... one operation row" "$(sql "SELECT COUNT(*) FROM operations WHERE sandbox='$SC'")" 1
 LO=$(sql "SELECT lease_owner FROM sandboxes WHERE id='$SC'")
 sleep 3
+# renewed once a second: a tick late on a loaded machine renews a moment later
+renewed() { [ "$(sql "SELECT lease_owner = '$LO' AND lease_expiry >= strftime('%s','now') FROM sandboxes WHERE id='$SC'")" = 1 ]; }
+eventually 3 renewed
 is "3 s later (lease ttl 2 s) the same daemon still holds the renewed lease" \
 	"$(sql "SELECT lease_owner = '$LO' AND lease_expiry >= strftime('%s','now') FROM sandboxes WHERE id='$SC'")" 1
 is "... so another call is still 409" "$(req POST "/v1/sandboxes/$SC/pause" "$K" '{}')" 409
@@ -330,6 +333,9 @@ wait_state "$SG" running 5
 is "... running again as generation 2" "$(state "$SG") $(jget execution.generation)" "running 2"
 
 # ---- metrics, audit, store ----
+# (an operation is counted once its transaction committed, after its answer)
+resumed_counted() { curl -s "$U/metrics" | grep -q 'space_control_lifecycle_operations_total{kind="resume",result="ok"} 2'; }
+eventually 10 resumed_counted
 curl -s "$U/metrics" >"$T/metrics"
 check "metrics: lifecycle operations by kind and result (move ok)" grep -q 'space_control_lifecycle_operations_total{kind="move",result="ok"} 1' "$T/metrics"
 check "metrics: pause ok (timeout)" grep -q 'space_control_lifecycle_operations_total{kind="pause",result="ok"} 1' "$T/metrics"

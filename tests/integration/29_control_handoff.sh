@@ -213,7 +213,7 @@ is "... the old execution retired" "$(sql "SELECT state FROM executions WHERE sa
 is "... exactly one active execution" "$(active "$S")" 1
 is "... the operation ended ok and the lease is released" \
 	"$(sql "SELECT step || ' ' || result FROM operations WHERE sandbox='$S'") $(owner "$S")" "done ok none"
-check "... the end was B's doing (B's log)" grep -q "on $S: ok" "$T/B.log"
+check "... the end was B's doing (B's log)" eventually 10 grep -q "on $S: ok" "$T/B.log"
 is "a capability issued through B names generation N+1 on w2, activation 1" \
 	"$(req "$UB" POST "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}') $(jget route.generation) $(jget route.worker) $(jget route.activation) $(jget route.resident)" \
 	"200 $((N + 1)) w2 1 incB"
@@ -248,7 +248,8 @@ kill -CONT "$PIDA"
 bad=0; i=0
 while [ $i -lt 16 ]; do     # 4 s: four of A's ticks, two lease lifetimes
 	[ "$(owner "$S")" = "$IB" ] || bad=1
-	[ "$(sql "SELECT lease_expiry >= strftime('%s','now') FROM sandboxes WHERE id='$S'")" = 1 ] || bad=1
+	# (renewed every second: a renewal a loaded machine delays by up to 1 s is not a lapse)
+	[ "$(sql "SELECT lease_expiry >= strftime('%s','now') - 1 FROM sandboxes WHERE id='$S'")" = 1 ] || bad=1
 	sleep 0.25; i=$((i + 1))
 done
 is "for 4 s after SIGCONT the lease stays B's and valid (renewed by B)" "$bad" 0

@@ -119,7 +119,9 @@ is "network: loopback only, nothing routable" "$(out_of "$o" | tr '\n' ' ' | sed
 
 # ---- processes ----
 run "$B" 'sleep 120 >/dev/null 2>&1 &' >/dev/null
-BSLEEP=$(ps -eo pid=,uid=,comm= | awk -v u=$((UB_B + 1000)) '$2 == u && $3 == "sleep" { print $1 }' | head -1)
+# the backgrounded sleep may exec a moment after its shell answered
+bsleep() { BSLEEP=$(ps -eo pid=,uid=,comm= | awk -v u=$((UB_B + 1000)) '$2 == u && $3 == "sleep" { print $1 }' | head -1); [ -n "$BSLEEP" ]; }
+eventually 10 bsleep
 check "B's sleeper runs (host pid $BSLEEP)" test -n "$BSLEEP"
 o=$(run "$A" 'ps -e -o pid=,comm= | tr -s " " | tr "\n" ";"; echo; ls /proc | grep -c "^[0-9]"')
 check "A sees no process of B or of the host" sh -c "! printf '%s' \"\$1\" | grep -q 'sleep\|spaced-host\|systemd\|sbx-manager'" - "$(out_of "$o")"
@@ -140,15 +142,20 @@ check "A's tree holds no B file" sh -c "! printf '%s' \"\$1\" | grep -q 'secret-
 
 # ---- resources ----
 o=$(py "$A" '
-import os, time
-n = 0
+import os, signal, time
+n = 0; kids = []
 try:
     while True:
-        if os.fork() == 0:
-            time.sleep(3); os._exit(0)
-        n += 1
+        p = os.fork()
+        if p == 0:
+            time.sleep(60); os._exit(0)
+        kids.append(p); n += 1
 except OSError as e:
-    print(n, e.errno)')
+    print(n, e.errno)
+for p in kids:
+    os.kill(p, signal.SIGKILL)
+for p in kids:
+    os.waitpid(p, 0)')
 check "fork bomb stops at the pids limit (forked $(out_of "$o" | cut -d' ' -f1))" test "$(out_of "$o" | cut -d' ' -f1)" -lt 64
 is "fork fails with EAGAIN" "$(out_of "$o" | cut -d' ' -f2)" "11"
 check "host can still fork" /bin/true

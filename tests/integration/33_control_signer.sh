@@ -162,7 +162,7 @@ check "... with Retry-After" grep -qi '^Retry-After:' "$T/headers"
 check "... the death is logged" grep -q 'signer: .*capabilities are refused until it is restarted' "$T/log"
 check "... the daemon is still up" kill -0 "$PID"
 chmod 0600 "$KF"
-i=0; while [ $i -lt 50 ] && [ -z "$(signer_of "$PID")" ]; do sleep 0.1; i=$((i + 1)); done
+i=0; while [ $i -lt 300 ] && [ -z "$(signer_of "$PID")" ]; do sleep 0.1; i=$((i + 1)); done
 SG2=$(signer_of "$PID")
 check "a new signer is started once it can ($SG2)" sh -c "[ -n '$SG2' ] && [ '$SG2' != '$SG' ]"
 is "capabilities are issued again" "$(post "/v1/sandboxes/$S/routes" "$K" '{"access":["exec"]}')" 200

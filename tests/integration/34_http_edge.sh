@@ -101,7 +101,7 @@ if case == "halfopen":
             held.append(s)
         except OSError:
             s.close()
-    time.sleep(0.5)
+    time.sleep(1.5)   # the oldest pending head (a second or more) is closed for a new one
     r = subprocess.run(["curl", "-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}",
                         "http://127.0.0.1:%d/healthz" % port], capture_output=True, text=True)
     print(r.stdout)

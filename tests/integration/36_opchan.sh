@@ -52,7 +52,7 @@ check "... and no channel was opened ahead" sh -c "! grep -q 'operation channel 
 is "the first exec is served" \
     "$(f "$(call exec '{"argv":["sh","-c","echo first"]}')" body.result.stdout)" "first"
 check "the serving process opened an operation channel ahead at that connection" \
-    grep -q "an operation channel opened ahead at the first connection" "$W/log"
+    eventually 10 grep -q "an operation channel opened ahead at the first connection" "$W/log"
 i=0; n=9
 while [ $i -lt 20 ]; do
 	n=$(user_procs)

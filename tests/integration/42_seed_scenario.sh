@@ -105,12 +105,12 @@ case "$out" in *history*"w1"*"retired"*"w2"*"serving"*) ok "show prints the gene
 
 # N+1's capability at w1: refused before anything is forwarded
 # (sbx-manager rewrites its counters every 2 s: wait for a fresh copy)
-sleep 2.5
+prom_fresh "$D/w1/metrics.prom"
 fw1=$(metric "$EP1" '^space_sbxmgr_forwarded_total$')
 st=$(raw "files?path=/home/user/note.txt" "$EP1" "$NEWCAP")
 is "N+1's capability at w1: 409" "$st" 409
 check "  ... refresh_route" grep -q '"refresh_route"' "$T/raw.body"
-sleep 2.5
+prom_fresh "$D/w1/metrics.prom"
 is "  ... and w1's sbx-manager forwarded nothing" "$(metric "$EP1" '^space_sbxmgr_forwarded_total$')" "$fw1"
 check "  ... its audit log names the refused capability's generation N+1" python3 -c '
 import json, sys

@@ -107,7 +107,7 @@ napi POST fs/remove --data-binary '{"path":"/home/user/big"}' >/dev/null
 # bridges' sample lines into its own, and nothing else of the file
 printf '# TYPE space_bridge_refusals_total counter\nspace_bridge_refusals_total{sandbox="%s",generation="1",activation="1",outcome="deny",reason="generation_mismatch"} 3\nnot_a_refusal 1\n' "$S" \
 	>"$W/run/$S.g1/metrics.prom"
-sleep 2.5       # sbx-manager rewrites metrics.prom every 2 s
+prom_fresh "$W/metrics.prom"      # sbx-manager rewrites it every 2 s
 curl -s "$NU/metrics" >"$T/metrics"
 check "metrics: node-api requests by route and status" grep -q '^space_nodeapi_requests_total{route="exec",status="200"} ' "$T/metrics"
 check "metrics: sbx-manager admissions (appended)" grep -q '^space_sbxmgr_admission_total{outcome="allow",reason="ok"} ' "$T/metrics"
@@ -185,6 +185,9 @@ diag "slow read: $at_delete bytes when the retire was answered, $got at the end 
 check "the read ends with the execution, cut short ($got of $RSZ bytes)" test "$got" -lt "$RSZ"
 check "... as a failed transfer for the client (curl exit $slow_rc)" test "$slow_rc" -ne 0
 check "... and what arrived is the file's own prefix" sh -c "yes 0123456789abcdef | head -c $got | cmp -s - '$T/slow'"
+# counted when the answer ends (node-api's completion, after the client saw the cut)
+cut_counted() { [ $(($(bodies cut_total) - c0)) -ge 1 ]; }
+eventually 10 cut_counted
 is "node-api sent it from the descriptor, and counts it cut" \
 	"$(($(bodies 'total{from="descriptor"}') - d0)) $(($(bodies cut_total) - c0))" "1 1"
 is "the running exec is cut off -> 503" "$(cat "$T/long.code")" 503

@@ -22,7 +22,7 @@ check "node-api answers /healthz" start_napi 1 w1 "$NP" --metrics-file "$W/metri
 is "healthz body" "$(curl -s "$NU/healthz")" '{"ok":true}'
 
 # mgr_requests: sbx-manager's request counter (metrics.prom, rewritten every 2 s)
-mgr_requests() { sleep 2.5; awk '$1 == "space_sbxmgr_requests_total" { print $2 }' "$W/metrics.prom"; }
+mgr_requests() { prom_fresh "$W/metrics.prom"; awk '$1 == "space_sbxmgr_requests_total" { print $2 }' "$W/metrics.prom"; }
 # b64 helpers for forging tokens
 forge() { python3 - "$@" <<'PY'
 import base64, json, sys
@@ -114,7 +114,7 @@ CAP=$CAPA
 is "... and the refused write left nothing" "$(napi GET 'fs/stat?path=/home/user/w')" 404
 check "refusals are audited with both identities" \
 	grep -q '"audit":"admission".*"reason":"sandbox_mismatch".*"cap_route":{"sandbox":"'"$A"'".*"record_route":{"sandbox":"'"$B"'"' "$T/mgr_w1.log"
-sleep 2.5
+prom_fresh "$W/metrics.prom"
 curl -s "$NU/metrics" >"$T/metrics"
 check "refusals counted by reason" grep -q 'space_sbxmgr_admission_total{outcome="deny",reason="bad_signature"} [1-9]' "$T/metrics"
 
@@ -148,7 +148,7 @@ wait $FLOOD
 # not yet at the bridge) by the bridge's own limit
 busy=$(grep -lE 'too many concurrent operations|the execution refused the operation' "$T/flood"/*.body 2>/dev/null | wc -l)
 okc=$(cat "$T/flood"/*.code | grep -c '^200$')
-diag "72 concurrent execs on one sandbox: $okc served, $busy refused as too many"
+diag "72 concurrent execs on one sandbox: $okc served, $busy refused as too many; codes: $(cat "$T/flood"/*.code | sort | uniq -c | tr -s ' \n' ' ')"
 grep -hv exit_code "$T/flood"/*.body 2>/dev/null | sort | uniq -c | sed 's/^/#   /'
 grep -h '"audit":"bridge"' "$T/mgr_w1.log" | sed 's/.*"reason":"\([^"]*\)".*/#   bridge refusal: \1/' | sort | uniq -c
 check "some are refused once 64 operations are open ($busy)" test "$busy" -ge 1

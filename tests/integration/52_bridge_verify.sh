@@ -41,7 +41,7 @@ BPID=$(sql "select bridge_pid from records where sandbox='$S'")
 # execution (docs/jail.md "Kept connections"), and opens one, verified as
 # for an operation, when the execution starts serving; every check below
 # must hold with one kept, not only on fresh connections
-mgr_metric() { sleep 2.5; curl -s "$NU/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+mgr_metric() { prom_fresh "$W/metrics.prom"; curl -s "$NU/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
 check "a bridge connection was opened at the execution's start" \
 	test "$(mgr_metric space_sbxmgr_bridge_opened_ahead_total)" -ge 1
 is "control: the real bridge serves" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
@@ -147,7 +147,7 @@ used3=$(mgr_metric space_sbxmgr_bridge_kept_used_total)
 dropped3=$(mgr_metric space_sbxmgr_bridge_kept_dropped_total)
 check "operations on kept connections to activation 3 ($used3)" test "$used3" -ge 2
 kill -9 "$BPID"
-i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "4|serving" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+i=0; while [ "$(sql "select activation, state from records where sandbox='$S'")" != "4|serving" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 is "its death is noticed: relaunched as activation 4" "$(sql "select activation, state from records where sandbox='$S'")" "4|serving"
 is "the activation 3 capability -> 409 refresh_route activation_mismatch" "$(napi POST exec --data-binary '{"argv":["true"]}') $(jget reason)" "409 activation_mismatch"
 CAP=$(route "$S")

@@ -122,8 +122,8 @@ refused_old "$OC" "$OE" "source killed after the call"
 # 2. the source's sbx-manager killed once it reported the retirement
 OC=$CAP OE=$E; from=$(cur_worker); g=$(jget execution.generation "$T/sbx")
 is "move $from -> $(other "$from"): 202" "$(cpost "/v1/sandboxes/$S/move" "{\"to\":\"$(other "$from")\"}")" 202
-i=0; while [ "$(csql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$g")" != retired ] && [ $i -lt 300 ]; do sleep 0.02; i=$((i + 1)); done
-check "generation $g reported retired" test $i -lt 300
+i=0; while [ "$(csql "SELECT state FROM executions WHERE sandbox='$S' AND generation=$g")" != retired ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i + 1)); done
+check "generation $g reported retired" test $i -lt 1500
 crash "$(mgr_of "$from")"; restart_mgr "$from"
 converged "source sbx-manager killed after it reported retired"
 refused_old "$OC" "$OE" "source killed after retiring"

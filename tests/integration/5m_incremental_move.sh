@@ -124,7 +124,8 @@ manifest >"$T/m5" || not_ok "manifest after the resume"
 check "... the tree is intact" cmp -s "$T/m3" "$T/m5"
 
 # what the workers counted (metrics.prom, rewritten every 2 s)
-sleep 2.5
+prom_fresh "$T/w1/metrics.prom"
+prom_fresh "$T/w2/metrics.prom"
 for m in "w2 archives_incremental" "w1 archives_incremental" "w1 kept_layers_restored_onto" \
     "w1 kept_layers_used" "w1 restores_again"; do
 	set -- $m
@@ -214,7 +215,8 @@ S=$S0
 # a kill keeps nothing on the worker it ran on
 is "kill -> 200" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
 check "killed" wait_state "$S" killed 30
-check "... w1 dropped its kept image" sh -c "sleep 1; ! ls '$T/w1/kept' 2>/dev/null | grep -q '$S'"
+kept_gone() { ! ls "$T/w1/kept" 2>/dev/null | grep -q "$S"; }
+check "... w1 dropped its kept image" eventually 30 kept_gone
 
 platform_cleanup
 done_testing

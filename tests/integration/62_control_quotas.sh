@@ -66,7 +66,7 @@ sim_report w1 "$W1" serving >/dev/null
 is "pauser: pause it -> 202" "$(post "/v1/sandboxes/$P1/pause" "$P" '{}')" 202
 sim_fetch w1 "$W1"
 sim_report w1 "$W1" retired "$(rdigest)" >/dev/null
-i=0; while [ $i -lt 50 ] && [ "$(sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$P1'")" != paused ]; do sleep 0.1; i=$((i + 1)); done
+i=0; while [ $i -lt 200 ] && [ "$(sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$P1'")" != paused ]; do sleep 0.1; i=$((i + 1)); done
 is "... paused" "$(sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$P1'")" paused
 is "pauser: a paused sandbox does not count: another create -> 201" "$(post /v1/sandboxes "$P" '{"resources":{"memory_mb":512}}')" 201
 P2=$(jget id)
@@ -80,7 +80,7 @@ is "pauser: after killing the second, the resume -> 202" "$(post "/v1/sandboxes/
 # resumed after the key that made it was revoked, it passes the quota of
 # the key that resumes it, and counts against that key from then on
 dbstate() { sqlite3 "$D/control.db" "SELECT state FROM sandboxes WHERE id='$1'"; }
-wait_dbstate() { i=0; while [ $i -lt 50 ] && [ "$(dbstate "$1")" != "$2" ]; do sleep 0.1; i=$((i + 1)); done; [ "$(dbstate "$1")" = "$2" ]; }
+wait_dbstate() { i=0; while [ $i -lt 200 ] && [ "$(dbstate "$1")" != "$2" ]; do sleep 0.1; i=$((i + 1)); done; [ "$(dbstate "$1")" = "$2" ]; }
 sim_fetch w1 "$W1"
 sim_report w1 "$W1" serving >/dev/null
 check "pauser: the first runs again" wait_dbstate "$P1" running

@@ -87,8 +87,10 @@ check "shell: a prompt" waitpane '[$#] *$'
 tmux -S "$TMUX_SOCK" send-keys -t sh 'echo hello-$((40+2))' Enter
 check "shell: a command and its output" waitpane '^hello-42'
 tmux -S "$TMUX_SOCK" resize-window -t sh -x 100 -y 30
-sleep 0.5   # not asserted: lets the SIGWINCH reach the client before the next line
-tmux -S "$TMUX_SOCK" send-keys -t sh 'stty size' Enter
+# the SIGWINCH reaches the client, which tells the sandbox's terminal: ask
+# again (up to 10 times) until the new size shows
+sized() { tmux -S "$TMUX_SOCK" send-keys -t sh 'stty size' Enter; _j=0; while [ $_j -lt 10 ]; do pane; grep -qE '^30 100' "$T/pane" && return 0; sleep 0.1; _j=$((_j + 1)); done; return 1; }
+i=0; while ! sized && [ $i -lt 10 ]; do i=$((i + 1)); done
 check "shell: after a resize, stty size says 30 100" waitpane '^30 100'
 tmux -S "$TMUX_SOCK" send-keys -t sh 'exit 7' Enter
 i=0; while [ ! -s "$T/shell_rc" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done

@@ -184,13 +184,20 @@ try {
 	ok(await waitFor(page, 'stty', (s) => document.querySelector('#term .xterm-rows').textContent.includes(s), `${size[0]} ${size[1]}`),
 		`the pty has the terminal's size (${size[0]} ${size[1]})`);
 	await page.setViewport({ width: 900, height: 700 });
+	// the terminal is fitted again once the page saw the new size
+	for (let i = 0; i < 50 && await page.evaluate((c) => term.cols === c, size[1]); i++)
+		await new Promise((r) => setTimeout(r, 200));
 	await new Promise((r) => setTimeout(r, 300));
 	const size2 = await page.evaluate(() => [term.rows, term.cols]);
 	await page.click('#term');
-	await page.keyboard.type('clear; stty size\n');
-	ok(size2[1] !== size[1] && await waitFor(page, 'stty after resize',
-		(s) => document.querySelector('#term .xterm-rows').textContent.includes(s), `${size2[0]} ${size2[1]}`),
-		`resized with the window (${size2[0]} ${size2[1]})`);
+	// the new size travels to the sandbox's terminal: ask again until it shows
+	let resized = false;
+	for (let i = 0; i < 5 && !resized; i++) {
+		await page.keyboard.type('clear; stty size\n');
+		resized = await waitFor(page, 'stty after resize',
+			(s) => document.querySelector('#term .xterm-rows').textContent.includes(s), `${size2[0]} ${size2[1]}`, 5000);
+	}
+	ok(size2[1] !== size[1] && resized, `resized with the window (${size2[0]} ${size2[1]})`);
 	// 256 colors (a class style.css holds) and true color (set through
 	// the CSSOM by app.js): the cells' computed colors, and a pixel of each
 	// in a screenshot of the terminal

@@ -61,18 +61,23 @@ await check('background command: list, stdin, kill', async () => {
 	await sbx.commands.sendStdin(h.pid, 'typed\n')
 	await sbx.commands.closeStdin(h.pid)
 	let seen = ''
-	for (let i = 0; i < 50 && seen !== 'typed\n'; i++) {
+	for (let i = 0; i < 100 && seen !== 'typed\n'; i++) {
 		seen = await sbx.files.read('/tmp/bg.out').catch(() => '')
 		if (seen !== 'typed\n') await new Promise((r) => setTimeout(r, 100))
 	}
 	const killed = await sbx.commands.kill(h.pid)
-	const gone = !(await sbx.commands.list()).some((p) => p.pid === h.pid)
+	// the signal is sent; the process leaves the list once it was reaped
+	let gone = false
+	for (let i = 0; i < 100 && !gone; i++) {
+		gone = !(await sbx.commands.list()).some((p) => p.pid === h.pid)
+		if (!gone) await new Promise((r) => setTimeout(r, 100))
+	}
 	if (!(listed && seen === 'typed\n' && killed && gone))
 		console.log(`# listed=${listed} seen=${JSON.stringify(seen)} killed=${killed} gone=${gone}`)
 	return listed && seen === 'typed\n' && killed && gone
 })
 await check('commands.connect to a running background command', async () => {
-	const h = await sbx.commands.run('sleep 0.5; for i in 1 2 3; do echo line$i; sleep 0.2; done',
+	const h = await sbx.commands.run('sleep 2; for i in 1 2 3; do echo line$i; sleep 0.2; done',
 		{ background: true })
 	await h.disconnect()
 	let seen = ''
