@@ -28,11 +28,16 @@ auth_secret_new(const char *prefix, char *out, size_t cap, char id[STORE_CREDID_
 
 	if (cap < PREFIX_LEN + SECRET_BODY_LEN + 1)
 		return -ENOSPC;
-	randombytes_buf(raw, sizeof(raw));
-	if (b64url_encode(raw, sizeof(raw), body, sizeof(body)) != SECRET_BODY_LEN) {
-		rc = -EIO;
-		goto out;
-	}
+	/* an id is an argument of the commands (apikey revoke ID): one that
+	 * began with '-' would read as an option, so such a secret is drawn
+	 * again (1 in 64; the secret keeps 255.97 of its 256 bits) */
+	do {
+		randombytes_buf(raw, sizeof(raw));
+		if (b64url_encode(raw, sizeof(raw), body, sizeof(body)) != SECRET_BODY_LEN) {
+			rc = -EIO;
+			goto out;
+		}
+	} while (body[0] == '-');
 	snprintf(out, cap, "%s%s", prefix, body);
 	memcpy(id, body, STORE_CREDID_LEN);
 	id[STORE_CREDID_LEN] = '\0';

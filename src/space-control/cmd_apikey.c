@@ -4,6 +4,9 @@
  *                   [--creates-per-minute N] --data-dir D
  *   apikey list --data-dir D
  *   apikey revoke ID|NAME --data-dir D
+ *   apikey revoke -- ID --data-dir D     (an id that begins with '-', as
+ *                                        ids made before they were kept
+ *                                        from doing so could)
  *
  * A quota is the key's own (0 or absent = no limit); the daemon applies it
  * in the create's transaction (lifecycle.c). A revoked key is refused from
@@ -121,8 +124,14 @@ apikey_revoke(int argc, char **argv)
 	const char *who;
 	int rc;
 
-	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "space-control: apikey revoke ID|NAME --data-dir D\n");
+	if (argc >= 3 && strcmp(argv[1], "--") == 0) {
+		/* the id after "--" is taken as it is; the rest parsed as usual */
+		argv[1] = argv[0];
+		argc--;
+		argv++;
+	} else if (argc < 2 || argv[1][0] == '-') {
+		fprintf(stderr, "space-control: apikey revoke ID|NAME --data-dir D\n"
+		    "  (an id that begins with '-': apikey revoke -- ID --data-dir D)\n");
 		return 2;
 	}
 	who = argv[1];

@@ -119,4 +119,19 @@ is "another tenant is unaffected" "$(curl -s -o /dev/null -w '%{http_code}' -H "
 space-control apikey list --data-dir "$D" >"$T/list" 2>>"$T/log"
 check "apikey list shows it revoked" grep -Eq ' mallory +[0-9TZ:-]+ +[0-9]{4}-' "$T/list"
 check "revoking it again finds nothing" sh -c "! space-control apikey revoke mallory --data-dir '$D' >/dev/null 2>&1"
+
+# a key's id is an argument of the commands: none begins with '-' (which
+# would read as an option; 1 in 64 did), and "--" takes one as it is
+i=0; dash=0
+while [ $i -lt 400 ]; do
+	k=$(space-control apikey add "many$i" --data-dir "$D" 2>>"$T/log")
+	case "$k" in sk_-*) dash=$((dash + 1)) ;; sk_*) ;; *) dash=$((dash + 1000)) ;; esac
+	i=$((i + 1))
+done
+is "400 keys made: no id begins with '-'" "$dash" 0
+KID=$(echo "$k" | cut -c4-15)
+check "apikey revoke -- ID revokes that key" sh -c "space-control apikey revoke -- '$KID' --data-dir '$D' >/dev/null 2>>'$T/log'"
+is "... which is refused" "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $k" "$U/v1/sandboxes")" 401
+check "an id beginning with '-' without \"--\" is refused with a hint" sh -c \
+	"! space-control apikey revoke -abc --data-dir '$D' 2>'$T/err' && grep -q 'apikey revoke -- ID' '$T/err'"
 done_testing
