@@ -80,6 +80,11 @@ up_cleanup() {
 	sleep 0.2
 	grep " $T/" /proc/mounts | cut -d' ' -f2 | sort -r | while read -r m; do umount -l "$m"; done
 	[ "${SPACE_TEST_STORE:-}" = pg ] && pg_cleanup
+	if [ "${_tap_fail:-0}" != 0 ] && [ -d "$D/logs" ]; then
+		_up_l=$(dirname "$SPACE_BIN")/test-logs/$(basename "$0" .sh)-daemons
+		rm -rf "$_up_l"; mkdir -p "$_up_l"; cp "$D"/logs/*.log "$T"/*.log "$_up_l/" 2>/dev/null
+		echo "# daemons' logs kept in $_up_l"
+	fi
 	rm -rf "$T"
 }
 

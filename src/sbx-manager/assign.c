@@ -341,6 +341,8 @@ relaunch_allowed(struct mgr *m, const struct record *r)
  * record of a new install, already starting with no bridge), then serving
  * or failed; reports the result. t_begin: when the install began, 0 for a
  * relaunch (the log) */
+static void fail_salvaged(struct mgr *m, struct record *r, const char *why);
+
 static int
 launch(struct mgr *m, struct record *r, uint64_t t_begin, bool committed,
     struct jailpool_jail *claim)
@@ -488,9 +490,14 @@ failed:
 	r->epoch++;
 	end_network(m, r);
 	if (records_put(m, r) == 0) {
-		control_report(m, &r->id, "failed", why ? why : "install failed");
-		/* never served: the layer is empty or a restored archive */
-		if (r->id.activation == 1) {
+		if (r->id.activation > 1) {
+			/* a relaunch: the layer holds what the sandbox wrote,
+			 * archived with the report as for a bridge that kept
+			 * dying (a pause or move under way goes on from it) */
+			fail_salvaged(m, r, why ? why : "relaunch failed");
+		} else {
+			control_report(m, &r->id, "failed", why ? why : "install failed");
+			/* never served: the layer is empty or a restored archive */
 			wait_layer_free(r);
 			reclaim_execution(m, r);
 		}

@@ -417,7 +417,17 @@ step_result(struct store *s, struct op_view *o, int64_t now, const char **result
 			*result = "failed";
 			return R(s)->sandbox_set_state(s, o->sandbox, "failed");
 		}
-		if (streq(o->from_state, "retired")) {
+		/* an execution that failed while it was being retired (its
+		 * bridge kept dying, or its relaunch failed) whose worker
+		 * archived its stopped layer with the report: that archive is
+		 * what a retirement's would have been (nothing runs on the
+		 * layer any more), so the pause or move goes on from it */
+		if (streq(o->from_state, "retired") ||
+		    (streq(o->from_state, "failed") && o->from_snapshot[0] != '\0')) {
+			if (streq(o->from_state, "failed"))
+				log_warnx("operation %s: %s g%lld failed; its layer's archive %s "
+				    "carries the %s on", o->id, o->sandbox, (long long)o->from_gen,
+				    o->from_snapshot, o->kind);
 			*changed = 1;
 			if (streq(o->kind, "pause")) {
 				*result = "ok";

@@ -350,6 +350,48 @@ is "audit: one end row per operation" "$(sql "SELECT COUNT(*) FROM audit WHERE a
 is "no execution generation reused anywhere" \
 	"$(sql "SELECT COUNT(*) FROM (SELECT sandbox, generation FROM executions GROUP BY 1, 2 HAVING COUNT(*) > 1) x")" 0
 is "store integrity" "$(store_integrity)" ok
+
+# ---- an execution that fails while it is retired ----
+# its worker archived the stopped layer with the failure (a relaunch that
+# failed, a bridge that kept dying): that archive carries a move or a
+# pause on; one failed without an archive still fails the operation
+req POST /v1/sandboxes "$K" '{"worker":"w1"}' >/dev/null
+SM=$(jget id)
+fetch w1 "$W1"
+report w1 "$W1" serving >/dev/null
+wait_state "$SM" running 5
+is "move to w2 -> 202" "$(req POST "/v1/sandboxes/$SM/move" "$K" '{"to":"w2"}')" 202
+fetch w1 "$W1"
+is "w1 gets retire g1" "$(got w1 | cut -d' ' -f1,2)" "retire g1"
+DM=$(digest)
+is "w1 reports g1 failed, with its layer's archive -> 200" "$(report w1 "$W1" failed "$DM")" 200
+fetch w2 "$W2"
+is "... the move goes on: w2 gets install g2 restoring that archive" "$(got w2)" "install g2 \"$DM\""
+report w2 "$W2" serving >/dev/null
+wait_state "$SM" running 5
+is "... and ends ok: running as generation 2 on w2" \
+	"$(state "$SM") $(jget execution.generation) $(jget execution.worker) $(sql "SELECT result FROM operations WHERE sandbox='$SM'")" "running 2 w2 ok"
+is "pause -> 202" "$(req POST "/v1/sandboxes/$SM/pause" "$K" '{}')" 202
+fetch w2 "$W2"
+DP=$(digest)
+report w2 "$W2" failed "$DP" >/dev/null
+wait_state "$SM" paused 5
+is "a pause whose execution failed with an archive: paused, that archive its latest" "$(state "$SM") $(jget snapshot)" "paused $DP"
+is "resume -> 202" "$(req POST "/v1/sandboxes/$SM/resume" "$K" '{}')" 202
+fetch w1 "$W1"; fetch w2 "$W2"
+W=w1; [ -n "$(got w2)" ] && W=w2
+[ $W = w1 ] && WK=$W1 || WK=$W2
+is "... its install restores that archive" "$(got $W)" "install g3 \"$DP\""
+report $W "$WK" serving >/dev/null
+wait_state "$SM" running 5
+[ $W = w1 ] && TO=w2 || TO=w1
+is "move -> 202" "$(req POST "/v1/sandboxes/$SM/move" "$K" "{\"to\":\"$TO\"}")" 202
+fetch $W "$WK"
+report $W "$WK" failed >/dev/null
+wait_state "$SM" failed 5
+is "a move whose execution failed without an archive fails" \
+	"$(state "$SM") $(sql "SELECT result FROM operations WHERE sandbox='$SM' ORDER BY rowid DESC LIMIT 1")" "failed failed"
+
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "clean shutdown" "$RC" 0
 check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"

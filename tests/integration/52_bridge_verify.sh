@@ -295,4 +295,34 @@ check "... and those bytes never reach the client" sh -c "! grep -q secret '$T/b
 stop M1
 for p in /proc/[0-9]*; do [ "$(readlink "$p/exe" 2>/dev/null)" = "$T/liar/spaced-host" ] && kill "${p#/proc/}"; done
 
+# ---- a relaunch that fails: the layer is archived with the failure ----
+# a bridge that cannot start again (here: the file sbx-manager starts it
+# from is replaced by one that exits at once) fails the execution; what the
+# sandbox wrote is archived with the report, so the sandbox comes back
+# with its files
+mkdir -p "$T/wrap"
+cp "$SPACE_BIN/spaced-host" "$T/wrap/spaced-host.real"
+cp "$SPACE_BIN/spaced-guest" "$T/wrap/spaced-guest"     # found beside spaced-host
+cp /bin/false "$T/wrap/false"
+cp "$T/wrap/spaced-host.real" "$T/wrap/spaced-host"
+start_mgr 1 w1 "$NP" --spaced-host "$T/wrap/spaced-host"
+is "create a sandbox" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
+S=$(jget id)
+check "running" wait_state "$S" running 30
+CAP=$(route "$S")
+is "a file written in it" "$(napi PUT 'files?path=/home/user/kept.txt' --data-binary 'written before the failure')" 200
+mv "$T/wrap/false" "$T/wrap/spaced-host"
+BPID=$(sql "select bridge_pid from records where sandbox='$S'")
+kill9 "$BPID"
+check "its bridge killed and never started again: the sandbox failed" wait_state "$S" failed 60
+check "... the layer archived with the failure" grep -q "failed $S g1: layer archived as" "$T/mgr_w1.log"
+SNAP=$(jget snapshot "$T/sbx")
+check "... which is the sandbox's latest snapshot ($SNAP)" test -n "$SNAP"
+mv "$T/wrap/spaced-host.real" "$T/wrap/spaced-host"
+is "resume -> 202" "$(cpost "/v1/sandboxes/$S/resume" '{}')" 202
+check "running again" wait_state "$S" running 60
+CAP=$(route "$S")
+is "... with the file written before the failure" "$(napi GET 'files?path=/home/user/kept.txt') $(cat "$T/body")" "200 written before the failure"
+stop M1
+
 done_testing
