@@ -135,11 +135,13 @@ S=$B CAP=$CAPB
 is "B's bridge was adopted: its capability still works" "$(napi POST exec --data-binary '{"argv":["true"]}')" 200
 
 # ---- one sandbox cannot hold every relay: SPACE_STREAMS_PER_SBX (64) ----
+# (each exec lasts 10 s, so that all 72 are open at once even when starting
+# them takes seconds: a loaded machine, the sanitizers)
 S=$A CAP=$(route "$A")
 mkdir "$T/flood"
 n=0; while [ $n -lt 72 ]; do
 	curl -s -o "$T/flood/$n.body" -w '%{http_code}\n' -X POST -H "Authorization: Bearer $CAP" \
-	    --data-binary '{"argv":["sleep","4"]}' "$NU/v1/sandboxes/$A/exec" >"$T/flood/$n.code" &
+	    --data-binary '{"argv":["sleep","10"]}' "$NU/v1/sandboxes/$A/exec" >"$T/flood/$n.code" &
 	FLOOD="$FLOOD $!"
 	n=$((n + 1))
 done
