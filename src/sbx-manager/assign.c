@@ -282,10 +282,12 @@ wait_layer_free(const struct record *r)
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	if ((fd = open(img, O_RDONLY | O_CLOEXEC)) < 0)
 		return;
-	for (i = 0; i < 50 && flock(fd, LOCK_EX | LOCK_NB) != 0; i++)
+	/* up to 30 s: the jail's last processes end first, on a loaded
+	 * machine not at once (layer.c, LAYER_RELEASE_WAIT_MS) */
+	for (i = 0; i < 300 && flock(fd, LOCK_EX | LOCK_NB) != 0; i++)
 		usleep(100000);
 	close(fd);      /* releases our lock too */
-	if (i < 50)
+	if (i < 300)
 		layer_release(r);
 }
 

@@ -30,7 +30,10 @@
 
 #define JAIL_USER_UID 1000      /* the sandbox user inside (spaced-host, spaced-guest) */
 /* how long a dead bridge's jail may take to let go of the layer */
-#define LAYER_RELEASE_WAIT_MS 5000
+/* a killed jail's file system ends when its last process has exited and
+ * ext4 has written its journal out, which a loaded disk can stretch to
+ * seconds; a pause, move or relaunch that gave up too early failed */
+#define LAYER_RELEASE_WAIT_MS 30000
 
 static int
 run(char *const argv[])
