@@ -15,9 +15,22 @@ check()  { d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
 # is "description" got want
 is()     { if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1"; echo "#   got '$2', want '$3'"; fi; }
 diag()   { echo "# $*"; }
-done_testing() { echo "1..$_tap_n"; [ "$_tap_n" -gt 0 ] && [ "$_tap_fail" = 0 ]; }
-# free_port: a TCP port on 127.0.0.1 nobody listens on right now
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+done_testing() { rm -f "$_fp_seen"; echo "1..$_tap_n"; [ "$_tap_n" -gt 0 ] && [ "$_tap_fail" = 0 ]; }
+# free_port: a TCP port on 127.0.0.1 nobody listens on right now, and not
+# one this test was given before (the kernel draws them at random: two
+# drawn before either is bound met once in some 14,000)
+_fp_seen=${TMPDIR:-/tmp}/space-test-ports.$$
+free_port() { python3 - "$_fp_seen" <<'PY'
+import os, socket, sys
+seen = set(open(sys.argv[1]).read().split()) if os.path.exists(sys.argv[1]) else set()
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
+    if str(p) not in seen:
+        break
+open(sys.argv[1], "a").write("%d\n" % p)
+print(p)
+PY
+}
 # wait_http URL [seconds]: until the URL answers
 wait_http() { i=0; while [ $i -lt $((${2:-10} * 10)) ]; do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
 # eventually SECS CMD...: CMD again every 0.1 s until it succeeds, for at
