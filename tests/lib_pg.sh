@@ -37,7 +37,6 @@ pg_start() {
 	chmod 755 "$PGT"
 	mkdir "$PGT/sock"
 	[ "$(id -u)" = 0 ] && chown -R postgres "$PGT"
-	PG_PORT=$(free_port)
 	# C collation: text sorts bytewise, as SQLite sorts it
 	_pg_as "$PG_BIN/initdb" -D "$PGT/data" -U space -A trust --no-locale -E UTF8 -N \
 		>"$PGT/initdb.log" 2>&1 || { cat "$PGT/initdb.log" >&2; return 1; }
@@ -45,7 +44,13 @@ pg_start() {
 	grep -Ev '^[[:space:]]*host' "$PGT/data/pg_hba.conf" >"$PGT/hba" || true
 	printf 'host all all 127.0.0.1/32 trust\n' >>"$PGT/hba"
 	cat "$PGT/hba" >"$PGT/data/pg_hba.conf"
-	pg_start_server || { cat "$PGT/server.log" >&2; return 1; }
+	# the port is chosen only now (initdb takes seconds), and chosen again
+	# once if a test running beside took it meanwhile
+	PG_PORT=$(free_port)
+	if ! pg_start_server; then
+		PG_PORT=$(free_port)
+		pg_start_server || { cat "$PGT/server.log" >&2; return 1; }
+	fi
 	PG_URL="postgresql://space@127.0.0.1:$PG_PORT/space"
 	psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U space -d postgres -c 'CREATE DATABASE space' >/dev/null &&
 	psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U space -d space >/dev/null <<'SQL'
