@@ -8,7 +8,10 @@
  *   POST /v1/workers/ID/archives/stream  the body is an archive whose
  *                                        digest is known at its end only:
  *                                        the one its trailer names
- *   GET /v1/workers/ID/archives/DIGEST   the archive
+ *   GET /v1/workers/ID/archives/DIGEST   the archive, if a snapshot of a
+ *                                        sandbox with an execution placed
+ *                                        on ID, not ended, is that digest
+ *                                        (else 404, as for none)
  *
  *   DATA/archives/DIGEST.snap            0400, kept only if its bytes are
  *                                        the digest
@@ -235,11 +238,25 @@ api_archive_blob_get(struct req *r)
 {
 	char path[PATH_MAX + 80];
 	struct stat st;
+	int64_t refs = 0;
 	int fd;
 
 	if (!snapshot_digest_valid(r->params[1])) {
 		reply_error(r, 400, "bad_request", "a digest is %d lowercase hex characters",
 		    SNAPSHOT_DIGEST_HEX);
+		return;
+	}
+	/* only an archive of a sandbox this worker runs or is to run (the
+	 * same answer as for none: whether another sandbox's archive exists
+	 * is not this worker's to learn) */
+	if (r->ctl->st->ops->archive_worker_refs(r->ctl->st, r->params[0], r->params[1], &refs) < 0) {
+		reply_error(r, 503, "unavailable", "the store cannot be read");
+		return;
+	}
+	if (refs == 0) {
+		log_warnx("archive %s refused to worker %s: no execution of its sandbox is placed there",
+		    r->params[1], r->params[0]);
+		reply_error(r, 404, "not_found", "no archive %s", r->params[1]);
 		return;
 	}
 	if (apath(r->ctl, r->params[1], path, sizeof(path)) < 0 ||

@@ -222,6 +222,9 @@ struct store_ops {
 	int (*archives_collectable)(struct store *, json_t *archives, int64_t now, json_t **out);
 	/* sandboxes, not killed, made from the template of that digest */
 	int (*template_refs)(struct store *, const char *digest, int64_t *n);
+	/* executions placed on worker, not ended, whose sandbox's snapshots
+	 * name that digest: the archives the worker may download */
+	int (*archive_worker_refs)(struct store *, const char *worker, const char *digest, int64_t *n);
 
 	/* wake-ups across daemons (PostgreSQL: LISTEN/NOTIFY; NULL on a
 	 * backend without them): wake(arg, n) runs on a thread of the store

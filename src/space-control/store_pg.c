@@ -910,6 +910,7 @@ static const struct store_ops pg_ops = {
 	.archive_seen = st_archive_seen,
 	.archives_collectable = st_archives_collectable,
 	.template_refs = pg_template_refs,
+	.archive_worker_refs = pg_archive_worker_refs,
 	.listen = pg_listen,
 	.listening = pg_listening,
 	.audit = p_audit,

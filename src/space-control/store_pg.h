@@ -109,6 +109,7 @@ int pg_exec_error(struct store *, const char *sandbox, int64_t gen, char *err, s
 int pg_worker_counts(struct store *, int64_t *live, int64_t *lost);
 int pg_workers_list(struct store *, json_t **out);
 int pg_template_refs(struct store *, const char *digest, int64_t *n);
+int pg_archive_worker_refs(struct store *, const char *worker, const char *digest, int64_t *n);
 
 /* store_pg_archives.c: the snapshot store's references (row operations) */
 int pg_archive_pending_add(struct store *, const char *digest, int64_t until);

@@ -353,6 +353,28 @@ pg_workers_list(struct store *s, json_t **out)
 	return rc;
 }
 
+/* as sq_archive_worker_refs */
+int
+pg_archive_worker_refs(struct store *s, const char *worker, const char *digest, int64_t *n)
+{
+	struct pgs *q = PGS(s);
+	PGresult *res;
+	int rc;
+
+	pg_lock(q);
+	res = pg_read(q, &rc, "SELECT COUNT(*) FROM executions e WHERE e.worker = $1"
+	    " AND e.state IN ('pending','starting','serving','retiring')"
+	    " AND (EXISTS (SELECT 1 FROM snapshots a WHERE a.sandbox = e.sandbox AND a.digest = $2)"
+	    "  OR EXISTS (SELECT 1 FROM sandboxes x WHERE x.id = e.sandbox AND x.snapshot = $2))", "ss", worker, digest);
+	if (res != NULL) {
+		*n = pg_i(res, 0, 0);
+		rc = 0;
+		PQclear(res);
+	}
+	pg_unlock(q);
+	return rc;
+}
+
 /* sandboxes not killed whose template is that digest (a paused one may
  * resume, a failed one be repaired) */
 int

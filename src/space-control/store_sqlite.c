@@ -773,6 +773,7 @@ static const struct store_ops sqlite_ops = {
 	.archive_seen = st_archive_seen,
 	.archives_collectable = st_archives_collectable,
 	.template_refs = sq_template_refs,
+	.archive_worker_refs = sq_archive_worker_refs,
 };
 
 struct store *

@@ -102,6 +102,7 @@ int sq_lost_execs(struct store *, int64_t lost_before, const char *sandbox, json
 int sq_exec_error(struct store *, const char *sandbox, int64_t gen, char *err, size_t cap);
 int sq_worker_counts(struct store *, int64_t *live, int64_t *lost);
 int sq_template_refs(struct store *, const char *digest, int64_t *n);
+int sq_archive_worker_refs(struct store *, const char *worker, const char *digest, int64_t *n);
 int sq_workers_list(struct store *, json_t **out);
 
 /* store_sqlite_rows.c: the row table and the lifecycle's plain entries */

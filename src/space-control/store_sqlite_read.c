@@ -351,6 +351,32 @@ sq_template_refs(struct store *s, const char *digest, int64_t *n)
 	return rc;
 }
 
+/* executions on worker not ended (an install restoring, its relaunch, a
+ * retirement) of a sandbox one of whose snapshots is that digest: a
+ * worker downloads only the archives of the sandboxes it runs or is to
+ * run (an incremental archive's base is an earlier snapshot of the same
+ * sandbox) */
+int
+sq_archive_worker_refs(struct store *s, const char *worker, const char *digest, int64_t *n)
+{
+	struct sq *q = SQ(s);
+	sqlite3_stmt *st;
+	int rc = -EIO;
+
+	sq_lock(q);
+	st = sq_prep(q->db, "SELECT COUNT(*) FROM executions e WHERE e.worker = ?"
+	    " AND e.state IN ('pending','starting','serving','retiring')"
+	    " AND (EXISTS (SELECT 1 FROM snapshots a WHERE a.sandbox = e.sandbox AND a.digest = ?)"
+	    "  OR EXISTS (SELECT 1 FROM sandboxes x WHERE x.id = e.sandbox AND x.snapshot = ?))", "sss", worker, digest, digest);
+	if (st && sq_step_row(q->db, st) == 1) {
+		*n = sqlite3_column_int64(st, 0);
+		rc = 0;
+	}
+	sq_stmt_release(st);
+	sq_unlock(q);
+	return rc;
+}
+
 static json_t *
 worker_row(struct sq *q, sqlite3_stmt *st, void *ctx)
 {

@@ -55,8 +55,12 @@ check "... the control plane stored it from the stream" grep -q "archive $P stor
 C1=$(cat "$T/cred_w1"); C2=$(cat "$T/cred_w2")
 aget() { curl -s --path-as-is -o "$T/blob" -w '%{http_code}' -H "Authorization: Bearer $2" "$CU$1"; }
 aput() { curl -s --path-as-is -o "$T/body" -w '%{http_code}' -X PUT -H "Authorization: Bearer $2" --data-binary @"$3" "$CU$1"; }
-is "w1 fetches the archive with its own credential" "$(aget "/v1/workers/w1/archives/$P" "$C1")" 200
+is "w2, where the sandbox runs, fetches its archive with its own credential" "$(aget "/v1/workers/w2/archives/$P" "$C2")" 200
 check "... the archive's bytes" cmp -s "$T/blob" "$T/c/archives/$P.snap"
+is "w1, where it no longer runs (a compromised worker reading other sandboxes' archives) -> 404" \
+	"$(aget "/v1/workers/w1/archives/$P" "$C1")" 404
+check "... nothing of it sent" test ! -s "$T/blob" -o "$(head -c 1 "$T/blob")" = "{"
+check "... the refusal logged" grep -q "archive $P refused to worker w1" "$T/ctl.log"
 is "w2's credential on w1's path -> 403" "$(aget "/v1/workers/w1/archives/$P" "$C2")" 403
 is "an API key -> 401" "$(aget "/v1/workers/w1/archives/$P" "$K")" 401
 is "no credential -> 401" "$(curl -s -o /dev/null -w '%{http_code}' "$CU/v1/workers/w1/archives/$P")" 401
@@ -141,8 +145,8 @@ check "w1 refused the download's bytes" grep -q "archive $P2: the control plane 
 check "... kept nothing of them in its cache" sh -c "! ls -A '$T/w1/snapshots' | grep -q '$P2\|tmp'"
 check "... and built no layer for generation 3" test ! -e "$T/w1/exec/$S.g3/layer/disk.img"
 cp "$T/keep.snap" "$T/c/archives/$P2.snap"
-is "the intact archive is served again (w1 fetches it)" "$(aget "/v1/workers/w1/archives/$P2" "$C1")" 200
-check "... its bytes" cmp -s "$T/blob" "$T/keep.snap"
+# the install ended (failed): w1 runs nothing of the sandbox any more
+is "once w1's install of it failed, w1 is refused the archive -> 404" "$(aget "/v1/workers/w1/archives/$P2" "$C1")" 404
 
 is "kill" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S")" 200
 sbx "$S"
