@@ -69,6 +69,20 @@ count_closed(int from, int to)
 	return n;
 }
 
+/* the first n connections unregistered and closed, the watchdog stopped */
+static void
+end_all(struct headwatch *hw, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		headwatch_close(hw, &p[i]);
+		close(p[i].srv);
+		close(p[i].cli);
+	}
+	headwatch_stop(hw);
+}
+
 int
 main(void)
 {
@@ -96,12 +110,7 @@ main(void)
 	open_one(hw, 20, "127.0.0.1");
 	ok(closed(&p[4]) && !closed(&p[1]), "a kept-alive connection waiting for its next head is young again");
 	ok(!closed(&p[17]), "the other address's connection is still open");
-	for (i = 0; i < 21; i++) {
-		headwatch_close(hw, &p[i]);
-		close(p[i].srv);
-		close(p[i].cli);
-	}
-	headwatch_stop(hw);
+	end_all(hw, 21);
 
 	ok(headwatch_start(1, 16, 64, &hw) == 0, "a watchdog with a head timeout of 1 s");
 	open_one(hw, 0, "127.0.0.1");
@@ -111,11 +120,6 @@ main(void)
 		usleep(100 * 1000);
 	ok(closed(&p[0]), "a head that did not arrive within the timeout is cut (%d ms)", i * 100);
 	ok(!closed(&p[1]), "... one whose head arrived is not");
-	for (i = 0; i < 2; i++) {
-		headwatch_close(hw, &p[i]);
-		close(p[i].srv);
-		close(p[i].cli);
-	}
-	headwatch_stop(hw);
+	end_all(hw, 2);
 	return done_testing();
 }
