@@ -146,9 +146,18 @@ is "... and serves on" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 he
 # waits for its check. The owner has removed port 8083, whose capability
 # an attacker kept; the attacker's open is the next one, and sbx-manager's
 # late "ok" for the first must not be taken for its answer.
+# a port's declaration reaches w1 after the control plane answered:
+# sbx-manager is stalled only once it applied the removal (what it says of
+# 8083 later is then the answer to the attacker's open, not the state
+# before the removal)
+ndecl() { grep "gateway: $S declares" "$T/mgr_w1.log" | tail -1 | sed 's/.*declares \([0-9]*\) port.*/\1/'; }
+declares() { [ "$(ndecl)" = "$1" ]; }
+N0=$(ndecl)
 sp port expose "$S" 8083 >/dev/null
+eventually 20 declares $((N0 + 1))
 C83=$(svc "$S" 8083 http)
 sp port rm "$S" 8083 >/dev/null
+check "w1 applied the removal of 8083 (it declares $N0 ports again)" eventually 20 declares "$N0"
 kill -STOP "$M1"
 is "sbx-manager stalled: an allowed open is refused once the gateway stops waiting" \
 	"$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "error unavailable the worker did not answer the admission check"
