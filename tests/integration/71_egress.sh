@@ -155,9 +155,17 @@ is "... the worker still refused" "$(probe "$A" "$CA" "$EA" 198.51.100.2 "$WP" |
 is "... B still refused" "$(probe "$A" "$CA" "$EA" "$BADDR" 8000 | cut -d: -f1)" refused
 
 # ---- a policy changed live ----
+# (a network assignment: w1 applies it a moment after the control plane
+# answered; each probe below waits for w1 to say so)
+napplied() { grep -c "egress: $A policy applied" "$T/mgr_w1.log"; }
+applied_since() { [ "$(napplied)" -gt "$1" ]; }
+P0=$(napplied)
 is "internet off" "$(cpost "/v1/sandboxes/$A/network" '{"internet":false,"allow":[]}')" 200
+check "... applied by w1" eventually 20 applied_since "$P0"
+P0=$(napplied)
 is "A: the public address now refused" "$(probe "$A" "$CA" "$EA" 203.0.113.10 8080 | cut -d: -f1)" refused
 is "allow 203.0.113.10 and the private 10.99.0.1" "$(space network "$A" --api-url "$CU" --api-key "$K" --allow-out 203.0.113.10 --allow-out 10.99.0.1 >/dev/null; echo $?)" 0
+check "... applied by w1" eventually 20 applied_since "$P0"
 is "A: 203.0.113.10 open with internet off" "$(probe "$A" "$CA" "$EA" 203.0.113.10 8080)" open
 is "A: 10.99.0.1 open" "$(probe "$A" "$CA" "$EA" 10.99.0.1 8080)" open
 is "A: 203.0.113.30 refused" "$(probe "$A" "$CA" "$EA" 203.0.113.30 8080 | cut -d: -f1)" refused
