@@ -22,6 +22,10 @@ NP1=$(free_port) NP2=$(free_port) GP1=$(free_port) GP2=$(free_port)
 sp() { SPACE_API_URL=$CU SPACE_API_KEY=$K SPACE_ROUTE_CACHE=$T/routes.json "$SPACE_BIN/space" "$@"; }
 # svc SBX PORT PROTO: a service capability; the answer stays in $T/body
 svc() { cpost "/v1/sandboxes/$1/routes" "{\"port\":$2,\"proto\":\"$3\"}" >/dev/null; jget capability; }
+# a port's declaration reaches w1 a moment after the control plane
+# answered: ndecl is how many ports w1 last said S declares
+ndecl() { grep "gateway: $S declares" "$T/mgr_w1.log" | tail -1 | sed 's/.*declares \([0-9]*\) port.*/\1/'; }
+declares() { [ "$(ndecl)" = "$1" ]; }
 gw() { python3 "$GC" "$@" 2>>"$T/gwc.log"; }
 # netgtw processes of this test (their executable is our private copy)
 netgtws() {
@@ -78,10 +82,13 @@ check "... in the sandbox's network namespace, not the worker's" \
 
 # ---- attacks at netgtw ----
 is "control plane refuses a route to an undeclared port" "$(cpost "/v1/sandboxes/$S/routes" '{"port":8083,"proto":"http"}')" 404
+N0=$(ndecl)
 sp port expose "$S" 8083 >/dev/null
+eventually 20 declares $((N0 + 1))
 C83=$(svc "$S" 8083 http)
 sp port rm "$S" 8083 >/dev/null
 is "port rm" "$(sp port ls "$S" | tr '\n' ,)" "8080,8081 public,8082 public,"
+check "... applied by w1 (it declares $N0 ports again)" eventually 20 declares "$N0"
 is "undeclared port (capability issued before rm): refused" "$(gw "127.0.0.1:$GP1" "$C83" 8083 http http /)" \
 	"error port_not_declared port 8083 is not declared"
 C=$(svc "$S" 8080 http)
@@ -131,7 +138,9 @@ C=$(svc "$S" 8080 http)
 is "the gateway still serves after the attacks" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 hello from the sandbox"
 # a client that half-closes and then resets, to a service that says
 # nothing: the gateway must not spin on the dead socket's hang-up
+N0=$(ndecl)
 is "space port expose 8084" "$(sp port expose "$S" 8084 >/dev/null; echo $?)" 0
+check "... applied by w1" eventually 20 declares $((N0 + 1))
 C84=$(svc "$S" 8084 tcp)
 is "half-close then reset, to a silent service" "$(gw "127.0.0.1:$GP1" "$C84" 8084 tcp finrst 0.3)" "reset sent"
 G=$(gw_of "$S" | head -1)
@@ -146,12 +155,9 @@ is "... and serves on" "$(gw "127.0.0.1:$GP1" "$C" 8080 http http /)" "ok 200 he
 # waits for its check. The owner has removed port 8083, whose capability
 # an attacker kept; the attacker's open is the next one, and sbx-manager's
 # late "ok" for the first must not be taken for its answer.
-# a port's declaration reaches w1 after the control plane answered:
 # sbx-manager is stalled only once it applied the removal (what it says of
 # 8083 later is then the answer to the attacker's open, not the state
 # before the removal)
-ndecl() { grep "gateway: $S declares" "$T/mgr_w1.log" | tail -1 | sed 's/.*declares \([0-9]*\) port.*/\1/'; }
-declares() { [ "$(ndecl)" = "$1" ]; }
 N0=$(ndecl)
 sp port expose "$S" 8083 >/dev/null
 eventually 20 declares $((N0 + 1))
