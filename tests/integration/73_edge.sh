@@ -112,6 +112,8 @@ declare_port() {
 is "the owner declares 8080 private" "$(declare_port 8080 false)" 200
 is "and 8081 public" "$(declare_port 8081 true)" 200
 check "8082 public too, with space port expose" sh -c 'space port expose "$1" 8082 --public >/dev/null' sh "$SBX"
+# (the worker applies a declaration a moment after the control plane answered)
+check "... applied by the worker" eventually 20 grep -q "gateway: $SBX declares 3 port" "$D"/logs/w*-sbx-manager.log
 # the URLs as a user types them; curl resolves *.localhost to the loopback
 U0="http://8080-$SBX.$DOM/"
 U1="http://8081-$SBX.$DOM/"
