@@ -5,9 +5,10 @@
 # paused (or being paused) when it is made: a call that fails after its one
 # rebuilt attempt while the sandbox serves elsewhere is a defect (the repair
 # was handed a route that stopped serving before the rebuilt attempt
-# arrived). Bounded: CHURN_CALLS calls in all (default 2000) or
-# CHURN_SECONDS (default 150), whichever ends first; run it by hand with
-# more for a longer churn.
+# arrived). Bounded: CHURN_CALLS calls in all (default 2000; more while
+# the churn has not made 8 operations, which a slow build's moves may
+# need) or CHURN_SECONDS (default 150), whichever ends first; run it by
+# hand with more for a longer churn.
 # ci: once
 . "$SPACE_TOP/tests/lib.sh"
 . "$SPACE_TOP/tests/lib_up.sh"
@@ -29,7 +30,7 @@ per=$((CALLS / 4))
 for r in 1 2 3 4; do
 	(
 		i=0
-		while [ $i -lt $per ] && [ ! -f "$T/stop" ]; do
+		while { [ $i -lt $per ] || [ ! -f "$T/enough" ]; } && [ ! -f "$T/stop" ]; do
 			out=$(SPACE_ROUTE_CACHE="$T/routes.$r.json" timeout 30 space fs read "$SBX" /home/user/c.txt 2>&1)
 			if [ "$out" = churn ]; then echo ok; else echo "fail: $out" | tr '\n' ' '; echo; fi
 			i=$((i + 1))
@@ -49,6 +50,7 @@ while :; do
 	[ $n = 4 ] && break
 	[ $(( $(date +%s) - start )) -ge "$SECS" ] && { touch "$T/stop"; break; }
 	ops=$((ops + 1))
+	[ $ops -ge 8 ] && touch "$T/enough"
 	if [ $((ops % 4)) = 0 ]; then
 		timeout 60 space pause "$SBX" >/dev/null 2>>"$T/ops.err" || opfail=$((opfail + 1))
 		timeout 60 space resume "$SBX" >/dev/null 2>>"$T/ops.err" || opfail=$((opfail + 1))
