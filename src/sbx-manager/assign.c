@@ -763,12 +763,18 @@ do_retire(struct mgr *m, const struct route_identity *id, bool want_snapshot)
 	} else {
 		r.state = EXEC_RETIRED;
 		r.epoch++;
+		/* retired, the record no longer holds its uid slot, but the
+		 * jail's processes run on its uids until stop_bridge ended
+		 * them: no other sandbox's install may start on them before */
+		records_slot_draining(m, r.slot);
 		if (records_put(m, &r) != 0) {
+			records_slot_drained(m, r.slot);
 			log_warnx("retire %s: cannot commit", id->sandbox);
 			return;
 		}
 		lease_cancel_before(m, r.id.sandbox, r.epoch);
 		stop_bridge(m, &r);
+		records_slot_drained(m, r.slot);
 		log_info("retired %s g%llu", r.id.sandbox, (unsigned long long)r.id.generation);
 	}
 	if (!want_snapshot) {
@@ -1269,11 +1275,17 @@ bridge_exited(struct mgr *m, const char *sandbox, pid_t pid)
 	    RELAUNCH_MAX, RELAUNCH_WINDOW_S);
 	r.state = EXEC_FAILED;
 	r.epoch++;
-	if (records_put(m, &r) == 0) {
-		lease_cancel_before(m, r.id.sandbox, r.epoch);
-		end_network(m, &r);
-		fail_salvaged(m, &r, "bridge exited too often");
+	/* its jail may wait for a next bridge: its uid slot stays held
+	 * until end_network ended it (as in do_retire) */
+	records_slot_draining(m, r.slot);
+	if (records_put(m, &r) != 0) {
+		records_slot_drained(m, r.slot);
+		return;
 	}
+	lease_cancel_before(m, r.id.sandbox, r.epoch);
+	end_network(m, &r);
+	records_slot_drained(m, r.slot);
+	fail_salvaged(m, &r, "bridge exited too often");
 }
 
 /* a bridge that exits on its own (or whose guest died, which ends the

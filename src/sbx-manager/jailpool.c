@@ -382,7 +382,6 @@ jailpool_start(struct mgr *m)
 {
 	DIR *d;
 	struct dirent *e;
-	pthread_t t;
 
 	snprintf(mark_dir, sizeof(mark_dir), "%s/jail-pool", m->cfg.data_dir);
 	if (mkdir(mark_dir, 0700) != 0 && errno != EEXIST)
@@ -396,6 +395,13 @@ jailpool_start(struct mgr *m)
 		}
 		closedir(d);
 	}
+}
+
+void
+jailpool_fill(struct mgr *m)
+{
+	pthread_t t;
+
 	if (m->cfg.jail_pool == 0)
 		return;
 	jp_filling = true;

@@ -414,6 +414,8 @@ main(int argc, char **argv)
 	jailpool_start(m);
 	/* adopt or relaunch before anyone can ask for an operation */
 	assign_reconcile(m);
+	/* the bridges of retired records are stopped: their slots are free */
+	jailpool_fill(m);
 	/* finish what a crash cut short before anything new is retired */
 	reclaim_resume(m);
 	snprintf(path, sizeof(path), "%s/run/sbx-manager.sock", cfg->data_dir);

@@ -42,6 +42,7 @@ struct mgr_records {
 	struct pending *batch;          /* being committed; NULL when none */
 	uint64_t commits, written;      /* transactions and records (the log) */
 	uint8_t reserved[MGR_CAPACITY_MAX / 8]; /* slots of prepared jails (jailpool.c) */
+	uint8_t draining[MGR_CAPACITY_MAX];     /* holds of ended executions still stopping */
 };
 
 /* Versioned migrations of records.db: entry i brings the file from
@@ -554,7 +555,8 @@ first_free_slot(struct mgr_records *rs, const char *sandbox, uint32_t nslots)
 			if (p->r.slot < nslots && holds_slot(&p->r, sandbox))
 				used[p->r.slot / 8] |= (uint8_t)(1u << (p->r.slot % 8));
 	for (s = 0; s < nslots; s++)
-		if (!(used[s / 8] & (1u << (s % 8))) && !(rs->reserved[s / 8] & (1u << (s % 8))))
+		if (!(used[s / 8] & (1u << (s % 8))) && !(rs->reserved[s / 8] & (1u << (s % 8))) &&
+		    rs->draining[s] == 0)
 			break;
 	return s;
 }
@@ -569,7 +571,8 @@ slot_held(struct mgr_records *rs, uint32_t slot, const char *sandbox)
 	size_t i;
 	int l;
 
-	if (slot >= MGR_CAPACITY_MAX || (rs->reserved[slot / 8] & (1u << (slot % 8))))
+	if (slot >= MGR_CAPACITY_MAX || (rs->reserved[slot / 8] & (1u << (slot % 8))) ||
+	    rs->draining[slot] != 0)
 		return true;
 	for (i = 0; i < rs->n; i++)
 		if (rs->mirror[i].slot == slot && holds_slot(&rs->mirror[i], sandbox))
@@ -616,6 +619,32 @@ records_slot_release(struct mgr *m, uint32_t slot)
 		return;
 	pthread_mutex_lock(&rs->lock);
 	rs->reserved[slot / 8] &= (uint8_t)~(1u << (slot % 8));
+	pthread_mutex_unlock(&rs->lock);
+}
+
+void
+records_slot_draining(struct mgr *m, uint32_t slot)
+{
+	struct mgr_records *rs = m->records;
+
+	if (slot >= MGR_CAPACITY_MAX)
+		return;
+	pthread_mutex_lock(&rs->lock);
+	if (rs->draining[slot] < UINT8_MAX)
+		rs->draining[slot]++;
+	pthread_mutex_unlock(&rs->lock);
+}
+
+void
+records_slot_drained(struct mgr *m, uint32_t slot)
+{
+	struct mgr_records *rs = m->records;
+
+	if (slot >= MGR_CAPACITY_MAX)
+		return;
+	pthread_mutex_lock(&rs->lock);
+	if (rs->draining[slot] > 0)
+		rs->draining[slot]--;
 	pthread_mutex_unlock(&rs->lock);
 }
 

@@ -156,6 +156,13 @@ void records_slot_release(struct mgr *m, uint32_t slot);
  * jail it claims (which stops being reserved); -EEXIST when the sandbox
  * has a record (it keeps its own slot: the jail is not for it) */
 int records_put_claimed(struct mgr *m, struct record *r, uint32_t uid_window, uint32_t slot);
+/* the slot of an execution whose end is committed (retired, failed) while
+ * its processes may still run: held from before that commit until its
+ * jail is stopped, so that no other sandbox's install starts processes
+ * on the host uids the old ones still run under. Nested holds of one
+ * slot are counted; a drained slot is free again. */
+void records_slot_draining(struct mgr *m, uint32_t slot);
+void records_slot_drained(struct mgr *m, uint32_t slot);
 int records_meta_get(struct mgr *m, const char *key, uint64_t *val);
 int records_meta_set(struct mgr *m, const char *key, uint64_t val);
 
@@ -405,7 +412,12 @@ struct jailpool_jail {
 	int mon_pidfd, claim_fd, ready_fd, exefd;
 	struct stat xst;
 };
+/* destroy an earlier life's prepared jails (before any install can take
+ * a slot); jailpool_fill starts making new ones, once assign_reconcile
+ * stopped the bridges of retired and failed records (a prepared jail
+ * reserves a slot and starts processes on its uids) */
 void jailpool_start(struct mgr *m);
+void jailpool_fill(struct mgr *m);
 bool jailpool_take(struct mgr *m, const struct record *r, struct jailpool_jail *out);
 int  jailpool_bind(struct mgr *m, const struct record *r, const struct jailpool_jail *j);
 void jailpool_discard(struct mgr *m, struct jailpool_jail *j, bool reserved);
