@@ -32,6 +32,7 @@
 #define SPACE_AUTH_HEADER_MAX   (SPACE_TOKEN_MAX + 64) /* an Authorization header: "Bearer " + token + spaces */
 #define SPACE_HTTP_CONN_MAX     1024        /* concurrent connections per daemon */
 #define SPACE_HTTP_CONN_PER_IP  256         /* connections from one address (--http-conns-per-ip) */
+#define SPACE_TCP_KEEPALIVE     30          /* seconds of silence before a client's connection is probed (--tcp-keepalive; tcp_keepalive) */
 #define SPACE_HTTP_HEAD_TIMEOUT 10          /* seconds to receive a whole request head (--http-head-timeout) */
 #define SPACE_HTTP_HEADS_PER_IP 16          /* connections of one address still sending their head; a new one closes the oldest (--http-heads-per-ip) */
 #define SPACE_PATH_MAX          4096        /* a path inside a sandbox */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
@@ -684,6 +686,33 @@ mkdir_p(const char *path, mode_t mode)
 out:
 	free(buf);
 	return err;
+}
+
+int
+tcp_keepalive(int fd, unsigned idle_s)
+{
+	int on = 1, idle, intvl, cnt = 3, domain = 0;
+	unsigned int user_ms;
+	socklen_t sl = sizeof(domain);
+
+	if (idle_s == 0)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &sl) != 0)
+		return -errno;
+	if (domain != AF_INET && domain != AF_INET6)
+		return 0;
+	if (idle_s > 86400)
+		idle_s = 86400;
+	idle = (int)idle_s;
+	intvl = idle / 3 > 0 ? idle / 3 : 1;
+	user_ms = (unsigned int)(idle + intvl * cnt) * 1000u;
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) != 0)
+		return -errno;
+	return 0;
 }
 
 long

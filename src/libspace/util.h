@@ -105,4 +105,14 @@ long nofile_raise(void);
  * socket left at path is replaced: the directory is the caller's. The
  * descriptor (close-on-exec), or -errno. */
 int unix_bind_private(const char *path, int type);
+/* A TCP connection whose peer vanished (its host lost, a link cut: no FIN,
+ * no RST ever comes) is ended by the kernel instead of held for ever:
+ * keepalive probes after idle_s seconds of silence, one every idle_s / 3
+ * (at least 1), and the connection fails (ETIMEDOUT) after three go
+ * unanswered, or once data sent stays unacknowledged as long
+ * (TCP_USER_TIMEOUT). A peer that is alive but quiet, or whose process
+ * is stopped, answers the probes from its kernel and keeps the
+ * connection. 0 leaves the socket as it is; a socket that is not TCP
+ * (a local one) too. 0 or -errno. */
+int tcp_keepalive(int fd, unsigned idle_s);
 #endif

@@ -994,8 +994,13 @@ conn_cb(void *cls, struct MHD_Connection *c, void **socket_context,
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		sa = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		if (fd != NULL)
+		if (fd != NULL) {
+			/* a stream to a client that vanished would otherwise
+			 * hold its place (and one of the sandbox's operations)
+			 * for ever: nothing is read or sent on an idle one */
+			(void)tcp_keepalive(fd->connect_fd, ncfg.tcp_keepalive);
 			headwatch_open(heads, c, fd->connect_fd, sa ? sa->client_addr : NULL);
+		}
 	} else {
 		headwatch_close(heads, c);      /* before the library closes the socket */
 	}

@@ -31,7 +31,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: node-api --listen ADDR:PORT --manager-socket PATH --worker-id ID\n"
 	    "       [--listen-unix PATH] [--user nobody] [--metrics-file PATH] [-v]\n"
-	    "       [--http-head-timeout S] [--http-heads-per-ip N] [--http-conns-per-ip N]\n");
+	    "       [--http-head-timeout S] [--http-heads-per-ip N] [--http-conns-per-ip N]\n"
+	    "       [--tcp-keepalive S]\n");
 	exit(2);
 }
 
@@ -156,6 +157,7 @@ main(int argc, char **argv)
 		{ "http-head-timeout", required_argument, NULL, 'H' },
 		{ "http-heads-per-ip", required_argument, NULL, 'P' },
 		{ "http-conns-per-ip", required_argument, NULL, 'C' },
+		{ "tcp-keepalive", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *listen_spec = NULL, *unix_path = NULL, *user = "nobody";
@@ -166,6 +168,7 @@ main(int argc, char **argv)
 	ncfg.head_timeout = SPACE_HTTP_HEAD_TIMEOUT;
 	ncfg.heads_per_ip = SPACE_HTTP_HEADS_PER_IP;
 	ncfg.conns_per_ip = SPACE_HTTP_CONN_PER_IP;
+	ncfg.tcp_keepalive = SPACE_TCP_KEEPALIVE;
 
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
@@ -187,6 +190,7 @@ main(int argc, char **argv)
 		case 'H': ncfg.head_timeout = uint_arg("--http-head-timeout", optarg, 1, 3600); break;
 		case 'P': ncfg.heads_per_ip = uint_arg("--http-heads-per-ip", optarg, 1, SPACE_HTTP_CONN_MAX); break;
 		case 'C': ncfg.conns_per_ip = uint_arg("--http-conns-per-ip", optarg, 1, SPACE_HTTP_CONN_MAX); break;
+		case 'K': ncfg.tcp_keepalive = uint_arg("--tcp-keepalive", optarg, 0, 86400); break;
 		default: usage();
 		}
 	}

@@ -15,6 +15,7 @@
 
 struct napi_config {
 	unsigned head_timeout, heads_per_ip, conns_per_ip;     /* limits.h defaults */
+	unsigned tcp_keepalive;         /* seconds; 0: the kernel's defaults (util.h) */
 	char manager_socket[108];
 	char worker_id[SPACE_ID_MAX + 1];
 	const char *metrics_file;       /* sbx-manager's counters, appended to /metrics */

@@ -74,6 +74,7 @@ struct ws_stream {
 	bool mgr_done;          /* no more from sbx-manager */
 	bool saw_exit;          /* the process's EXIT went by: an EOF is the end */
 	bool mgr_wdead;         /* sbx-manager stopped reading: input is dropped */
+	int sock_err;           /* the client's connection failed with it (errno) */
 	char *first;            /* the first text message */
 	uint8_t *extra;         /* bytes the client sent after its head */
 	size_t extra_len, extra_off;
@@ -151,6 +152,8 @@ recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *
 		break;
 	}
 	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			ws->sock_err = errno;
 		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ?
 		    WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
 		return -1;
@@ -178,6 +181,8 @@ send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
 		break;
 	}
 	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			ws->sock_err = errno;
 		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ?
 		    WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
 		return -1;
@@ -434,6 +439,10 @@ ws_thread(void *arg)
 		    frame_wr_flush(&ws->mwr, ws->mfd) < 0)
 			mgr_write_failed(ws);
 	}
+	/* a client that vanished (its host, the link): the keepalive
+	 * probes went unanswered (http.c, tcp_keepalive) */
+	if (ws->sock_err == ETIMEDOUT)
+		log_info("ws: the client's connection timed out: stream closed, its place freed");
 	/* the process (if any) runs on: closing our side of sbx-manager
 	 * only ends this stream's relay */
 	ws_linger(ws->sfd);
