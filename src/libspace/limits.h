@@ -62,6 +62,7 @@
 #define SPACE_ROUTE_WAIT_MS     8000        /* default of space-control --route-wait-ms */
 #define SPACE_ARCHIVE_BATCH_MAX 256         /* archives one collection request offers */
 #define SPACE_ARCHIVE_MAX       (16ull << 30) /* default of space-control --archive-max: bytes of one uploaded snapshot archive (an archive is never larger than its layer's quota) */
+#define SPACE_STORE_MIN_FREE_MB 256         /* MiB an upload to space-control leaves free on its disk (--store-min-free-mb) */
 #define SPACE_ROUTE_HOLD_MS     2000        /* default of space-control --route-hold-ms */
 #define SPACE_ASSIGNMENTS_MAX   1000        /* assignments in one long-poll answer */
 #define SPACE_OP_NAME_MAX       31          /* "exec", "fs.rename", ... in a REQUEST */

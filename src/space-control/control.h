@@ -66,6 +66,7 @@ struct config {
 	int     lost_grace;             /* seconds lost before its executions are re-placed */
 	int     archive_grace;          /* seconds: a reported digest is kept at least this long */
 	int64_t archive_max_mb;         /* MiB of one uploaded snapshot archive (SPACE_ARCHIVE_MAX) */
+	int64_t store_min_free_mb;      /* MiB an upload leaves free on its disk (SPACE_STORE_MIN_FREE_MB) */
 	int64_t max_named_snapshots;    /* named snapshots one sandbox may hold, 0 = any */
 	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */
 	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */

@@ -26,7 +26,7 @@
 enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_DELAY,
     O_LEASE, O_HEAD_TIMEOUT, O_HEADS_IP, O_CONNS_IP, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM,
     O_MAXPIDS, O_DEFPIDS, O_MAXCPU, O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK,
-    O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD, O_ARCHIVE_GRACE, O_ARCHIVE_MAX, O_LOST_GRACE,
+    O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD, O_ARCHIVE_GRACE, O_ARCHIVE_MAX, O_STORE_FREE, O_LOST_GRACE,
     O_MAX_NAMED };
 
 static const struct option opts[] = {
@@ -60,6 +60,7 @@ static const struct option opts[] = {
 	{ "route-hold-ms",        required_argument, NULL, O_ROUTE_HOLD },
 	{ "archive-grace",        required_argument, NULL, O_ARCHIVE_GRACE },
 	{ "archive-max-mb",       required_argument, NULL, O_ARCHIVE_MAX },
+	{ "store-min-free-mb",    required_argument, NULL, O_STORE_FREE },
 	{ "lost-grace",           required_argument, NULL, O_LOST_GRACE },
 	{ "max-named-snapshots",  required_argument, NULL, O_MAX_NAMED },
 	{ NULL, 0, NULL, 0 },
@@ -78,7 +79,7 @@ usage(FILE *f)
 	    "           [--default-memory-mb N --default-pids N --default-cpu-percent N]\n"
 	    "           [--default-disk-mb N] [--overcommit-memory|cpu|disk PCT]\n"
 	    "           [--templates NAME[,NAME...]] [--route-wait-ms N] [--route-hold-ms N]\n"
-	    "           [--archive-grace S] [--archive-max-mb MB]\n"
+	    "           [--archive-grace S] [--archive-max-mb MB] [--store-min-free-mb MB]\n"
 	    "           [--lost-grace S] [--max-named-snapshots N]\n"
 	    "       space-control apikey add NAME [--max-sandboxes N] [--max-memory-mb N]\n"
 	    "           [--creates-per-minute N] --data-dir D\n"
@@ -149,6 +150,7 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_ROUTE_HOLD: return set_int(name, v, 0, 60000, &cfg->route_hold_ms);
 	case O_ARCHIVE_GRACE: return set_int(name, v, 1, 30 * 86400, &cfg->archive_grace);
 	case O_ARCHIVE_MAX: return set_i64(name, v, 1, 1 << 24, &cfg->archive_max_mb);
+	case O_STORE_FREE: return set_i64(name, v, 0, 1 << 24, &cfg->store_min_free_mb);
 	case O_MAX_NAMED: return set_i64(name, v, 0, 1000000, &cfg->max_named_snapshots);
 	case O_LOST_GRACE: return set_int(name, v, 0, 30 * 86400, &cfg->lost_grace);
 	case O_DATA:     return set_str(name, v, cfg->data_dir, sizeof(cfg->data_dir));
@@ -242,6 +244,7 @@ control_parse(int argc, char **argv, struct config *cfg)
 	cfg->route_hold_ms = SPACE_ROUTE_HOLD_MS;
 	cfg->archive_grace = CONTROL_ARCHIVE_GRACE;
 	cfg->archive_max_mb = (int64_t)(SPACE_ARCHIVE_MAX >> 20);
+	cfg->store_min_free_mb = SPACE_STORE_MIN_FREE_MB;
 	cfg->max_named_snapshots = CONTROL_MAX_NAMED_SNAPSHOTS;
 	cfg->res_max = (struct res){ CONTROL_MAX_MEMORY_MB, CONTROL_MAX_CPU_PERCENT,
 	    CONTROL_MAX_DISK_MB };

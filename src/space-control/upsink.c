@@ -4,10 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "api_common.h"
+#include "control.h"
 #include "hashaside.h"
+#include "log.h"
 #include "upsink.h"
 #include "util.h"
 
@@ -30,11 +33,24 @@ static int
 sink_drain(struct req *r, const struct upsink_kind *k)
 {
 	struct upsink *s = r->sink;
+	struct statvfs fs;
 	size_t off = 0;
 	ssize_t w;
 
 	if (s->fill == 0)
 		return 0;
+	/* the store's disk is also the database's (SQLite) and every other
+	 * upload's: one worker's uploads, however many, never take it all */
+	if (r->ctl->cfg.store_min_free_mb > 0 && fstatvfs(s->fd, &fs) == 0 &&
+	    (uint64_t)fs.f_bavail * fs.f_frsize < s->fill +
+	    ((uint64_t)r->ctl->cfg.store_min_free_mb << 20)) {
+		log_warnx("an upload of a %s stopped after %llu bytes: its disk would have less "
+		    "than %lld MiB free (--store-min-free-mb)", k->what,
+		    (unsigned long long)s->written, (long long)r->ctl->cfg.store_min_free_mb);
+		reply_error(r, 507, "insufficient_storage", "the %s does not fit: the store keeps "
+		    "%lld MiB of its disk free", k->what, (long long)r->ctl->cfg.store_min_free_mb);
+		return -1;
+	}
 	while (off < s->fill) {
 		if ((w = write(s->fd, s->buf + off, s->fill - off)) < 0) {
 			if (errno == EINTR)
