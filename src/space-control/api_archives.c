@@ -67,7 +67,10 @@ api_worker_archives(struct req *r)
 	if (r->ctl->st->ops->archives_collectable == NULL)
 		rc = (out = json_array()) ? 0 : -ENOMEM;
 	else
-		rc = r->ctl->st->ops->archives_collectable(r->ctl->st, arr, now_unix(), &out);
+		/* what a worker found in its own cache: made there, or
+		 * downloaded (for which no operation waits) */
+		rc = r->ctl->st->ops->archives_collectable(r->ctl->st, arr, now_unix(),
+		    r->params[0], &out);
 	if (rc < 0) {
 		reply_store_error(r, rc, "archive");
 		goto out;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,9 @@ hash_update(void *h, const void *p, size_t n)
 static const struct upsink_kind archive_kind = {
 	.what = "snapshot archive", .suffix = ".tmp.XXXXXX", .init = hash_init, .update = hash_update,
 };
+
+/* the worker an archive came from (publish), for the collection */
+#define ARCHIVE_XATTR_WORKER "user.space.worker"
 
 static int
 adir(const struct ctl *c, char *out, size_t cap)
@@ -153,6 +157,9 @@ publish(struct req *r, const char *digest)
 	char path[PATH_MAX + 80], d[PATH_MAX + 16];
 	int dfd, lk;
 
+	/* who sent it: the collection counts only that worker's open
+	 * operations for it (a file system without user attributes: all) */
+	(void)fsetxattr(s->fd, ARCHIVE_XATTR_WORKER, r->params[0], strlen(r->params[0]), 0);
 	if (apath(r->ctl, digest, path, sizeof(path)) < 0 || fchmod(s->fd, 0400) < 0 ||
 	    fsync(s->fd) < 0 || (lk = archives_lock(r->ctl)) < 0) {
 		reply_error(r, 500, "internal", "cannot store the archive");
@@ -275,10 +282,11 @@ api_archive_blob_get(struct req *r)
 	r->file_size = (uint64_t)st.st_size;
 }
 
-/* one batch: ask the store which of the offered are referenced by
- * nothing, remove those. The number removed. */
+/* one batch, uploaded by worker (NULL: not known): ask the store which
+ * of the offered are referenced by nothing, remove those. The number
+ * removed. */
 static int
-collect_batch(struct ctl *c, const char *d, json_t *arr)
+collect_batch(struct ctl *c, const char *d, const char *worker, json_t *arr)
 {
 	char path[PATH_MAX + 80];
 	json_t *out = NULL, *v;
@@ -288,7 +296,7 @@ collect_batch(struct ctl *c, const char *d, json_t *arr)
 
 	if (json_array_size(arr) == 0 || (lk = archives_lock(c)) < 0)
 		return 0;
-	if (c->st->ops->archives_collectable(c->st, arr, now_unix(), &out) < 0) {
+	if (c->st->ops->archives_collectable(c->st, arr, now_unix(), worker, &out) < 0) {
 		close(lk);
 		return 0;
 	}
@@ -316,13 +324,48 @@ collect_batch(struct ctl *c, const char *d, json_t *arr)
  * --archive-grace, are removed; an upload's temporary file left by a
  * crash too, after an hour. A store without the collection keeps every
  * archive. Returns the number removed. */
+/* the worker that uploaded the archive DIGEST.snap in dfd, into w;
+ * "" when not known (written before, or no user attributes here) */
+static void
+uploader(int dfd, const char *name, char w[SPACE_ID_MAX + 1])
+{
+	char p[PATH_MAX];
+	ssize_t n;
+
+	w[0] = '\0';
+	if ((size_t)snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dfd, name) >= sizeof(p))
+		return;
+	n = lgetxattr(p, ARCHIVE_XATTR_WORKER, w, SPACE_ID_MAX);
+	w[n > 0 ? n : 0] = '\0';
+	if (!id_valid(w))
+		w[0] = '\0';
+}
+
+/* the batches of each uploader */
+static int
+collect_groups(struct ctl *c, const char *d, json_t *groups, size_t at_least)
+{
+	const char *w;
+	json_t *arr;
+	void *tmp;
+	int removed = 0;
+
+	json_object_foreach_safe(groups, tmp, w, arr) {
+		if (json_array_size(arr) < at_least)
+			continue;
+		removed += collect_batch(c, d, w[0] ? w : NULL, arr);
+		json_object_del(groups, w);
+	}
+	return removed;
+}
+
 int
 archive_blobs_collect(struct ctl *c)
 {
-	char d[PATH_MAX + 16], digest[SNAPSHOT_DIGEST_HEX + 1];
+	char d[PATH_MAX + 16], digest[SNAPSHOT_DIGEST_HEX + 1], w[SPACE_ID_MAX + 1];
 	struct dirent *e;
 	struct stat st;
-	json_t *arr;
+	json_t *groups, *arr;
 	time_t now = time(NULL);
 	size_t n;
 	DIR *dp;
@@ -332,8 +375,8 @@ archive_blobs_collect(struct ctl *c)
 	    (dp = opendir(d)) == NULL)
 		return 0;
 	dfd = dirfd(dp);
-	arr = json_array();
-	while (arr != NULL && (e = readdir(dp)) != NULL) {
+	groups = json_object();
+	while (groups != NULL && (e = readdir(dp)) != NULL) {
 		n = strlen(e->d_name);
 		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
@@ -349,16 +392,18 @@ archive_blobs_collect(struct ctl *c)
 		digest[SNAPSHOT_DIGEST_HEX] = '\0';
 		if (!snapshot_digest_valid(digest) || st.st_mtime > now - c->cfg.archive_grace)
 			continue;
+		uploader(dfd, e->d_name, w);
+		if ((arr = json_object_get(groups, w)) == NULL &&
+		    json_object_set_new(groups, w, arr = json_array()) < 0)
+			break;
 		json_array_append_new(arr, json_pack("{s:s,s:I}", "digest", digest,
 		    "age", (json_int_t)(now - st.st_mtime)));
-		if (json_array_size(arr) == SPACE_ARCHIVE_BATCH_MAX) {
-			removed += collect_batch(c, d, arr);
-			json_array_clear(arr);
-		}
+		if (json_array_size(arr) == SPACE_ARCHIVE_BATCH_MAX)
+			removed += collect_groups(c, d, groups, SPACE_ARCHIVE_BATCH_MAX);
 	}
-	if (arr != NULL)
-		removed += collect_batch(c, d, arr);
-	json_decref(arr);
+	if (groups != NULL)
+		removed += collect_groups(c, d, groups, 0);
+	json_decref(groups);
 	closedir(dp);
 	return removed;
 }

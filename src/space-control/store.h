@@ -216,10 +216,12 @@ struct store_ops {
 
 	/* the snapshot store's collection (store_archives.c): a digest
 	 * a worker reported is referenced until `until` (unix seconds);
-	 * of archives [{"digest","age"}] (validated), the digests nothing
+	 * of archives [{"digest","age"}] (validated) that came from worker
+	 * (its cache, its uploads; NULL: not known), the digests nothing
 	 * references, as an array of strings */
 	int (*archive_seen)(struct store *, const char *digest, int64_t until);
-	int (*archives_collectable)(struct store *, json_t *archives, int64_t now, json_t **out);
+	int (*archives_collectable)(struct store *, json_t *archives, int64_t now,
+	    const char *worker, json_t **out);
 	/* sandboxes, not killed, made from the template of that digest */
 	int (*template_refs)(struct store *, const char *digest, int64_t *n);
 	/* executions placed on worker, not ended, whose sandbox's snapshots

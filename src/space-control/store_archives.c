@@ -20,7 +20,11 @@
  *    committed, or arrives late, never meets a deleted archive;
  *  - it may be the archive of a lifecycle operation still open (a pause,
  *    move or snapshot whose worker has not reported yet): an archive
- *    younger than the oldest open operation (plus a margin) is kept. */
+ *    younger than the oldest open operation (plus a margin) is kept.
+ *    Only that operation's worker makes it: when the archives offered are
+ *    known to come from one worker (its cache, its uploads), only that
+ *    worker's operations count, so that one operation that never ends
+ *    holds the archives of its own worker, not everyone's. */
 #include <errno.h>
 #include <string.h>
 
@@ -55,6 +59,7 @@ st_archive_seen(struct store *s, const char *digest, int64_t until)
 struct collect {
 	json_t *in;             /* [{"digest","age"}], validated by the caller */
 	int64_t now;
+	const char *worker;     /* where they came from; NULL: not known */
 	json_t *out;
 };
 
@@ -69,7 +74,7 @@ collect_tx(struct store *s, void *arg)
 
 	json_array_clear(c->out);       /* a retried transaction starts again */
 	if ((rc = R(s)->archive_pending_prune(s, c->now)) < 0 ||
-	    (rc = R(s)->ops_oldest_open(s, &oldest)) < 0)
+	    (rc = R(s)->ops_oldest_open(s, c->worker, &oldest)) < 0)
 		return rc;
 	json_array_foreach(c->in, i, a) {
 		const char *d = json_string_value(json_object_get(a, "digest"));
@@ -86,9 +91,10 @@ collect_tx(struct store *s, void *arg)
 }
 
 int
-st_archives_collectable(struct store *s, json_t *archives, int64_t now, json_t **out)
+st_archives_collectable(struct store *s, json_t *archives, int64_t now, const char *worker,
+    json_t **out)
 {
-	struct collect c = { archives, now, json_array() };
+	struct collect c = { archives, now, worker, json_array() };
 	int rc;
 
 	if (c.out == NULL)

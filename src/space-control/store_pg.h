@@ -114,7 +114,7 @@ int pg_archive_worker_refs(struct store *, const char *worker, const char *diges
 /* store_pg_archives.c: the snapshot store's references (row operations) */
 int pg_archive_pending_add(struct store *, const char *digest, int64_t until);
 int pg_archive_pending_prune(struct store *, int64_t now);
-int pg_ops_oldest_open(struct store *, int64_t *created);
+int pg_ops_oldest_open(struct store *, const char *worker, int64_t *created);
 int pg_archive_referenced(struct store *, const char *digest);
 /* store_pg_edge.c: the rows of the public entry (store_tx.h) */
 int pg_edgecred_add(struct store *, const char *name, const char *id,

@@ -23,14 +23,17 @@ pg_archive_pending_prune(struct store *s, int64_t now)
 }
 
 int
-pg_ops_oldest_open(struct store *s, int64_t *created)
+pg_ops_oldest_open(struct store *s, const char *worker, int64_t *created)
 {
 	PGresult *res;
 	int rc;
 
 	*created = 0;
-	res = pg_q(PGS(s), &rc, "SELECT COALESCE(MIN(created), 0) FROM operations"
-	    " WHERE step <> 'done'", NULL);
+	res = worker == NULL ? pg_q(PGS(s), &rc, "SELECT COALESCE(MIN(created), 0) FROM operations"
+	    " WHERE step <> 'done'", NULL) :
+	    pg_q(PGS(s), &rc, "SELECT COALESCE(MIN(o.created), 0) FROM operations o"
+	    " LEFT JOIN executions e ON e.sandbox = o.sandbox AND e.generation = o.from_gen"
+	    " WHERE o.step <> 'done' AND (e.worker IS NULL OR e.worker = $1)", "s", worker);
 	if (res == NULL)
 		return rc;
 	*created = pg_i(res, 0, 0);

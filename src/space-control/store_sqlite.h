@@ -117,7 +117,7 @@ int sq_timeouts_due(struct store *, int64_t now, json_t **out);
 /* store_sqlite_archives.c: references of the snapshot store (row operations) */
 int sq_archive_pending_add(struct store *, const char *digest, int64_t until);
 int sq_archive_pending_prune(struct store *, int64_t now);
-int sq_ops_oldest_open(struct store *, int64_t *created);
+int sq_ops_oldest_open(struct store *, const char *worker, int64_t *created);
 int sq_archive_referenced(struct store *, const char *digest);
 /* store_sqlite_edge.c: the rows of the public entry (store_tx.h) */
 int sq_edgecred_add(struct store *, const char *name, const char *id,

@@ -25,14 +25,18 @@ sq_archive_pending_prune(struct store *s, int64_t now)
 }
 
 int
-sq_ops_oldest_open(struct store *s, int64_t *created)
+sq_ops_oldest_open(struct store *s, const char *worker, int64_t *created)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	*created = 0;
-	if ((st = sq_prep(DB(s), "SELECT COALESCE(MIN(created), 0) FROM operations"
-	    " WHERE step <> 'done'", NULL)) == NULL)
+	st = worker == NULL ? sq_prep(DB(s), "SELECT COALESCE(MIN(created), 0) FROM operations"
+	    " WHERE step <> 'done'", NULL) :
+	    sq_prep(DB(s), "SELECT COALESCE(MIN(o.created), 0) FROM operations o"
+	    " LEFT JOIN executions e ON e.sandbox = o.sandbox AND e.generation = o.from_gen"
+	    " WHERE o.step <> 'done' AND (e.worker IS NULL OR e.worker = ?)", "s", worker);
+	if (st == NULL)
 		return -EIO;
 	if ((rc = sq_step_row(DB(s), st)) == 1)
 		*created = sqlite3_column_int64(st, 0);

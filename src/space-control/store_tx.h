@@ -215,10 +215,12 @@ struct store_rows {
 	/* the snapshot store's references (store_archives.c): a reported
 	 * digest stays referenced until `until` (the later one kept); the
 	 * expired ones pruned at now; the creation time of the oldest
-	 * unfinished operation (0 none); 1 when anything references digest */
+	 * unfinished operation whose execution is (or was) on worker, or
+	 * whose execution is not known (worker NULL: of any), 0 none; 1 when
+	 * anything references digest */
 	int (*archive_pending_add)(struct store *, const char *digest, int64_t until);
 	int (*archive_pending_prune)(struct store *, int64_t now);
-	int (*ops_oldest_open)(struct store *, int64_t *created);
+	int (*ops_oldest_open)(struct store *, const char *worker, int64_t *created);
 	int (*archive_referenced)(struct store *, const char *digest);
 
 	/* a lost worker's executions (failover.c; store_sqlite_lost.c,
@@ -260,5 +262,6 @@ int lc_snapshot_report(struct store *, const char *worker, const char *snapshot_
 
 /* store_archives.c: the snapshot store's collection, on the row operations */
 int st_archive_seen(struct store *, const char *digest, int64_t until);
-int st_archives_collectable(struct store *, json_t *archives, int64_t now, json_t **out);
+int st_archives_collectable(struct store *, json_t *archives, int64_t now, const char *worker,
+    json_t **out);
 #endif

@@ -116,6 +116,29 @@ post "/v1/sandboxes/$C/pause" "$K" '{}' >/dev/null
 sim_fetch w1 "$W1"
 Y=$(rdigest)
 is "while an operation waits for its archive, a young archive is kept" "$(offer w1 "$W1" "$Y:0 $X:$OLD")" "$X"
+Z=$(rdigest)
+is "... by the operation's own worker only: w2's young archive is not held by w1's operation" \
+	"$(offer w2 "$W2" "$Z:0")" "$Z"
+# the same in space-control's own store: it knows who uploaded each
+# archive (mkarch: an archive as a worker sends it, its digest on stdout)
+mkarch() {
+	python3 -c 'import hashlib, os, struct, sys
+body = struct.pack("<III", 0x184D2A5C, 4, 1) + os.urandom(4096)
+d = hashlib.sha256(body).digest()
+open(sys.argv[1], "wb").write(body + struct.pack("<II", 0x184D2A5E, 32) + d)
+print(d.hex())' "$1"
+}
+aput() {
+	curl -s -o "$T/body" -w '%{http_code}' -X PUT -H "Authorization: Bearer $2" \
+		--data-binary @"$3" "$U/v1/workers/$1/archives/$4"
+}
+A1=$(mkarch "$T/a1") A2=$(mkarch "$T/a2")
+is "w1 uploads an archive while its operation is open" "$(aput w1 "$W1" "$T/a1" "$A1")" 201
+is "w2 uploads one too" "$(aput w2 "$W2" "$T/a2" "$A2")" 201
+a2_gone() { [ ! -e "$D/archives/$A2.snap" ]; }
+check "space-control collects w2's unreferenced archive past the grace, w1's operation open or not" \
+	eventually 40 a2_gone
+check "... and keeps w1's: it may be the one that operation reports" test -e "$D/archives/$A1.snap"
 # late: the report arrives after C was killed (the operation is over and
 # the report refused), its archive is a pending reference for the grace
 curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $K" "$U/v1/sandboxes/$C"
