@@ -15,21 +15,61 @@ check()  { d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
 # is "description" got want
 is()     { if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1"; echo "#   got '$2', want '$3'"; fi; }
 diag()   { echo "# $*"; }
-done_testing() { rm -f "$_fp_seen"; echo "1..$_tap_n"; [ "$_tap_n" -gt 0 ] && [ "$_tap_fail" = 0 ]; }
+done_testing() { _fp_release; echo "1..$_tap_n"; [ "$_tap_n" -gt 0 ] && [ "$_tap_fail" = 0 ]; }
 # free_port: a TCP port on 127.0.0.1 nobody listens on right now, and not
-# one this test was given before (the kernel draws them at random: two
-# drawn before either is bound met once in some 14,000)
+# one any test running on this machine was given (the kernel draws them
+# at random: two drawn before either is bound met once in some 14,000, and
+# a test that stops a daemon to start it again on its port leaves that
+# port free meanwhile, for another test beside it to draw). Each port given
+# is a file of /tmp/space-test-ports.d naming the test's shell; a file
+# whose test is gone is taken over. done_testing gives this test's back.
+_fp_dir=${TMPDIR:-/tmp}/space-test-ports.d
 _fp_seen=${TMPDIR:-/tmp}/space-test-ports.$$
-free_port() { python3 - "$_fp_seen" <<'PY'
+free_port() { python3 - "$_fp_dir" "$_fp_seen" "$$" <<'PY'
 import os, socket, sys
-seen = set(open(sys.argv[1]).read().split()) if os.path.exists(sys.argv[1]) else set()
+d, seen_f, me = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(d, exist_ok=True)
+seen = set(open(seen_f).read().split()) if os.path.exists(seen_f) else set()
+def alive(pid):
+    try:
+        os.kill(int(pid), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+def claim(p):
+    f = os.path.join(d, str(p))
+    for _ in range(2):
+        try:
+            fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, me.encode())
+            os.close(fd)
+            return True
+        except FileExistsError:
+            try:
+                owner = open(f).read().strip()
+            except OSError:
+                continue
+            if owner == me or alive(owner):
+                return False
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+    return False
 while True:
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
-    if str(p) not in seen:
+    if str(p) not in seen and claim(p):
         break
-open(sys.argv[1], "a").write("%d\n" % p)
+open(seen_f, "a").write("%d\n" % p)
 print(p)
 PY
+}
+_fp_release() {
+	[ -f "$_fp_seen" ] || return 0
+	for _fp in $(cat "$_fp_seen"); do
+		[ "$(cat "$_fp_dir/$_fp" 2>/dev/null)" = "$$" ] && rm -f "$_fp_dir/$_fp"
+	done
+	rm -f "$_fp_seen"
 }
 # wait_http URL [seconds]: until the URL answers
 wait_http() { i=0; while [ $i -lt $((${2:-10} * 10)) ]; do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
