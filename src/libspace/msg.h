@@ -203,6 +203,15 @@ int msg_assignment_pack(const struct msg_assignment *a, uint8_t out[MSG_ASSIGNME
 int msg_assignment_unpack(const uint8_t *buf, size_t len, struct msg_assignment *out,
     const char **why);
 
+/* A network assignment (a policy, declared ports, or both: each whole)
+ * queued behind another for the same execution: next folded into into,
+ * each of its parts replacing into's, so that the worker applies the
+ * latest of each once, however many came (a tenant changing its policy
+ * in a loop queues one job, not thousands). true when folded; false, and
+ * into unchanged, when either is not a network assignment or they are
+ * for different executions. into keeps its revision. */
+bool msg_assignment_fold(struct msg_assignment *into, const struct msg_assignment *next);
+
 /* free an encoding that held a secret */
 void msg_wipe_free(char *s);
 

@@ -592,6 +592,25 @@ assignment_check(const struct msg_assignment *a, bool has_id)
 	return NULL;
 }
 
+bool
+msg_assignment_fold(struct msg_assignment *into, const struct msg_assignment *next)
+{
+	if (into->action != ASSIGN_NETWORK || next->action != ASSIGN_NETWORK ||
+	    into->invalid != NULL || next->invalid != NULL ||
+	    !route_identity_equal(&into->id, &next->id))
+		return false;
+	if (next->has_network) {
+		into->has_network = true;
+		into->network = next->network;
+	}
+	if (next->has_ports) {
+		into->has_ports = true;
+		into->nports = next->nports;
+		memcpy(into->ports, next->ports, sizeof(into->ports));
+	}
+	return true;
+}
+
 int
 msg_assignment_pack(const struct msg_assignment *a, uint8_t out[MSG_ASSIGNMENT_WIRE_LEN])
 {

@@ -906,6 +906,17 @@ lane_push(struct mgr *m, const char *sandbox, struct job *j)
 		free(j);
 		return -EBUSY;
 	}
+	/* a network change behind another still queued, with nothing
+	 * between them: one job with the latest of each (the one queued
+	 * keeps its place and revision, so nothing is applied out of order
+	 * and a restart applies from before it) */
+	if (j->kind == JOB_ASSIGNMENT && l->tail != NULL && l->tail->kind == JOB_ASSIGNMENT &&
+	    msg_assignment_fold(&l->tail->a, &j->a)) {
+		pthread_mutex_unlock(&as->lock);
+		metrics_inc(m, MC_NETWORK_FOLDED);
+		free(j);
+		return 0;
+	}
 	if (l->tail)
 		l->tail->next = j;
 	else

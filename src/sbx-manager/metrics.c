@@ -50,6 +50,8 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_KEPT_AS_IS] = "space_sbxmgr_kept_layers_used_total",
 	[MC_KEPT_ONTO] = "space_sbxmgr_kept_layers_restored_onto_total",
 	[MC_RESTORE_AGAIN] = "space_sbxmgr_restores_again_total",
+	/* network assignments folded into one still queued (assign.c) */
+	[MC_NETWORK_FOLDED] = "space_sbxmgr_network_assignments_folded_total",
 };
 
 struct mgr_metrics {

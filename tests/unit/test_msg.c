@@ -323,6 +323,15 @@ test_challenge(void)
 	"\"spec\":{\"template\":\"host\",\"resources\":{\"memory_mb\":256,\"pids\":64,\"cpu_percent\":50}," \
 	"\"snapshot\":null}}"
 #define A_RETIRE "{\"revision\":6,\"action\":\"retire\",\"identity\":" IDENT ",\"spec\":{\"snapshot\":true}}"
+#define A_NET1 "{\"revision\":8,\"action\":\"network\",\"identity\":" IDENT "," \
+	"\"spec\":{\"network\":{\"internet\":true,\"allow\":[\"10.0.0.0/8\"]}}}"
+#define A_NET2 "{\"revision\":9,\"action\":\"network\",\"identity\":" IDENT "," \
+	"\"spec\":{\"network\":{\"internet\":false}}}"
+#define A_NET3 "{\"revision\":10,\"action\":\"network\",\"identity\":" IDENT "," \
+	"\"spec\":{\"ports\":[8080,9000]}}"
+#define A_NETOTHER "{\"revision\":11,\"action\":\"network\",\"identity\":" \
+	"{\"sandbox\":\"sbx_1\",\"generation\":8,\"worker\":\"w1\",\"substrate\":\"jail\"," \
+	"\"activation\":1,\"resident\":\"inc_1\"},\"spec\":{\"network\":{\"internet\":true}}}"
 #define A_SNAP "{\"revision\":7,\"action\":\"snapshot\",\"identity\":" IDENT "," \
 	"\"spec\":{\"snapshot_id\":\"snp_1\",\"name\":null}}"
 
@@ -330,7 +339,7 @@ static void
 test_assignments(void)
 {
 	struct msg_assignments m, m2;
-	struct msg_assignment a;
+	struct msg_assignment a, a2;
 	uint8_t w[MSG_ASSIGNMENT_WIRE_LEN], w2[MSG_ASSIGNMENT_WIRE_LEN];
 	const char *why;
 	char *s, *list;
@@ -384,6 +393,25 @@ test_assignments(void)
 	w2[40] = '/';
 	is_int(msg_assignment_unpack(w2, sizeof(w2), &a, &why), -EINVAL,
 	    "unpack: an identity that is not valid refused");
+	msg_assignments_free(&m);
+
+	/* network assignments queued one behind the other fold into one */
+	is_int(ANS("{\"revision\":9,\"assignments\":[" A_NET1 "," A_NET2 "," A_NET3 "," A_NETOTHER "," A_RETIRE "]}"), 0,
+	    "network assignments decode");
+	a = m.a[0];
+	ok(msg_assignment_fold(&a, &m.a[1]), "a policy change folds into the one queued before it");
+	ok(a.revision == 8 && a.has_network && a.network.internet == false && !a.has_ports,
+	    "... which keeps its revision and takes the later policy");
+	ok(msg_assignment_fold(&a, &m.a[2]), "declared ports fold in too");
+	ok(a.has_network && a.network.internet == false && a.has_ports && a.nports == 2 &&
+	    a.ports[0] == 8080 && a.ports[1] == 9000, "... the policy kept, the ports taken");
+	memcpy(&a2, &a, sizeof(a2));
+	ok(!msg_assignment_fold(&a, &m.a[3]) && memcmp(&a, &a2, sizeof(a)) == 0,
+	    "another generation's change does not fold, and changes nothing");
+	ok(!msg_assignment_fold(&a, &m.a[4]) && memcmp(&a, &a2, sizeof(a)) == 0,
+	    "a retirement does not fold");
+	a2 = m.a[4];
+	ok(!msg_assignment_fold(&a2, &m.a[1]), "nor into a retirement");
 	msg_assignments_free(&m);
 
 	is_int(ANS("{\"revision\":7,\"assignments\":[],\"x\":1}"), -EINVAL, "answer: extra key refused");
