@@ -292,8 +292,8 @@ create(struct e2b_req *r, const char *key)
 	json_decref(sb);
 	if (v == NULL)
 		return e2b_api_error(r->conn, 500, "sandbox %s did not start", sid);
-	if (strcmp(tpl, "base") == 0)
-		json_object_set_new(v, "templateID", json_string("base"));
+	/* templateID is the template the sandbox runs, as getInfo and list
+	 * say ("base" gets the deployment's default) */
 	return e2b_send_json(r->conn, 201, v);
 }
 
@@ -314,8 +314,61 @@ get_info(struct e2b_req *r, const char *key, const char *id)
 	return ret;
 }
 
-/* "k=v&k2=v2" with each part percent-encoded once more, as the SDK sends
- * it: true when every pair is in md */
+/* "k=v&k2=v2" as the SDK sends it (each key and value percent-encoded,
+ * the pairs form-encoded, the whole a query value: three layers, the
+ * first taken off by libmicrohttpd): true when every pair is in md */
+/* one layer of form encoding off, in place: '+' is a space, %XX a byte */
+static void
+form_unescape(char *s)
+{
+	char *p;
+
+	for (p = s; *p; p++)
+		if (*p == '+')
+			*p = ' ';
+	MHD_http_unescape(s);
+}
+
+/* an RFC 3339 time as the SDK writes it (2026-12-05T20:45:00.123Z): its
+ * whole seconds, UTC; -1 when it is none */
+static int
+iso_seconds(const char *v, time_t *out)
+{
+	struct tm tm;
+	const char *rest;
+
+	memset(&tm, 0, sizeof(tm));
+	if (v == NULL || (rest = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
+		return -1;
+	if (*rest == '.')
+		for (rest++; *rest >= '0' && *rest <= '9'; rest++)
+			;
+	if (strcmp(rest, "Z") != 0 && strcmp(rest, "+00:00") != 0)
+		return -1;
+	*out = timegm(&tm);
+	return 0;
+}
+
+/* whether name is one of the comma-separated names of list */
+static bool
+in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = list;
+
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+
+		if (len == n && strncmp(p, name, n) == 0)
+			return true;
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	return false;
+}
+
 static bool
 metadata_match(const char *q, const json_t *md)
 {
@@ -331,6 +384,8 @@ metadata_match(const char *q, const json_t *md)
 			break;
 		}
 		*eq = '\0';
+		form_unescape(pair);
+		form_unescape(eq + 1);
 		MHD_http_unescape(pair);
 		MHD_http_unescape(eq + 1);
 		have = jstr(md, pair);
@@ -355,7 +410,11 @@ list(struct e2b_req *r, const char *key, bool v2)
 	const char *meta = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "metadata");
 	const char *lim = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit");
 	const char *next = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "nextToken");
-	bool want_run = true, want_pause = v2;
+	const char *tpl = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "template");
+	const char *after = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "startedAfter");
+	const char *order = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "order");
+	bool want_run = true, want_pause = v2, desc = false;
+	time_t after_t = 0, st_t;
 	long limit = 100;
 	struct space_answer a;
 	json_t **items = NULL, *arr, *s, *out;
@@ -378,6 +437,10 @@ list(struct e2b_req *r, const char *key, bool v2)
 	}
 	if (next && !id_valid(next))
 		return e2b_api_error(r->conn, 400, "malformed nextToken");
+	if (after && iso_seconds(after, &after_t) < 0)
+		return e2b_api_error(r->conn, 400, "startedAfter must be an RFC 3339 time in UTC");
+	if (order && strcmp(order, "asc") != 0 && !(desc = strcmp(order, "desc") == 0))
+		return e2b_api_error(r->conn, 400, "order must be asc or desc");
 	if (ctl(key, "GET", "/v1/sandboxes", NULL, &a) < 0 || !space_answer_ok(&a)) {
 		ret = fail(r->conn, &a);
 		space_answer_clear(&a);
@@ -395,7 +458,9 @@ list(struct e2b_req *r, const char *key, bool v2)
 			continue;
 		st = jstr(o, "state");
 		if ((!strcmp(st, "running") && !want_run) || (!strcmp(st, "paused") && !want_pause) ||
-		    (meta && !metadata_match(meta, json_object_get(o, "metadata")))) {
+		    (meta && !metadata_match(meta, json_object_get(o, "metadata"))) ||
+		    (tpl && *tpl && !in_list(tpl, jstr(o, "templateID"))) ||
+		    (after && (iso_seconds(jstr(o, "startedAt"), &st_t) < 0 || st_t < after_t))) {
 			json_decref(o);
 			continue;
 		}
@@ -403,6 +468,12 @@ list(struct e2b_req *r, const char *key, bool v2)
 	}
 	space_answer_clear(&a);
 	qsort(items, n, sizeof(*items), by_start);
+	for (i = 0; desc && i < n / 2; i++) {
+		json_t *t = items[i];
+
+		items[i] = items[n - 1 - i];
+		items[n - 1 - i] = t;
+	}
 	if (next) {
 		for (start = 0; start < n; start++)
 			if (!strcmp(jstr(items[start], "sandboxID"), next))

@@ -1479,6 +1479,28 @@ rpc_call(struct envd *x, const struct rpc *c)
 	return ret;
 }
 
+/* GET /health of a sandbox (the SDK's isRunning, and its probe after a
+ * failed call): 204 when the sandbox serves (its root answers a stat
+ * through its route), 502 when it does not: paused, killed, or its
+ * access token no longer valid (a killed sandbox's tokens are gone),
+ * which the SDK reads as "not running" */
+static enum MHD_Result
+health(struct envd *x)
+{
+	struct space_answer a;
+	enum MHD_Result ret;
+	int r = stat_path(x, "/", &a);
+
+	if (r == 0)
+		ret = e2b_send(x->r->conn, 204, NULL, NULL, 0);
+	else if (a.status == 503)
+		ret = e2b_api_error(x->r->conn, 503, "%s", e2b_msg_of(&a));
+	else
+		ret = e2b_api_error(x->r->conn, 502, "the sandbox is not running");
+	space_answer_clear(&a);
+	return ret;
+}
+
 enum MHD_Result
 e2b_envd(struct e2b_req *r)
 {
@@ -1491,7 +1513,8 @@ e2b_envd(struct e2b_req *r)
 	bool rpc = u[0] == '/' && strchr(u + 1, '/') != NULL;
 	size_t i;
 
-	if (!strcmp(u, "/health"))
+	/* a bare probe of the edge */
+	if (!strcmp(u, "/health") && sbx == NULL)
 		return e2b_send(c, 204, NULL, NULL, 0);
 	if (key == NULL)
 		key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-KEY");
@@ -1507,6 +1530,8 @@ e2b_envd(struct e2b_req *r)
 		    e2b_api_error(c, 401, "an access token is needed (X-Access-Token)");
 	snprintf(x.sbx, sizeof(x.sbx), "%s", sbx);
 	x.key = key;
+	if (!strcmp(u, "/health"))
+		return health(&x);
 	if (!strcmp(u, "/files")) {
 		if (!strcmp(r->method, "GET"))
 			return files_get(&x);

@@ -41,8 +41,10 @@ struct e2b_upload {
 	unsigned nparts;
 	uint64_t total;                         /* bytes of every part so far */
 	json_t *done;                           /* the written files' entries */
-	/* the part being sent */
+	/* the part being sent: its name as the request gave it, its bytes */
 	bool sending;
+	char part_name[SPACE_PATH_MAX + 1];
+	uint64_t part_bytes;
 	int wfd, rfd;
 	pthread_t t;
 	char path[SPACE_PATH_MAX + 1];
@@ -235,6 +237,13 @@ e2b_upload_part(struct e2b_upload *u, const char *filename)
 {
 	int sv[2], sz = UPLOAD_SOCKBUF;
 
+	/* libmicrohttpd may announce a part with an empty piece at offset 0
+	 * and then give its first bytes at offset 0 again (a body sent in
+	 * several chunks, as Node.js sends a small file): the same part, not
+	 * a second file */
+	if (u->sending && u->part_bytes == 0 &&
+	    strcmp(filename ? filename : "", u->part_name) == 0)
+		return 0;
 	part_end(u);
 	if (u->err_status)
 		return -1;
@@ -250,6 +259,8 @@ e2b_upload_part(struct e2b_upload *u, const char *filename)
 		return -1;
 	}
 	u->nparts++;
+	snprintf(u->part_name, sizeof(u->part_name), "%s", filename ? filename : "");
+	u->part_bytes = 0;
 	if (make_parent(u, u->path) < 0)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -285,6 +296,7 @@ e2b_upload_data(struct e2b_upload *u, const char *data, size_t n)
 		return -1;
 	}
 	u->total += n;
+	u->part_bytes += n;
 	while (off < n) {
 		w = send(u->wfd, data + off, n - off, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)

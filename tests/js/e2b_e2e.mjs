@@ -97,6 +97,19 @@ await check('files.write and files.read (text)', async () => {
 	await sbx.files.write('/home/user/a.txt', 'some text\n')
 	return (await sbx.files.read('/home/user/a.txt')) === 'some text\n'
 })
+await check('files.write of a small file answers one entry, its path (written once)', async () => {
+	const info = await sbx.files.write('/home/user/s.txt', 'go')
+	return !Array.isArray(info) && info.path === '/home/user/s.txt' &&
+		(await sbx.files.read('/home/user/s.txt')) === 'go'
+})
+await check('files.write of 40 small files at once', async () => {
+	const entries = []
+	for (let i = 0; i < 40; i++) entries.push({ path: `/home/user/many/f${i}.txt`, data: `n${i}` })
+	const infos = await sbx.files.write(entries)
+	const back = await sbx.files.read('/home/user/many/f39.txt')
+	if (infos.length !== 40) console.log(`# ${infos.length} entries answered`)
+	return infos.length === 40 && infos[39].path === '/home/user/many/f39.txt' && back === 'n39'
+})
 await check('files binary round trip of 5 MiB', async () => {
 	const big = new Uint8Array(5 * 1024 * 1024)
 	for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 11)) & 0xff
@@ -148,6 +161,38 @@ await check('Sandbox.list with a metadata filter', async () => {
 	const p = Sandbox.list({ query: { metadata: { suite: 'e2b', run: process.pid.toString() } } })
 	const items = await p.nextItems()
 	return items.length === 1 && items[0].sandboxId === sbx.sandboxId
+})
+await check('isRunning while it runs', async () => (await sbx.isRunning()) === true)
+await check('create, getInfo and list name the same templateID', async () => {
+	const i = await sbx.getInfo()
+	const items = await Sandbox.list({ query: { metadata: { run: process.pid.toString() } } }).nextItems()
+	return typeof i.templateId === 'string' && i.templateId.length > 0 &&
+		items.length === 1 && items[0].templateId === i.templateId
+})
+await check('Sandbox.list: a metadata value with spaces, @, / and : is matched', async () => {
+	const md = { owner: 'alice@example.com', tag: 'a b/c:d+e%f', run: process.pid.toString() }
+	const o = await Sandbox.create({ metadata: md })
+	const found = await Sandbox.list({ query: { metadata: { owner: md.owner, tag: md.tag } } }).nextItems()
+	const none = await Sandbox.list({ query: { metadata: { owner: 'alice@example.org' } } }).nextItems()
+	await o.kill()
+	return found.length === 1 && found[0].sandboxId === o.sandboxId && none.length === 0
+})
+await check('Sandbox.list filters by template and startedAfter, and orders', async () => {
+	const run = process.pid.toString()
+	const tpl = (await sbx.getInfo()).templateId
+	const o = await Sandbox.create({ metadata: { suite: 'e2b', run } })
+	const md = { run }
+	const byTpl = await Sandbox.list({ query: { metadata: md, template: tpl } }).nextItems()
+	const noTpl = await Sandbox.list({ query: { metadata: md, template: 'no-such-template' } }).nextItems()
+	const future = await Sandbox.list({ query: { metadata: md, startedAfter: new Date(Date.now() + 3600e3) } }).nextItems()
+	const past = await Sandbox.list({ query: { metadata: md, startedAfter: new Date(Date.now() - 3600e3) } }).nextItems()
+	const asc = (await Sandbox.list({ query: { metadata: md }, order: 'asc' }).nextItems()).map((x) => x.sandboxId)
+	const desc = (await Sandbox.list({ query: { metadata: md }, order: 'desc' }).nextItems()).map((x) => x.sandboxId)
+	await o.kill()
+	const good = byTpl.length === 2 && noTpl.length === 0 && future.length === 0 && past.length === 2 &&
+		asc.length === 2 && JSON.stringify(asc) === JSON.stringify([...desc].reverse())
+	if (!good) console.log(`# tpl=${byTpl.length} none=${noTpl.length} future=${future.length} past=${past.length} asc=${asc} desc=${desc}`)
+	return good
 })
 await check('Sandbox.list pages with a limit', async () => {
 	const other = await Sandbox.create({ metadata: { suite: 'e2b', run: process.pid.toString() } })
@@ -313,5 +358,7 @@ await check('kill, then the sandbox is gone', async () => {
 	const again = await Sandbox.kill(sbx.sandboxId)
 	let nf = false
 	try { await Sandbox.getInfo(sbx.sandboxId) } catch (e) { nf = e instanceof SandboxNotFoundError }
-	return killed === true && again === false && nf
+	const running = await sbx.isRunning()
+	if (running !== false) console.log(`# isRunning after kill: ${running}`)
+	return killed === true && again === false && nf && running === false
 })
