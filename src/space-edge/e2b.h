@@ -96,6 +96,17 @@ void e2b_upload_free(struct e2b_upload *u);
 /* e2b_envd.c: the sandbox API */
 bool e2b_envd_route(struct MHD_Connection *c, const char *url);
 enum MHD_Result e2b_envd(struct e2b_req *r);
+/* the environment of a create (envVars): every process the sandbox starts
+ * through this API gets it, a command's own envs over it. Kept in the
+ * sandbox, E2B_ENVS_FILE (its layer: it moves and resumes with it), by
+ * e2b_envs_store once the sandbox serves; read back by each start (and
+ * kept in a small cache). envs is validated by e2b_envs_valid. 0, or -1
+ * with the answer saying why. */
+#define E2B_ENVS_FILE           E2B_HOME "/.e2b/envs.json"
+#define E2B_ENVS_MAX            64              /* variables of a create */
+#define E2B_ENVS_BYTES_MAX      8192            /* their JSON (they travel in each start's URL) */
+bool e2b_envs_valid(const json_t *envs, const char **why);
+int e2b_envs_store(const char *key, const char *sbx, const json_t *envs, struct space_answer *a);
 
 extern struct e2b_cfg e2b_conf;
 #endif

@@ -203,7 +203,7 @@ create(struct e2b_req *r, const char *key)
 	    "network", "iam", "volumeMounts", "secure", "alias", NULL };
 	const char *why = NULL, *tpl, *k, *id;
 	char tplbuf[72];
-	json_t *in, *req, *v, *md;
+	json_t *in, *req, *v, *md, *envs;
 	json_int_t timeout = 300;
 	struct space_answer a;
 	bool pause = false;
@@ -235,8 +235,9 @@ create(struct e2b_req *r, const char *key)
 			if (!json_is_string(v) || strlen(k) > 256 || strlen(json_string_value(v)) > 1024)
 				BAD("metadata values must be strings (keys up to 256, values up to 1024 bytes)");
 	}
-	if (!empty_or_absent(json_object_get(in, "envVars")))
-		BAD("envVars at creation are not supported: pass envs to each command");
+	envs = json_object_get(in, "envVars");
+	if (!empty_or_absent(envs) && !e2b_envs_valid(envs, &why))
+		BAD("%s", why);
 	if (!empty_or_absent(json_object_get(in, "mcp")) ||
 	    !empty_or_absent(json_object_get(in, "volumeMounts")) ||
 	    !empty_or_absent(json_object_get(in, "iam")) ||
@@ -251,6 +252,8 @@ create(struct e2b_req *r, const char *key)
 		BAD("autoResume is not supported: resume with Sandbox.connect()");
 	pause = json_is_true(json_object_get(in, "autoPause"));
 #undef BAD
+	/* kept past json_decref(in), written into the sandbox once it serves */
+	envs = empty_or_absent(envs) ? NULL : json_deep_copy(envs);
 	req = json_pack("{s:{s:I,s:i,s:s}}", "timeouts", "idle", timeout, "absolute", 0,
 	    "action", pause ? "pause" : "kill");
 	if (strcmp(tpl, "base") != 0)
@@ -260,12 +263,14 @@ create(struct e2b_req *r, const char *key)
 	json_decref(in);
 	if (ctl(key, "POST", "/v1/sandboxes", req, &a) < 0 || !space_answer_ok(&a)) {
 		json_decref(req);
+		json_decref(envs);
 		ret = fail(r->conn, &a);
 		space_answer_clear(&a);
 		return ret;
 	}
 	json_decref(req);
 	if ((id = jstr(a.body, "id")) == NULL) {
+		json_decref(envs);
 		space_answer_clear(&a);
 		return e2b_api_error(r->conn, 502, "malformed answer of the control plane");
 	}
@@ -273,9 +278,29 @@ create(struct e2b_req *r, const char *key)
 	snprintf(sid, sizeof(sid), "%s", id);
 	space_answer_clear(&a);
 	if (wait_state(key, sid, "running", &a) < 0) {
+		json_decref(envs);
 		ret = fail(r->conn, &a);
 		space_answer_clear(&a);
 		return ret;
+	}
+	/* its environment, before anyone can start a process in it; a
+	 * sandbox that cannot take it is not handed out half made */
+	if (envs != NULL) {
+		struct space_answer ea;
+		char kpath[SPACE_ID_MAX + 16];
+
+		if (e2b_envs_store(key, sid, envs, &ea) < 0) {
+			json_decref(envs);
+			ret = fail(r->conn, &ea);
+			space_answer_clear(&ea);
+			space_answer_clear(&a);
+			snprintf(kpath, sizeof(kpath), "/v1/sandboxes/%s", sid);
+			(void)ctl(key, "DELETE", kpath, NULL, &ea);
+			space_answer_clear(&ea);
+			return ret;
+		}
+		space_answer_clear(&ea);
+		json_decref(envs);
 	}
 	json_t *sb = json_incref(a.body);
 	char tok[128];

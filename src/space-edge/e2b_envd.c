@@ -979,6 +979,8 @@ open_stream(struct envd *x, const char *access, bool start, const char *path, bo
 	return stream_answer(x->r->conn, s);
 }
 
+static int envs_of(struct envd *x, json_t **out, struct space_answer *a);
+
 static enum MHD_Result
 proc_start(struct envd *x, const json_t *in)
 {
@@ -986,7 +988,7 @@ proc_start(struct envd *x, const json_t *in)
 	const char *why = NULL, *k;
 	char cwd[SPACE_PATH_MAX + 1], *args_s = NULL, *esc = NULL, *path = NULL;
 	const json_t *p = json_object_get(in, "process"), *v, *env, *size;
-	json_t *argv, *args;
+	json_t *argv, *args, *menv = NULL;
 	json_int_t rows = 0, cols = 0;
 	bool pty = false;
 	enum MHD_Result ret;
@@ -1006,12 +1008,38 @@ proc_start(struct envd *x, const json_t *in)
 	size = json_object_get(json_object_get(in, "pty"), "size");
 	if (size && pty_size(size, &rows, &cols) < 0)
 		return rpc_error(x->r->conn, "invalid_argument", "pty.size rows and cols are 1..4096");
+	/* the sandbox's environment of its create, the command's over it */
+	{
+		struct space_answer ea;
+		json_t *base;
+
+		if (envs_of(x, &base, &ea) < 0) {
+			ret = rpc_fail(x->r->conn, &ea);
+			space_answer_clear(&ea);
+			return ret;
+		}
+		space_answer_clear(&ea);
+		if (base != NULL) {
+			json_t *m = json_deep_copy(base);
+
+			json_decref(base);
+			if (m == NULL || (json_is_object(env) && json_object_update(m, (json_t *)env) < 0)) {
+				json_decref(m);
+				return rpc_error(x->r->conn, "internal", "out of memory");
+			}
+			menv = m;
+		}
+	}
 	argv = json_array();
 	json_array_append_new(argv, json_string(jstr(p, "cmd")));
 	json_array_foreach(json_object_get(p, "args"), i, v)
 		json_array_append(argv, (json_t *)v);
 	args = json_pack("{s:o}", "argv", argv);
-	if (json_is_object(env) && json_object_size(env) > 0)
+	if (menv != NULL) {
+		if (json_object_size(menv) > 0)
+			json_object_set(args, "env", menv);
+		json_decref(menv);
+	} else if (json_is_object(env) && json_object_size(env) > 0)
 		json_object_set(args, "env", (json_t *)env);
 	if (jstr(p, "cwd") && *jstr(p, "cwd"))
 		json_object_set_new(args, "cwd", json_string(cwd));
@@ -1477,6 +1505,171 @@ rpc_call(struct envd *x, const struct rpc *c)
 	ret = c->fn(x, in);
 	json_decref(in);
 	return ret;
+}
+
+/* ---- the environment of a create (e2b.h) ---- */
+
+#define ENVS_CACHE 1024         /* sandboxes whose environment is kept here */
+
+static struct {
+	pthread_mutex_t mu;
+	struct envs_entry {
+		char sbx[SPACE_ID_MAX + 1];
+		json_t *envs;           /* NULL: the sandbox has none */
+	} e[ENVS_CACHE];
+	size_t next;            /* the slot a new entry takes (the oldest) */
+} envs_cache = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* a name a shell takes, and a value without a NUL */
+bool
+e2b_envs_valid(const json_t *envs, const char **why)
+{
+	const char *k;
+	json_t *v;
+	char *text;
+	size_t n;
+
+	if (!json_is_object(envs) || json_object_size(envs) > E2B_ENVS_MAX)
+		return *why = "envVars must be an object of at most 64 strings", false;
+	json_object_foreach((json_t *)envs, k, v) {
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return *why = "envVars values must be strings without NUL", false;
+		n = strlen(k);
+		if (n == 0 || n > 128 || !((k[0] >= 'A' && k[0] <= 'Z') ||
+		    (k[0] >= 'a' && k[0] <= 'z') || k[0] == '_') ||
+		    strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != n)
+			return *why = "envVars names are letters, digits and _ (not first a digit), at most 128", false;
+	}
+	text = json_dumps(envs, JSON_COMPACT);
+	n = text ? strlen(text) : SIZE_MAX;
+	free(text);
+	if (n > E2B_ENVS_BYTES_MAX)
+		return *why = "envVars are at most 8 KiB in all", false;
+	return true;
+}
+
+/* a new reference to the cached environment of sbx (NULL: none); false
+ * when it is not cached */
+static bool
+envs_cached(const char *sbx, json_t **out)
+{
+	size_t i;
+
+	pthread_mutex_lock(&envs_cache.mu);
+	for (i = 0; i < ENVS_CACHE; i++)
+		if (envs_cache.e[i].sbx[0] && strcmp(envs_cache.e[i].sbx, sbx) == 0) {
+			*out = json_incref(envs_cache.e[i].envs);
+			pthread_mutex_unlock(&envs_cache.mu);
+			return true;
+		}
+	pthread_mutex_unlock(&envs_cache.mu);
+	return false;
+}
+
+static void
+envs_cache_put(const char *sbx, json_t *envs)
+{
+	struct envs_entry *e = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&envs_cache.mu);
+	for (i = 0; i < ENVS_CACHE && e == NULL; i++)
+		if (envs_cache.e[i].sbx[0] && strcmp(envs_cache.e[i].sbx, sbx) == 0)
+			e = &envs_cache.e[i];
+	if (e == NULL) {
+		e = &envs_cache.e[envs_cache.next];
+		envs_cache.next = (envs_cache.next + 1) % ENVS_CACHE;
+	}
+	json_decref(e->envs);
+	snprintf(e->sbx, sizeof(e->sbx), "%s", sbx);
+	e->envs = json_incref(envs);
+	pthread_mutex_unlock(&envs_cache.mu);
+}
+
+int
+e2b_envs_store(const char *key, const char *sbx, const json_t *envs, struct space_answer *a)
+{
+	struct envd x = { .key = key };
+	char *text = json_dumps(envs, JSON_COMPACT), *q = path_query("files", E2B_ENVS_FILE);
+	json_t *b = json_pack("{s:s,s:b}", "path", E2B_HOME "/.e2b", "parents", 1);
+	int fd = -1, r = -1;
+
+	snprintf(x.sbx, sizeof(x.sbx), "%s", sbx);
+	space_answer_init(a);
+	if (text == NULL || q == NULL || b == NULL ||
+	    (fd = memfd_create("e2b-envs", MFD_CLOEXEC)) < 0 ||
+	    fd_write_all(fd, text, strlen(text)) < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+		snprintf(a->message, sizeof(a->message), "cannot keep the environment");
+		goto out;
+	}
+	if (dop(&x, "fs:w", "POST", "fs/mkdir", b, -1, -1, 0, a) < 0 || !space_answer_ok(a))
+		goto out;
+	space_answer_clear(a);
+	if (dop(&x, "fs:w", "PUT", q, NULL, fd, -1, 0, a) < 0 || !space_answer_ok(a))
+		goto out;
+	envs_cache_put(sbx, (json_t *)envs);
+	r = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	json_decref(b);
+	free(text);
+	free(q);
+	return r;
+}
+
+/* the environment of x's sandbox: *out a new reference, NULL when it has
+ * none; -1 when it cannot be read (a answers why) */
+static int
+envs_of(struct envd *x, json_t **out, struct space_answer *a)
+{
+	char buf[E2B_ENVS_BYTES_MAX + 1], *q;
+	const char *why;
+	json_t *e;
+	ssize_t n;
+	int fd, r;
+
+	space_answer_init(a);
+	*out = NULL;
+	if (envs_cached(x->sbx, out))
+		return 0;
+	if ((q = path_query("files", E2B_ENVS_FILE)) == NULL ||
+	    (fd = memfd_create("e2b-envs", MFD_CLOEXEC)) < 0) {
+		free(q);
+		snprintf(a->message, sizeof(a->message), "out of memory");
+		return -1;
+	}
+	r = dop(x, "fs:r", "GET", q, NULL, -1, fd, E2B_ENVS_BYTES_MAX, a);
+	free(q);
+	if (r >= 0 && a->status == 404) {
+		/* none: the sandbox was made without envVars */
+		close(fd);
+		space_answer_clear(a);
+		space_answer_init(a);
+		envs_cache_put(x->sbx, NULL);
+		return 0;
+	}
+	if (r < 0 || !space_answer_ok(a)) {
+		close(fd);
+		return -1;
+	}
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	e = n > 0 ? json_loads(buf, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	if (e == NULL || !e2b_envs_valid(e, &why)) {
+		/* the sandbox's own file, changed from inside: not applied */
+		json_decref(e);
+		space_answer_clear(a);
+		space_answer_init(a);
+		a->status = 400;
+		snprintf(a->message, sizeof(a->message), "%s is not an environment of envVars",
+		    E2B_ENVS_FILE);
+		return -1;
+	}
+	envs_cache_put(x->sbx, e);
+	*out = e;
+	return 0;
 }
 
 /* GET /health of a sandbox (the SDK's isRunning, and its probe after a

@@ -37,7 +37,12 @@ is "create: no templateID" "$(code -H "$A" -d '{}' "$X/v2/sandboxes")" 400
 is "create: a long templateID" "$(code -H "$A" -d "{\"templateID\":\"$(printf 'a%.0s' $(seq 1 80))\"}" "$X/v2/sandboxes")" 400
 is "create: metadata not strings" "$(code -H "$A" -d '{"templateID":"base","metadata":{"a":1}}' "$X/v2/sandboxes")" 400
 is "create: a negative timeout" "$(code -H "$A" -d '{"templateID":"base","timeout":-1}' "$X/v2/sandboxes")" 400
-is "create: envVars refused" "$(code -H "$A" -d '{"templateID":"base","envVars":{"A":"b"}}' "$X/v2/sandboxes")" 400
+is "create: envVars not strings" "$(code -H "$A" -d '{"templateID":"base","envVars":{"A":1}}' "$X/v2/sandboxes")" 400
+is "create: an envVars name a shell would not take" "$(code -H "$A" -d '{"templateID":"base","envVars":{"1A":"b"}}' "$X/v2/sandboxes")" 400
+is "create: an envVars name with =" "$(code -H "$A" -d '{"templateID":"base","envVars":{"A=B":"b"}}' "$X/v2/sandboxes")" 400
+is "create: an envVars value with a NUL" "$(code -H "$A" -d '{"templateID":"base","envVars":{"A":"b\u0000c"}}' "$X/v2/sandboxes")" 400
+is "create: 65 envVars" "$(code -H "$A" -d "{\"templateID\":\"base\",\"envVars\":{$(for i in $(seq 1 65); do printf '"V%d":"x",' "$i"; done | sed 's/,$//')}}" "$X/v2/sandboxes")" 400
+is "create: envVars over 8 KiB" "$(code -H "$A" -d "{\"templateID\":\"base\",\"envVars\":{\"A\":\"$(head -c 9000 /dev/zero | tr '\0' a)\"}}" "$X/v2/sandboxes")" 400
 is "create: autoPauseMemory refused" "$(code -H "$A" -d '{"templateID":"base","autoPause":true,"autoPauseMemory":true}' "$X/v2/sandboxes")" 400
 grep -q '"code":400' "$T/body"; check "with a {code, message} body" test $? = 0
 is "create: deeply nested JSON" "$(code -H "$A" -d "$(python3 -c 'print("{\"templateID\":\"base\",\"metadata\":" + "["*5000 + "]"*5000 + "}")')" "$X/v2/sandboxes")" 400

@@ -40,6 +40,22 @@ await check('env and cwd of a command', async () => {
 	const r = await sbx.commands.run('echo "$GREETING" && pwd', { envs: { GREETING: 'hi there' }, cwd: '/tmp' })
 	return r.stdout === 'hi there\n/tmp\n'
 })
+await check('envs of the create reach every command, a command\'s own over them; kept across a pause', async () => {
+	const o = await Sandbox.create({ envs: { FROM_CREATE: 'create value', SHARED: 'create' }, metadata: { run: process.pid.toString() } })
+	const a = await o.commands.run('echo "$FROM_CREATE|$SHARED"')
+	const b = await o.commands.run('echo "$FROM_CREATE|$SHARED"', { envs: { SHARED: 'command' } })
+	const h = await o.commands.run('echo "$FROM_CREATE"', { background: true })
+	const c = await h.wait()
+	await o.pause()
+	const again = await Sandbox.connect(o.sandboxId)
+	const d = await again.commands.run('echo "$FROM_CREATE"')
+	const plain = await sbx.commands.run('echo "[$FROM_CREATE]"')
+	await again.kill()
+	const good = a.stdout === 'create value|create\n' && b.stdout === 'create value|command\n' &&
+		c.stdout === 'create value\n' && d.stdout === 'create value\n' && plain.stdout === '[]\n'
+	if (!good) console.log(`# ${JSON.stringify([a.stdout, b.stdout, c.stdout, d.stdout, plain.stdout])}`)
+	return good
+})
 await check('output arrives while the command runs', async () => {
 	// the command prints "one", then waits for a file that is written only
 	// once "one" has reached this client: without streaming it never ends
