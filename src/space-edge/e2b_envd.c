@@ -765,6 +765,56 @@ rel(const struct wstream *s, const char *p)
 	return p;
 }
 
+/* a file the guest writes goes into a temporary one beside it: an
+ * anonymous one first (O_TMPFILE, whose events the kernel names #INODE),
+ * linked as .NAME.space-XXXXXX, renamed into place once whole (op_fs.c) */
+static bool
+is_temp(const char *path)
+{
+	const char *b = strrchr(path, '/'), *suf;
+	size_t n, i;
+
+	b = b ? b + 1 : path;
+	n = strlen(b);
+	if (b[0] == '#' && n > 1 && strspn(b + 1, "0123456789") == n - 1)
+		return true;
+	if (b[0] != '.' || n < 1 + 1 + 7 + 6)
+		return false;
+	suf = b + n - 13;
+	if (strncmp(suf, ".space-", 7) != 0)
+		return false;
+	for (i = 7; i < 13; i++)
+		if (!((suf[i] >= 'a' && suf[i] <= 'z') || (suf[i] >= 'A' && suf[i] <= 'Z') ||
+		    (suf[i] >= '0' && suf[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* one event of the guest as E2B's events ({"name","type"}) into out: a
+ * file written through the API is what envd reports for it (a create,
+ * a write), not the temporary file's create, change and rename */
+static void
+watch_events(const struct wstream *s, const struct msg_stream *ms, json_t *out)
+{
+	const char *t = event_type(ms->event.type);
+
+	if (is_temp(ms->event.path)) {
+		if (ms->event.type == STREAM_EV_RENAME && ms->event.to[0] && !is_temp(ms->event.to)) {
+			json_array_append_new(out, json_pack("{s:s,s:s}", "name",
+			    rel(s, ms->event.to), "type", "EVENT_TYPE_CREATE"));
+			json_array_append_new(out, json_pack("{s:s,s:s}", "name",
+			    rel(s, ms->event.to), "type", "EVENT_TYPE_WRITE"));
+		}
+		return;
+	}
+	if (t)
+		json_array_append_new(out, json_pack("{s:s,s:s}", "name", rel(s, ms->event.path),
+		    "type", t));
+	if (ms->event.type == STREAM_EV_RENAME && ms->event.to[0])
+		json_array_append_new(out, json_pack("{s:s,s:s}", "name", rel(s, ms->event.to),
+		    "type", "EVENT_TYPE_CREATE"));
+}
+
 /* turns the next message (or a quiet spell) into envelopes */
 static void
 produce(struct wstream *s)
@@ -836,13 +886,14 @@ produce(struct wstream *s)
 				json_object_set_new(end, "error", json_string(st));
 			envelope(s, 0, json_pack("{s:{s:o}}", "event", "end", end));
 		} else if (ms.kind == STREAM_EVENT && s->watch) {
-			const char *t = event_type(ms.event.type);
-			if (t)
-				envelope(s, 0, json_pack("{s:{s:s,s:s}}", "filesystem", "name",
-				    rel(s, ms.event.path), "type", t));
-			if (ms.event.type == STREAM_EV_RENAME && ms.event.to[0])
-				envelope(s, 0, json_pack("{s:{s:s,s:s}}", "filesystem", "name",
-				    rel(s, ms.event.to), "type", "EVENT_TYPE_CREATE"));
+			json_t *evs = json_array(), *e;
+			size_t i;
+
+			if (evs != NULL)
+				watch_events(s, &ms, evs);
+			json_array_foreach(evs, i, e)
+				envelope(s, 0, json_pack("{s:O}", "filesystem", e));
+			json_decref(evs);
 		}
 	}
 	free(m);
@@ -1173,19 +1224,21 @@ watcher_main(void *arg)
 		s->queued -= m->len;
 		if (!m->text) {
 			struct msg_stream ms;
-			const char *why = NULL, *t;
+			const char *why = NULL;
 			if (msg_stream_decode(m->data, m->len, STREAM_OUT, &ms, &why) == 0 &&
 			    ms.kind == STREAM_EVENT) {
+				json_t *evs = json_array(), *e;
+				size_t i;
+
+				if (evs != NULL)
+					watch_events(s, &ms, evs);
 				pthread_mutex_lock(&watch_mu);
-				if ((t = event_type(ms.event.type)) != NULL)
-					watcher_push(w, json_pack("{s:s,s:s}", "name",
-					    rel(s, ms.event.path), "type", t));
-				else if (ms.event.type == STREAM_EV_OVERFLOW)
+				json_array_foreach(evs, i, e)
+					watcher_push(w, json_incref(e));
+				if (ms.event.type == STREAM_EV_OVERFLOW)
 					w->overflow = true;
-				if (ms.event.type == STREAM_EV_RENAME && ms.event.to[0])
-					watcher_push(w, json_pack("{s:s,s:s}", "name", rel(s, ms.event.to),
-					    "type", "EVENT_TYPE_CREATE"));
 				pthread_mutex_unlock(&watch_mu);
+				json_decref(evs);
 			}
 		}
 		free(m);

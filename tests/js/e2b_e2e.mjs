@@ -4,7 +4,7 @@
 // Prints one "ok - ..." / "not ok - ..." line per check (75_e2b.sh numbers
 // them). OTHER_KEY: a second API key of another principal.
 import { Sandbox, CommandExitError, SandboxNotFoundError, NotFoundError,
-	AuthenticationError, SandboxError, FileNotFoundError } from 'e2b'
+	AuthenticationError, SandboxError, FileNotFoundError, FilesystemEventType } from 'e2b'
 
 const say = (good, what, why) => {
 	console.log(`${good ? 'ok' : 'not ok'} - ${what}`)
@@ -316,15 +316,18 @@ await check('pty: create, input, resize, kill', async () => {
 	if (!(echoed && sized && killed)) console.log(`# pty echoed=${echoed} sized=${sized} killed=${killed} out=${JSON.stringify(out.slice(-300))}`)
 	return echoed && sized && killed
 })
-await check('files.watchDir sees a write', async () => {
+await check('files.watchDir sees files.write as envd reports it: a write of the file, no temporary file', async () => {
 	await sbx.files.makeDir('/home/user/w')
 	const events = []
 	const w = await sbx.files.watchDir('/home/user/w', (e) => events.push(e))
 	await sbx.files.write('/home/user/w/f.txt', 'x')
-	const seen = await until(() => events.some((e) => e.name === 'f.txt'))
+	const seen = await until(() => events.some((e) => e.name === 'f.txt' && e.type === FilesystemEventType.WRITE))
+	await sbx.commands.run('echo more >> /home/user/w/g.txt')
+	const shell = await until(() => events.some((e) => e.name === 'g.txt' && e.type === FilesystemEventType.WRITE))
 	await w.stop()
-	if (!seen) console.log(`# events ${JSON.stringify(events)}`)
-	return seen
+	const clean = events.every((e) => e.name === 'f.txt' || e.name === 'g.txt')
+	if (!(seen && shell && clean)) console.log(`# events ${JSON.stringify(events)}`)
+	return seen && shell && clean
 })
 
 // a move through space's own API while the SDK holds the sandbox
