@@ -38,7 +38,7 @@ LIBS_space         := -lsodium -ljansson -luv -lwslay -lnettle
 LIBS_space-control := -lsodium -ljansson -lsqlite3 -lmicrohttpd -lpq -lnettle
 LIBS_spaced-guest  := -lsodium -ljansson -lcap
 LIBS_spaced-host   := -lsodium -ljansson -lcap
-LIBS_space-edge    := -lsodium -ljansson -lcurl -lmicrohttpd -lwslay -lnettle -lpthread
+LIBS_space-edge    := -lsodium -ljansson -lcurl -lmicrohttpd -lwslay -lnettle -lz -lpthread
 LIBS_netgtw        := -lsodium -ljansson -lwslay
 # spaced-guest runs inside any template's root, where the host's shared
 # libraries are not (docs/templates.md): it is linked statically. The

@@ -89,6 +89,9 @@ struct e2b_upload;
 struct e2b_upload *e2b_upload_new(struct MHD_Connection *c);
 int e2b_upload_part(struct e2b_upload *u, const char *filename);
 int e2b_upload_data(struct e2b_upload *u, const char *data, size_t n);
+/* the body is gzip (Content-Encoding): what e2b_upload_data is given from
+ * now on is inflated; a body that is not gzip, or cut short, fails */
+int e2b_upload_gzip(struct e2b_upload *u);
 enum MHD_Result e2b_upload_answer(struct e2b_upload *u, struct MHD_Connection *c);
 bool e2b_upload_failed(const struct e2b_upload *u);      /* a part failed: its answer wins */
 void e2b_upload_free(struct e2b_upload *u);

@@ -262,7 +262,7 @@ handler(void *cls, struct MHD_Connection *conn, const char *url, const char *met
 
 	(void)cls; (void)version;
 	if (r == NULL) {
-		const char *ct;
+		const char *ct, *ce;
 
 		if ((r = calloc(1, sizeof(*r))) == NULL)
 			return MHD_NO;
@@ -272,12 +272,20 @@ handler(void *cls, struct MHD_Connection *conn, const char *url, const char *met
 			/* admitted before any of the body is read, or drained
 			 * and answered by e2b_envd()'s checks */
 			ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+			ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Encoding");
 			if ((r->up = e2b_upload_new(conn)) == NULL)
 				snprintf(r->upload_err, sizeof(r->upload_err), "not admitted");
 			/* (a bad head is answered by e2b_envd()'s checks) */
+			else if (ce && *ce && strcasecmp(ce, "identity") != 0 &&
+			    !(strcasecmp(ce, "gzip") == 0 && ct &&
+			    strncasecmp(ct, "application/octet-stream", 24) == 0))
+				snprintf(r->upload_err, sizeof(r->upload_err),
+				    "Content-Encoding: only gzip, of an application/octet-stream upload");
 			else if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
 				r->octet = true;
-				(void)e2b_upload_part(r->up, NULL);     /* named by ?path= */
+				if (e2b_upload_part(r->up, NULL) == 0 &&       /* named by ?path= */
+				    ce && strcasecmp(ce, "gzip") == 0)
+					(void)e2b_upload_gzip(r->up);
 			} else if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
 				r->pp = MHD_create_post_processor(conn, 64u << 10, upload_part, r);
 				if (r->pp == NULL)

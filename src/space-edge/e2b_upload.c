@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sodium.h>
+#include <zlib.h>
 
 #include "e2b.h"
 #include "limits.h"
@@ -50,6 +51,10 @@ struct e2b_upload {
 	char path[SPACE_PATH_MAX + 1];
 	struct space_answer a;
 	int rc;
+	/* Content-Encoding: gzip (an octet-stream upload of the SDK's
+	 * files.write(..., {gzip: true})): inflated as it arrives */
+	bool gzip, gz_end;
+	z_stream z;
 	/* the first failure: its status and message; the rest is dropped */
 	unsigned err_status;
 	char err[600];
@@ -282,8 +287,59 @@ e2b_upload_part(struct e2b_upload *u, const char *filename)
 	return 0;
 }
 
+static int send_plain(struct e2b_upload *u, const char *data, size_t n);
+
+int
+e2b_upload_gzip(struct e2b_upload *u)
+{
+	memset(&u->z, 0, sizeof(u->z));
+	/* 16 + MAX_WBITS: a gzip member, its header and trailer checked */
+	if (inflateInit2(&u->z, 16 + MAX_WBITS) != Z_OK) {
+		fail(u, 500, "cannot inflate the upload");
+		return -1;
+	}
+	u->gzip = true;
+	return 0;
+}
+
 int
 e2b_upload_data(struct e2b_upload *u, const char *data, size_t n)
+{
+	unsigned char out[64 << 10];
+	int zr;
+
+	if (!u->gzip)
+		return send_plain(u, data, n);
+	if (u->err_status || !u->sending)
+		return -1;
+	u->z.next_in = (unsigned char *)(uintptr_t)data;
+	u->z.avail_in = (uInt)n;
+	while (u->z.avail_in > 0 && !u->gz_end) {
+		u->z.next_out = out;
+		u->z.avail_out = sizeof(out);
+		zr = inflate(&u->z, Z_NO_FLUSH);
+		if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && u->z.avail_out == 0)) {
+			fail(u, 400, "the body is not gzip (Content-Encoding: gzip): %s",
+			    u->z.msg ? u->z.msg : "inflate failed");
+			part_abort(u);
+			return -1;
+		}
+		if (sizeof(out) - u->z.avail_out > 0 &&
+		    send_plain(u, (const char *)out, sizeof(out) - u->z.avail_out) < 0)
+			return -1;
+		if (zr == Z_STREAM_END)
+			u->gz_end = true;
+	}
+	if (u->gz_end && u->z.avail_in > 0) {
+		fail(u, 400, "bytes after the gzip body");
+		part_abort(u);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+send_plain(struct e2b_upload *u, const char *data, size_t n)
 {
 	size_t off = 0;
 	ssize_t w;
@@ -324,6 +380,11 @@ e2b_upload_answer(struct e2b_upload *u, struct MHD_Connection *c)
 {
 	json_t *out;
 
+	/* a gzip body cut short ends no file */
+	if (u->gzip && !u->gz_end && !u->err_status && u->sending) {
+		fail(u, 400, "the gzip body ends before its end");
+		part_abort(u);
+	}
 	part_end(u);
 	if (u->err_status)
 		return e2b_api_error(c, u->err_status, "%s", u->err);
@@ -341,6 +402,8 @@ e2b_upload_free(struct e2b_upload *u)
 		return;
 	/* the client went away mid-part: nothing of it is kept */
 	part_abort(u);
+	if (u->gzip)
+		inflateEnd(&u->z);
 	json_decref(u->done);
 	sodium_memzero(u->key, sizeof(u->key));
 	free(u);

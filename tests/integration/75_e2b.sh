@@ -149,6 +149,25 @@ curl -s -o /dev/null --limit-rate 2M --max-time 2 -H "E2b-Sandbox-Id: $SU" -H "X
 st=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Type: application/json' -d '{"path":"/home/user/cut.bin"}' "$U/filesystem.Filesystem/Stat")
 is "an upload cut by its client leaves no file" "$st" 404
 is "... and space-edge serves on" "$(code "$U/health")" 204
+# Content-Encoding: gzip (the SDK's files.write(..., {gzip: true})): inflated
+# as it arrives; anything else is refused and leaves no file
+head -c $((3 << 20)) /dev/urandom | od -An -tx1 >"$T/plain"
+gzip -c "$T/plain" >"$T/plain.gz"
+gzup() { code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Type: application/octet-stream' \
+    -H "Content-Encoding: $1" --data-binary @"$2" "$U/files?path=$3"; }
+is "a gzip upload" "$(gzup gzip "$T/plain.gz" /home/user/gz/plain.txt)" 200
+is "... written inflated" "$(stat_size /home/user/gz/plain.txt)" "$(stat -c %s "$T/plain")"
+is "... the same bytes" "$(curl -s -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" "$U/files?path=/home/user/gz/plain.txt" | sha256sum)" "$(sha256sum <"$T/plain")"
+head -c 4096 /dev/urandom >"$T/notgz"
+is "a body that is not gzip: 400" "$(gzup gzip "$T/notgz" /home/user/gz/bad1)" 400
+head -c $(( $(stat -c %s "$T/plain.gz") - 100 )) "$T/plain.gz" >"$T/cutgz"
+is "a gzip body cut short: 400" "$(gzup gzip "$T/cutgz" /home/user/gz/bad2)" 400
+{ cat "$T/plain.gz"; printf 'x'; } >"$T/padgz"
+is "a byte after the gzip body: 400" "$(gzup gzip "$T/padgz" /home/user/gz/bad3)" 400
+is "an encoding not taken (br): 400" "$(gzup br "$T/plain.gz" /home/user/gz/bad4)" 400
+is "gzip of a multipart body: 400" "$(code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Encoding: gzip' -F "file=@$T/p1;filename=/home/user/gz/bad5" "$U/files")" 400
+n=0; for f in bad1 bad2 bad3 bad4 bad5; do [ "$(stat_size /home/user/gz/$f)" = "" ] && n=$((n + 1)); done
+is "... none of them left a file" "$n" 5
 rm -f "$T/big"
 code -X DELETE -H "X-API-KEY: $SPACE_API_KEY" "$U/sandboxes/$SU" >/dev/null
 

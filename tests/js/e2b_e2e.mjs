@@ -126,6 +126,11 @@ await check('files.write of 40 small files at once', async () => {
 	if (infos.length !== 40) console.log(`# ${infos.length} entries answered`)
 	return infos.length === 40 && infos[39].path === '/home/user/many/f39.txt' && back === 'n39'
 })
+await check('files.write with gzip: the file is written as given', async () => {
+	const text = 'compressed on the way\n'.repeat(5000)
+	await sbx.files.write('/home/user/gz.txt', text, { gzip: true })
+	return (await sbx.files.read('/home/user/gz.txt')) === text
+})
 await check('files binary round trip of 5 MiB', async () => {
 	const big = new Uint8Array(5 * 1024 * 1024)
 	for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 11)) & 0xff
