@@ -279,3 +279,14 @@ csql() {
 
 # wsql ID SQL: a query on worker ID's records
 wsql() { sqlite3 -cmd '.timeout 5000' "$T/$1/records.db" "$2"; }
+
+# ctl_child MGRPID: the pid of sbx-manager's control client (a child
+# running sbx-manager's image as "sbx-manager control-client"), or nothing
+ctl_child() {
+	for _pl_c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		case "$(tr '\0' ' ' <"/proc/$_pl_c/cmdline" 2>/dev/null)" in
+		"sbx-manager control-client "*) echo "$_pl_c"; return 0 ;;
+		esac
+	done
+	return 1
+}

@@ -19,16 +19,6 @@ HP=$(free_port)
 HPID=
 platform_on_cleanup() { [ -n "$HPID" ] && kill "$HPID" 2>/dev/null; true; }
 
-# ctl_child MGRPID: the pid of its control client (a child running
-# sbx-manager's image as "sbx-manager control-client"), or nothing
-ctl_child() {
-	for _c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-		case "$(tr '\0' ' ' <"/proc/$_c/cmdline" 2>/dev/null)" in
-		"sbx-manager control-client "*) echo "$_c"; return 0 ;;
-		esac
-	done
-	return 1
-}
 # wait_child MGRPID OLDPID: a control client other than OLDPID, confined
 # (Seccomp 2 is the last step before it serves), within 20 s
 wait_child() {

@@ -18,16 +18,6 @@ platform_init
 NP=$(free_port)
 CC=
 platform_on_cleanup() { [ -n "$CC" ] && kill -CONT "$CC" 2>/dev/null; true; }
-# ctl_child MGRPID: its control client (sbx-manager's image as
-# "sbx-manager control-client")
-ctl_child() {
-	for _c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-		case "$(tr '\0' ' ' <"/proc/$_c/cmdline" 2>/dev/null)" in
-		"sbx-manager control-client "*) echo "$_c"; return 0 ;;
-		esac
-	done
-	return 1
-}
 napplied() { grep -c "gateway: $S declares" "$T/mgr_w1.log"; }
 folded() { awk '$1 == "space_sbxmgr_network_assignments_folded_total" { print $2 }' "$T/w1/metrics.prom"; }
 
