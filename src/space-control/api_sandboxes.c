@@ -258,17 +258,48 @@ out:
 	json_decref(in);
 }
 
+/* GET /v1/sandboxes[?limit=N][&after=ID][&live=true]: a page of the
+ * caller's sandboxes, oldest first; "next" names the last of a full page
+ * (ask again with after=next), null after the last. A page is at most
+ * SANDBOX_PAGE_MAX: the list of a principal that made a million
+ * sandboxes is never built whole, nor read under the store's lock at once */
+#define SANDBOX_PAGE_MAX 1000
+
 void
 api_sandbox_list(struct req *r)
 {
-	json_t *arr = NULL;
-	int rc = r->ctl->st->ops->sandbox_list(r->ctl->st, r->principal, &arr);
+	const char *after = req_query(r, "after"), *live = req_query(r, "live");
+	json_t *arr = NULL, *last;
+	uint64_t limit = SANDBOX_PAGE_MAX;
+	bool want_live = false;
+	int rc;
 
+	if (req_query_u(r, "limit", SANDBOX_PAGE_MAX, &limit) < 0 || limit == 0) {
+		reply_error(r, 400, "bad_request", "limit is 1..%d", SANDBOX_PAGE_MAX);
+		return;
+	}
+	if (after != NULL && !id_valid(after)) {
+		reply_error(r, 400, "bad_request", "after names a sandbox by its id");
+		return;
+	}
+	if (live != NULL && !(want_live = strcmp(live, "true") == 0) && strcmp(live, "false") != 0) {
+		reply_error(r, 400, "bad_request", "live is true or false");
+		return;
+	}
+	/* one more than the page: whether another page follows */
+	rc = r->ctl->st->ops->sandbox_list(r->ctl->st, r->principal, after, want_live,
+	    (int64_t)limit + 1, &arr);
 	if (rc < 0) {
 		reply_store_error(r, rc, "sandbox");
 		return;
 	}
-	reply_json(r, 200, json_pack("{s:o}", "sandboxes", arr));
+	if (json_array_size(arr) > limit) {
+		json_array_remove(arr, json_array_size(arr) - 1);
+		last = json_array_get(arr, json_array_size(arr) - 1);
+		reply_json(r, 200, json_pack("{s:o,s:O}", "sandboxes", arr, "next",
+		    json_object_get(last, "id")));
+	} else
+		reply_json(r, 200, json_pack("{s:o,s:n}", "sandboxes", arr, "next"));
 }
 
 /* how often a waiting GET looks at the store anyway: a state committed

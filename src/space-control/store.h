@@ -140,7 +140,11 @@ struct store_ops {
 	int (*sandbox_create)(struct store *, const char *owner, const char *id,
 	    const struct sandbox_spec *, json_t **out, const char **why);
 	int (*sandbox_get)(struct store *, const char *owner, const char *id, json_t **out);
-	int (*sandbox_list)(struct store *, const char *owner, json_t **out);
+	/* owner's sandboxes in the order they were made, after the one
+	 * named `after` (NULL: from the first), at most limit of them, and
+	 * of those not killed only when live */
+	int (*sandbox_list)(struct store *, const char *owner, const char *after, bool live,
+	    int64_t limit, json_t **out);
 	int (*sandbox_kill)(struct store *, const char *owner, const char *id, json_t **out);
 	int (*sandbox_current)(struct store *, const char *owner, const char *id,
 	    struct exec_view *out);

@@ -95,7 +95,8 @@ void pg_listen_stop(struct pgs *q);
 
 /* store_pg_read.c */
 int pg_sandbox_get(struct store *, const char *owner, const char *id, json_t **out);
-int pg_sandbox_list(struct store *, const char *owner, json_t **out);
+int pg_sandbox_list(struct store *, const char *owner, const char *after, bool live,
+    int64_t limit, json_t **out);
 int pg_sandbox_current(struct store *, const char *owner, const char *id,
     struct exec_view *out);
 int pg_worker_heartbeat(struct store *, const char *worker, const char *incarnation,

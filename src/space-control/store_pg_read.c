@@ -146,15 +146,20 @@ sandbox_list_row(struct pgs *q, PGresult *r, int i, void *ctx)
 }
 
 int
-pg_sandbox_list(struct store *s, const char *owner, json_t **out)
+pg_sandbox_list(struct store *s, const char *owner, const char *after, bool live,
+    int64_t limit, json_t **out)
 {
 	struct pgs *q = PGS(s);
 	PGresult *res;
 	int rc, err;
 
 	pg_lock(q);
-	res = pg_read(q, &err, SANDBOX_SELECT " WHERE s.owner = $1 ORDER BY s.created_at, s.id",
-	    "s", owner);
+	res = pg_read(q, &err, SANDBOX_SELECT " WHERE s.owner = $1"
+	    " AND ($2::text IS NULL OR (s.created_at, s.id) >"
+	    "   (SELECT created_at, id FROM sandboxes WHERE id = $2 AND owner = $1))"
+	    " AND ($3 = 0 OR s.state <> 'killed')"
+	    " ORDER BY s.created_at, s.id LIMIT $4",
+	    "ssii", owner, after, (int64_t)live, limit);
 	rc = pg_list(q, res, err, sandbox_list_row, NULL, out);
 	pg_unlock(q);
 	return rc;

@@ -77,7 +77,8 @@ int  sq_sandbox_load(struct sq *q, const char *owner, const char *id, json_t **o
 
 /* store_sqlite_read.c: reads of the ops table */
 int sq_sandbox_get(struct store *, const char *owner, const char *id, json_t **out);
-int sq_sandbox_list(struct store *, const char *owner, json_t **out);
+int sq_sandbox_list(struct store *, const char *owner, const char *after, bool live,
+    int64_t limit, json_t **out);
 /* store_sqlite_net.c */
 int sq_sandbox_network_get(struct store *, const char *owner, const char *id, char **out);
 int sq_sandbox_network_set(struct store *, const char *id, const char *json);

@@ -151,15 +151,20 @@ sandbox_list_row(struct sq *q, sqlite3_stmt *st, void *ctx)
 }
 
 int
-sq_sandbox_list(struct store *s, const char *owner, json_t **out)
+sq_sandbox_list(struct store *s, const char *owner, const char *after, bool live,
+    int64_t limit, json_t **out)
 {
 	struct sq *q = SQ(s);
 	sqlite3_stmt *st;
 	int rc;
 
 	sq_lock(q);
-	st = sq_prep(q->db, SANDBOX_SELECT " WHERE s.owner = ? ORDER BY s.created_at, s.id",
-	    "s", owner);
+	st = sq_prep(q->db, SANDBOX_SELECT " WHERE s.owner = ?1"
+	    " AND (?2 IS NULL OR (s.created_at, s.id) >"
+	    "   (SELECT created_at, id FROM sandboxes WHERE id = ?2 AND owner = ?1))"
+	    " AND (?3 = 0 OR s.state <> 'killed')"
+	    " ORDER BY s.created_at, s.id LIMIT ?4",
+	    "ssii", owner, after, (int64_t)live, limit);
 	rc = sq_list(q, st, sandbox_list_row, NULL, out);
 	sq_unlock(q);
 	return rc;

@@ -428,6 +428,47 @@ by_start(const void *x, const void *y)
 	return c ? c : strcmp(jstr(a, "sandboxID"), jstr(b, "sandboxID"));
 }
 
+/* the key's sandboxes that are not killed, every page of the control
+ * plane's list (1,000 each, E2B_LIST_PAGES at most): 0 and *out, or -1
+ * with a saying why */
+#define E2B_LIST_PAGES 20
+
+static int
+list_live(const char *key, json_t **out, struct space_answer *a)
+{
+	char path[96], after[SPACE_ID_MAX + 1] = "";
+	json_t *all = json_array(), *page, *next;
+	int n;
+
+	space_answer_init(a);
+	if (all == NULL)
+		return -1;
+	for (n = 0; n < E2B_LIST_PAGES; n++) {
+		snprintf(path, sizeof(path), "/v1/sandboxes?live=true%s%s", after[0] ? "&after=" : "",
+		    after);
+		space_answer_clear(a);
+		if (ctl(key, "GET", path, NULL, a) < 0 || !space_answer_ok(a)) {
+			json_decref(all);
+			return -1;
+		}
+		page = json_object_get(a->body, "sandboxes");
+		next = json_object_get(a->body, "next");
+		if (!json_is_array(page) || (!json_is_null(next) &&
+		    !(json_is_string(next) && id_valid(json_string_value(next))))) {
+			a->status = 502;
+			snprintf(a->message, sizeof(a->message), "malformed answer of the control plane");
+			json_decref(all);
+			return -1;
+		}
+		json_array_extend(all, page);
+		if (json_is_null(next))
+			break;
+		snprintf(after, sizeof(after), "%s", json_string_value(next));
+	}
+	*out = all;
+	return 0;
+}
+
 static enum MHD_Result
 list(struct e2b_req *r, const char *key, bool v2)
 {
@@ -466,14 +507,14 @@ list(struct e2b_req *r, const char *key, bool v2)
 		return e2b_api_error(r->conn, 400, "startedAfter must be an RFC 3339 time in UTC");
 	if (order && strcmp(order, "asc") != 0 && !(desc = strcmp(order, "desc") == 0))
 		return e2b_api_error(r->conn, 400, "order must be asc or desc");
-	if (ctl(key, "GET", "/v1/sandboxes", NULL, &a) < 0 || !space_answer_ok(&a)) {
+	if (list_live(key, &arr, &a) < 0) {
 		ret = fail(r->conn, &a);
 		space_answer_clear(&a);
 		return ret;
 	}
-	arr = json_object_get(a.body, "sandboxes");
+	space_answer_clear(&a);
 	if ((items = calloc(json_array_size(arr) + 1, sizeof(*items))) == NULL) {
-		space_answer_clear(&a);
+		json_decref(arr);
 		return MHD_NO;
 	}
 	json_array_foreach(arr, i, s) {
@@ -491,7 +532,7 @@ list(struct e2b_req *r, const char *key, bool v2)
 		}
 		items[n++] = o;
 	}
-	space_answer_clear(&a);
+	json_decref(arr);
 	qsort(items, n, sizeof(*items), by_start);
 	for (i = 0; desc && i < n / 2; i++) {
 		json_t *t = items[i];

@@ -1,13 +1,22 @@
 /* space list: the caller's sandboxes */
+#include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <jansson.h>
 
+#include "client.h"
+#include "limits.h"
 #include "space.h"
+#include "util.h"
 
-#define USAGE "[--json]\n" \
-	"  List your sandboxes: id, state, worker and generation of the current\n" \
-	"  execution (--json: the control plane's answer)."
+#define USAGE "[--all] [--json]\n" \
+	"  List your sandboxes that are not killed (--all: those too): id,\n" \
+	"  state, worker and generation of the current execution (--json: the\n" \
+	"  control plane's sandbox objects, {\"sandboxes\":[...]})."
+
+/* pages the control plane is asked for at most: 1,000 sandboxes each */
+#define LIST_PAGES_MAX 1000
 
 static void
 print_sandboxes(const json_t *list, const char *arg)
@@ -16,6 +25,7 @@ print_sandboxes(const json_t *list, const char *arg)
 	size_t i;
 	char gen[32];
 
+	(void)arg;
 	printf("%-32s %-10s %-12s %s\n", "ID", "STATE", "WORKER", "GEN");
 	json_array_foreach(list, i, s) {
 		json_t *e = json_object_get(s, "execution");
@@ -25,12 +35,62 @@ print_sandboxes(const json_t *list, const char *arg)
 	}
 }
 
-static const struct cli_listing sandboxes = {
-	"list", USAGE, "/v1/sandboxes", "sandboxes", 1, print_sandboxes,
-};
-
 int
 cmd_list(int argc, char **argv)
 {
-	return cli_list_verb(&sandboxes, argc, argv);
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "all", no_argument, NULL, 'a' },
+		CLI_API_LONGOPTS, { NULL, 0, NULL, 0 }
+	};
+	struct cli_api api = { NULL, NULL };
+	struct space_client *c = NULL;
+	struct space_answer a;
+	char path[96], after[SPACE_ID_MAX + 1] = "";
+	json_t *all = NULL, *page, *next, *out;
+	int ch, json = 0, every = 0, ret = 1, n;
+
+	space_answer_init(&a);
+	optind = 0;
+	while ((ch = cli_getopt(argc, argv, "hv", lo, &api)) != -1) {
+		switch (ch) {
+		case 'j': json = 1; break;
+		case 'a': every = 1; break;
+		default: return cli_usage("list", USAGE, ch == 'h');
+		}
+	}
+	if (optind != argc)
+		return cli_usage("list", USAGE, 0);
+	if ((c = cli_client("list", &api)) == NULL || (all = json_array()) == NULL)
+		goto out;
+	/* page after page: the control plane answers at most 1,000 at once */
+	for (n = 0; n < LIST_PAGES_MAX; n++) {
+		snprintf(path, sizeof(path), "/v1/sandboxes?live=%s%s%s", every ? "false" : "true",
+		    after[0] ? "&after=" : "", after);
+		space_answer_clear(&a);
+		if (cli_request("list", c, "GET", path, NULL, &a) != 0)
+			goto out;
+		page = json_object_get(a.body, "sandboxes");
+		next = json_object_get(a.body, "next");
+		if (!json_is_array(page) || (!json_is_null(next) && !(json_is_string(next) &&
+		    id_valid(json_string_value(next))))) {
+			ret = cli_fail("list", "malformed answer: no \"sandboxes\" list");
+			goto out;
+		}
+		json_array_extend(all, page);
+		if (json_is_null(next))
+			break;
+		snprintf(after, sizeof(after), "%s", json_string_value(next));
+	}
+	if (json) {
+		out = json_pack("{s:O}", "sandboxes", all);
+		ret = cli_print(1, out, NULL, NULL);
+		json_decref(out);
+	} else
+		ret = cli_print(0, all, print_sandboxes, NULL);
+out:
+	json_decref(all);
+	space_answer_clear(&a);
+	space_client_free(c);
+	return ret;
 }

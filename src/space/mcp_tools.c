@@ -333,22 +333,44 @@ out:
 	return r;
 }
 
+/* pages of the control plane's list an agent's list reads at most */
+#define MCP_LIST_PAGES 10
+
 static json_t *
 t_list(struct mcp_ctx *x, json_t *args)
 {
-	json_t *a = ctl(x, "list_sandboxes", "GET", "/v1/sandboxes", NULL), *out, *s;
+	char path[96], after[SPACE_ID_MAX + 1] = "";
+	json_t *a, *out = json_array(), *s, *next;
 	size_t i;
+	int n;
 
-	if (a == NULL)
+	(void)args;
+	if (out == NULL)
 		return NULL;
-	if (!json_is_array(json_object_get(a, "sandboxes"))) {
+	/* the sandboxes not killed, page after page (1,000 each) */
+	for (n = 0; n < MCP_LIST_PAGES; n++) {
+		snprintf(path, sizeof(path), "/v1/sandboxes?live=true%s%s", after[0] ? "&after=" : "",
+		    after);
+		if ((a = ctl(x, "list_sandboxes", "GET", path, NULL)) == NULL) {
+			json_decref(out);
+			return NULL;
+		}
+		next = json_object_get(a, "next");
+		if (!json_is_array(json_object_get(a, "sandboxes")) || (!json_is_null(next) &&
+		    !(json_is_string(next) && id_valid(json_string_value(next))))) {
+			json_decref(a);
+			json_decref(out);
+			return mcp_fail(x, "list_sandboxes: malformed answer");
+		}
+		json_array_foreach(json_object_get(a, "sandboxes"), i, s)
+			json_array_append_new(out, summary(s));
+		if (json_is_null(next)) {
+			json_decref(a);
+			break;
+		}
+		snprintf(after, sizeof(after), "%s", json_string_value(next));
 		json_decref(a);
-		return mcp_fail(x, "list_sandboxes: malformed answer");
 	}
-	out = json_array();
-	json_array_foreach(json_object_get(a, "sandboxes"), i, s)
-		json_array_append_new(out, summary(s));
-	json_decref(a);
 	return json_pack("{s:o}", "sandboxes", out);
 }
 
@@ -677,7 +699,7 @@ const struct mcp_tool mcp_tools[] = {
 	  "{'readOnlyHint':true,'openWorldHint':false}",
 	  mcp_list_dir },
 	{ "list_sandboxes", "List sandboxes",
-	  "List the sandboxes of this API key with their state, worker and generation.",
+	  "List the sandboxes of this API key that are not killed, with their state, worker and generation.",
 	  "{'type':'object','additionalProperties':false,'properties':{}}",
 	  "{'type':'object','required':['sandboxes'],'properties':{'sandboxes':{'type':'array',"
 	  "'items':" SUMMARY "}}}",

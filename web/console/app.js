@@ -146,8 +146,21 @@ function actions(id) {
 
 // ---- pages
 
+// the sandboxes not killed, page after page (the control plane answers
+// 1,000 at most at once)
+async function listLive() {
+  let all = [], after = '';
+  for (let i = 0; i < 20; i++) {
+    const r = await api('GET', '/sandboxes?live=true' + (after ? '&after=' + encodeURIComponent(after) : ''));
+    all = all.concat(r.sandboxes || []);
+    if (!r.next) break;
+    after = r.next;
+  }
+  return { sandboxes: all };
+}
+
 async function renderList() {
-  const r = await api('GET', '/sandboxes');
+  const r = await listLive();
   const tb = $('sandboxes').querySelector('tbody');
   const old = new Map([...tb.children].map((row) => [row.dataset.id, row]));
   const rows = (r.sandboxes || []).map((s) => {
