@@ -163,7 +163,15 @@ async function renderList() {
   const r = await listLive();
   const tb = $('sandboxes').querySelector('tbody');
   const old = new Map([...tb.children].map((row) => [row.dataset.id, row]));
-  const rows = (r.sandboxes || []).map((s) => {
+  // a sandbox shown before and no longer listed was killed meanwhile: it
+  // stays on the page, as the API now has it, until the page is left
+  const listed = new Set((r.sandboxes || []).map((s) => s.id));
+  const gone = [];
+  for (const id of old.keys()) {
+    if (listed.has(id)) continue;
+    try { gone.push(await api('GET', '/sandboxes/' + id)); } catch (e) { /* unknown now: dropped */ }
+  }
+  const rows = (r.sandboxes || []).concat(gone).map((s) => {
     const x = s.execution || {};
     let row = old.get(s.id);
     if (!row) {
