@@ -137,11 +137,26 @@ def bench_concurrent(P, plat, n, label=""):
     go.set()
     running, failed = {}, {}
     end = time.time() + 180
+    def listed():
+        # every page of the sandboxes not killed, and the failed ones among them
+        out, after = [], ""
+        for _ in range(50):
+            st, data, _ = ctl.req("GET", "/v1/sandboxes?live=true" + ("&after=" + after if after else ""),
+                                  None, auth)
+            if st != 200:
+                return st, out
+            d = json.loads(data)
+            out += d.get("sandboxes", [])
+            if not d.get("next"):
+                break
+            after = d["next"]
+        return 200, out
+
     while poll_s and time.time() < end:
-        st, data, _ = ctl.req("GET", "/v1/sandboxes", None, auth)
+        st, sbxs = listed()
         now = P.now_us()
         if st == 200:
-            for s in json.loads(data).get("sandboxes", []):
+            for s in sbxs:
                 if s["state"] == "running" and s["id"] not in running:
                     running[s["id"]] = now
                 elif s["state"] in ("failed", "killed") and s["id"] in ids.values():
