@@ -11,6 +11,7 @@
 #include "control.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "netrate.h"
 #include "network.h"
 #include "util.h"
 
@@ -134,6 +135,12 @@ api_sandbox_network_set(struct req *r)
 	rc = net_get(r->ctl->st, r->principal, r->params[0], &base);
 	if (rc <= 0) {
 		reply_store_error(r, rc == 0 ? -ENOENT : rc, "sandbox");
+		goto out;
+	}
+	if (!netrate_take(r->ctl, r->principal, x.id, &r->retry_after)) {
+		reply_error(r, 429, "rate_limited", "at most %lld network changes of a sandbox a "
+		    "minute here (--network-changes-per-minute)",
+		    (long long)r->ctl->cfg.net_changes_per_min);
 		goto out;
 	}
 	/* resolved outside the transaction: a slow resolver holds no lock */

@@ -23,6 +23,7 @@
 #define CONTROL_LEASE_TTL       60      /* seconds an operation's lease lasts unrenewed */
 #define CONTROL_ARCHIVE_GRACE   3600    /* seconds a reported archive is a pending reference */
 #define CONTROL_MAX_NAMED_SNAPSHOTS 64 /* named snapshots one sandbox may hold (--max-named-snapshots) */
+#define CONTROL_NET_CHANGES_PER_MIN 120 /* network changes of one sandbox a minute (--network-changes-per-minute) */
 /* seconds a lost worker keeps its executions before they are placed
  * elsewhere: a capability's lifetime and the clock skew, so that none
  * issued for the lost execution is still valid when its successor serves */
@@ -68,6 +69,7 @@ struct config {
 	int64_t archive_max_mb;         /* MiB of one uploaded snapshot archive (SPACE_ARCHIVE_MAX) */
 	int64_t store_min_free_mb;      /* MiB an upload leaves free on its disk (SPACE_STORE_MIN_FREE_MB) */
 	int64_t max_named_snapshots;    /* named snapshots one sandbox may hold, 0 = any */
+	int64_t net_changes_per_min;    /* network changes of one sandbox a minute, 0 = any (netrate.c) */
 	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */
 	struct res res_max, res_def;    /* per sandbox; see CONTROL_MAX_* */
 	int64_t pids_max, pids_def;
