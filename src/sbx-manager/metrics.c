@@ -276,15 +276,63 @@ identity_json(const struct route_identity *id)
 	return s ? s : strdup("null");
 }
 
+/* Refusal lines a second, and at once: anyone who reaches node-api can
+ * have a request refused (a token of the right shape with a bad
+ * signature), and each refusal writes a line. Past the bound the lines
+ * are counted, not written; the next line written says how many were
+ * not. The counters of metrics.prom count every refusal. */
+#define AUDIT_LINES_PER_S 50
+#define AUDIT_LINES_BURST 500
+
+static struct {
+	pthread_mutex_t mu;
+	double tokens;
+	uint64_t at;            /* now_mono_ns() of the last refill, 0 never */
+	uint64_t suppressed;    /* lines not written since the last one */
+} audit_rate = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* may a refusal line be written now? *missed: how many were not before it */
+static bool
+audit_line_allowed(uint64_t *missed)
+{
+	uint64_t now = now_mono_ns();
+	bool ok;
+
+	pthread_mutex_lock(&audit_rate.mu);
+	if (audit_rate.at == 0)
+		audit_rate.tokens = AUDIT_LINES_BURST;
+	else
+		audit_rate.tokens += (double)(now - audit_rate.at) * AUDIT_LINES_PER_S / 1e9;
+	if (audit_rate.tokens > AUDIT_LINES_BURST)
+		audit_rate.tokens = AUDIT_LINES_BURST;
+	audit_rate.at = now;
+	if ((ok = audit_rate.tokens >= 1.0)) {
+		audit_rate.tokens -= 1.0;
+		*missed = audit_rate.suppressed;
+		audit_rate.suppressed = 0;
+	} else
+		audit_rate.suppressed++;
+	pthread_mutex_unlock(&audit_rate.mu);
+	return ok;
+}
+
 void
 audit_refusal(const char *what, const char *op, const char *sandbox,
     const struct capability *cap, const struct record *rec, const char *outcome,
     const char *reason)
 {
-	char *capj = identity_json(cap ? &cap->route : NULL);
-	char *recj = identity_json(rec ? &rec->id : NULL);
-	char *fields = NULL;
+	char *capj, *recj, *fields = NULL;
+	uint64_t missed = 0;
 	json_t *o;
+
+	if (!audit_line_allowed(&missed))
+		return;
+	if (missed > 0)
+		log_warnx("refused: %llu refusal lines were not written (more than %d a second); "
+		    "metrics.prom counts every refusal", (unsigned long long)missed,
+		    AUDIT_LINES_PER_S);
+	capj = identity_json(cap ? &cap->route : NULL);
+	recj = identity_json(rec ? &rec->id : NULL);
 
 	/* ids, op names and reasons are validated or static; json_pack
 	 * escapes anyway so a hostile value cannot forge log fields */
