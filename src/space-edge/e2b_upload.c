@@ -314,11 +314,13 @@ e2b_upload_data(struct e2b_upload *u, const char *data, size_t n)
 		return -1;
 	u->z.next_in = (unsigned char *)(uintptr_t)data;
 	u->z.avail_in = (uInt)n;
-	while (u->z.avail_in > 0 && !u->gz_end) {
+	/* until the input is used up and nothing more is pending (a full
+	 * output buffer may leave some in zlib), or the member ends */
+	while (!u->gz_end) {
 		u->z.next_out = out;
 		u->z.avail_out = sizeof(out);
 		zr = inflate(&u->z, Z_NO_FLUSH);
-		if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && u->z.avail_out == 0)) {
+		if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
 			fail(u, 400, "the body is not gzip (Content-Encoding: gzip): %s",
 			    u->z.msg ? u->z.msg : "inflate failed");
 			part_abort(u);
@@ -329,6 +331,8 @@ e2b_upload_data(struct e2b_upload *u, const char *data, size_t n)
 			return -1;
 		if (zr == Z_STREAM_END)
 			u->gz_end = true;
+		else if (zr == Z_BUF_ERROR || (u->z.avail_in == 0 && u->z.avail_out != 0))
+			break;          /* more input wanted */
 	}
 	if (u->gz_end && u->z.avail_in > 0) {
 		fail(u, 400, "bytes after the gzip body");

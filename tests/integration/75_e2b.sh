@@ -158,6 +158,11 @@ gzup() { code -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" -H 'Content-Type
 is "a gzip upload" "$(gzup gzip "$T/plain.gz" /home/user/gz/plain.txt)" 200
 is "... written inflated" "$(stat_size /home/user/gz/plain.txt)" "$(stat -c %s "$T/plain")"
 is "... the same bytes" "$(curl -s -H "E2b-Sandbox-Id: $SU" -H "X-Access-Token: $TU" "$U/files?path=/home/user/gz/plain.txt" | sha256sum)" "$(sha256sum <"$T/plain")"
+# 8 MiB of zeros in a few KiB: each piece of the body inflates to many
+# times zlib's output buffer, and its end must still be reached
+head -c $((8 << 20)) /dev/zero | gzip -c >"$T/zeros.gz"
+is "a gzip upload that inflates 1,000-fold" "$(gzup gzip "$T/zeros.gz" /home/user/gz/zeros)" 200
+is "... all of it written" "$(stat_size /home/user/gz/zeros)" $((8 << 20))
 head -c 4096 /dev/urandom >"$T/notgz"
 is "a body that is not gzip: 400" "$(gzup gzip "$T/notgz" /home/user/gz/bad1)" 400
 head -c $(( $(stat -c %s "$T/plain.gz") - 100 )) "$T/plain.gz" >"$T/cutgz"
