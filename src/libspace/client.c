@@ -574,6 +574,44 @@ space_http(const char *url, const char *bearer, const char *method,
 }
 
 int
+space_sandboxes(struct space_client *c, bool live, unsigned max_pages, json_t **out,
+    struct space_answer *a)
+{
+	char path[96], after[SPACE_ID_MAX + 1] = "";
+	json_t *all = json_array(), *page, *next;
+	unsigned n;
+
+	space_answer_init(a);
+	for (n = 0; all != NULL && n < max_pages; n++) {
+		snprintf(path, sizeof(path), "/v1/sandboxes?live=%s%s%s", live ? "true" : "false",
+		    after[0] ? "&after=" : "", after);
+		space_answer_clear(a);
+		if (space_control(c, "GET", path, NULL, a) < 0 || !space_answer_ok(a))
+			break;
+		page = json_object_get(a->body, "sandboxes");
+		next = json_object_get(a->body, "next");
+		if (!json_is_array(page) || (!json_is_null(next) &&
+		    !(json_is_string(next) && id_valid(json_string_value(next))))) {
+			a->status = 502;
+			snprintf(a->message, sizeof(a->message), "malformed answer: no page of sandboxes");
+			break;
+		}
+		json_array_extend(all, page);
+		if (json_is_null(next)) {
+			*out = all;
+			return 0;
+		}
+		snprintf(after, sizeof(after), "%s", json_string_value(next));
+	}
+	if (all != NULL && n == max_pages) {
+		*out = all;             /* as many pages as the caller reads */
+		return 0;
+	}
+	json_decref(all);
+	return -1;
+}
+
+int
 space_control(struct space_client *c, const char *method, const char *path,
     json_t *body, struct space_answer *a)
 {

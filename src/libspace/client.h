@@ -64,6 +64,13 @@ void space_client_free(struct space_client *c);
 int space_control(struct space_client *c, const char *method, const char *path,
     json_t *body, struct space_answer *a);
 
+/* the caller's sandboxes (not killed only, when live), every page of
+ * GET /v1/sandboxes up to max_pages of 1,000: 0 and *out (an array the
+ * caller decrefs), or -1 with *a saying why (a failed answer, or one
+ * that is no page) */
+int space_sandboxes(struct space_client *c, bool live, unsigned max_pages, json_t **out,
+    struct space_answer *a);
+
 /* A route: where to send data-plane operations for one sandbox, and the
  * capability that admits them. */
 struct space_route {

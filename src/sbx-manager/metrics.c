@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "ratebucket.h"
 #include "sbx-manager.h"
 #include "util.h"
 #include "verifier.h"
@@ -286,8 +287,7 @@ identity_json(const struct route_identity *id)
 
 static struct {
 	pthread_mutex_t mu;
-	double tokens;
-	uint64_t at;            /* now_mono_ns() of the last refill, 0 never */
+	struct rate_bucket b;
 	uint64_t suppressed;    /* lines not written since the last one */
 } audit_rate = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -295,19 +295,11 @@ static struct {
 static bool
 audit_line_allowed(uint64_t *missed)
 {
-	uint64_t now = now_mono_ns();
 	bool ok;
 
 	pthread_mutex_lock(&audit_rate.mu);
-	if (audit_rate.at == 0)
-		audit_rate.tokens = AUDIT_LINES_BURST;
-	else
-		audit_rate.tokens += (double)(now - audit_rate.at) * AUDIT_LINES_PER_S / 1e9;
-	if (audit_rate.tokens > AUDIT_LINES_BURST)
-		audit_rate.tokens = AUDIT_LINES_BURST;
-	audit_rate.at = now;
-	if ((ok = audit_rate.tokens >= 1.0)) {
-		audit_rate.tokens -= 1.0;
+	if ((ok = rate_take(&audit_rate.b, AUDIT_LINES_PER_S, AUDIT_LINES_BURST, now_mono_ns(),
+	    NULL))) {
 		*missed = audit_rate.suppressed;
 		audit_rate.suppressed = 0;
 	} else

@@ -137,12 +137,8 @@ api_sandbox_network_set(struct req *r)
 		reply_store_error(r, rc == 0 ? -ENOENT : rc, "sandbox");
 		goto out;
 	}
-	if (!netrate_take(r->ctl, r->principal, x.id, &r->retry_after)) {
-		reply_error(r, 429, "rate_limited", "at most %lld network changes of a sandbox a "
-		    "minute here (--network-changes-per-minute)",
-		    (long long)r->ctl->cfg.net_changes_per_min);
+	if (netrate_refused(r, x.id))
 		goto out;
-	}
 	/* resolved outside the transaction: a slow resolver holds no lock */
 	if ((stored = net_policy_stored(in, base, why, sizeof(why))) == NULL) {
 		reply_error(r, 400, "bad_request", "%s", why);

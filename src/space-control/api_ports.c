@@ -367,12 +367,8 @@ ports_change(struct req *r, struct ports_set *x)
 {
 	int rc;
 
-	if (!netrate_take(r->ctl, r->principal, x->id, &r->retry_after)) {
-		reply_error(r, 429, "rate_limited", "at most %lld network changes of a sandbox a "
-		    "minute here (--network-changes-per-minute)",
-		    (long long)r->ctl->cfg.net_changes_per_min);
+	if (netrate_refused(r, x->id))
 		return;
-	}
 	if ((rc = R(r->ctl->st)->tx(r->ctl->st, ports_set_tx, x)) < 0) {
 		if (rc == -E2BIG)
 			reply_error(r, 409, "conflict", "a sandbox declares at most %d ports",

@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api_common.h"
 #include "control.h"
 #include "netrate.h"
+#include "ratebucket.h"
 #include "util.h"
 
 #define NETRATE_SLOTS 4096
@@ -24,8 +26,7 @@ static struct {
 	pthread_mutex_t mu;
 	struct bucket {
 		uint64_t key;           /* 0: free */
-		double tokens;
-		uint64_t at;            /* now_mono_ns() of the last refill */
+		struct rate_bucket r;
 	} b[NETRATE_SLOTS];
 } nr = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -44,12 +45,14 @@ key_of(const char *principal, const char *sandbox)
 	return h ? h : 1;
 }
 
-bool
+/* true when the allowance of principal for sandbox has a change; false,
+ * and the seconds until it has, when not */
+static bool
 netrate_take(const struct ctl *c, const char *principal, const char *sandbox, int *retry_after)
 {
 	int64_t per_min = c->cfg.net_changes_per_min;
-	double burst, rate;
-	uint64_t k, now = now_mono_ns();
+	double burst, wait = 0;
+	uint64_t k;
 	struct bucket *b = NULL, *old = NULL;
 	bool ok;
 	size_t i, at;
@@ -57,7 +60,6 @@ netrate_take(const struct ctl *c, const char *principal, const char *sandbox, in
 	if (per_min <= 0)
 		return true;
 	burst = per_min / 4 > 0 ? (double)(per_min / 4) : 1.0;
-	rate = (double)per_min / 60e9;          /* tokens per nanosecond */
 	k = key_of(principal, sandbox);
 	pthread_mutex_lock(&nr.mu);
 	at = (size_t)(k % NETRATE_SLOTS);
@@ -66,23 +68,27 @@ netrate_take(const struct ctl *c, const char *principal, const char *sandbox, in
 
 		if (x->key == k)
 			b = x;
-		else if (old == NULL || x->key == 0 || (old->key != 0 && x->at < old->at))
+		else if (old == NULL || x->key == 0 || (old->key != 0 && x->r.at < old->r.at))
 			old = x;
 	}
 	if (b == NULL) {
+		/* a new bucket, full */
 		b = old;
 		b->key = k;
-		b->tokens = burst;
-		b->at = now;
+		b->r = (struct rate_bucket){ 0 };
 	}
-	b->tokens += (double)(now - b->at) * rate;
-	if (b->tokens > burst)
-		b->tokens = burst;
-	b->at = now;
-	if ((ok = b->tokens >= 1.0))
-		b->tokens -= 1.0;
-	else
-		*retry_after = (int)((1.0 - b->tokens) / rate / 1e9) + 1;
+	if (!(ok = rate_take(&b->r, (double)per_min / 60.0, burst, now_mono_ns(), &wait)))
+		*retry_after = (int)wait + 1;
 	pthread_mutex_unlock(&nr.mu);
 	return ok;
+}
+
+bool
+netrate_refused(struct req *r, const char *sandbox)
+{
+	if (netrate_take(r->ctl, r->principal, sandbox, &r->retry_after))
+		return false;
+	reply_error(r, 429, "rate_limited", "at most %lld network changes of a sandbox a minute "
+	    "here (--network-changes-per-minute)", (long long)r->ctl->cfg.net_changes_per_min);
+	return true;
 }

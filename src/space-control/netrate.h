@@ -2,9 +2,9 @@
 #define SPACE_CONTROL_NETRATE_H
 #include <stdbool.h>
 
-struct ctl;
-/* one network change of sandbox by principal (netrate.c): true when its
- * allowance has one; false, and the seconds until it has, when not */
-bool netrate_take(const struct ctl *c, const char *principal, const char *sandbox,
-    int *retry_after);
+/* one network change of sandbox by the request's principal (netrate.c):
+ * false when its allowance has one; when it has none left, the request
+ * is answered 429 rate_limited with Retry-After, and true */
+struct req;
+bool netrate_refused(struct req *r, const char *sandbox);
 #endif

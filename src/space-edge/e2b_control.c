@@ -436,37 +436,18 @@ by_start(const void *x, const void *y)
 static int
 list_live(const char *key, json_t **out, struct space_answer *a)
 {
-	char path[96], after[SPACE_ID_MAX + 1] = "";
-	json_t *all = json_array(), *page, *next;
-	int n;
+	struct space_client *c = space_client_new(e2b_conf.control, key);
+	int r;
 
-	space_answer_init(a);
-	if (all == NULL)
+	if (c == NULL) {
+		space_answer_init(a);
+		snprintf(a->message, sizeof(a->message), "out of memory");
 		return -1;
-	for (n = 0; n < E2B_LIST_PAGES; n++) {
-		snprintf(path, sizeof(path), "/v1/sandboxes?live=true%s%s", after[0] ? "&after=" : "",
-		    after);
-		space_answer_clear(a);
-		if (ctl(key, "GET", path, NULL, a) < 0 || !space_answer_ok(a)) {
-			json_decref(all);
-			return -1;
-		}
-		page = json_object_get(a->body, "sandboxes");
-		next = json_object_get(a->body, "next");
-		if (!json_is_array(page) || (!json_is_null(next) &&
-		    !(json_is_string(next) && id_valid(json_string_value(next))))) {
-			a->status = 502;
-			snprintf(a->message, sizeof(a->message), "malformed answer of the control plane");
-			json_decref(all);
-			return -1;
-		}
-		json_array_extend(all, page);
-		if (json_is_null(next))
-			break;
-		snprintf(after, sizeof(after), "%s", json_string_value(next));
 	}
-	*out = all;
-	return 0;
+	c->connect_timeout = 5;
+	r = space_sandboxes(c, true, E2B_LIST_PAGES, out, a);
+	space_client_free(c);
+	return r;
 }
 
 static enum MHD_Result

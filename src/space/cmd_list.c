@@ -46,9 +46,8 @@ cmd_list(int argc, char **argv)
 	struct cli_api api = { NULL, NULL };
 	struct space_client *c = NULL;
 	struct space_answer a;
-	char path[96], after[SPACE_ID_MAX + 1] = "";
-	json_t *all = NULL, *page, *next, *out;
-	int ch, json = 0, every = 0, ret = 1, n;
+	json_t *all = NULL, *out;
+	int ch, json = 0, every = 0, ret = 1;
 
 	space_answer_init(&a);
 	optind = 0;
@@ -61,26 +60,12 @@ cmd_list(int argc, char **argv)
 	}
 	if (optind != argc)
 		return cli_usage("list", USAGE, 0);
-	if ((c = cli_client("list", &api)) == NULL || (all = json_array()) == NULL)
+	if ((c = cli_client("list", &api)) == NULL)
 		goto out;
 	/* page after page: the control plane answers at most 1,000 at once */
-	for (n = 0; n < LIST_PAGES_MAX; n++) {
-		snprintf(path, sizeof(path), "/v1/sandboxes?live=%s%s%s", every ? "false" : "true",
-		    after[0] ? "&after=" : "", after);
-		space_answer_clear(&a);
-		if (cli_request("list", c, "GET", path, NULL, &a) != 0)
-			goto out;
-		page = json_object_get(a.body, "sandboxes");
-		next = json_object_get(a.body, "next");
-		if (!json_is_array(page) || (!json_is_null(next) && !(json_is_string(next) &&
-		    id_valid(json_string_value(next))))) {
-			ret = cli_fail("list", "malformed answer: no \"sandboxes\" list");
-			goto out;
-		}
-		json_array_extend(all, page);
-		if (json_is_null(next))
-			break;
-		snprintf(after, sizeof(after), "%s", json_string_value(next));
+	if (space_sandboxes(c, !every, LIST_PAGES_MAX, &all, &a) < 0) {
+		ret = cli_answer_fail("list", &a);
+		goto out;
 	}
 	if (json) {
 		out = json_pack("{s:O}", "sandboxes", all);

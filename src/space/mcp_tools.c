@@ -339,38 +339,25 @@ out:
 static json_t *
 t_list(struct mcp_ctx *x, json_t *args)
 {
-	char path[96], after[SPACE_ID_MAX + 1] = "";
-	json_t *a, *out = json_array(), *s, *next;
+	struct space_answer a;
+	json_t *all, *out, *s;
 	size_t i;
-	int n;
 
 	(void)args;
-	if (out == NULL)
-		return NULL;
 	/* the sandboxes not killed, page after page (1,000 each) */
-	for (n = 0; n < MCP_LIST_PAGES; n++) {
-		snprintf(path, sizeof(path), "/v1/sandboxes?live=true%s%s", after[0] ? "&after=" : "",
-		    after);
-		if ((a = ctl(x, "list_sandboxes", "GET", path, NULL)) == NULL) {
-			json_decref(out);
-			return NULL;
-		}
-		next = json_object_get(a, "next");
-		if (!json_is_array(json_object_get(a, "sandboxes")) || (!json_is_null(next) &&
-		    !(json_is_string(next) && id_valid(json_string_value(next))))) {
-			json_decref(a);
-			json_decref(out);
-			return mcp_fail(x, "list_sandboxes: malformed answer");
-		}
-		json_array_foreach(json_object_get(a, "sandboxes"), i, s)
-			json_array_append_new(out, summary(s));
-		if (json_is_null(next)) {
-			json_decref(a);
-			break;
-		}
-		snprintf(after, sizeof(after), "%s", json_string_value(next));
-		json_decref(a);
+	if (space_sandboxes(x->c, true, MCP_LIST_PAGES, &all, &a) < 0) {
+		answer_fail(x, "list_sandboxes", &a);
+		space_answer_clear(&a);
+		return NULL;
 	}
+	space_answer_clear(&a);
+	if ((out = json_array()) == NULL) {
+		json_decref(all);
+		return NULL;
+	}
+	json_array_foreach(all, i, s)
+		json_array_append_new(out, summary(s));
+	json_decref(all);
 	return json_pack("{s:o}", "sandboxes", out);
 }
 
