@@ -395,45 +395,6 @@ snapshot_index_same(const struct snapshot_index *x, const char *path, const stru
 
 /* ---- which archive a delta builds on ---- */
 
-static int
-base_from(const unsigned char *head, size_t n, char base[SNAPSHOT_DIGEST_HEX + 1])
-{
-	unsigned char b[32];
-	size_t mark;
-	int r;
-
-	if (snap_mark_parse(head, n, &mark) < 0)
-		return -EBADMSG;
-	r = snap_delta_parse(head + mark, n - mark, b);
-
-	if (r == 1)
-		hex_encode(b, sizeof(b), base, SNAPSHOT_DIGEST_HEX + 1);
-	return r;
-}
-
-int
-snapshot_base_of(const char *store_dir, const char *digest, char base[SNAPSHOT_DIGEST_HEX + 1])
-{
-	unsigned char head[SNAP_HEAD_MAX];
-	char name[PATH_MAX];
-	ssize_t n;
-	int fd;
-
-	if (!snapshot_digest_valid(digest))
-		return -EINVAL;
-	if (snprintf(name, sizeof(name), "%s/%s.snap", store_dir, digest) >= (int)sizeof(name))
-		return -ENAMETOOLONG;
-	if ((fd = open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return -errno;
-	do
-		n = pread(fd, head, sizeof(head), 0);
-	while (n < 0 && errno == EINTR);
-	close(fd);
-	if (n < 0)
-		return -EIO;
-	return base_from(head, (size_t)n, base);
-}
-
 int
 snapshot_feed_base_of(const struct snapshot_feed *f, char base[SNAPSHOT_DIGEST_HEX + 1])
 {
@@ -457,5 +418,5 @@ snapshot_feed_base_of(const struct snapshot_feed *f, char base[SNAPSHOT_DIGEST_H
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -EIO;
-	return base_from(head, (size_t)n, base);
+	return snap_base_from(head, (size_t)n, base);
 }

@@ -39,6 +39,8 @@ void snap_delta_header(unsigned char out[SNAP_DELTA_LEN], const unsigned char ba
  * a delta header, 0 when it is not one, -EBADMSG when it has the magic
  * and the wrong length */
 int snap_delta_parse(const unsigned char *p, size_t n, unsigned char base[32]);
+/* the first bytes of an archive: 1 a delta of base (hex), 0 whole, or -EBADMSG */
+int snap_base_from(const unsigned char *head, size_t n, char base[65]);
 
 /* Which digest names an archive. Archives begin with a marker frame of
  * the same shape naming the algorithm (a u32, 1: SHA-256, nettle's, which

@@ -6,6 +6,10 @@
  * binds the bytes to the digest only; snapshot_restore still parses and
  * checks every entry before it creates anything. */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/limits.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <sodium.h>
 #include <string.h>
 
@@ -222,4 +226,46 @@ snapshot_digest_valid(const char *s)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return s[i] == '\0';
+}
+
+/* ---- which archive a delta builds on (here, with the frames' parsers:
+ * space-control reads it too, without the codecs) ---- */
+
+int
+snap_base_from(const unsigned char *head, size_t n, char base[SNAPSHOT_DIGEST_HEX + 1])
+{
+	unsigned char b[32];
+	size_t mark;
+	int r;
+
+	if (snap_mark_parse(head, n, &mark) < 0)
+		return -EBADMSG;
+	r = snap_delta_parse(head + mark, n - mark, b);
+
+	if (r == 1)
+		hex_encode(b, sizeof(b), base, SNAPSHOT_DIGEST_HEX + 1);
+	return r;
+}
+
+int
+snapshot_base_of(const char *store_dir, const char *digest, char base[SNAPSHOT_DIGEST_HEX + 1])
+{
+	unsigned char head[SNAP_HEAD_MAX];
+	char name[PATH_MAX];
+	ssize_t n;
+	int fd;
+
+	if (!snapshot_digest_valid(digest))
+		return -EINVAL;
+	if (snprintf(name, sizeof(name), "%s/%s.snap", store_dir, digest) >= (int)sizeof(name))
+		return -ENAMETOOLONG;
+	if ((fd = open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	do
+		n = pread(fd, head, sizeof(head), 0);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n < 0)
+		return -EIO;
+	return snap_base_from(head, (size_t)n, base);
 }

@@ -280,6 +280,7 @@ api_worker_snapshot(struct req *r)
 	struct ctl *c = r->ctl;
 	json_t *in, *v;
 	const char *sid, *sbx = NULL, *digest = NULL, *err = NULL, *why = NULL;
+	char base[SNAPSHOT_DIGEST_HEX + 1];
 	int64_t gen = 0, size = 0;
 	int rc;
 
@@ -333,8 +334,8 @@ api_worker_snapshot(struct req *r)
 		goto out;
 	}
 	api_archive_seen(c, digest);
-	rc = c->st->ops->snapshot_report(c->st, r->params[0], sid, sbx, gen, digest, size, err,
-	    &why);
+	rc = c->st->ops->snapshot_report(c->st, r->params[0], sid, sbx, gen, digest,
+	    archive_blob_base(c, digest, base), size, err, &why);
 	if (rc < 0)
 		reply_report_error(r, rc, why, "snapshot");
 	else {

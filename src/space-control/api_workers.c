@@ -274,7 +274,7 @@ api_worker_status(struct req *r)
 	static const char *const snap_keys[] = { "digest", "size", NULL };
 	struct route_identity id;
 	struct snap_report snap;
-	char snap_id[SPACE_ID_MAX + 1];
+	char snap_id[SPACE_ID_MAX + 1], snap_base[65];
 	json_t *in, *e, *sn;
 	const char *state, *err = NULL, *why = NULL;
 	int rc;
@@ -325,6 +325,7 @@ api_worker_status(struct req *r)
 		snap.id = snap_id;
 		snap.digest = json_string_value(d);
 		snap.size = json_integer_value(z);
+		snap.base = archive_blob_base(r->ctl, snap.digest, snap_base);
 	}
 	/* before the report: its archive is referenced from now on, even
 	 * when the report is refused (the operation ended meanwhile) */

@@ -23,9 +23,10 @@
  * makes it, chunked) is kept under the digest its trailer names only if
  * that is its body's digest, which the path cannot name in advance:
  * a truncated, damaged or padded body is refused and nothing is kept.
- * Nothing here parses an archive: the
- * worker that restores it verifies every entry before it creates
- * anything. The collection (archive_blobs_collect) asks the store the
+ * Nothing here parses an archive but for its first frames, which name
+ * the archive it is a delta of (archive_blob_base, for the snapshot
+ * rows): the worker that restores it verifies every entry before it
+ * creates anything. The collection (archive_blobs_collect) asks the store the
  * same question a worker's offer does (store_archives.c). */
 #include <dirent.h>
 #include <errno.h>
@@ -88,6 +89,29 @@ apath(const struct ctl *c, const char *digest, char *out, size_t cap)
 	if ((size_t)snprintf(out, cap, "%s/%s.snap", d, digest) >= cap)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/* What the stored archive of digest is a delta of: base set to ""
+ * for a whole archive, to the base's digest for a delta; NULL when it
+ * is not stored here or not readable (not known: the snapshot's row
+ * keeps every older one of its sandbox, docs/recovery.md "Collecting
+ * the snapshot store"). Its bytes were checked against the digest when
+ * they were stored, so its frames are the worker's. */
+const char *
+archive_blob_base(const struct ctl *c, const char *digest, char base[SNAPSHOT_DIGEST_HEX + 1])
+{
+	char d[PATH_MAX + 16];
+	int r;
+
+	if (digest == NULL || !snapshot_digest_valid(digest) || adir(c, d, sizeof(d)) < 0)
+		return NULL;
+	if ((r = snapshot_base_of(d, digest, base)) == 1)
+		return base;
+	if (r == 0) {
+		base[0] = '\0';
+		return base;
+	}
+	return NULL;
 }
 
 /* The archives' directory locked (flock: control planes sharing it

@@ -23,6 +23,7 @@
 #define CONTROL_LEASE_TTL       60      /* seconds an operation's lease lasts unrenewed */
 #define CONTROL_ARCHIVE_GRACE   3600    /* seconds a reported archive is a pending reference */
 #define CONTROL_MAX_NAMED_SNAPSHOTS 64 /* named snapshots one sandbox may hold (--max-named-snapshots) */
+#define CONTROL_AUDIT_KEEP_DAYS 90   /* audit rows kept (--audit-keep-days) */
 #define CONTROL_NET_CHANGES_PER_MIN 120 /* network changes of one sandbox a minute (--network-changes-per-minute) */
 /* seconds a lost worker keeps its executions before they are placed
  * elsewhere: a capability's lifetime and the clock skew, so that none
@@ -68,6 +69,7 @@ struct config {
 	int     archive_grace;          /* seconds: a reported digest is kept at least this long */
 	int64_t archive_max_mb;         /* MiB of one uploaded snapshot archive (SPACE_ARCHIVE_MAX) */
 	int64_t store_min_free_mb;      /* MiB an upload leaves free on its disk (SPACE_STORE_MIN_FREE_MB) */
+	int64_t audit_keep_days;        /* audit rows older are removed, 0 = kept forever */
 	int64_t max_named_snapshots;    /* named snapshots one sandbox may hold, 0 = any */
 	int64_t net_changes_per_min;    /* network changes of one sandbox a minute, 0 = any (netrate.c) */
 	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */
@@ -230,6 +232,8 @@ void metrics_store_latency(double seconds);
 void metrics_store_notifications(unsigned n);
 /* sandboxes of lost workers: result "placed" or "failed" */
 void metrics_failover(const char *result, int n);
+/* audit rows removed past --audit-keep-days */
+void metrics_audit_pruned(int n);
 /* kind: pause, resume, move, snapshot, other; result: started, ok, failed,
  * abandoned, conflict, refused (static strings) */
 void metrics_lifecycle(const char *kind, const char *result);
@@ -238,5 +242,8 @@ char *metrics_render(struct ctl *c);
  * --archive-grace seconds (digest NULL: nothing); the collection's counters */
 void api_archive_seen(struct ctl *c, const char *digest);
 void api_archives_metrics(FILE *f);
+/* archive_blobs.c: what the stored archive of digest is a delta of, ""
+ * for a whole one (in base), NULL when not known */
+const char *archive_blob_base(const struct ctl *c, const char *digest, char base[65]);
 void metrics_free(void);
 #endif

@@ -454,18 +454,104 @@ struct status_ctx {
 	const char **why;
 };
 
+/* a digest in the set kept (a JSON object used as a set) */
+static int
+keep_add(json_t *keep, const char *digest)
+{
+	if (json_object_get(keep, digest) != NULL)
+		return 0;
+	return json_object_set_new(keep, digest, json_true()) < 0 ? -ENOMEM : 1;
+}
+
+/* The automatic snapshots of sandbox that nothing can restore from any
+ * more go (docs/recovery.md, "Collecting the snapshot store"): kept are
+ * the latest (root), every named snapshot, and whatever these are
+ * deltas of, to their whole archives. Called when an execution's end
+ * made root the latest, so no layer of the sandbox runs from an older
+ * one: the next starts from root. If the base of one that is kept is
+ * not known (an archive reported before bases were recorded, or not
+ * stored here), nothing goes. The archives of the rows removed are then
+ * collected as any other archive nothing references. */
+int
+lc_snapshots_prune(struct store *s, const char *sandbox, const char *root, int *dropped)
+{
+	json_t *rows = NULL, *keep = json_object(), *e;
+	size_t i;
+	int rc, grew;
+
+	*dropped = 0;
+	if (keep == NULL)
+		return -ENOMEM;
+	if ((rc = R(s)->snapshots_of(s, sandbox, &rows)) < 0)
+		goto out;
+	if ((rc = keep_add(keep, root)) < 0)
+		goto out;
+	json_array_foreach(rows, i, e) {
+		const char *d = json_string_value(json_object_get(e, "digest"));
+
+		if (d != NULL && streq(json_string_value(json_object_get(e, "kind")), "named") &&
+		    (rc = keep_add(keep, d)) < 0)
+			goto out;
+	}
+	do {
+		grew = 0;
+		json_array_foreach(rows, i, e) {
+			const char *d = json_string_value(json_object_get(e, "digest"));
+			const char *b = json_string_value(json_object_get(e, "base"));
+
+			if (d == NULL || json_object_get(keep, d) == NULL)
+				continue;
+			if (b == NULL) {
+				rc = 0;         /* not known: everything stays */
+				goto out;
+			}
+			if (b[0]) {
+				if ((rc = keep_add(keep, b)) < 0)
+					goto out;
+				grew |= rc;
+			}
+		}
+	} while (grew);
+	json_array_foreach(rows, i, e) {
+		const char *d = json_string_value(json_object_get(e, "digest"));
+
+		if (d == NULL || json_object_get(keep, d) != NULL ||
+		    !streq(json_string_value(json_object_get(e, "kind")), "auto") ||
+		    !streq(json_string_value(json_object_get(e, "state")), "ready"))
+			continue;
+		if ((rc = R(s)->snapshot_drop(s, json_string_value(json_object_get(e, "id")))) < 0)
+			goto out;
+		(*dropped)++;
+	}
+	rc = 0;
+out:
+	json_decref(rows);
+	json_decref(keep);
+	return rc;
+}
+
 /* the archive a worker reported with an execution's end becomes the
- * sandbox's latest snapshot (an automatic one, ready) */
+ * sandbox's latest snapshot (an automatic one, ready), and the automatic
+ * ones it supersedes go */
 static int
 snap_latest(struct store *s, const struct route_identity *r, const struct snap_report *snap,
     int64_t now)
 {
-	int rc;
+	int rc, dropped = 0;
 
 	if ((rc = R(s)->snapshot_add(s, snap->id, r->sandbox, (int64_t)r->generation, NULL,
 	    "auto", "ready", snap->digest, snap->size, now)) < 0)
 		return rc;
-	return R(s)->sandbox_set_snapshot(s, r->sandbox, snap->digest);
+	if (snap->base != NULL && (rc = R(s)->snapshot_set_base(s, snap->id, snap->base)) < 0)
+		return rc;
+	if ((rc = R(s)->sandbox_set_snapshot(s, r->sandbox, snap->digest)) < 0)
+		return rc;
+	if ((rc = lc_snapshots_prune(s, r->sandbox, snap->digest, &dropped)) < 0)
+		return rc;
+	if (dropped > 0)
+		log_info("sandbox %s: %d automatic snapshot(s) superseded by %.12s", r->sandbox,
+		    dropped, snap->digest);
+	return 0;
 }
 
 static int

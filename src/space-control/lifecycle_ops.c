@@ -564,7 +564,7 @@ out:
 /* ---- a worker's answer to a snapshot assignment ---- */
 
 struct snapshot_ctx {
-	const char *worker, *snapshot_id, *sandbox, *digest, *error;
+	const char *worker, *snapshot_id, *sandbox, *digest, *base, *error;
 	int64_t generation, size;
 	const char **why;
 };
@@ -603,16 +603,18 @@ snapshot_tx(struct store *s, void *arg)
 		return R(s)->snapshot_set_failed(s, x->snapshot_id, x->error ? x->error : "failed");
 	if ((rc = R(s)->snapshot_set_ready(s, x->snapshot_id, x->digest, x->size)) < 0)
 		return rc;
+	if (x->base != NULL && (rc = R(s)->snapshot_set_base(s, x->snapshot_id, x->base)) < 0)
+		return rc;
 	return R(s)->sandbox_set_snapshot(s, sn.sandbox, x->digest);
 }
 
 int
 lc_snapshot_report(struct store *s, const char *worker, const char *snapshot_id,
-    const char *sandbox, int64_t generation, const char *digest, int64_t size,
-    const char *error, const char **why)
+    const char *sandbox, int64_t generation, const char *digest, const char *base,
+    int64_t size, const char *error, const char **why)
 {
-	struct snapshot_ctx x = { worker, snapshot_id, sandbox, digest, error, generation, size,
-	    why };
+	struct snapshot_ctx x = { worker, snapshot_id, sandbox, digest, base, error, generation,
+	    size, why };
 
 	return R(s)->tx(s, snapshot_tx, &x);
 }

@@ -31,6 +31,7 @@ static const double store_le[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 static unsigned long long store_buckets[NLE];
 static unsigned long long store_notifications;
 static unsigned long long failovers[2];        /* placed, failed */
+static unsigned long long audit_pruned;         /* audit rows past --audit-keep-days */
 
 void
 metrics_request(const char *route, unsigned status)
@@ -122,6 +123,14 @@ metrics_store_notifications(unsigned n)
 }
 
 void
+metrics_audit_pruned(int n)
+{
+	pthread_mutex_lock(&mu);
+	audit_pruned += (unsigned long long)n;
+	pthread_mutex_unlock(&mu);
+}
+
+void
 metrics_failover(const char *result, int n)
 {
 	pthread_mutex_lock(&mu);
@@ -174,6 +183,9 @@ metrics_render(struct ctl *c)
 	    " assignments received from the store (PostgreSQL LISTEN; any replica's commits).\n"
 	    "# TYPE space_control_store_notifications_total counter\n"
 	    "space_control_store_notifications_total %llu\n", store_notifications);
+	fprintf(f, "# HELP space_control_audit_pruned_total Audit rows removed, older than"
+	    " --audit-keep-days.\n# TYPE space_control_audit_pruned_total counter\n"
+	    "space_control_audit_pruned_total %llu\n", audit_pruned);
 	fprintf(f, "# HELP space_control_failovers_total Sandboxes of lost workers placed"
 	    " again, or failed.\n# TYPE space_control_failovers_total counter\n"
 	    "space_control_failovers_total{result=\"placed\"} %llu\n"

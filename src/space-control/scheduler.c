@@ -285,11 +285,40 @@ failover(struct ctl *c)
 		assign_notify(c, NULL);
 }
 
+/* audit rows older than --audit-keep-days go, oldest first, in batches
+ * (each its own statement: the store is not held for long), at most
+ * AUDIT_PRUNE_BATCHES of them a pass: 500,000 rows every 10 s, far more
+ * than capabilities are issued */
+#define AUDIT_PRUNE_BATCH 5000
+#define AUDIT_PRUNE_BATCHES 100
+static void
+audit_trim(struct ctl *c)
+{
+	int i, n, total = 0;
+
+	if (c->cfg.audit_keep_days <= 0)
+		return;
+	for (i = 0; i < AUDIT_PRUNE_BATCHES && !c->stopping; i++) {
+		n = c->st->ops->audit_prune(c->st, now_unix() - c->cfg.audit_keep_days * 86400,
+		    AUDIT_PRUNE_BATCH);
+		if (n <= 0)
+			break;
+		total += n;
+		if (n < AUDIT_PRUNE_BATCH)
+			break;
+	}
+	if (total > 0) {
+		metrics_audit_pruned(total);
+		log_info("audit: %d row(s) older than %lld days removed", total,
+		    (long long)c->cfg.audit_keep_days);
+	}
+}
+
 /* once a second: workers silent for longer than the heartbeat timeout are
  * lost (no new placements), the keyring follows rotations, lifecycle
  * operations are driven (leases renewed, expired ones taken over) and
  * timeouts reaped; every 10 s, template images and snapshot archives
- * nobody references are collected */
+ * nobody references are collected and old audit rows removed */
 static void *
 tick(void *arg)
 {
@@ -308,6 +337,7 @@ tick(void *arg)
 		if (++ticks % 10 == 0) {
 			(void)templates_collect(c);
 			(void)archive_blobs_collect(c);
+			audit_trim(c);
 		}
 		sleep(1);
 	}

@@ -80,6 +80,7 @@ struct snap_report {
 	const char *id;                 /* id for the snapshot row, made by the caller */
 	const char *digest;             /* lowercase hex BLAKE2b-256, NULL = none */
 	int64_t     size;
+	const char *base;               /* what it is a delta of, "" whole, NULL not known */
 };
 
 /* resources: what a sandbox asks for, what a worker reports it has */
@@ -192,10 +193,11 @@ struct store_ops {
 	 * Returns the number of operations that changed step. */
 	int (*ops_drive)(struct store *, const char *lease_owner, int64_t lease_ttl,
 	    const char *sandbox, bool advance);
-	/* a worker's answer to a snapshot assignment (digest NULL + error) */
+	/* a worker's answer to a snapshot assignment (digest NULL + error);
+	 * base: what the archive is a delta of, "" whole, NULL not known */
 	int (*snapshot_report)(struct store *, const char *worker, const char *snapshot_id,
-	    const char *sandbox, int64_t generation, const char *digest, int64_t size,
-	    const char *error, const char **why);
+	    const char *sandbox, int64_t generation, const char *digest, const char *base,
+	    int64_t size, const char *error, const char **why);
 	int (*snapshots_list)(struct store *, const char *owner, const char *sandbox,
 	    json_t **out);
 	/* a named snapshot deleted by its owner: 0, -ENOENT (no such named
@@ -217,6 +219,9 @@ struct store_ops {
 
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
+	/* at most limit audit rows older than before (unix seconds) removed,
+	 * oldest first: how many */
+	int (*audit_prune)(struct store *, int64_t before, int limit);
 
 	/* the snapshot store's collection (store_archives.c): a digest
 	 * a worker reported is referenced until `until` (unix seconds);

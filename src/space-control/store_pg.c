@@ -186,6 +186,11 @@ static const char *const migrations[] = {
 	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
 	"  hash BYTEA NOT NULL, created_at BIGINT NOT NULL);"
 	"CREATE INDEX access_tokens_sandbox ON access_tokens(sandbox, created_at);",
+
+	/* 12: the base of each snapshot's archive (docs/recovery.md, "Collecting
+	 * the snapshot store"): NULL not known, '' whole, else the digest of
+	 * the archive it is a delta of */
+	"ALTER TABLE snapshots ADD COLUMN base TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -857,6 +862,21 @@ p_audit(struct store *s, const char *principal, const char *action, const char *
 	return rc;
 }
 
+static int
+p_audit_prune(struct store *s, int64_t before, int limit)
+{
+	struct pgs *q = PGS(s);
+	int rc;
+
+	pg_lock(q);
+	rc = pg_write(q, "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE ts < $1"
+	    " ORDER BY id LIMIT $2)", "ii", before, (int64_t)limit);
+	if (rc == 0)
+		rc = (int)q->changes;
+	pg_unlock(q);
+	return rc;
+}
+
 static void
 p_close(struct store *s)
 {
@@ -914,6 +934,7 @@ static const struct store_ops pg_ops = {
 	.listen = pg_listen,
 	.listening = pg_listening,
 	.audit = p_audit,
+	.audit_prune = p_audit_prune,
 };
 
 /* "postgres://..." or "postgresql://...": a connection string libpq

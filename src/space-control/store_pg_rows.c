@@ -548,6 +548,36 @@ r_snapshot_unname(struct store *s, const char *id, bool remove)
 }
 
 static int
+r_snapshot_set_base(struct store *s, const char *id, const char *base)
+{
+	return pg_run(Q(s), "UPDATE snapshots SET base = $1 WHERE id = $2", "ss", base, id);
+}
+
+static json_t *
+on_snapshot(struct pgs *q, PGresult *r, int i, void *ctx)
+{
+	return json_pack("{s:s,s:s,s:s,s:s?,s:s?}", "id", pg_s(r, i, 0), "kind", pg_s(r, i, 1),
+	    "state", pg_s(r, i, 2), "digest", pg_s(r, i, 3), "base", pg_s(r, i, 4));
+}
+
+static int
+r_snapshots_of(struct store *s, const char *sandbox, json_t **out)
+{
+	PGresult *res;
+	int err;
+
+	res = pg_q(Q(s), &err, "SELECT id, kind, state, digest, base FROM snapshots"
+	    " WHERE sandbox = $1 ORDER BY created_at, id", "s", sandbox);
+	return pg_list(Q(s), res, err, on_snapshot, NULL, out);
+}
+
+static int
+r_snapshot_drop(struct store *s, const char *id)
+{
+	return pg_run(Q(s), "DELETE FROM snapshots WHERE id = $1 AND kind = 'auto'", "s", id);
+}
+
+static int
 r_snapshot_set_ready(struct store *s, const char *id, const char *digest, int64_t size)
 {
 	return pg_run(Q(s), "UPDATE snapshots SET state = 'ready', digest = $1, size = $2"
@@ -660,6 +690,9 @@ const struct store_rows pg_rows = {
 	.snapshot_named_get = r_snapshot_named_get,
 	.snapshot_named_count = r_snapshot_named_count,
 	.snapshot_unname = r_snapshot_unname,
+	.snapshot_set_base = r_snapshot_set_base,
+	.snapshots_of = r_snapshots_of,
+	.snapshot_drop = r_snapshot_drop,
 	.snapshot_set_ready = r_snapshot_set_ready,
 	.snapshot_set_failed = r_snapshot_set_failed,
 	.snapshots_fail_pending = r_snapshots_fail_pending,

@@ -200,6 +200,11 @@ static const char *const migrations[] = {
 	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id),"
 	"  hash BLOB NOT NULL, created_at INTEGER NOT NULL);"
 	"CREATE INDEX access_tokens_sandbox ON access_tokens(sandbox, created_at);",
+
+	/* 12: the base of each snapshot's archive (docs/recovery.md, "Collecting
+	 * the snapshot store"): NULL not known, '' whole, else the digest of
+	 * the archive it is a delta of */
+	"ALTER TABLE snapshots ADD COLUMN base TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -721,6 +726,21 @@ sq_audit(struct store *s, const char *principal, const char *action, const char 
 	return rc;
 }
 
+static int
+sq_audit_prune(struct store *s, int64_t before, int limit)
+{
+	struct sq *q = SQ(s);
+	int rc;
+
+	sq_lock(q);
+	rc = sq_run(q->db, sq_prep(q->db, "DELETE FROM audit WHERE id IN (SELECT id FROM audit"
+	    " WHERE ts < ? ORDER BY id LIMIT ?)", "ii", before, (int64_t)limit));
+	if (rc == 0)
+		rc = sqlite3_changes(q->db);
+	sq_unlock(q);
+	return rc;
+}
+
 static void
 sq_close(struct store *s)
 {
@@ -770,6 +790,7 @@ static const struct store_ops sqlite_ops = {
 	.route_hold = sq_route_hold,
 	.timeouts_due = sq_timeouts_due,
 	.audit = sq_audit,
+	.audit_prune = sq_audit_prune,
 	.archive_seen = st_archive_seen,
 	.archives_collectable = st_archives_collectable,
 	.template_refs = sq_template_refs,

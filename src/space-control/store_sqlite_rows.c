@@ -542,6 +542,40 @@ r_snapshot_unname(struct store *s, const char *id, bool remove)
 }
 
 static int
+r_snapshot_set_base(struct store *s, const char *id, const char *base)
+{
+	return sq_run(DB(s), sq_prep(DB(s), "UPDATE snapshots SET base = ? WHERE id = ?", "ss",
+	    base, id));
+}
+
+static json_t *
+on_snapshot(struct sq *q, sqlite3_stmt *st, void *ctx)
+{
+	return json_pack("{s:s,s:s,s:s,s:s?,s:s?}",
+	    "id", (const char *)sqlite3_column_text(st, 0),
+	    "kind", (const char *)sqlite3_column_text(st, 1),
+	    "state", (const char *)sqlite3_column_text(st, 2),
+	    "digest", (const char *)sqlite3_column_text(st, 3),
+	    "base", (const char *)sqlite3_column_text(st, 4));
+}
+
+static int
+r_snapshots_of(struct store *s, const char *sandbox, json_t **out)
+{
+	sqlite3_stmt *st = sq_prep(DB(s), "SELECT id, kind, state, digest, base FROM snapshots"
+	    " WHERE sandbox = ? ORDER BY created_at, id", "s", sandbox);
+
+	return sq_list(SQ(s), st, on_snapshot, NULL, out);
+}
+
+static int
+r_snapshot_drop(struct store *s, const char *id)
+{
+	return sq_run(DB(s), sq_prep(DB(s), "DELETE FROM snapshots WHERE id = ? AND kind = 'auto'",
+	    "s", id));
+}
+
+static int
 r_snapshot_set_ready(struct store *s, const char *id, const char *digest, int64_t size)
 {
 	return sq_run(DB(s), sq_prep(DB(s), "UPDATE snapshots SET state = 'ready',"
@@ -672,6 +706,9 @@ const struct store_rows sq_rows = {
 	.snapshot_named_get = r_snapshot_named_get,
 	.snapshot_named_count = r_snapshot_named_count,
 	.snapshot_unname = r_snapshot_unname,
+	.snapshot_set_base = r_snapshot_set_base,
+	.snapshots_of = r_snapshots_of,
+	.snapshot_drop = r_snapshot_drop,
 	.snapshot_set_ready = r_snapshot_set_ready,
 	.snapshot_set_failed = r_snapshot_set_failed,
 	.snapshots_fail_pending = r_snapshots_fail_pending,

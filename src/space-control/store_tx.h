@@ -176,6 +176,14 @@ struct store_rows {
 	/* a named snapshot made automatic (its name dropped), or its row
 	 * removed (remove: its sandbox is killed) */
 	int (*snapshot_unname)(struct store *, const char *id, bool remove);
+	/* the base of a snapshot's archive: "" whole, else the digest it is
+	 * a delta of (NULL: not known, the column is left NULL) */
+	int (*snapshot_set_base)(struct store *, const char *id, const char *base);
+	/* every snapshot of sandbox: [{"id","kind","state","digest"?,"base"?}]
+	 * (digest and base null when not known) */
+	int (*snapshots_of)(struct store *, const char *sandbox, json_t **out);
+	/* an automatic snapshot's row removed (superseded: lifecycle.c) */
+	int (*snapshot_drop)(struct store *, const char *id);
 
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
@@ -257,8 +265,11 @@ int lc_workers_failover(struct store *, const char *lease_owner, int64_t lease_t
     int64_t lost_before, int *failed);
 int lc_lost_resumable(struct store *, const char *sandbox, int64_t gen, const char *snapshot);
 int lc_snapshot_report(struct store *, const char *worker, const char *snapshot_id,
-    const char *sandbox, int64_t generation, const char *digest, int64_t size,
-    const char *error, const char **why);
+    const char *sandbox, int64_t generation, const char *digest, const char *base,
+    int64_t size, const char *error, const char **why);
+/* lifecycle.c: the automatic snapshots of sandbox that root (its latest)
+ * superseded removed; *dropped counts them */
+int lc_snapshots_prune(struct store *, const char *sandbox, const char *root, int *dropped);
 
 /* store_archives.c: the snapshot store's collection, on the row operations */
 int st_archive_seen(struct store *, const char *digest, int64_t until);
