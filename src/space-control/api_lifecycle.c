@@ -60,6 +60,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	rq.retry_after = &quota_retry;
 	rq.api_key = r->key_id[0] ? r->key_id : NULL;
 	rq.max_named = c->cfg.max_named_snapshots;
+	rq.max_named_mb = c->cfg.max_named_snapshot_mb;
 	/* a route handed to a repair is held for --route-hold-ms: wait
 	 * for it, then start anyway (repairs cannot hold a sandbox forever) */
 	deadline = now_mono_ns() / 1000000 + (uint64_t)c->cfg.route_hold_ms + 50;

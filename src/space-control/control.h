@@ -23,6 +23,7 @@
 #define CONTROL_LEASE_TTL       60      /* seconds an operation's lease lasts unrenewed */
 #define CONTROL_ARCHIVE_GRACE   3600    /* seconds a reported archive is a pending reference */
 #define CONTROL_MAX_NAMED_SNAPSHOTS 64 /* named snapshots one sandbox may hold (--max-named-snapshots) */
+#define CONTROL_MAX_NAMED_SNAPSHOT_MB 65536 /* MiB of named snapshots one principal may hold (--max-named-snapshot-mb) */
 #define CONTROL_AUDIT_KEEP_DAYS 90   /* audit rows kept (--audit-keep-days) */
 #define CONTROL_NET_CHANGES_PER_MIN 120 /* network changes of one sandbox a minute (--network-changes-per-minute) */
 /* seconds a lost worker keeps its executions before they are placed
@@ -70,6 +71,7 @@ struct config {
 	int64_t archive_max_mb;         /* MiB of one uploaded snapshot archive (SPACE_ARCHIVE_MAX) */
 	int64_t store_min_free_mb;      /* MiB an upload leaves free on its disk (SPACE_STORE_MIN_FREE_MB) */
 	int64_t audit_keep_days;        /* audit rows older are removed, 0 = kept forever */
+	int64_t max_named_snapshot_mb;  /* MiB of named snapshots one principal may hold, 0 = any */
 	int64_t max_named_snapshots;    /* named snapshots one sandbox may hold, 0 = any */
 	int64_t net_changes_per_min;    /* network changes of one sandbox a minute, 0 = any (netrate.c) */
 	int     route_hold_ms;          /* SPACE_ROUTE_HOLD_MS: a repair's route is held this long */

@@ -169,8 +169,8 @@ start_resume(struct store *s, const char *sandbox, const struct op_request *rq,
 }
 
 static int
-start_snapshot(struct store *s, const char *sandbox, const struct op_request *rq,
-    struct sbx_cur *c, int64_t now, const char **why)
+start_snapshot(struct store *s, const char *owner, const char *sandbox,
+    const struct op_request *rq, struct sbx_cur *c, int64_t now, const char **why)
 {
 	struct op_new on = { .id = rq->op_id, .sandbox = sandbox, .kind = "snapshot",
 	    .step = "snapshotting", .snapshot_id = rq->snapshot_id, .reason = rq->reason,
@@ -193,6 +193,20 @@ start_snapshot(struct store *s, const char *sandbox, const struct op_request *rq
 		if (n >= rq->max_named) {
 			*why = "the sandbox holds as many named snapshots as it may "
 			    "(--max-named-snapshots): delete one first";
+			return -EDQUOT;
+		}
+	}
+	/* and on how much the owner's named snapshots hold, over all its
+	 * sandboxes, killed ones too (their named snapshots stay): checked
+	 * before, so one snapshot may take it past the bound, not two */
+	if (rq->max_named_mb > 0) {
+		int64_t bytes = 0;
+
+		if ((rc = R(s)->snapshot_named_bytes(s, owner, &bytes)) < 0)
+			return rc;
+		if (bytes >= rq->max_named_mb * 1048576) {
+			*why = "the named snapshots of this principal hold as much as they may "
+			    "(--max-named-snapshot-mb): delete some first";
 			return -EDQUOT;
 		}
 	}
@@ -303,7 +317,7 @@ start_tx(struct store *s, void *arg)
 	else if (streq(rq->kind, "resume"))
 		rc = start_resume(s, x->sandbox, rq, &c, now, x->why);
 	else if (streq(rq->kind, "snapshot"))
-		rc = start_snapshot(s, x->sandbox, rq, &c, now, x->why);
+		rc = start_snapshot(s, x->owner, x->sandbox, rq, &c, now, x->why);
 	else {
 		*x->why = "unknown operation";
 		rc = -EINVAL;

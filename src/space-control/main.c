@@ -27,7 +27,7 @@ enum { O_DATA = 1, O_LISTEN, O_CERT, O_KEY, O_STORE, O_CONFIG, O_HB, O_DELAY,
     O_LEASE, O_HEAD_TIMEOUT, O_HEADS_IP, O_CONNS_IP, O_VERBOSE, O_HELP, O_MAXMEM, O_DEFMEM,
     O_MAXPIDS, O_DEFPIDS, O_MAXCPU, O_DEFCPU, O_MAXDISK, O_DEFDISK, O_OCMEM, O_OCCPU, O_OCDISK,
     O_TEMPLATES, O_ROUTE_WAIT, O_ROUTE_HOLD, O_ARCHIVE_GRACE, O_ARCHIVE_MAX, O_STORE_FREE, O_LOST_GRACE,
-    O_MAX_NAMED, O_NET_RATE, O_AUDIT_KEEP };
+    O_MAX_NAMED, O_NET_RATE, O_AUDIT_KEEP, O_MAX_NAMED_MB };
 
 static const struct option opts[] = {
 	{ "data-dir",             required_argument, NULL, O_DATA },
@@ -65,6 +65,7 @@ static const struct option opts[] = {
 	{ "max-named-snapshots",  required_argument, NULL, O_MAX_NAMED },
 	{ "network-changes-per-minute", required_argument, NULL, O_NET_RATE },
 	{ "audit-keep-days",      required_argument, NULL, O_AUDIT_KEEP },
+	{ "max-named-snapshot-mb", required_argument, NULL, O_MAX_NAMED_MB },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -83,7 +84,7 @@ usage(FILE *f)
 	    "           [--templates NAME[,NAME...]] [--route-wait-ms N] [--route-hold-ms N]\n"
 	    "           [--archive-grace S] [--archive-max-mb MB] [--store-min-free-mb MB]\n"
 	    "           [--lost-grace S] [--max-named-snapshots N] [--network-changes-per-minute N]\n"
-	    "           [--audit-keep-days N]\n"
+	    "           [--audit-keep-days N] [--max-named-snapshot-mb MB]\n"
 	    "       space-control apikey add NAME [--max-sandboxes N] [--max-memory-mb N]\n"
 	    "           [--creates-per-minute N] --data-dir D\n"
 	    "       space-control apikey list --data-dir D\n"
@@ -157,6 +158,7 @@ apply(struct config *cfg, int opt, const char *name, const char *v)
 	case O_MAX_NAMED: return set_i64(name, v, 0, 1000000, &cfg->max_named_snapshots);
 	case O_NET_RATE: return set_i64(name, v, 0, 1000000, &cfg->net_changes_per_min);
 	case O_AUDIT_KEEP: return set_i64(name, v, 0, 36500, &cfg->audit_keep_days);
+	case O_MAX_NAMED_MB: return set_i64(name, v, 0, 1 << 30, &cfg->max_named_snapshot_mb);
 	case O_LOST_GRACE: return set_int(name, v, 0, 30 * 86400, &cfg->lost_grace);
 	case O_DATA:     return set_str(name, v, cfg->data_dir, sizeof(cfg->data_dir));
 	case O_LISTEN:   return set_str(name, v, cfg->listen, sizeof(cfg->listen));
@@ -253,6 +255,7 @@ control_parse(int argc, char **argv, struct config *cfg)
 	cfg->max_named_snapshots = CONTROL_MAX_NAMED_SNAPSHOTS;
 	cfg->net_changes_per_min = CONTROL_NET_CHANGES_PER_MIN;
 	cfg->audit_keep_days = CONTROL_AUDIT_KEEP_DAYS;
+	cfg->max_named_snapshot_mb = CONTROL_MAX_NAMED_SNAPSHOT_MB;
 	cfg->res_max = (struct res){ CONTROL_MAX_MEMORY_MB, CONTROL_MAX_CPU_PERCENT,
 	    CONTROL_MAX_DISK_MB };
 	cfg->res_def = (struct res){ CONTROL_DEF_MEMORY_MB, CONTROL_DEF_CPU_PERCENT,

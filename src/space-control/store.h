@@ -73,6 +73,7 @@ struct op_request {
 	int        *retry_after;        /* out, on -EDQUOT (a resume over its key's quota) */
 	const char *api_key;            /* resume: the asking key's id, NULL: none */
 	int64_t     max_named;          /* snapshot: named snapshots a sandbox may hold, 0 = any */
+	int64_t     max_named_mb;       /* snapshot: MiB of named snapshots its owner may hold, 0 = any */
 };
 
 /* a worker's retirement report may carry the archive of the retired layer */

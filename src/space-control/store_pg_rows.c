@@ -539,6 +539,23 @@ r_snapshot_named_count(struct store *s, const char *sandbox, int64_t *n)
 }
 
 static int
+r_snapshot_named_bytes(struct store *s, const char *owner, int64_t *bytes)
+{
+	PGresult *res;
+	int rc;
+
+	*bytes = 0;
+	res = pg_q(Q(s), &rc, "SELECT COALESCE(SUM(n.size), 0) FROM snapshots n"
+	    " JOIN sandboxes s ON s.id = n.sandbox WHERE s.owner = $1 AND n.kind = 'named'"
+	    " AND n.state = 'ready'", "s", owner);
+	if (res == NULL)
+		return rc;
+	*bytes = PQntuples(res) == 1 ? pg_i(res, 0, 0) : 0;
+	PQclear(res);
+	return 0;
+}
+
+static int
 r_snapshot_unname(struct store *s, const char *id, bool remove)
 {
 	return remove ?
@@ -690,6 +707,7 @@ const struct store_rows pg_rows = {
 	.snapshot_named_get = r_snapshot_named_get,
 	.snapshot_named_count = r_snapshot_named_count,
 	.snapshot_unname = r_snapshot_unname,
+	.snapshot_named_bytes = r_snapshot_named_bytes,
 	.snapshot_set_base = r_snapshot_set_base,
 	.snapshots_of = r_snapshots_of,
 	.snapshot_drop = r_snapshot_drop,

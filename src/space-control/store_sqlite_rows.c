@@ -533,6 +533,23 @@ r_snapshot_named_count(struct store *s, const char *sandbox, int64_t *n)
 }
 
 static int
+r_snapshot_named_bytes(struct store *s, const char *owner, int64_t *bytes)
+{
+	sqlite3_stmt *st = sq_prep(DB(s), "SELECT COALESCE(SUM(n.size), 0) FROM snapshots n"
+	    " JOIN sandboxes s ON s.id = n.sandbox WHERE s.owner = ? AND n.kind = 'named'"
+	    " AND n.state = 'ready'", "s", owner);
+	int rc;
+
+	*bytes = 0;
+	if (st == NULL)
+		return -EIO;
+	if ((rc = sq_step_row(DB(s), st)) == 1)
+		*bytes = sqlite3_column_int64(st, 0);
+	sq_stmt_release(st);
+	return rc < 0 ? rc : 0;
+}
+
+static int
 r_snapshot_unname(struct store *s, const char *id, bool remove)
 {
 	return sq_run(DB(s), remove ?
@@ -706,6 +723,7 @@ const struct store_rows sq_rows = {
 	.snapshot_named_get = r_snapshot_named_get,
 	.snapshot_named_count = r_snapshot_named_count,
 	.snapshot_unname = r_snapshot_unname,
+	.snapshot_named_bytes = r_snapshot_named_bytes,
 	.snapshot_set_base = r_snapshot_set_base,
 	.snapshots_of = r_snapshots_of,
 	.snapshot_drop = r_snapshot_drop,

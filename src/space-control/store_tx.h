@@ -173,6 +173,9 @@ struct store_rows {
 	int (*snapshot_has)(struct store *, const char *sandbox, int64_t gen, const char *digest);
 	/* the named snapshots of sandbox that did not fail (pending, ready) */
 	int (*snapshot_named_count)(struct store *, const char *sandbox, int64_t *n);
+	/* bytes of the ready named snapshots of every sandbox of owner, the
+	 * killed ones' too */
+	int (*snapshot_named_bytes)(struct store *, const char *owner, int64_t *bytes);
 	/* a named snapshot made automatic (its name dropped), or its row
 	 * removed (remove: its sandbox is killed) */
 	int (*snapshot_unname)(struct store *, const char *id, bool remove);

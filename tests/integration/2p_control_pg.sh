@@ -16,7 +16,8 @@
 # sandbox: an upsert of its own), 2t (the failover of a lost worker's
 # sandboxes, two daemons sweeping), 2w (the list's pages: a row-value
 # cursor), 2x (the pace of network changes), 2y (a sandbox's snapshots
-# superseded: the base of each), 2z (old audit rows removed).
+# superseded: the base of each), 2z (old audit rows removed), 2o (the
+# bytes of a principal's named snapshots).
 # 2r_control_pg_replicas.sh runs three
 # replicas on PostgreSQL. 28 checks control.db's file modes: nothing to
 # check on PostgreSQL. Verified on PostgreSQL too, and left to a manual
@@ -48,6 +49,6 @@ else
 	RUN_SCRIPTS_JOBS=1
 	run_scripts "on PostgreSQL" "25 29" SPACE_TEST_STORE=pg
 	RUN_SCRIPTS_JOBS=$jobs
-	run_scripts "on PostgreSQL" "2t 26 23 22 63 2y 21 24 27 20 2s 2w 2x 2z" SPACE_TEST_STORE=pg
+	run_scripts "on PostgreSQL" "2t 26 23 22 63 2y 21 24 27 20 2s 2w 2x 2z 2o" SPACE_TEST_STORE=pg
 fi
 done_testing
