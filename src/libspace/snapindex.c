@@ -103,9 +103,18 @@ idx_cmp(const void *a, const void *b)
 	return strcmp(((const struct idx_file *)a)->path, ((const struct idx_file *)b)->path);
 }
 
-/* the regular files beneath dfd (path holds plen bytes of its own path) */
+static bool
+ts_after(int64_t s1, uint32_t n1, int64_t s2, uint32_t n2)
+{
+	return s1 > s2 || (s1 == s2 && n1 > n2);
+}
+
+/* the regular files beneath dfd (path holds plen bytes of its own path);
+ * with a threshold (before: not NULL), those changed at or after it are
+ * left out (their next archive carries them whole) */
 static int
-idx_walk(struct snapshot_index *x, int dfd, dev_t dev, char *path, size_t plen, int depth)
+idx_walk(struct snapshot_index *x, int dfd, dev_t dev, char *path, size_t plen, int depth,
+    const struct timespec *before)
 {
 	struct dirent *de;
 	DIR *d;
@@ -138,7 +147,11 @@ idx_walk(struct snapshot_index *x, int dfd, dev_t dev, char *path, size_t plen, 
 		}
 		if (st.st_dev != dev)
 			continue;
-		if (S_ISREG(st.st_mode)) {
+		if (S_ISREG(st.st_mode) && before != NULL &&
+		    !ts_after(before->tv_sec, (uint32_t)before->tv_nsec, st.st_ctim.tv_sec,
+		    (uint32_t)st.st_ctim.tv_nsec)) {
+			continue;
+		} else if (S_ISREG(st.st_mode)) {
 			struct idx_file v = { NULL, (uint64_t)st.st_ino, (uint64_t)st.st_size,
 			    st.st_mtim.tv_sec, st.st_ctim.tv_sec,
 			    (uint32_t)st.st_mtim.tv_nsec, (uint32_t)st.st_ctim.tv_nsec };
@@ -151,7 +164,7 @@ idx_walk(struct snapshot_index *x, int dfd, dev_t dev, char *path, size_t plen, 
 				r = -errno;
 				break;
 			}
-			r = idx_walk(x, cfd, dev, path, clen, depth + 1);
+			r = idx_walk(x, cfd, dev, path, clen, depth + 1, before);
 			close(cfd);
 		}
 	}
@@ -162,11 +175,6 @@ idx_walk(struct snapshot_index *x, int dfd, dev_t dev, char *path, size_t plen, 
 	return r;
 }
 
-static bool
-ts_after(int64_t s1, uint32_t n1, int64_t s2, uint32_t n2)
-{
-	return s1 > s2 || (s1 == s2 && n1 > n2);
-}
 
 /* The file system's clock past every ctime the index holds: a change
  * made later cannot give a file the ctime it had when indexed, even
@@ -236,63 +244,98 @@ idx_encode(const struct snapshot_index *x, uint8_t *b)
 	return o;
 }
 
-int
-snapshot_index_save(const char *layer_dir, const char *path, const char *base, unsigned depth)
+/* the index of layer_dir's regular files (before: see idx_walk), sorted */
+static int
+idx_build(const char *layer_dir, const struct timespec *before, bool clock_past,
+    struct snapshot_index **out)
 {
 	struct snapshot_index *x;
-	char *p = NULL, tmp[PATH_MAX];
-	uint8_t *buf = NULL;
+	char *p = NULL;
 	struct stat st;
-	size_t len;
-	int dfd = -1, fd = -1, r;
+	int dfd = -1, r;
 
-	if (!snapshot_digest_valid(base) || depth > SNAPSHOT_DELTA_DEPTH_MAX)
-		return -EINVAL;
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
+	*out = NULL;
 	if ((x = calloc(1, sizeof(*x))) == NULL || (p = malloc(SPACE_PATH_MAX + 1)) == NULL) {
 		r = -ENOMEM;
 		goto out;
 	}
-	memcpy(x->base, base, SNAPSHOT_DIGEST_HEX + 1);
-	x->depth = depth;
 	p[0] = '\0';
 	if ((dfd = open(layer_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 	    fstat(dfd, &st) < 0) {
 		r = -errno;
 		goto out;
 	}
-	if ((r = idx_walk(x, dfd, st.st_dev, p, 0, 0)) < 0)
+	if ((r = idx_walk(x, dfd, st.st_dev, p, 0, 0, before)) < 0)
 		goto out;
 	if (x->n > 1)
 		qsort(x->f, x->n, sizeof(*x->f), idx_cmp);
-	if ((r = idx_clock_past(x, dfd)) < 0)
+	if (clock_past && (r = idx_clock_past(x, dfd)) < 0)
 		goto out;
-	if ((buf = malloc(IDX_HEAD + x->bytes)) == NULL) {
-		r = -ENOMEM;
-		goto out;
-	}
+	*out = x;
+	x = NULL;
+out:
+	if (dfd >= 0)
+		close(dfd);
+	free(p);
+	snapshot_index_free(x);
+	return r;
+}
+
+int
+snapshot_index_write(struct snapshot_index *x, const char *path, const char *base,
+    unsigned depth)
+{
+	char tmp[PATH_MAX];
+	uint8_t *buf;
+	size_t len;
+	int fd, r;
+
+	if (!snapshot_digest_valid(base) || depth > SNAPSHOT_DELTA_DEPTH_MAX)
+		return -EINVAL;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(x->base, base, SNAPSHOT_DIGEST_HEX + 1);
+	x->depth = depth;
+	if ((buf = malloc(IDX_HEAD + x->bytes)) == NULL)
+		return -ENOMEM;
 	len = idx_encode(x, buf);
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
 		r = -errno;
-		goto out;
+		free(buf);
+		return r;
 	}
 	if ((r = fd_write_all(fd, buf, len)) == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
-	fd = -1;
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
 	if (r != 0)
 		unlink(tmp);
-out:
-	if (dfd >= 0)
-		close(dfd);
 	free(buf);
-	free(p);
+	return r;
+}
+
+int
+snapshot_index_save(const char *layer_dir, const char *path, const char *base, unsigned depth)
+{
+	struct snapshot_index *x;
+	int r;
+
+	if (!snapshot_digest_valid(base) || depth > SNAPSHOT_DELTA_DEPTH_MAX)
+		return -EINVAL;
+	if ((r = idx_build(layer_dir, NULL, true, &x)) < 0)
+		return r;
+	r = snapshot_index_write(x, path, base, depth);
 	snapshot_index_free(x);
 	return r;
+}
+
+int
+snapshot_index_build_live(const char *layer_dir, const struct timespec *before,
+    struct snapshot_index **out)
+{
+	return idx_build(layer_dir, before, false, out);
 }
 
 int

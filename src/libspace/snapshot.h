@@ -95,6 +95,21 @@ struct snapshot_index;
  * index would exceed SPACE_SNAPSHOT_INDEX_MAX (the layer's next archive
  * is then made whole). */
 int snapshot_index_save(const char *layer_dir, const char *path, const char *base, unsigned depth);
+/* The index of a layer in use, built before it is archived: its files
+ * changed at or after before are left out (the next archive carries them
+ * whole). The caller takes before from the real-time clock, less a
+ * margin of a few ticks of the file system's timestamps, ahead of a
+ * syncfs of the layer, and archives the layer after: a file in the index
+ * is then archived as it was indexed or later, and a change after the
+ * syncfs, through write or a shared mapping (whose pages the syncfs
+ * wrote back and protected, so the next write faults and stamps the
+ * time), gives it a later ctime (docs/worker.md, "Checkpoints").
+ * snapshot_index_write names the archive made of it and writes it to
+ * path as snapshot_index_save does. */
+int snapshot_index_build_live(const char *layer_dir, const struct timespec *before,
+    struct snapshot_index **out);
+int snapshot_index_write(struct snapshot_index *x, const char *path, const char *base,
+    unsigned depth);
 /* Reads and decodes an index file strictly: 0, -ENOENT, or -EBADMSG. */
 int snapshot_index_load(const char *path, struct snapshot_index **out);
 int snapshot_index_decode(const unsigned char *buf, size_t len, struct snapshot_index **out);

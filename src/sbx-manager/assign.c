@@ -59,7 +59,7 @@ static const bool lane_next[LANE__COUNT][LANE__COUNT] = {
 };
 static const char *const lane_names[LANE__COUNT] = { "idle", "queued", "running" };
 
-enum job_kind { JOB_ASSIGNMENT, JOB_EXITED };
+enum job_kind { JOB_ASSIGNMENT, JOB_EXITED, JOB_CHECKPOINT };
 struct job {
 	struct job *next;
 	enum job_kind kind;
@@ -832,6 +832,49 @@ do_snapshot(struct mgr *m, const struct route_identity *id, const char *sid)
 	control_report_snapshot(m, sid, id, digest, size, NULL);
 }
 
+/* a checkpoint of a serving execution (checkpoint.c), in its lane: a
+ * pause or move queued behind it waits for it; one that came first has
+ * retired the execution, and nothing is done */
+static void
+do_checkpoint(struct mgr *m, const struct route_identity *id)
+{
+	char digest[SNAPSHOT_DIGEST_HEX + 1];
+	struct snapshot_index *next = NULL;
+	uint64_t size = 0;
+	unsigned depth = 0;
+	struct record r;
+	int64_t used;
+	int rc;
+
+	if (records_get(m, id->sandbox, &r) != 0 || !route_identity_equal(&r.id, id) ||
+	    r.state != EXEC_SERVING) {
+		checkpoint_done(id->sandbox, id->generation, false, 0);
+		return;
+	}
+	used = checkpoint_used(&r);
+	rc = layer_checkpoint(m, &r, digest, &size, &depth, &next);
+	if (rc == 0)
+		rc = control_checkpoint(m, id, digest, size);
+	/* the layer's next archive is a delta of it only once the control
+	 * plane holds it as a snapshot of the sandbox (the collection keeps
+	 * it from then on); otherwise the index stays what it was */
+	if (rc == 0 && (rc = layer_checkpoint_commit(&r, next, digest, depth)) != 0)
+		log_warnx("checkpoint of %s: its index not written (%d); the next archive is a "
+		    "delta of the one before", id->sandbox, rc);
+	snapshot_index_free(next);
+	if (rc == 0) {
+		metrics_inc(m, MC_CHECKPOINTS);
+		log_info("checkpoint of %s g%llu: layer archived as %s (%llu bytes, %s)", id->sandbox,
+		    (unsigned long long)id->generation, digest, (unsigned long long)size,
+		    depth ? "incremental" : "whole");
+	} else {
+		metrics_inc(m, MC_CHECKPOINT_FAILED);
+		log_warnx("checkpoint of %s g%llu failed: %s", id->sandbox,
+		    (unsigned long long)id->generation, archive_why(rc));
+	}
+	checkpoint_done(id->sandbox, id->generation, rc == 0, used < 0 ? 0 : (uint64_t)used);
+}
+
 /* one valid assignment, in its sandbox's lane */
 static void
 apply(struct mgr *m, const struct msg_assignment *a)
@@ -1005,6 +1048,8 @@ lane_worker(void *arg)
 
 		if (j->kind == JOB_ASSIGNMENT)
 			apply(m, &j->a);
+		else if (j->kind == JOB_CHECKPOINT)
+			do_checkpoint(m, &j->a.id);
 		else
 			bridge_exited(m, l->sandbox, j->pid);
 		free(j);
@@ -1364,4 +1409,16 @@ assign_shutdown(struct mgr *m)
 			close(old);
 		}
 	pthread_mutex_unlock(&as->lock);
+}
+
+int
+assign_checkpoint(struct mgr *m, const struct route_identity *id)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	if (j == NULL)
+		return -ENOMEM;
+	j->kind = JOB_CHECKPOINT;
+	j->a.id = *id;
+	return lane_push(m, id->sandbox, j);
 }

@@ -599,6 +599,34 @@ control_report_failed(struct mgr *m, const struct route_identity *id, const char
 }
 
 int
+control_checkpoint(struct mgr *m, const struct route_identity *id, const char *digest,
+    uint64_t size)
+{
+	char path[256], *body;
+	json_t *req;
+	long st = 0;
+	int r;
+
+	req = json_pack("{s:o, s:s, s:I}", "identity", route_identity_pack(id), "digest", digest,
+	    "size", (json_int_t)size);
+	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (body == NULL)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/v1/workers/%s/checkpoints", m->cfg.worker_id);
+	r = http_post(m, path, body, 10, &st);
+	free(body);
+	if (r != 0)
+		return -EIO;
+	if (st != 200) {
+		log_warnx("checkpoint of %s g%llu: the control plane answered %ld", id->sandbox,
+		    (unsigned long long)id->generation, st);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+int
 control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error)
 {

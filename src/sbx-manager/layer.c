@@ -196,6 +196,80 @@ index_path(const struct record *r, char *out, size_t cap)
 	snprintf(out, cap, "%s/base.idx", r->layer_dir);
 }
 
+/* A file changed within this much before the checkpoint's sync is left
+ * out of its index: several ticks of the coarsest timestamps a file
+ * system keeps (a jiffy, 10 ms at HZ=100), so that a change after the
+ * sync cannot be given the ctime the index recorded */
+#define CHECKPOINT_CTIME_MARGIN_NS 50000000L
+
+int
+layer_checkpoint(struct mgr *m, const struct record *r, char digest[SNAPSHOT_DIGEST_HEX + 1],
+    uint64_t *size, unsigned *depth, struct snapshot_index **next)
+{
+	char rw[PATH_MAX + 8], idx[PATH_MAX + 16];
+	struct snapshot_index *base = NULL, *x = NULL;
+	struct timespec before;
+	bool uploaded = false;
+	int fd, ret;
+
+	*next = NULL;
+	*depth = 0;
+	if (!m->cfg.snapshot_dir[0])
+		return -ENOTSUP;
+	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
+	/* the threshold first, then the sync: what the sandbox changes from
+	 * the sync on (a write, or a page of a shared mapping the sync wrote
+	 * back and protected again) is stamped after the threshold */
+	clock_gettime(CLOCK_REALTIME, &before);
+	if (before.tv_nsec >= CHECKPOINT_CTIME_MARGIN_NS)
+		before.tv_nsec -= CHECKPOINT_CTIME_MARGIN_NS;
+	else {
+		before.tv_sec--;
+		before.tv_nsec += 1000000000L - CHECKPOINT_CTIME_MARGIN_NS;
+	}
+	if ((fd = open(rw, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	ret = syncfs(fd) < 0 ? -errno : 0;
+	close(fd);
+	if (ret != 0)
+		return ret;
+	if ((ret = snapshot_index_build_live(rw, &before, &x)) < 0)
+		return ret;
+	index_path(r, idx, sizeof(idx));
+	if ((ret = snapshot_index_load(idx, &base)) == 0 &&
+	    snapshot_index_depth(base) + 1 > SNAPSHOT_DELTA_DEPTH_MAX) {
+		snapshot_index_free(base);
+		base = NULL;
+	}
+	if (base != NULL)
+		*depth = snapshot_index_depth(base) + 1;
+	ret = archive_dir(m, r, rw, 0, base, digest, size, &uploaded);
+	snapshot_index_free(base);
+	if (ret == 0 && !uploaded) {
+		const char *why = NULL;
+
+		if ((ret = snapblob_put(m, digest, &why)) != 0)
+			log_warnx("checkpoint of %s: archive %s: %s", r->id.sandbox, digest,
+			    why ? why : "upload failed");
+	}
+	if (ret != 0) {
+		snapshot_index_free(x);
+		return ret;
+	}
+	*next = x;
+	return 0;
+}
+
+int
+layer_checkpoint_commit(const struct record *r, struct snapshot_index *next, const char *digest,
+    unsigned depth)
+{
+	char idx[PATH_MAX + 16];
+
+	index_path(r, idx, sizeof(idx));
+	return snapshot_index_write(next, idx, digest, depth);
+}
+
 int
 layer_snapshot_stopped(struct mgr *m, const struct record *r,
     char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded, unsigned *depth)

@@ -31,7 +31,7 @@ usage(void)
 	    "       --credential-file F --root-key K4PUBLIC --endpoint URL --capacity N\n"
 	    "       [--api-group GROUP] [--api-conns 1024] [--spaced-host PATH] [--disk-mb 4096] [--layer-pool 16]\n"
 	    "       [--netns-pool 8]\n"
-	    "       [--jail-pool 0] [--kept-layers 8]\n"
+	    "       [--jail-pool 0] [--kept-layers 8] [--checkpoint-mb 512] [--checkpoint-interval 300]\n"
 	    "       [--snapshot-dir DIR] [--snapshot-gc-grace S]\n"
 	    "       [--egress [--egress-dns IP] [--egress-deny CIDR]...] [--resident ID]\n"
 	    "       [--gateway-listen HOST:PORT [--gateway-uid UID]] [-v]\n");
@@ -215,6 +215,8 @@ main(int argc, char **argv)
 		{ "netns-pool", required_argument, NULL, 1102 },
 		{ "jail-pool", required_argument, NULL, 1103 },
 		{ "kept-layers", required_argument, NULL, 1104 },
+		{ "checkpoint-mb", required_argument, NULL, 1105 },
+		{ "checkpoint-interval", required_argument, NULL, 1106 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -241,6 +243,8 @@ main(int argc, char **argv)
 	cfg->api_conns = MGR_CONN_DEFAULT;
 	cfg->snapshot_gc_grace = MGR_SNAPSHOT_GC_GRACE;
 	cfg->kept_layers = MGR_KEPT_LAYERS;
+	cfg->checkpoint_mb = MGR_CHECKPOINT_MB;
+	cfg->checkpoint_interval = MGR_CHECKPOINT_INTERVAL;
 	while ((c = getopt_long(argc, argv, "v", opts, &optidx)) != -1) {
 		switch (c) {
 		case 'd': copy_opt(cfg->data_dir, sizeof(cfg->data_dir), optarg, "data-dir"); break;
@@ -308,6 +312,20 @@ main(int argc, char **argv)
 			if (errno || *end || cap2 > MGR_SLOTS_MAX)
 				usage();
 			cfg->kept_layers = (unsigned)cap2;
+			break;
+		case 1105:
+			errno = 0;
+			cap2 = strtoul(optarg, &end, 10);
+			if (errno || *end || cap2 > (1u << 24))
+				usage();
+			cfg->checkpoint_mb = (unsigned)cap2;
+			break;
+		case 1106:
+			errno = 0;
+			cap2 = strtoul(optarg, &end, 10);
+			if (errno || *end || cap2 < 1 || cap2 > 86400)
+				usage();
+			cfg->checkpoint_interval = (unsigned)cap2;
 			break;
 		case 1001: case 1002: case 1003:
 			if (egress_option(opts[optidx].name, optarg) != 0)
@@ -430,6 +448,7 @@ main(int argc, char **argv)
 	start(m, assign_thread);
 	start(m, assign_monitor_thread);
 	start(m, metrics_thread);
+	start(m, checkpoint_thread);
 	start(m, api_accept_thread);
 	log_info("ready on %s", path);
 

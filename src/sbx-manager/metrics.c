@@ -53,6 +53,9 @@ static const char *const counter_names[MC__COUNT] = {
 	[MC_RESTORE_AGAIN] = "space_sbxmgr_restores_again_total",
 	/* network assignments folded into one still queued (assign.c) */
 	[MC_NETWORK_FOLDED] = "space_sbxmgr_network_assignments_folded_total",
+	/* checkpoints of serving layers recorded, and given up (checkpoint.c) */
+	[MC_CHECKPOINTS] = "space_sbxmgr_checkpoints_total",
+	[MC_CHECKPOINT_FAILED] = "space_sbxmgr_checkpoints_failed_total",
 };
 
 struct mgr_metrics {

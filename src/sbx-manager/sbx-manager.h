@@ -45,6 +45,8 @@
 #define MGR_IO_TIMEOUT_S     30         /* a frame stalled half-way */
 #define MGR_HASH_HEX         64         /* BLAKE2b-256 in hex */
 #define MGR_SNAPSHOT_GC_GRACE 3600      /* seconds before an archive is offered for collection */
+#define MGR_CHECKPOINT_MB 512         /* --checkpoint-mb (checkpoint.c) */
+#define MGR_CHECKPOINT_INTERVAL 300   /* --checkpoint-interval, seconds */
 #define MGR_KEPT_LAYERS 8               /* retired images kept for a resume or an incremental archive here (kept.c) */
 #define MGR_SNAPSHOT_TMP_GRACE 3600     /* seconds unwritten before a writer's .tmp file is deleted */
 
@@ -67,6 +69,8 @@ struct mgr_config {
 	unsigned netns_pool;            /* network namespaces kept ready (netnspool.c) */
 	unsigned jail_pool;             /* prepared jails kept ready (jailpool.c) */
 	unsigned kept_layers;           /* retired images kept for a resume here (kept.c) */
+	unsigned checkpoint_mb;         /* a serving layer grown by this much is checkpointed, 0 never (checkpoint.c) */
+	unsigned checkpoint_interval;   /* seconds at least between two checkpoints of one execution */
 	char snapshot_dir[1024];        /* this worker's archive cache (DATA/snapshots by default) */
 	unsigned snapshot_gc_grace;     /* seconds: younger archives are never offered */
 };
@@ -304,6 +308,10 @@ int control_report_retired(struct mgr *m, const struct route_identity *id, const
  * (digest NULL: none), so the sandbox can be resumed from it */
 int control_report_failed(struct mgr *m, const struct route_identity *id, const char *error,
     const char *digest, uint64_t size);
+/* a checkpoint (digest, size) of execution id, answered at once: 0 once
+ * the control plane recorded it, -ESTALE refused, -EIO not answered */
+int control_checkpoint(struct mgr *m, const struct route_identity *id, const char *digest,
+    uint64_t size);
 int control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error);
 
@@ -368,7 +376,7 @@ enum mgr_counter {
 	MC_ARCHIVES_COLLECTED, MC_BRIDGE_KEPT_USED, MC_BRIDGE_KEPT_DROPPED, MC_RECORD_COMMITS,
 	MC_RECORDS_WRITTEN, MC_JAILPOOL_MADE, MC_JAILPOOL_CLAIMED, MC_BRIDGE_OPENED_AHEAD,
 	MC_ARCHIVES_INCREMENTAL, MC_KEPT_AS_IS, MC_KEPT_ONTO, MC_RESTORE_AGAIN,
-	MC_NETWORK_FOLDED,
+	MC_NETWORK_FOLDED, MC_CHECKPOINTS, MC_CHECKPOINT_FAILED,
 	MC__COUNT
 };
 int metrics_init(struct mgr *m);
@@ -449,11 +457,31 @@ int layer_snapshot_live(struct mgr *m, const struct record *r, char digest[65], 
 /* after the bridge ended: detach a mount it left, wait (bounded) until no
  * file system of the image is left; 0 or -EBUSY */
 int layer_release(const struct record *r);
+/* a checkpoint of a serving layer (docs/worker.md, "Checkpoints"): the
+ * layer synced, the index of what it holds built (*next), then archived
+ * while it runs, as a delta of its base when its index allows (*depth),
+ * and uploaded; the caller makes *next the layer's index
+ * (layer_checkpoint_commit) once the control plane recorded digest */
+struct snapshot_index;
+int layer_checkpoint(struct mgr *m, const struct record *r, char digest[65], uint64_t *size,
+    unsigned *depth, struct snapshot_index **next);
+int layer_checkpoint_commit(const struct record *r, struct snapshot_index *next,
+    const char *digest, unsigned depth);
 /* a delta of the archive the layer was restored from when its index
  * allows (*depth: how many deltas deep the archive is, 0 whole) */
 int layer_snapshot_stopped(struct mgr *m, const struct record *r, char digest[65],
     uint64_t *size, bool *uploaded, unsigned *depth);
 int layer_restore(const struct mgr *m, const struct record *r, const char *digest, const char **why);
+
+/* checkpoint.c: serving layers grown by --checkpoint-mb since their last
+ * archive are checkpointed in their sandbox's lane (assign_checkpoint) */
+void *checkpoint_thread(void *m);
+/* the job ended: ok, and the layer's use in bytes when it began */
+void checkpoint_done(const char *sandbox, uint64_t generation, bool ok, uint64_t used);
+/* bytes in use in the serving layer of r (its file system), or -errno */
+int64_t checkpoint_used(const struct record *r);
+/* assign.c: a checkpoint of execution id queued in its sandbox's lane */
+int assign_checkpoint(struct mgr *m, const struct route_identity *id);
 
 /* kept.c: the image a retired execution was archived from, kept for
  * the same sandbox's next install here (docs/worker.md, "Kept layers") */

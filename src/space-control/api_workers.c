@@ -351,3 +351,60 @@ bad_snap:
 out:
 	json_decref(in);
 }
+
+/* POST /v1/workers/{id}/checkpoints: {"identity", "digest", "size"}, an
+ * archive of a serving execution's layer the worker made and uploaded
+ * while the sandbox ran (docs/worker.md, "Checkpoints"). Its archive is
+ * referenced from now on (a pending reference first, as for any report),
+ * and the worker makes the layer's next archive a delta of it only after
+ * this answered 200. */
+void
+api_worker_checkpoint(struct req *r)
+{
+	static const char *const keys[] = { "identity", "digest", "size", NULL };
+	struct route_identity id;
+	struct snap_report snap;
+	char snap_id[SPACE_ID_MAX + 1], snap_base[65];
+	json_t *in, *d, *z;
+	const char *why = NULL;
+	int rc;
+
+	if ((in = req_json(r, false)) == NULL)
+		return;
+	if (!json_keys_only(r, in, keys))
+		goto out;
+	if (json_object_get(in, "identity") == NULL ||
+	    route_identity_unpack(json_object_get(in, "identity"), &id) < 0) {
+		reply_error(r, 400, "bad_request", "\"identity\" must be a route identity");
+		goto out;
+	}
+	d = json_object_get(in, "digest");
+	z = json_object_get(in, "size");
+	if (d == NULL || !json_is_string(d) || !api_digest_valid(json_string_value(d)) ||
+	    z == NULL || !json_is_integer(z) || json_integer_value(z) < 0) {
+		reply_error(r, 400, "bad_request", "\"digest\" must be %d lowercase hex digits and"
+		    " \"size\" a non-negative integer", SNAPSHOT_DIGEST_HEX);
+		goto out;
+	}
+	if (id_random("snp_", snap_id, sizeof(snap_id)) < 0) {
+		reply_error(r, 500, "internal", "cannot make an id");
+		goto out;
+	}
+	memset(&snap, 0, sizeof(snap));
+	snap.id = snap_id;
+	snap.digest = json_string_value(d);
+	snap.size = json_integer_value(z);
+	snap.base = archive_blob_base(r->ctl, snap.digest, snap_base);
+	api_archive_seen(r->ctl, snap.digest);
+	rc = r->ctl->st->ops->checkpoint_report(r->ctl->st, r->params[0], &id, &snap, &why);
+	if (rc < 0)
+		reply_report_error(r, rc, why, "execution");
+	else {
+		log_info("checkpoint of %s g%llu on %s: %.12s (%lld bytes)", id.sandbox,
+		    (unsigned long long)id.generation, r->params[0], snap.digest,
+		    (long long)snap.size);
+		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+	}
+out:
+	json_decref(in);
+}

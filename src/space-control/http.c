@@ -67,6 +67,7 @@ static const struct route routes[] = {
 	{ "GET",    "/v1/workers/*/assignments",    api_worker_assignments, AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/status",         api_worker_status,      AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/snapshots",      api_worker_snapshot,    AUTH_WORKER },
+	{ "POST",   "/v1/workers/*/checkpoints",    api_worker_checkpoint,  AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/archives",       api_worker_archives,    AUTH_WORKER },
 	{ "POST",   "/v1/workers/*/archives/stream", api_archive_blob_stream, AUTH_WORKER },
 	{ "PUT",    "/v1/workers/*/archives/*",     api_archive_blob_put,   AUTH_WORKER },

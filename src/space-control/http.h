@@ -109,6 +109,7 @@ void edge_revoke_after(struct req *r, handler_fn h);
 /* api_access.c */
 void api_access_token(struct req *);
 void api_worker_snapshot(struct req *);
+void api_worker_checkpoint(struct req *);
 void api_worker_register(struct req *);
 void api_worker_heartbeat(struct req *);
 void api_worker_assignments(struct req *);

@@ -638,6 +638,53 @@ status_tx(struct store *s, void *arg)
 	return 0;
 }
 
+/* a checkpoint: the execution must be the current one, placed on this
+ * worker in its current life, and serving */
+static int
+checkpoint_tx(struct store *s, void *arg)
+{
+	struct status_ctx *x = arg;
+	const struct route_identity *r = x->r;
+	struct exec_row e;
+	int64_t gen = (int64_t)r->generation;
+	int rc;
+
+	if ((rc = R(s)->exec_get(s, r->sandbox, gen, &e)) < 0)
+		return rc;
+	if (rc == 0) {
+		*x->why = "no such execution";
+		return -ENOENT;
+	}
+	if (!streq(e.worker, x->worker) || !streq(r->worker, x->worker)) {
+		*x->why = "execution is not placed on this worker";
+		return -EPERM;
+	}
+	if (!streq(e.substrate, r->substrate) || !streq(e.resident, r->resident) ||
+	    (int64_t)r->activation < e.activation) {
+		*x->why = "identity does not match the execution";
+		return -ESTALE;
+	}
+	if (!streq(e.state, "serving") || gen != e.maxgen || !streq(e.sandbox_state, "running")) {
+		*x->why = "the execution is not the sandbox's serving one";
+		return -ESTALE;
+	}
+	if ((rc = R(s)->snapshot_add(s, x->snap->id, r->sandbox, gen, NULL, "auto", "ready",
+	    x->snap->digest, x->snap->size, now_unix())) < 0)
+		return rc;
+	if (x->snap->base != NULL)
+		return R(s)->snapshot_set_base(s, x->snap->id, x->snap->base);
+	return 0;
+}
+
+int
+lc_checkpoint_report(struct store *s, const char *worker, const struct route_identity *r,
+    const struct snap_report *snap, const char **why)
+{
+	struct status_ctx x = { worker, "serving", NULL, r, snap, why };
+
+	return R(s)->tx(s, checkpoint_tx, &x);
+}
+
 int
 lc_execution_status(struct store *s, const char *worker, const struct route_identity *r,
     const char *state, const char *error, const struct snap_report *snap, const char **why)

@@ -199,6 +199,12 @@ struct store_ops {
 	int (*snapshot_report)(struct store *, const char *worker, const char *snapshot_id,
 	    const char *sandbox, int64_t generation, const char *digest, const char *base,
 	    int64_t size, const char *error, const char **why);
+	/* a worker's checkpoint of a serving execution (r): an automatic
+	 * snapshot, ready, that the sandbox's later archives may be deltas
+	 * of; not its latest (docs/worker.md, "Checkpoints"). -ENOENT,
+	 * -EPERM, -ESTALE with *why as an execution report */
+	int (*checkpoint_report)(struct store *, const char *worker, const struct route_identity *r,
+	    const struct snap_report *snap, const char **why);
 	int (*snapshots_list)(struct store *, const char *owner, const char *sandbox,
 	    json_t **out);
 	/* a named snapshot deleted by its owner: 0, -ENOENT (no such named

@@ -922,6 +922,7 @@ static const struct store_ops pg_ops = {
 	.snapshot_forget = lc_snapshot_forget,
 	.ops_drive = lc_ops_drive,
 	.snapshot_report = lc_snapshot_report,
+	.checkpoint_report = lc_checkpoint_report,
 	.snapshots_list = pg_snapshots_list,
 	.sandbox_set_timeouts = pg_sandbox_set_timeouts,
 	.sandbox_touch = pg_sandbox_touch,

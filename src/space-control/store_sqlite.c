@@ -784,6 +784,7 @@ static const struct store_ops sqlite_ops = {
 	.snapshot_forget = lc_snapshot_forget,
 	.ops_drive = lc_ops_drive,
 	.snapshot_report = lc_snapshot_report,
+	.checkpoint_report = lc_checkpoint_report,
 	.snapshots_list = sq_snapshots_list,
 	.sandbox_set_timeouts = sq_sandbox_set_timeouts,
 	.sandbox_touch = sq_sandbox_touch,

@@ -270,6 +270,8 @@ int lc_lost_resumable(struct store *, const char *sandbox, int64_t gen, const ch
 int lc_snapshot_report(struct store *, const char *worker, const char *snapshot_id,
     const char *sandbox, int64_t generation, const char *digest, const char *base,
     int64_t size, const char *error, const char **why);
+int lc_checkpoint_report(struct store *, const char *worker, const struct route_identity *r,
+    const struct snap_report *snap, const char **why);
 /* lifecycle.c: the automatic snapshots of sandbox that root (its latest)
  * superseded removed; *dropped counts them */
 int lc_snapshots_prune(struct store *, const char *sandbox, const char *root, int *dropped);

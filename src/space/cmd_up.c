@@ -26,7 +26,7 @@
 #include "util.h"
 
 #define USAGE "[--data-dir DIR] [--workers N] [--capacity N] [--jail-pool N] [--port BASE] [--store STORE]\n" \
-	"  [--foreground]\n" \
+	"  [--checkpoint-mb N] [--foreground]\n" \
 	"  Start space-control on 127.0.0.1:BASE (default 7700) and N workers\n" \
 	"  (default 2) w1..wN, each an sbx-manager and a node-api on\n" \
 	"  127.0.0.1:BASE+I, and space-edge (the ports of sandboxes by host name)\n" \
@@ -42,9 +42,13 @@
 	"  DIR/control/control.db), handed to it as SPACE_CONTROL_STORE.\n" \
 	"  --capacity: sandboxes each worker takes (default 16, at most 1024).\n" \
 	"  --jail-pool: prepared jails each worker keeps ready (sbx-manager's\n" \
-	"  --jail-pool; default 2; 0: none; at most 256)."
+	"  --jail-pool; default 2; 0: none; at most 256).\n" \
+	"  --checkpoint-mb: a serving layer grown by this much since its last\n" \
+	"  archive is checkpointed (sbx-manager's --checkpoint-mb; default 512;\n" \
+	"  0: never)."
 
 #define READY_TIMEOUT_MS 30000
+#define UP_CHECKPOINT_MB 512           /* sbx-manager's MGR_CHECKPOINT_MB */
 #define UP_CAPACITY      16             /* sandboxes per worker (--capacity) */
 #define UP_CAPACITY_MAX  1024           /* sbx-manager's MGR_CAPACITY_MAX */
 /* prepared jails per worker: a create on the host template claims one
@@ -267,7 +271,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
-	char listen[64], wid[16], name[48], capacity[16], gw[64], jpool[16];
+	char listen[64], wid[16], name[48], capacity[16], gw[64], jpool[16], ckmb[16];
 	char usock[UP_PATH_MAX + 32];
 	int rc;
 
@@ -277,6 +281,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	snprintf(wid, sizeof(wid), "w%d", i);
 	snprintf(capacity, sizeof(capacity), "%d", up->capacity);
 	snprintf(jpool, sizeof(jpool), "%d", up->jail_pool);
+	snprintf(ckmb, sizeof(ckmb), "%d", up->checkpoint_mb);
 	snprintf(wdir, sizeof(wdir), "%s/%s", up->dir, wid);
 	snprintf(cred, sizeof(cred), "%s/credential", wdir);
 	snprintf(ctl, sizeof(ctl), "http://127.0.0.1:%d", up->port);
@@ -292,7 +297,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
 		    "--capacity", capacity, "--api-group", (char *)group,
-		    "--gateway-listen", gw, "--jail-pool", jpool, NULL };
+		    "--gateway-listen", gw, "--jail-pool", jpool, "--checkpoint-mb", ckmb, NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
@@ -404,6 +409,7 @@ cmd_up(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "capacity", required_argument, NULL, 'c' },
 		{ "jail-pool", required_argument, NULL, 'j' },
+		{ "checkpoint-mb", required_argument, NULL, 'k' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "store", required_argument, NULL, 's' },
@@ -416,6 +422,7 @@ cmd_up(int argc, char **argv)
 	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
 	char listen[32], group[64];
 	long workers = 2, port = 7700, capacity = UP_CAPACITY, jail_pool = UP_JAIL_POOL;
+	long ckmb = UP_CHECKPOINT_MB;
 	int ch, i, lockfd = -1, rc, ret = 1;
 
 	/* a mapping of endpoints to local sockets in this shell (an env file
@@ -459,6 +466,14 @@ cmd_up(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'k':
+			errno = 0;
+			ckmb = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || ckmb < 0 || ckmb > (1L << 24)) {
+				fprintf(stderr, "space: up: --checkpoint-mb is 0..16777216\n");
+				return 2;
+			}
+			break;
 		case 'p':
 			errno = 0;
 			port = strtol(optarg, &end, 10);
@@ -479,6 +494,7 @@ cmd_up(int argc, char **argv)
 	up->workers = (int)workers;
 	up->capacity = (int)capacity;
 	up->jail_pool = (int)jail_pool;
+	up->checkpoint_mb = (int)ckmb;
 	up->port = (int)port;
 	if (bindir_find(up) != 0 || api_group(group, sizeof(group)) != 0 ||
 	    prepare_dirs(up, dir) != 0) {

@@ -51,6 +51,7 @@ struct up {
 	int              workers;
 	int              capacity;      /* sandboxes per worker */
 	int              jail_pool;     /* prepared jails per worker (sbx-manager --jail-pool) */
+	int              checkpoint_mb; /* sbx-manager --checkpoint-mb */
 };
 
 /* up_proc.c */

@@ -1,0 +1,159 @@
+/* Checkpoints (docs/worker.md, "Checkpoints"): a serving layer that grew
+ * by --checkpoint-mb since its last archive is archived while its sandbox
+ * runs, in its sandbox's lane (assign.c, do_checkpoint), and the control
+ * plane records it as an automatic snapshot. The layer's next archive (a
+ * pause, a move) is then a delta of it: a move carries what changed since
+ * the checkpoint, not the whole layer, and the control plane's store
+ * already holds the rest.
+ *
+ * This thread looks at every serving layer's use (statfs of its file
+ * system) every CHECKPOINT_SCAN_S seconds. What a layer held when its
+ * execution was first seen here counts as archived when it was restored
+ * from an archive, as new when the layer was made empty; after a
+ * checkpoint, what it held when the checkpoint began. At most one
+ * checkpoint of an execution is queued or running, and two begin at
+ * least --checkpoint-interval seconds apart. The table lives in memory: a
+ * restart of sbx-manager counts what serving layers hold then as
+ * archived (a checkpoint waits for more growth), which only delays one. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sbx-manager.h"
+#include "util.h"
+
+#define CHECKPOINT_SCAN_S 5
+
+struct ck {
+	char sandbox[SPACE_ID_MAX + 1];
+	uint64_t generation;
+	uint64_t archived;      /* bytes of the layer's use its base archive covers */
+	uint64_t last_ns;       /* now_mono_ns() the last one began, 0 none */
+	bool busy;              /* queued or running */
+	bool seen;              /* serving at the last scan */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ck *tab;
+static size_t ntab, captab;
+
+static struct ck *
+ck_find(const char *sandbox, uint64_t generation)
+{
+	for (size_t i = 0; i < ntab; i++)
+		if (tab[i].generation == generation && strcmp(tab[i].sandbox, sandbox) == 0)
+			return &tab[i];
+	return NULL;
+}
+
+int64_t
+checkpoint_used(const struct record *r)
+{
+	char rw[PATH_MAX + 8];
+	struct statvfs sv;
+
+	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
+	if (statvfs(rw, &sv) != 0)
+		return -errno;
+	return (int64_t)((uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize);
+}
+
+void
+checkpoint_done(const char *sandbox, uint64_t generation, bool ok, uint64_t used)
+{
+	struct ck *c;
+
+	pthread_mutex_lock(&mu);
+	if ((c = ck_find(sandbox, generation)) != NULL) {
+		c->busy = false;
+		if (ok)
+			c->archived = used;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+/* one scan: every serving record; entries of executions no longer
+ * serving are dropped */
+static void
+scan(struct mgr *m)
+{
+	uint64_t grow = (uint64_t)m->cfg.checkpoint_mb << 20, now = now_mono_ns();
+	uint64_t every = (uint64_t)m->cfg.checkpoint_interval * 1000000000ull;
+	struct record *recs = NULL;
+	size_t n = 0, i, k;
+
+	if (records_all(m, &recs, &n) != 0)
+		return;
+	pthread_mutex_lock(&mu);
+	for (k = 0; k < ntab; k++)
+		tab[k].seen = false;
+	pthread_mutex_unlock(&mu);
+	for (i = 0; i < n; i++) {
+		const struct record *r = &recs[i];
+		int64_t used;
+		struct ck *c;
+		bool go = false;
+
+		if (r->state != EXEC_SERVING || (used = checkpoint_used(r)) < 0)
+			continue;
+		pthread_mutex_lock(&mu);
+		if ((c = ck_find(r->id.sandbox, r->id.generation)) == NULL) {
+			if (ntab == captab) {
+				size_t nc = captab ? captab * 2 : 64;
+				struct ck *t = realloc(tab, nc * sizeof(*t));
+
+				if (t == NULL) {
+					pthread_mutex_unlock(&mu);
+					continue;
+				}
+				tab = t;
+				captab = nc;
+			}
+			c = &tab[ntab++];
+			memset(c, 0, sizeof(*c));
+			snprintf(c->sandbox, sizeof(c->sandbox), "%s", r->id.sandbox);
+			c->generation = r->id.generation;
+			/* restored: its archive covers what it holds now */
+			c->archived = r->snapshot[0] ? (uint64_t)used : 0;
+		}
+		c->seen = true;
+		if (!c->busy && (uint64_t)used >= c->archived + grow &&
+		    (c->last_ns == 0 || now - c->last_ns >= every)) {
+			c->busy = true;
+			c->last_ns = now;
+			go = true;
+		}
+		pthread_mutex_unlock(&mu);
+		if (go && assign_checkpoint(m, &r->id) != 0) {
+			log_warnx("checkpoint of %s: no lane free; later", r->id.sandbox);
+			checkpoint_done(r->id.sandbox, r->id.generation, false, 0);
+		}
+	}
+	pthread_mutex_lock(&mu);
+	for (k = 0; k < ntab; )
+		if (!tab[k].seen && !tab[k].busy)
+			tab[k] = tab[--ntab];
+		else
+			k++;
+	pthread_mutex_unlock(&mu);
+	free(recs);
+}
+
+void *
+checkpoint_thread(void *arg)
+{
+	struct mgr *m = arg;
+
+	if (m->cfg.checkpoint_mb == 0 || !m->cfg.snapshot_dir[0])
+		return NULL;
+	while (!atomic_load(&m->stopping)) {
+		sleep(CHECKPOINT_SCAN_S);
+		if (atomic_load(&m->registered))
+			scan(m);
+	}
+	return NULL;
+}
