@@ -261,7 +261,9 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
     of data: `firsts` sandboxes moved once each (a first move archives
     the whole layer), then the last of them moved runs - 1 more times
     (incremental); every move alternated with a cp of the same size."""
-    plat = P.Platform(binsrc, capacity=4, workers=2)
+    # no checkpoints here (--checkpoint-mb 0): these first moves carry the
+    # whole layer; bench_checkpoint_moves measures them after one
+    plat = P.Platform(binsrc, capacity=4, workers=2, checkpoint_mb=0)
     firsts = max(1, firsts)
     try:
         plat.start()
@@ -354,5 +356,84 @@ def bench_moves(P, binsrc, mib, runs, firsts=3):
             if later:
                 P.ROWS.append(("later moves of %d MiB %s data (incremental), median of %d" % (mib, kind, len(later)),
                                "%.2f s" % m, "cp + sync %.2f s" % c, "%.2fx" % (m / c)))
+    finally:
+        plat.stop()
+
+
+def _checkpointed(P, plat, ctl, sbx, timeout=300):
+    """seconds until the control plane recorded a checkpoint of sbx (its
+    first snapshot, taken while it runs)"""
+    t0 = time.time()
+    while time.time() < t0 + timeout:
+        st, body = _api(P, plat, ctl, "GET", "/v1/sandboxes/%s/snapshots" % sbx)
+        if st == 200 and body.get("snapshots"):
+            return time.time() - t0
+        time.sleep(0.1)
+    raise RuntimeError("no checkpoint of %s after %d s" % (sbx, timeout))
+
+
+def bench_checkpoint_moves(P, binsrc, mib, firsts=3):
+    """First moves after a checkpoint (docs/worker.md, "Checkpoints"), on a
+    platform of its own whose workers checkpoint a layer grown by a
+    quarter of the data: a sandbox writes MiB of incompressible data, its
+    worker checkpoints the layer while it runs (timed from the write's
+    end to the control plane's record), a small file changes, and the
+    move is timed as in bench_moves; it carries a delta of the
+    checkpoint, and the receiving worker restores the checkpoint and the
+    delta from the control plane. Alternated with cp + sync."""
+    plat = P.Platform(binsrc, capacity=4, workers=2, checkpoint_mb=max(16, mib // 4))
+    firsts = max(1, firsts)
+    try:
+        plat.start()
+        P.log("")
+        P.log("moves after a checkpoint: space up --checkpoint-mb %d, two workers" % max(16, mib // 4))
+        ctl = P.Http("127.0.0.1:%d" % plat.port)
+        g = KINDS[0][1].format(mib=mib)
+        host = os.path.join(plat.t, "cp-src")
+        subprocess.run(["sh", "-c", "%s >'%s'" % (g, host)], check=True)
+        moves, cps, warm, waits, sizes, left = [], [], [], [], [], []
+        mcpu, ccpu = {}, {}
+        for j in range(firsts):
+            sbx, want = _fill(plat, g)
+            waits.append(_checkpointed(P, plat, ctl, sbx))
+            t, size, tail = _timed_move(P, plat, ctl, sbx, 0, mcpu)
+            moves.append(t)
+            sizes.append(size)
+            left.append(tail)
+            cps.append(_cp(P, host, os.path.join(plat.t, "cp-dst"), ccpu))
+            # the same copy again at once: its memory is in use already
+            # (a copy after a pause takes fresh pages from the host and
+            # is up to twice as long, docs/benchmarks.md set 20)
+            warm.append(_cp(P, host, os.path.join(plat.t, "cp-dst")))
+            _check(plat, sbx, want, "incompressible, sandbox %d after its move after a checkpoint" % (j + 1))
+            plat.space("kill", sbx, check=False)
+        os.unlink(host)
+        m, c, w = P.pct(moves, 50), P.pct(cps, 50), P.pct(waits, 50)
+        ncpu = os.cpu_count() or 1
+        mm = P.pct(mcpu["machine"], 50)
+        P.log("")
+        P.log("== a first move of %d MiB of incompressible data after its checkpoint (seconds; median, min,"
+              " max)" % mib)
+        P.log("%-62s %9.2f %9.2f %9.2f" % ("the write's end to the checkpoint recorded (%d)" % len(waits),
+                                           w, min(waits), max(waits)))
+        P.log("%-62s %9.2f %9.2f %9.2f" % ("first moves after it, incremental: POST move to running",
+                                           m, min(moves), max(moves)))
+        P.log("%-62s %9.2f %9.2f %9.2f" % ("  after it: sync of what it left to write",
+                                           P.pct(left, 50), min(left), max(left)))
+        P.log("%-62s %9.2f %9.2f %9.2f" % ("baseline: cp of the same size and kind + sync (alternated)",
+                                           c, min(cps), max(cps)))
+        cw = P.pct(warm, 50)
+        P.log("%-62s %9.2f %9.2f %9.2f" % ("baseline: the same cp + sync again at once (memory in use)",
+                                           cw, min(warm), max(warm)))
+        P.log("archives of the moves (what travels): %s bytes; the data intact after every move" % (
+            ", ".join(str(s) for s in sizes)))
+        P.log("CPU-seconds of such a move (median): the machine %.2f (%.2f s on its %d CPUs)" % (
+            mm, mm / ncpu, ncpu))
+        P.ROWS.append(("first move of %d MiB incompressible data after its checkpoint (incremental), median of"
+                       " %d" % (mib, len(moves)), "%.2f s" % m, "cp + sync %.2f s" % c, "%.2fx" % (m / c)))
+        P.ROWS.append(("  the same against a copy right after another (its memory in use)", "%.2f s" % m,
+                       "cp + sync %.2f s" % cw, "%.2fx" % (m / cw)))
+        P.ROWS.append(("  the checkpoint, recorded after the data was written (the sandbox running)",
+                       "%.2f s" % w, "cp + sync %.2f s" % c, "%.2fx" % (w / c)))
     finally:
         plat.stop()

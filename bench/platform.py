@@ -101,9 +101,10 @@ def fmt_us(xs):
 class Platform:
     """`space up` with one worker in a private directory; stop() undoes all."""
 
-    def __init__(self, binsrc, capacity=16, workers=1, jail_pool=-1):
+    def __init__(self, binsrc, capacity=16, workers=1, jail_pool=-1, checkpoint_mb=-1):
         self.capacity = capacity
         self.jail_pool = jail_pool
+        self.checkpoint_mb = checkpoint_mb
         self.workers = workers
         self.t = tempfile.mkdtemp(prefix="space-bench.")
         os.chmod(self.t, 0o711)     # node-api (nobody) reaches DIR/w1/run
@@ -147,7 +148,8 @@ class Platform:
             self.up = subprocess.Popen(
                 [os.path.join(self.bin, "space"), "up", "--data-dir", self.data,
                  "--workers", str(self.workers), "--capacity", str(self.capacity), "--port", str(base)] +
-                (["--jail-pool", str(self.jail_pool)] if self.jail_pool >= 0 else []),
+                (["--jail-pool", str(self.jail_pool)] if self.jail_pool >= 0 else []) +
+                (["--checkpoint-mb", str(self.checkpoint_mb)] if self.checkpoint_mb >= 0 else []),
                 stdout=self.uplog, stderr=subprocess.STDOUT, env=self.env)
             end = time.time() + 90
             while time.time() < end:
@@ -1377,7 +1379,7 @@ def main():
                     help="creates timed per level (at 1000 their times spread from 0.9x to 2x of the median:"
                     " 15 left the median moving by a tenth between runs)")
     ap.add_argument("--only", default="", help="comma-separated parts to run: roundtrips,bigfile,"
-                    "create,timeline,concurrent,memory,templates,streams,idlestreams,network,concurrentpool,stores,move,"
+                    "create,timeline,concurrent,memory,templates,streams,idlestreams,network,concurrentpool,stores,move,movecheckpoint,"
                     "density (default all)")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     ap.add_argument("--summary-md", help="also write the final table there, as Markdown")
@@ -1405,7 +1407,10 @@ def main():
         log("bench: platform: %s: missing %s (build first: make all)" % (a.bin, ", ".join(missing)))
         return 1
     # room for the concurrent creates beside the sandbox kept for the rest
-    plat = Platform(a.bin, max(16, a.concurrent + 2), jail_pool=a.jail_pool)
+    # no checkpoints (--checkpoint-mb 0): the 512 MiB file of the bulk
+    # part would be checkpointed in the middle of its runs; what a
+    # checkpoint costs and gives is the movecheckpoint part's
+    plat = Platform(a.bin, max(16, a.concurrent + 2), jail_pool=a.jail_pool, checkpoint_mb=0)
     def on_signal(sig, _frm):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)
@@ -1514,6 +1519,9 @@ def main():
         if want("move"):
             move_bench.bench_moves(P, a.bin, a.move_mib, a.move_runs, a.move_firsts)
             done("move")
+        if want("movecheckpoint"):
+            move_bench.bench_checkpoint_moves(P, a.bin, a.move_mib, a.move_firsts)
+            done("movecheckpoint")
         if want("stores"):
             control_bench.bench_stores(P, a.bin, a.ctl_creates, a.ctl_routes, a.ctl_clients)
             done("stores")

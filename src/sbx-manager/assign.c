@@ -838,7 +838,7 @@ do_snapshot(struct mgr *m, const struct route_identity *id, const char *sid)
 static void
 do_checkpoint(struct mgr *m, const struct route_identity *id)
 {
-	char digest[SNAPSHOT_DIGEST_HEX + 1];
+	char digest[SNAPSHOT_DIGEST_HEX + 1], layer_base[SNAPSHOT_DIGEST_HEX + 1];
 	struct snapshot_index *next = NULL;
 	uint64_t size = 0;
 	unsigned depth = 0;
@@ -852,9 +852,9 @@ do_checkpoint(struct mgr *m, const struct route_identity *id)
 		return;
 	}
 	used = checkpoint_used(&r);
-	rc = layer_checkpoint(m, &r, digest, &size, &depth, &next);
+	rc = layer_checkpoint(m, &r, digest, &size, &depth, layer_base, &next);
 	if (rc == 0)
-		rc = control_checkpoint(m, id, digest, size);
+		rc = control_checkpoint(m, id, digest, size, layer_base);
 	/* the layer's next archive is a delta of it only once the control
 	 * plane holds it as a snapshot of the sandbox (the collection keeps
 	 * it from then on); otherwise the index stays what it was */

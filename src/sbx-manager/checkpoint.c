@@ -7,7 +7,12 @@
  * already holds the rest.
  *
  * This thread looks at every serving layer's use (statfs of its file
- * system) every CHECKPOINT_SCAN_S seconds. What a layer held when its
+ * system) every CHECKPOINT_SCAN_S seconds, and checkpoints one that grew
+ * enough once it stopped growing (its use moved by less than
+ * CHECKPOINT_QUIET bytes since the scan before): a checkpoint taken in
+ * the middle of a large write would leave the file being written to the
+ * next archive whole. One that keeps growing is checkpointed all the
+ * same once it grew by CHECKPOINT_BUSY times the bound. What a layer held when its
  * execution was first seen here counts as archived when it was restored
  * from an archive, as new when the layer was made empty; after a
  * checkpoint, what it held when the checkpoint began. At most one
@@ -27,11 +32,14 @@
 #include "util.h"
 
 #define CHECKPOINT_SCAN_S 5
+#define CHECKPOINT_QUIET (1u << 20)
+#define CHECKPOINT_BUSY 8
 
 struct ck {
 	char sandbox[SPACE_ID_MAX + 1];
 	uint64_t generation;
 	uint64_t archived;      /* bytes of the layer's use its base archive covers */
+	uint64_t prev;          /* its use at the scan before */
 	uint64_t last_ns;       /* now_mono_ns() the last one began, 0 none */
 	bool busy;              /* queued or running */
 	bool seen;              /* serving at the last scan */
@@ -96,7 +104,7 @@ scan(struct mgr *m)
 		const struct record *r = &recs[i];
 		int64_t used;
 		struct ck *c;
-		bool go = false;
+		bool go = false, quiet;
 
 		if (r->state != EXEC_SERVING || (used = checkpoint_used(r)) < 0)
 			continue;
@@ -119,9 +127,14 @@ scan(struct mgr *m)
 			c->generation = r->id.generation;
 			/* restored: its archive covers what it holds now */
 			c->archived = r->snapshot[0] ? (uint64_t)used : 0;
+			c->prev = 0;
 		}
 		c->seen = true;
+		quiet = (uint64_t)used <= c->prev + CHECKPOINT_QUIET &&
+		    (uint64_t)used + CHECKPOINT_QUIET >= c->prev;
+		c->prev = (uint64_t)used;
 		if (!c->busy && (uint64_t)used >= c->archived + grow &&
+		    (quiet || (uint64_t)used >= c->archived + CHECKPOINT_BUSY * grow) &&
 		    (c->last_ns == 0 || now - c->last_ns >= every)) {
 			c->busy = true;
 			c->last_ns = now;
@@ -148,7 +161,8 @@ checkpoint_thread(void *arg)
 {
 	struct mgr *m = arg;
 
-	if (m->cfg.checkpoint_mb == 0 || !m->cfg.snapshot_dir[0])
+	/* no incremental archives (--kept-layers 0): nothing to be a base of */
+	if (m->cfg.checkpoint_mb == 0 || !m->cfg.snapshot_dir[0] || m->cfg.kept_layers == 0)
 		return NULL;
 	while (!atomic_load(&m->stopping)) {
 		sleep(CHECKPOINT_SCAN_S);

@@ -600,15 +600,17 @@ control_report_failed(struct mgr *m, const struct route_identity *id, const char
 
 int
 control_checkpoint(struct mgr *m, const struct route_identity *id, const char *digest,
-    uint64_t size)
+    uint64_t size, const char *layer_base)
 {
 	char path[256], *body;
 	json_t *req;
 	long st = 0;
 	int r;
 
-	req = json_pack("{s:o, s:s, s:I}", "identity", route_identity_pack(id), "digest", digest,
-	    "size", (json_int_t)size);
+	/* base: what the layer's next archive is a delta of until it takes
+	 * this one (null: whole), which the control plane keeps */
+	req = json_pack("{s:o, s:s, s:I, s:s?}", "identity", route_identity_pack(id), "digest",
+	    digest, "size", (json_int_t)size, "base", layer_base && layer_base[0] ? layer_base : NULL);
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
 	if (body == NULL)

@@ -204,7 +204,8 @@ index_path(const struct record *r, char *out, size_t cap)
 
 int
 layer_checkpoint(struct mgr *m, const struct record *r, char digest[SNAPSHOT_DIGEST_HEX + 1],
-    uint64_t *size, unsigned *depth, struct snapshot_index **next)
+    uint64_t *size, unsigned *depth, char layer_base[SNAPSHOT_DIGEST_HEX + 1],
+    struct snapshot_index **next)
 {
 	char rw[PATH_MAX + 8], idx[PATH_MAX + 16];
 	struct snapshot_index *base = NULL, *x = NULL;
@@ -214,6 +215,7 @@ layer_checkpoint(struct mgr *m, const struct record *r, char digest[SNAPSHOT_DIG
 
 	*next = NULL;
 	*depth = 0;
+	layer_base[0] = '\0';
 	if (!m->cfg.snapshot_dir[0])
 		return -ENOTSUP;
 	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
@@ -241,8 +243,10 @@ layer_checkpoint(struct mgr *m, const struct record *r, char digest[SNAPSHOT_DIG
 		snapshot_index_free(base);
 		base = NULL;
 	}
-	if (base != NULL)
+	if (base != NULL) {
 		*depth = snapshot_index_depth(base) + 1;
+		snprintf(layer_base, SNAPSHOT_DIGEST_HEX + 1, "%s", snapshot_index_base(base));
+	}
 	ret = archive_dir(m, r, rw, 0, base, digest, size, &uploaded);
 	snapshot_index_free(base);
 	if (ret == 0 && !uploaded) {

@@ -311,7 +311,7 @@ int control_report_failed(struct mgr *m, const struct route_identity *id, const 
 /* a checkpoint (digest, size) of execution id, answered at once: 0 once
  * the control plane recorded it, -ESTALE refused, -EIO not answered */
 int control_checkpoint(struct mgr *m, const struct route_identity *id, const char *digest,
-    uint64_t size);
+    uint64_t size, const char *layer_base);
 int control_report_snapshot(struct mgr *m, const char *snapshot_id, const struct route_identity *id,
     const char *digest, uint64_t size, const char *error);
 
@@ -464,7 +464,7 @@ int layer_release(const struct record *r);
  * (layer_checkpoint_commit) once the control plane recorded digest */
 struct snapshot_index;
 int layer_checkpoint(struct mgr *m, const struct record *r, char digest[65], uint64_t *size,
-    unsigned *depth, struct snapshot_index **next);
+    unsigned *depth, char layer_base[65], struct snapshot_index **next);
 int layer_checkpoint_commit(const struct record *r, struct snapshot_index *next,
     const char *digest, unsigned depth);
 /* a delta of the archive the layer was restored from when its index

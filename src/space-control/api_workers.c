@@ -352,7 +352,8 @@ out:
 	json_decref(in);
 }
 
-/* POST /v1/workers/{id}/checkpoints: {"identity", "digest", "size"}, an
+/* POST /v1/workers/{id}/checkpoints: {"identity", "digest", "size",
+ * "base"}, an
  * archive of a serving execution's layer the worker made and uploaded
  * while the sandbox ran (docs/worker.md, "Checkpoints"). Its archive is
  * referenced from now on (a pending reference first, as for any report),
@@ -361,12 +362,12 @@ out:
 void
 api_worker_checkpoint(struct req *r)
 {
-	static const char *const keys[] = { "identity", "digest", "size", NULL };
+	static const char *const keys[] = { "identity", "digest", "size", "base", NULL };
 	struct route_identity id;
 	struct snap_report snap;
 	char snap_id[SPACE_ID_MAX + 1], snap_base[65];
-	json_t *in, *d, *z;
-	const char *why = NULL;
+	json_t *in, *d, *z, *b;
+	const char *why = NULL, *layer_base = NULL;
 	int rc;
 
 	if ((in = req_json(r, false)) == NULL)
@@ -386,6 +387,19 @@ api_worker_checkpoint(struct req *r)
 		    " \"size\" a non-negative integer", SNAPSHOT_DIGEST_HEX);
 		goto out;
 	}
+	/* the base the serving layer has until it takes this one: a digest,
+	 * null for none; left out, nothing of the sandbox is collected now */
+	if ((b = json_object_get(in, "base")) != NULL) {
+		if (json_is_null(b))
+			layer_base = "";
+		else if (json_is_string(b) && api_digest_valid(json_string_value(b)))
+			layer_base = json_string_value(b);
+		else {
+			reply_error(r, 400, "bad_request", "\"base\" must be %d lowercase hex digits"
+			    " or null", SNAPSHOT_DIGEST_HEX);
+			goto out;
+		}
+	}
 	if (id_random("snp_", snap_id, sizeof(snap_id)) < 0) {
 		reply_error(r, 500, "internal", "cannot make an id");
 		goto out;
@@ -396,7 +410,8 @@ api_worker_checkpoint(struct req *r)
 	snap.size = json_integer_value(z);
 	snap.base = archive_blob_base(r->ctl, snap.digest, snap_base);
 	api_archive_seen(r->ctl, snap.digest);
-	rc = r->ctl->st->ops->checkpoint_report(r->ctl->st, r->params[0], &id, &snap, &why);
+	rc = r->ctl->st->ops->checkpoint_report(r->ctl->st, r->params[0], &id, &snap, layer_base,
+	    &why);
 	if (rc < 0)
 		reply_report_error(r, rc, why, "execution");
 	else {

@@ -449,6 +449,7 @@ lc_worker_register(struct store *s, const char *worker, const char *incarnation,
 
 struct status_ctx {
 	const char *worker, *state, *error;
+	const char *layer_base;         /* a checkpoint: the serving layer's base, "" none */
 	const struct route_identity *r;
 	const struct snap_report *snap;
 	const char **why;
@@ -465,15 +466,18 @@ keep_add(json_t *keep, const char *digest)
 
 /* The automatic snapshots of sandbox that nothing can restore from any
  * more go (docs/recovery.md, "Collecting the snapshot store"): kept are
- * the latest (root), every named snapshot, and whatever these are
- * deltas of, to their whole archives. Called when an execution's end
- * made root the latest, so no layer of the sandbox runs from an older
- * one: the next starts from root. If the base of one that is kept is
+ * roots (NULL-terminated: the latest, and at a checkpoint the checkpoint
+ * and the serving layer's base), every named snapshot, and whatever these
+ * are deltas of, to their whole archives. Called when an execution's end
+ * made an archive the latest, so no layer of the sandbox runs from an
+ * older one: the next starts from it; and when a checkpoint was
+ * recorded, with the base the serving layer has until the worker makes
+ * the checkpoint its base. If the base of one that is kept is
  * not known (an archive reported before bases were recorded, or not
  * stored here), nothing goes. The archives of the rows removed are then
  * collected as any other archive nothing references. */
 int
-lc_snapshots_prune(struct store *s, const char *sandbox, const char *root, int *dropped)
+lc_snapshots_prune(struct store *s, const char *sandbox, const char *const *roots, int *dropped)
 {
 	json_t *rows = NULL, *keep = json_object(), *e;
 	size_t i;
@@ -484,8 +488,9 @@ lc_snapshots_prune(struct store *s, const char *sandbox, const char *root, int *
 		return -ENOMEM;
 	if ((rc = R(s)->snapshots_of(s, sandbox, &rows)) < 0)
 		goto out;
-	if ((rc = keep_add(keep, root)) < 0)
-		goto out;
+	for (i = 0; roots[i] != NULL; i++)
+		if (roots[i][0] && (rc = keep_add(keep, roots[i])) < 0)
+			goto out;
 	json_array_foreach(rows, i, e) {
 		const char *d = json_string_value(json_object_get(e, "digest"));
 
@@ -546,8 +551,12 @@ snap_latest(struct store *s, const struct route_identity *r, const struct snap_r
 		return rc;
 	if ((rc = R(s)->sandbox_set_snapshot(s, r->sandbox, snap->digest)) < 0)
 		return rc;
-	if ((rc = lc_snapshots_prune(s, r->sandbox, snap->digest, &dropped)) < 0)
-		return rc;
+	{
+		const char *roots[] = { snap->digest, NULL };
+
+		if ((rc = lc_snapshots_prune(s, r->sandbox, roots, &dropped)) < 0)
+			return rc;
+	}
 	if (dropped > 0)
 		log_info("sandbox %s: %d automatic snapshot(s) superseded by %.12s", r->sandbox,
 		    dropped, snap->digest);
@@ -671,16 +680,33 @@ checkpoint_tx(struct store *s, void *arg)
 	if ((rc = R(s)->snapshot_add(s, x->snap->id, r->sandbox, gen, NULL, "auto", "ready",
 	    x->snap->digest, x->snap->size, now_unix())) < 0)
 		return rc;
-	if (x->snap->base != NULL)
-		return R(s)->snapshot_set_base(s, x->snap->id, x->snap->base);
+	if (x->snap->base != NULL &&
+	    (rc = R(s)->snapshot_set_base(s, x->snap->id, x->snap->base)) < 0)
+		return rc;
+	/* the checkpoints it supersedes go: kept are it, the latest (what a
+	 * resume or failover restores), the base the serving layer has now
+	 * (until the worker makes the checkpoint its base; a worker that
+	 * does not say keeps every one), the named ones, and their chains */
+	if (x->layer_base != NULL) {
+		char latest[SPACE_ID_MAX + 1];
+		const char *roots[] = { x->snap->digest, latest, x->layer_base, NULL };
+		int dropped = 0;
+
+		if ((rc = R(s)->sandbox_latest(s, r->sandbox, latest)) < 0 ||
+		    (rc = lc_snapshots_prune(s, r->sandbox, roots, &dropped)) < 0)
+			return rc;
+		if (dropped > 0)
+			log_info("sandbox %s: %d automatic snapshot(s) superseded by checkpoint %.12s",
+			    r->sandbox, dropped, x->snap->digest);
+	}
 	return 0;
 }
 
 int
 lc_checkpoint_report(struct store *s, const char *worker, const struct route_identity *r,
-    const struct snap_report *snap, const char **why)
+    const struct snap_report *snap, const char *layer_base, const char **why)
 {
-	struct status_ctx x = { worker, "serving", NULL, r, snap, why };
+	struct status_ctx x = { worker, "serving", NULL, layer_base, r, snap, why };
 
 	return R(s)->tx(s, checkpoint_tx, &x);
 }
@@ -689,7 +715,7 @@ int
 lc_execution_status(struct store *s, const char *worker, const struct route_identity *r,
     const char *state, const char *error, const struct snap_report *snap, const char **why)
 {
-	struct status_ctx x = { worker, state, error, r, snap, why };
+	struct status_ctx x = { worker, state, error, NULL, r, snap, why };
 
 	return R(s)->tx(s, status_tx, &x);
 }

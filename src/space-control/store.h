@@ -204,7 +204,7 @@ struct store_ops {
 	 * of; not its latest (docs/worker.md, "Checkpoints"). -ENOENT,
 	 * -EPERM, -ESTALE with *why as an execution report */
 	int (*checkpoint_report)(struct store *, const char *worker, const struct route_identity *r,
-	    const struct snap_report *snap, const char **why);
+	    const struct snap_report *snap, const char *layer_base, const char **why);
 	int (*snapshots_list)(struct store *, const char *owner, const char *sandbox,
 	    json_t **out);
 	/* a named snapshot deleted by its owner: 0, -ENOENT (no such named

@@ -589,6 +589,23 @@ r_snapshots_of(struct store *s, const char *sandbox, json_t **out)
 }
 
 static int
+r_sandbox_latest(struct store *s, const char *id, char out[SPACE_ID_MAX + 1])
+{
+	PGresult *res;
+	int rc;
+
+	out[0] = '\0';
+	res = pg_q(Q(s), &rc, "SELECT COALESCE(snapshot, '') FROM sandboxes WHERE id = $1", "s", id);
+	if (res == NULL)
+		return rc;
+	rc = PQntuples(res) == 1 ? 0 : -ENOENT;
+	if (rc == 0)
+		pg_copy(res, 0, 0, out, SPACE_ID_MAX + 1);
+	PQclear(res);
+	return rc;
+}
+
+static int
 r_snapshot_drop(struct store *s, const char *id)
 {
 	return pg_run(Q(s), "DELETE FROM snapshots WHERE id = $1 AND kind = 'auto'", "s", id);
@@ -711,6 +728,7 @@ const struct store_rows pg_rows = {
 	.snapshot_set_base = r_snapshot_set_base,
 	.snapshots_of = r_snapshots_of,
 	.snapshot_drop = r_snapshot_drop,
+	.sandbox_latest = r_sandbox_latest,
 	.snapshot_set_ready = r_snapshot_set_ready,
 	.snapshot_set_failed = r_snapshot_set_failed,
 	.snapshots_fail_pending = r_snapshots_fail_pending,

@@ -586,6 +586,22 @@ r_snapshots_of(struct store *s, const char *sandbox, json_t **out)
 }
 
 static int
+r_sandbox_latest(struct store *s, const char *id, char out[SPACE_ID_MAX + 1])
+{
+	sqlite3_stmt *st = sq_prep(DB(s), "SELECT COALESCE(snapshot, '') FROM sandboxes WHERE id = ?",
+	    "s", id);
+	int rc;
+
+	out[0] = '\0';
+	if (st == NULL)
+		return -EIO;
+	if ((rc = sq_step_row(DB(s), st)) == 1)
+		sq_col_copy(st, 0, out, SPACE_ID_MAX + 1);
+	sq_stmt_release(st);
+	return rc < 0 ? rc : rc == 0 ? -ENOENT : 0;
+}
+
+static int
 r_snapshot_drop(struct store *s, const char *id)
 {
 	return sq_run(DB(s), sq_prep(DB(s), "DELETE FROM snapshots WHERE id = ? AND kind = 'auto'",
@@ -727,6 +743,7 @@ const struct store_rows sq_rows = {
 	.snapshot_set_base = r_snapshot_set_base,
 	.snapshots_of = r_snapshots_of,
 	.snapshot_drop = r_snapshot_drop,
+	.sandbox_latest = r_sandbox_latest,
 	.snapshot_set_ready = r_snapshot_set_ready,
 	.snapshot_set_failed = r_snapshot_set_failed,
 	.snapshots_fail_pending = r_snapshots_fail_pending,

@@ -187,6 +187,9 @@ struct store_rows {
 	int (*snapshots_of)(struct store *, const char *sandbox, json_t **out);
 	/* an automatic snapshot's row removed (superseded: lifecycle.c) */
 	int (*snapshot_drop)(struct store *, const char *id);
+	/* the sandbox's latest snapshot (sandboxes.snapshot) into out, ""
+	 * none; 0, or -ENOENT for no such sandbox */
+	int (*sandbox_latest)(struct store *, const char *id, char out[SPACE_ID_MAX + 1]);
 
 	int (*audit)(struct store *, const char *principal, const char *action,
 	    const char *target, const char *detail);
@@ -271,10 +274,11 @@ int lc_snapshot_report(struct store *, const char *worker, const char *snapshot_
     const char *sandbox, int64_t generation, const char *digest, const char *base,
     int64_t size, const char *error, const char **why);
 int lc_checkpoint_report(struct store *, const char *worker, const struct route_identity *r,
-    const struct snap_report *snap, const char **why);
+    const struct snap_report *snap, const char *layer_base, const char **why);
 /* lifecycle.c: the automatic snapshots of sandbox that root (its latest)
  * superseded removed; *dropped counts them */
-int lc_snapshots_prune(struct store *, const char *sandbox, const char *root, int *dropped);
+int lc_snapshots_prune(struct store *, const char *sandbox, const char *const *roots,
+    int *dropped);
 
 /* store_archives.c: the snapshot store's collection, on the row operations */
 int st_archive_seen(struct store *, const char *digest, int64_t until);

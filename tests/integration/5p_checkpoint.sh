@@ -109,6 +109,8 @@ is "w1 cannot record a checkpoint of the execution on w2 -> 403" \
 is "nor of its old execution there, no longer serving -> 409" \
 	"$(wpost w1 "{\"identity\":$OLD,\"digest\":\"$C\",\"size\":1}")" 409
 is "a malformed one -> 400" "$(wpost w2 "{\"identity\":$ID,\"digest\":\"xyz\",\"size\":1}")" 400
+is "... or one whose base is no digest -> 400" \
+	"$(wpost w2 "{\"identity\":$ID,\"digest\":\"$C\",\"size\":1,\"base\":\"../x\"}")" 400
 is "... the sandbox still has its two snapshots" "$(snaps)" 2
 check "w1 counted its checkpoint" eventually 10 grep -Eq '^space_sbxmgr_checkpoints_total [1-9]' "$T/w1/metrics.prom"
 

@@ -914,6 +914,62 @@ test_index_same(void)
 	rm_rf(d);
 }
 
+/* snapshot_index_build_live: files changed at or after the threshold are
+ * left out; the index written names its base and loads back */
+static void
+test_index_live(void)
+{
+	struct snapshot_index *x = NULL, *y = NULL;
+	char d[300], f[512], g[512], h[512], ip[300];
+	struct timespec before;
+	struct stat st;
+
+	path_join(d, sizeof(d), top, "live");
+	path_join(ip, sizeof(ip), top, "live.idx");
+	must(mkdir(d, 0755), d);
+	path_join(f, sizeof(f), d, "old1");
+	path_join(g, sizeof(g), d, "old2");
+	path_join(h, sizeof(h), d, "new");
+	write_bytes(f, "old", 3, 0644);
+	write_bytes(g, "old", 3, 0644);
+	tick();
+	must(lstat(g, &st), g);
+	before = st.st_ctim;
+	before.tv_nsec++;
+	if (before.tv_nsec >= 1000000000L) {
+		before.tv_sec++;
+		before.tv_nsec -= 1000000000L;
+	}
+	tick();
+	write_bytes(h, "new", 3, 0644);
+	must(chmod(f, 0600), "chmod");         /* changed after the threshold too */
+	is_int(snapshot_index_build_live(d, &before, &x), 0, "a live index built");
+	if (x == NULL)
+		return;
+	is_int(snapshot_index_count(x), 1, "... of the one file unchanged since the threshold");
+	ok(lstat(g, &st) == 0 && snapshot_index_same(x, "old2", &st), "... that file");
+	ok(lstat(h, &st) == 0 && !snapshot_index_same(x, "new", &st), "... not the new one");
+	ok(lstat(f, &st) == 0 && !snapshot_index_same(x, "old1", &st), "... nor the one changed since");
+	is_int(snapshot_index_write(x, ip, dga, SNAPSHOT_DELTA_DEPTH_MAX + 1), -EINVAL,
+	    "written deeper than the bound: refused");
+	is_int(snapshot_index_write(x, ip, dga, 2), 0, "written, naming its archive at depth 2");
+	is_int(snapshot_index_load(ip, &y), 0, "... loaded back");
+	if (y) {
+		is_int(snapshot_index_count(y), 1, "... its file");
+		is_str(snapshot_index_base(y), dga, "... its base");
+		is_int(snapshot_index_depth(y), 2, "... its depth");
+		snapshot_index_free(y);
+	}
+	snapshot_index_free(x);
+	x = NULL;
+	before.tv_sec -= 3600;
+	is_int(snapshot_index_build_live(d, &before, &x), 0, "a threshold an hour back");
+	if (x)
+		is_int(snapshot_index_count(x), 0, "... leaves every file out");
+	snapshot_index_free(x);
+	rm_rf(d);
+}
+
 int
 main(void)
 {
@@ -928,6 +984,7 @@ main(void)
 	test_hostile();
 	test_index_codec();
 	test_index_same();
+	test_index_live();
 	rm_rf(top);
 	return done_testing();
 }
