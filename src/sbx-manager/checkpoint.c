@@ -18,8 +18,9 @@
  * checkpoint, what it held when the checkpoint began. At most one
  * checkpoint of an execution is queued or running, and two begin at
  * least --checkpoint-interval seconds apart. The table lives in memory: a
- * restart of sbx-manager counts what serving layers hold then as
- * archived (a checkpoint waits for more growth), which only delays one. */
+ * restart of sbx-manager counts what a serving layer with an index holds
+ * then as archived (a checkpoint waits for more growth), which only
+ * delays one. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -56,6 +57,16 @@ ck_find(const char *sandbox, uint64_t generation)
 		if (tab[i].generation == generation && strcmp(tab[i].sandbox, sandbox) == 0)
 			return &tab[i];
 	return NULL;
+}
+
+/* the layer has an index (a restore's or a checkpoint's) */
+static bool
+has_index(const struct record *r)
+{
+	char p[PATH_MAX + 16];
+
+	snprintf(p, sizeof(p), "%s/base.idx", r->layer_dir);
+	return access(p, F_OK) == 0;
 }
 
 int64_t
@@ -125,8 +136,9 @@ scan(struct mgr *m)
 			memset(c, 0, sizeof(*c));
 			snprintf(c->sandbox, sizeof(c->sandbox), "%s", r->id.sandbox);
 			c->generation = r->id.generation;
-			/* restored: its archive covers what it holds now */
-			c->archived = r->snapshot[0] ? (uint64_t)used : 0;
+			/* restored, or checkpointed before a restart of ours:
+			 * its archive covers what it holds now */
+			c->archived = r->snapshot[0] || has_index(r) ? (uint64_t)used : 0;
 			c->prev = 0;
 		}
 		c->seen = true;

@@ -73,5 +73,8 @@ is "the owner deletes one of the killed sandbox's -> 200" \
 is "... then there is room again (2 MiB held)" "$(nsnap "$K" "$C" again 1)" 202
 is "... until the bound: 3 MiB held -> 429" "$(nsnap "$K" "$B" more 1)" 429
 is "the daemon still answers" "$(get /v1/sandboxes "$K")" 200
+kill "$PID"; wait "$PID"; RC=$?; PID=
+is "it stops cleanly on SIGTERM" "$RC" 0
+check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
 
 done_testing

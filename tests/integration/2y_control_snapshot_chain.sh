@@ -108,5 +108,6 @@ check "worker w2 up" add_worker 2 w2 "$NP2"
 is "move to w2" "$(cpost "/v1/sandboxes/$S/move" '{"to":"w2"}')" 202
 check "running on w2" eventually 60 sh -c "curl -s -H 'Authorization: Bearer $K' '$CU/v1/sandboxes/$S' | python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(not (s[\"state\"] == \"running\" and s[\"execution\"][\"worker\"] == \"w2\"))'"
 is "every file written is intact" "$(run 'cd /home/user && sha256sum -c sums >/dev/null && ls f* | wc -l')" 11
+check "no sanitizer report in the daemons' logs" sh -c "! cat '$T'/mgr_w*.log '$T/ctl.log' | grep -Eq 'Sanitizer|runtime error'"
 
 done_testing

@@ -47,5 +47,8 @@ curl -s "$U/metrics" >"$T/metrics"
 is "/metrics counts them" "$(awk '$1 == "space_control_audit_pruned_total" { print $2 }' "$T/metrics")" 11990
 check "the log says so" grep -q 'audit: [0-9]* row(s) older than 1 days removed' "$T/log"
 is "the daemon still answers" "$(get /v1/sandboxes "$K")" 200
+kill "$PID"; wait "$PID"; RC=$?; PID=
+is "it stops cleanly on SIGTERM" "$RC" 0
+check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
 
 done_testing

@@ -113,5 +113,6 @@ is "... or one whose base is no digest -> 400" \
 	"$(wpost w2 "{\"identity\":$ID,\"digest\":\"$C\",\"size\":1,\"base\":\"../x\"}")" 400
 is "... the sandbox still has its two snapshots" "$(snaps)" 2
 check "w1 counted its checkpoint" eventually 10 grep -Eq '^space_sbxmgr_checkpoints_total [1-9]' "$T/w1/metrics.prom"
+check "no sanitizer report in the daemons' logs" sh -c "! cat '$T'/mgr_w*.log '$T/ctl.log' | grep -Eq 'Sanitizer|runtime error'"
 
 done_testing
