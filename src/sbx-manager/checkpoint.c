@@ -61,24 +61,30 @@ ck_find(const char *sandbox, uint64_t generation)
 
 /* the layer has an index (a restore's or a checkpoint's) */
 static bool
-has_index(const struct record *r)
+has_index(const char *layer_dir)
 {
 	char p[PATH_MAX + 16];
 
-	snprintf(p, sizeof(p), "%s/base.idx", r->layer_dir);
+	snprintf(p, sizeof(p), "%s/base.idx", layer_dir);
 	return access(p, F_OK) == 0;
+}
+
+static int64_t
+used_of(const char *run_dir)
+{
+	char rw[PATH_MAX + 8];
+	struct statvfs sv;
+
+	snprintf(rw, sizeof(rw), "%s/rw", run_dir);
+	if (statvfs(rw, &sv) != 0)
+		return -errno;
+	return (int64_t)((uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize);
 }
 
 int64_t
 checkpoint_used(const struct record *r)
 {
-	char rw[PATH_MAX + 8];
-	struct statvfs sv;
-
-	snprintf(rw, sizeof(rw), "%s/rw", r->run_dir);
-	if (statvfs(rw, &sv) != 0)
-		return -errno;
-	return (int64_t)((uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize);
+	return used_of(r->run_dir);
 }
 
 void
@@ -102,22 +108,24 @@ scan(struct mgr *m)
 {
 	uint64_t grow = (uint64_t)m->cfg.checkpoint_mb << 20, now = now_mono_ns();
 	uint64_t every = (uint64_t)m->cfg.checkpoint_interval * 1000000000ull;
-	struct record *recs = NULL;
+	struct record_brief *recs = NULL;
 	size_t n = 0, i, k;
 
-	if (records_all(m, &recs, &n) != 0)
+	/* a few hundred bytes a serving record, not the records (some 9 KiB
+	 * each): the pass stays cheap at a thousand sandboxes */
+	if (records_serving_brief(m, &recs, &n) != 0)
 		return;
 	pthread_mutex_lock(&mu);
 	for (k = 0; k < ntab; k++)
 		tab[k].seen = false;
 	pthread_mutex_unlock(&mu);
 	for (i = 0; i < n; i++) {
-		const struct record *r = &recs[i];
+		const struct record_brief *r = &recs[i];
 		int64_t used;
 		struct ck *c;
 		bool go = false, quiet;
 
-		if (r->state != EXEC_SERVING || (used = checkpoint_used(r)) < 0)
+		if ((used = used_of(r->run_dir)) < 0)
 			continue;
 		pthread_mutex_lock(&mu);
 		if ((c = ck_find(r->id.sandbox, r->id.generation)) == NULL) {
@@ -138,7 +146,7 @@ scan(struct mgr *m)
 			c->generation = r->id.generation;
 			/* restored, or checkpointed before a restart of ours:
 			 * its archive covers what it holds now */
-			c->archived = r->snapshot[0] || has_index(r) ? (uint64_t)used : 0;
+			c->archived = r->restored || has_index(r->layer_dir) ? (uint64_t)used : 0;
 			c->prev = 0;
 		}
 		c->seen = true;

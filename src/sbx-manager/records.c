@@ -367,6 +367,51 @@ records_serving_dirs(struct mgr *m, char **out, size_t *n)
 	return ret;
 }
 
+int
+records_serving_brief(struct mgr *m, struct record_brief **out, size_t *n)
+{
+	struct mgr_records *rs = m->records;
+	size_t i, len = 0, at, k = 0;
+	struct record_brief *b;
+	char *s;
+
+	pthread_mutex_lock(&rs->lock);
+	for (i = 0; i < rs->n; i++)
+		if (rs->mirror[i].state == EXEC_SERVING) {
+			len += strlen(rs->mirror[i].run_dir) + strlen(rs->mirror[i].layer_dir) + 2;
+			k++;
+		}
+	*n = 0;
+	at = k * sizeof(*b);
+	if ((b = malloc(at + len + 1)) == NULL) {
+		pthread_mutex_unlock(&rs->lock);
+		*out = NULL;
+		return -ENOMEM;
+	}
+	s = (char *)b;
+	for (i = 0; i < rs->n; i++) {
+		const struct record *r = &rs->mirror[i];
+		size_t l1, l2;
+
+		if (r->state != EXEC_SERVING)
+			continue;
+		l1 = strlen(r->run_dir) + 1;
+		l2 = strlen(r->layer_dir) + 1;
+		b[*n].id = r->id;
+		b[*n].restored = r->snapshot[0] != '\0';
+		memcpy(s + at, r->run_dir, l1);
+		b[*n].run_dir = s + at;
+		at += l1;
+		memcpy(s + at, r->layer_dir, l2);
+		b[*n].layer_dir = s + at;
+		at += l2;
+		(*n)++;
+	}
+	pthread_mutex_unlock(&rs->lock);
+	*out = b;
+	return 0;
+}
+
 /* one INSERT OR REPLACE of r, inside the caller's transaction or as
  * one of its own; db_lock held */
 static int

@@ -146,6 +146,14 @@ int records_all(struct mgr *m, struct record **out, size_t *n);
  * NUL-terminated strings (a record is some 9 KiB: the metrics' pass over
  * the bridges copies these, not a thousand records, every 2 s) */
 int records_serving_dirs(struct mgr *m, char **out, size_t *n);
+/* the serving records in brief, for a pass over them all (checkpoint.c):
+ * one malloc'd array, the strings in it */
+struct record_brief {
+	struct route_identity id;
+	bool restored;                  /* its layer came from an archive */
+	const char *run_dir, *layer_dir;
+};
+int records_serving_brief(struct mgr *m, struct record_brief **out, size_t *n);
 /* records_put of a new install's r with its uid slot chosen in the same
  * step: the sandbox's own when it has a record, else the lowest not held
  * by a live (not retired / failed) record of another sandbox, committed or
