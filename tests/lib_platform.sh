@@ -253,6 +253,17 @@ route() {
 	jget capability
 }
 
+# sbx_sh SBX SCRIPT: sh -c SCRIPT in the sandbox (60 s at most), through a
+# route issued now, at the endpoint it names; its stdout printed; false
+# (with the reason on stderr) unless the exec answered 200 with exit 0
+sbx_sh() {
+	CAP=$(route "$1"); _pl_e=$(jget endpoint)
+	python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]],"timeout":60}))' "$2" >"$T/req"
+	[ "$(napi_at "$_pl_e" POST exec --data-binary @"$T/req")" = 200 ] || { echo "exec failed: $(cat "$T/body")" >&2; return 1; }
+	[ "$(jget exit_code)" = 0 ] || { echo "exec exit $(jget exit_code): $(jget stderr)" >&2; return 1; }
+	jget stdout
+}
+
 # napi_at URL METHOD PATH [curl arg...]: a request with $CAP to
 # URL/v1/sandboxes/$S/PATH; the status on stdout, the body in $T/body,
 # the headers in $T/hdr

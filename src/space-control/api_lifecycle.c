@@ -31,6 +31,55 @@ kind_label(const char *kind)
 	return "other";
 }
 
+/* Sandboxes with a pause or move waiting for a held route (below): a
+ * repair of one is handed no new hold meanwhile (api_routes.c waits for
+ * the execution that will serve instead), so the hold ends and the
+ * operation starts without cutting a route a repair was just handed.
+ * This daemon's own; other replicas on the same store keep handing holds
+ * until their route's next look, which only shortens the wait. */
+#define RETIRE_WAITS 64
+static pthread_mutex_t waits_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char sandbox[SPACE_ID_MAX + 1];
+	unsigned n;             /* operations waiting on it */
+} waits[RETIRE_WAITS];
+
+static void
+retire_wait(const char *sandbox, bool on)
+{
+	size_t i, free_i = RETIRE_WAITS;
+
+	pthread_mutex_lock(&waits_mu);
+	for (i = 0; i < RETIRE_WAITS; i++) {
+		if (waits[i].n > 0 && strcmp(waits[i].sandbox, sandbox) == 0)
+			break;
+		if (waits[i].n == 0 && free_i == RETIRE_WAITS)
+			free_i = i;
+	}
+	if (i < RETIRE_WAITS) {
+		if (on)
+			waits[i].n++;
+		else
+			waits[i].n--;
+	} else if (on && free_i < RETIRE_WAITS) {
+		snprintf(waits[free_i].sandbox, sizeof(waits[free_i].sandbox), "%s", sandbox);
+		waits[free_i].n = 1;
+	}
+	pthread_mutex_unlock(&waits_mu);
+}
+
+bool
+api_retire_waiting(const char *sandbox)
+{
+	bool w = false;
+
+	pthread_mutex_lock(&waits_mu);
+	for (size_t i = 0; i < RETIRE_WAITS && !w; i++)
+		w = waits[i].n > 0 && strcmp(waits[i].sandbox, sandbox) == 0;
+	pthread_mutex_unlock(&waits_mu);
+	return w;
+}
+
 /* start an operation and answer 202, or the refusal */
 static void
 start_op(struct req *r, const char *kind, const char *worker, const char *name)
@@ -42,6 +91,7 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	json_t *out = NULL;
 	uint64_t deadline;
 	int rc, quota_retry = 0;
+	bool waiting = false;
 
 	memset(&rq, 0, sizeof(rq));
 	if (id_random("op_", op_id, sizeof(op_id)) < 0 ||
@@ -68,6 +118,10 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 	    &why)) == -EBUSY) {
 		uint64_t now = now_mono_ns() / 1000000;
 
+		if (!waiting && why != NULL && strstr(why, "held") != NULL) {
+			retire_wait(r->params[0], true);
+			waiting = true;
+		}
 		if (now >= deadline)
 			rq.past_hold = true;
 		/* past the hold, -EBUSY is the store's own contention (its
@@ -76,6 +130,8 @@ start_op(struct req *r, const char *kind, const char *worker, const char *name)
 			break;
 		usleep(20 * 1000);
 	}
+	if (waiting)
+		retire_wait(r->params[0], false);
 	switch (rc) {
 	case 0:
 		metrics_lifecycle(kind_label(kind), "started");

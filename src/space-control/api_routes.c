@@ -159,6 +159,11 @@ api_routes(struct req *r)
 			busy = "route is converging";
 		else if (!have_rejected)
 			break;
+		/* a pause or move waits for the holds already handed out: a
+		 * new one would only be cut when it gives up waiting; this
+		 * repair waits for the execution that will serve after it */
+		else if (api_retire_waiting(ev.route.sandbox))
+			busy = "route is converging";
 		/* a repair gets one rebuilt attempt: the route it is handed is
 		 * held (a pause or move waits --route-hold-ms before
 		 * retiring it), so that the attempt does not meet a route

@@ -247,5 +247,8 @@ void api_archives_metrics(FILE *f);
 /* archive_blobs.c: what the stored archive of digest is a delta of, ""
  * for a whole one (in base), NULL when not known */
 const char *archive_blob_base(const struct ctl *c, const char *digest, char base[65]);
+/* api_lifecycle.c: a pause or move of sandbox waits here for a held
+ * route; a repair is then handed no new hold (api_routes.c) */
+bool api_retire_waiting(const char *sandbox);
 void metrics_free(void);
 #endif

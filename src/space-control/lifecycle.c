@@ -563,6 +563,36 @@ snap_latest(struct store *s, const struct route_identity *r, const struct snap_r
 	return 0;
 }
 
+/* the execution a worker reports on: it must exist, be placed on this
+ * worker, in its current life, and the identity must be its own */
+static int
+reported_exec(struct store *s, const struct status_ctx *x, struct exec_row *e)
+{
+	const struct route_identity *r = x->r;
+	int rc;
+
+	if ((rc = R(s)->exec_get(s, r->sandbox, (int64_t)r->generation, e)) < 0)
+		return rc;
+	if (rc == 0) {
+		*x->why = "no such execution";
+		return -ENOENT;
+	}
+	/* a worker reports only on what was placed on it, in its current life */
+	if (!streq(e->worker, x->worker) || !streq(r->worker, x->worker)) {
+		*x->why = "execution is not placed on this worker";
+		return -EPERM;
+	}
+	if (!streq(e->substrate, r->substrate) || !streq(e->resident, r->resident)) {
+		*x->why = "identity does not match the execution";
+		return -ESTALE;
+	}
+	if ((int64_t)r->activation < e->activation) {
+		*x->why = "activation is older than the recorded one";
+		return -ESTALE;
+	}
+	return 0;
+}
+
 static int
 status_tx(struct store *s, void *arg)
 {
@@ -574,25 +604,8 @@ status_tx(struct store *s, void *arg)
 	bool current;
 	int rc;
 
-	if ((rc = R(s)->exec_get(s, r->sandbox, gen, &e)) < 0)
+	if ((rc = reported_exec(s, x, &e)) < 0)
 		return rc;
-	if (rc == 0) {
-		*x->why = "no such execution";
-		return -ENOENT;
-	}
-	/* a worker reports only on what was placed on it, in its current life */
-	if (!streq(e.worker, x->worker) || !streq(r->worker, x->worker)) {
-		*x->why = "execution is not placed on this worker";
-		return -EPERM;
-	}
-	if (!streq(e.substrate, r->substrate) || !streq(e.resident, r->resident)) {
-		*x->why = "identity does not match the execution";
-		return -ESTALE;
-	}
-	if ((int64_t)r->activation < e.activation) {
-		*x->why = "activation is older than the recorded one";
-		return -ESTALE;
-	}
 	current = gen == e.maxgen;
 	if (streq(x->state, "serving")) {
 		if (!lc_exec_active(e.state)) {
@@ -658,21 +671,8 @@ checkpoint_tx(struct store *s, void *arg)
 	int64_t gen = (int64_t)r->generation;
 	int rc;
 
-	if ((rc = R(s)->exec_get(s, r->sandbox, gen, &e)) < 0)
+	if ((rc = reported_exec(s, x, &e)) < 0)
 		return rc;
-	if (rc == 0) {
-		*x->why = "no such execution";
-		return -ENOENT;
-	}
-	if (!streq(e.worker, x->worker) || !streq(r->worker, x->worker)) {
-		*x->why = "execution is not placed on this worker";
-		return -EPERM;
-	}
-	if (!streq(e.substrate, r->substrate) || !streq(e.resident, r->resident) ||
-	    (int64_t)r->activation < e.activation) {
-		*x->why = "identity does not match the execution";
-		return -ESTALE;
-	}
 	if (!streq(e.state, "serving") || gen != e.maxgen || !streq(e.sandbox_state, "running")) {
 		*x->why = "the execution is not the sandbox's serving one";
 		return -ESTALE;

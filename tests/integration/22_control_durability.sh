@@ -78,7 +78,7 @@ else
 	V=$(sql 'PRAGMA user_version')
 fi
 # both backends are at the same version (store_sqlite.c, store_pg.c)
-is "schema is versioned (11 migrations: lifecycle, worker resources, key quotas, route holds, archive references, egress policies, the public entry, declared ports, refusals, access tokens)" "$V" 11
+is "schema is versioned (12 migrations: lifecycle, worker resources, key quotas, route holds, archive references, egress policies, the public entry, declared ports, refusals, access tokens, snapshot bases)" "$V" 12
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "daemon stops cleanly on SIGTERM" "$RC" 0
 check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"

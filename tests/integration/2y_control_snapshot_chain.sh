@@ -25,13 +25,7 @@ is "create a sandbox" "$(cpost /v1/sandboxes '{"worker":"w1"}')" 201
 S=$(jget id)
 check "running" wait_state "$S" running 20
 
-run() {
-	CAP=$(route "$S"); _e=$(jget endpoint)
-	python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$1" >"$T/req"
-	[ "$(napi_at "$_e" POST exec --data-binary @"$T/req")" = 200 ] || { echo "exec failed: $(cat "$T/body")" >&2; return 1; }
-	[ "$(jget exit_code)" = 0 ] || { echo "exec exit $(jget exit_code): $(jget stderr)" >&2; return 1; }
-	jget stdout
-}
+run() { sbx_sh "$S" "$1"; }
 # the sandbox's snapshots: "named|auto digest" per line, oldest first
 snaps() {
 	curl -s -m 10 -H "Authorization: Bearer $K" "$CU/v1/sandboxes/$S/snapshots" |

@@ -34,13 +34,7 @@ S=$(jget id)
 check "running" wait_state "$S" running 20
 
 # sh -c SCRIPT in the sandbox, through its current route; stdout printed
-run() {
-	CAP=$(route "$S"); _e=$(jget endpoint)
-	python3 -c 'import json,sys; print(json.dumps({"argv":["sh","-c",sys.argv[1]]}))' "$1" >"$T/req"
-	[ "$(napi_at "$_e" POST exec --data-binary @"$T/req")" = 200 ] || { echo "exec failed: $(cat "$T/body")" >&2; return 1; }
-	[ "$(jget exit_code)" = 0 ] || { echo "exec exit $(jget exit_code): $(jget stderr)" >&2; return 1; }
-	jget stdout
-}
+run() { sbx_sh "$S" "$1"; }
 # every entry of the tree: type, mode, size, mtime (ns), link target, and
 # every file's SHA-256
 manifest() {
