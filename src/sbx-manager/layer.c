@@ -196,6 +196,32 @@ index_path(const struct record *r, char *out, size_t cap)
 	snprintf(out, cap, "%s/base.idx", r->layer_dir);
 }
 
+/* The layer's index, when its next archive may be a delta of its base
+ * (*depth: how many deltas deep that archive is); NULL when it is to be
+ * whole (no index, an unreadable one, or a chain as deep as it may be) */
+static struct snapshot_index *
+base_index(const struct record *r, unsigned *depth)
+{
+	struct snapshot_index *base = NULL;
+	char idx[PATH_MAX + 16];
+	int ret;
+
+	*depth = 0;
+	index_path(r, idx, sizeof(idx));
+	if ((ret = snapshot_index_load(idx, &base)) != 0) {
+		if (ret != -ENOENT)
+			log_warnx("layer of %s: its index is unreadable (%d): archived whole",
+			    r->id.sandbox, ret);
+		return NULL;
+	}
+	if (snapshot_index_depth(base) + 1 > SNAPSHOT_DELTA_DEPTH_MAX) {
+		snapshot_index_free(base);
+		return NULL;
+	}
+	*depth = snapshot_index_depth(base) + 1;
+	return base;
+}
+
 /* A file changed within this much before the checkpoint's sync is left
  * out of its index: several ticks of the coarsest timestamps a file
  * system keeps (a jiffy, 10 ms at HZ=100), so that a change after the
@@ -207,8 +233,8 @@ layer_checkpoint(struct mgr *m, const struct record *r, char digest[SNAPSHOT_DIG
     uint64_t *size, unsigned *depth, char layer_base[SNAPSHOT_DIGEST_HEX + 1],
     struct snapshot_index **next)
 {
-	char rw[PATH_MAX + 8], idx[PATH_MAX + 16];
-	struct snapshot_index *base = NULL, *x = NULL;
+	char rw[PATH_MAX + 8];
+	struct snapshot_index *base, *x = NULL;
 	struct timespec before;
 	bool uploaded = false;
 	int fd, ret;
@@ -237,16 +263,8 @@ layer_checkpoint(struct mgr *m, const struct record *r, char digest[SNAPSHOT_DIG
 		return ret;
 	if ((ret = snapshot_index_build_live(rw, &before, &x)) < 0)
 		return ret;
-	index_path(r, idx, sizeof(idx));
-	if ((ret = snapshot_index_load(idx, &base)) == 0 &&
-	    snapshot_index_depth(base) + 1 > SNAPSHOT_DELTA_DEPTH_MAX) {
-		snapshot_index_free(base);
-		base = NULL;
-	}
-	if (base != NULL) {
-		*depth = snapshot_index_depth(base) + 1;
+	if ((base = base_index(r, depth)) != NULL)
 		snprintf(layer_base, SNAPSHOT_DIGEST_HEX + 1, "%s", snapshot_index_base(base));
-	}
 	ret = archive_dir(m, r, rw, 0, base, digest, size, &uploaded);
 	snapshot_index_free(base);
 	if (ret == 0 && !uploaded) {
@@ -278,24 +296,17 @@ int
 layer_snapshot_stopped(struct mgr *m, const struct record *r,
     char digest[SNAPSHOT_DIGEST_HEX + 1], uint64_t *size, bool *uploaded, unsigned *depth)
 {
-	char img[PATH_MAX + 16], mnt[PATH_MAX + 16], idx[PATH_MAX + 16];
-	struct snapshot_index *base = NULL;
+	char img[PATH_MAX + 16], mnt[PATH_MAX + 16];
+	struct snapshot_index *base;
 	int ret;
 
 	*depth = 0;
 	if (!m->cfg.snapshot_dir[0])
 		return -ENOTSUP;
-	/* a delta of the archive the layer was restored from, unless the
-	 * chain is as deep as it may be: then whole again */
-	index_path(r, idx, sizeof(idx));
-	if ((ret = snapshot_index_load(idx, &base)) == 0 &&
-	    snapshot_index_depth(base) + 1 > SNAPSHOT_DELTA_DEPTH_MAX) {
-		snapshot_index_free(base);
-		base = NULL;
-	} else if (ret != 0 && ret != -ENOENT)
-		log_warnx("layer of %s: its index is unreadable (%d): archived whole", r->id.sandbox, ret);
-	if (base != NULL)
-		*depth = snapshot_index_depth(base) + 1;
+	/* a delta of the archive the layer was restored from (or last
+	 * checkpointed as), unless the chain is as deep as it may be: then
+	 * whole again */
+	base = base_index(r, depth);
 	snprintf(img, sizeof(img), "%s/disk.img", r->layer_dir);
 	snprintf(mnt, sizeof(mnt), "%s/snap", r->run_dir);
 	if (mkdir(mnt, 0700) != 0 && errno != EEXIST) {

@@ -125,15 +125,16 @@ metrics_bridge_refusal(struct mgr *m, const char *why)
 static void
 bridge_refusals(struct mgr *m, FILE *f)
 {
-	char path[PATH_MAX + 32], *dirs = NULL, *dir, *buf, *line, *save;
+	char path[PATH_MAX + 32], *buf, *line, *save;
+	struct record_brief *recs = NULL;
 	size_t n, i, len;
 
 	fprintf(f, "# TYPE space_bridge_refusals_total counter\n");
-	if (records_serving_dirs(m, &dirs, &n) != 0)
+	if (records_serving_brief(m, &recs, &n) != 0)
 		return;
-	for (i = 0, dir = dirs; i < n; i++, dir += strlen(dir) + 1) {
+	for (i = 0; i < n; i++) {
 		/* written by a bridge at its first refusal: most have none */
-		snprintf(path, sizeof(path), "%s/metrics.prom", dir);
+		snprintf(path, sizeof(path), "%s/metrics.prom", recs[i].run_dir);
 		if (read_file(path, 64u << 10, &buf, &len) != 0)
 			continue;
 		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
@@ -141,7 +142,7 @@ bridge_refusals(struct mgr *m, FILE *f)
 				fprintf(f, "%s\n", line);
 		free(buf);
 	}
-	free(dirs);
+	free(recs);
 }
 
 int

@@ -342,32 +342,6 @@ records_all(struct mgr *m, struct record **out, size_t *n)
 }
 
 int
-records_serving_dirs(struct mgr *m, char **out, size_t *n)
-{
-	struct mgr_records *rs = m->records;
-	size_t i, len = 0, at = 0, k;
-	int ret = 0;
-
-	pthread_mutex_lock(&rs->lock);
-	for (i = 0; i < rs->n; i++)
-		if (rs->mirror[i].state == EXEC_SERVING)
-			len += strlen(rs->mirror[i].run_dir) + 1;
-	*n = 0;
-	if ((*out = malloc(len ? len : 1)) == NULL)
-		ret = -ENOMEM;
-	else
-		for (i = 0; i < rs->n; i++)
-			if (rs->mirror[i].state == EXEC_SERVING) {
-				k = strlen(rs->mirror[i].run_dir) + 1;
-				memcpy(*out + at, rs->mirror[i].run_dir, k);
-				at += k;
-				(*n)++;
-			}
-	pthread_mutex_unlock(&rs->lock);
-	return ret;
-}
-
-int
 records_serving_brief(struct mgr *m, struct record_brief **out, size_t *n)
 {
 	struct mgr_records *rs = m->records;

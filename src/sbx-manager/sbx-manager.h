@@ -142,12 +142,10 @@ int records_get(struct mgr *m, const char *sandbox, struct record *out);
 int records_put(struct mgr *m, const struct record *r);
 /* every record, malloc'd array */
 int records_all(struct mgr *m, struct record **out, size_t *n);
-/* the run directories of the serving records, one malloc'd buffer of n
- * NUL-terminated strings (a record is some 9 KiB: the metrics' pass over
- * the bridges copies these, not a thousand records, every 2 s) */
-int records_serving_dirs(struct mgr *m, char **out, size_t *n);
-/* the serving records in brief, for a pass over them all (checkpoint.c):
- * one malloc'd array, the strings in it */
+/* the serving records in brief, for a pass over them all (the metrics'
+ * over the bridges every 2 s, checkpoint.c's every 5 s): one malloc'd
+ * array, the strings in it (a record is some 9 KiB: these passes copy
+ * a few hundred bytes of each, not a thousand records) */
 struct record_brief {
 	struct route_identity id;
 	bool restored;                  /* its layer came from an archive */

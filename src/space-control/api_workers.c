@@ -267,6 +267,29 @@ api_worker_assignments(struct req *r)
 	reply_json(r, 200, json_pack("{s:I,s:o}", "revision", (json_int_t)rev, "assignments", arr));
 }
 
+/* d and z, an archive's "digest" and "size" as a worker reports them,
+ * into snap (with a new snapshot id and what the stored archive is a
+ * delta of): 1, 0 when they are not a digest and a size (the caller
+ * answers 400), -1 when answered 500 */
+static int
+snap_fill(struct req *r, json_t *d, json_t *z, struct snap_report *snap,
+    char id[SPACE_ID_MAX + 1], char base[65])
+{
+	memset(snap, 0, sizeof(*snap));
+	if (d == NULL || !json_is_string(d) || !api_digest_valid(json_string_value(d)) ||
+	    z == NULL || !json_is_integer(z) || json_integer_value(z) < 0)
+		return 0;
+	if (id_random("snp_", id, SPACE_ID_MAX + 1) < 0) {
+		reply_error(r, 500, "internal", "cannot make an id");
+		return -1;
+	}
+	snap->id = id;
+	snap->digest = json_string_value(d);
+	snap->size = json_integer_value(z);
+	snap->base = archive_blob_base(r->ctl, snap->digest, base);
+	return 1;
+}
+
 void
 api_worker_status(struct req *r)
 {
@@ -315,17 +338,10 @@ api_worker_status(struct req *r)
 		}
 		if (!json_is_object(sn) || !json_keys_only(r, sn, snap_keys))
 			goto bad_snap;
-		if (d == NULL || !json_is_string(d) || !api_digest_valid(json_string_value(d)) ||
-		    z == NULL || !json_is_integer(z) || json_integer_value(z) < 0)
-			goto bad_snap;
-		if (id_random("snp_", snap_id, sizeof(snap_id)) < 0) {
-			reply_error(r, 500, "internal", "cannot make an id");
+		if ((rc = snap_fill(r, d, z, &snap, snap_id, snap_base)) < 0)
 			goto out;
-		}
-		snap.id = snap_id;
-		snap.digest = json_string_value(d);
-		snap.size = json_integer_value(z);
-		snap.base = archive_blob_base(r->ctl, snap.digest, snap_base);
+		if (rc == 0)
+			goto bad_snap;
 	}
 	/* before the report: its archive is referenced from now on, even
 	 * when the report is refused (the operation ended meanwhile) */
@@ -366,7 +382,7 @@ api_worker_checkpoint(struct req *r)
 	struct route_identity id;
 	struct snap_report snap;
 	char snap_id[SPACE_ID_MAX + 1], snap_base[65];
-	json_t *in, *d, *z, *b;
+	json_t *in, *b;
 	const char *why = NULL, *layer_base = NULL;
 	int rc;
 
@@ -377,14 +393,6 @@ api_worker_checkpoint(struct req *r)
 	if (json_object_get(in, "identity") == NULL ||
 	    route_identity_unpack(json_object_get(in, "identity"), &id) < 0) {
 		reply_error(r, 400, "bad_request", "\"identity\" must be a route identity");
-		goto out;
-	}
-	d = json_object_get(in, "digest");
-	z = json_object_get(in, "size");
-	if (d == NULL || !json_is_string(d) || !api_digest_valid(json_string_value(d)) ||
-	    z == NULL || !json_is_integer(z) || json_integer_value(z) < 0) {
-		reply_error(r, 400, "bad_request", "\"digest\" must be %d lowercase hex digits and"
-		    " \"size\" a non-negative integer", SNAPSHOT_DIGEST_HEX);
 		goto out;
 	}
 	/* the base the serving layer has until it takes this one: a digest,
@@ -400,15 +408,14 @@ api_worker_checkpoint(struct req *r)
 			goto out;
 		}
 	}
-	if (id_random("snp_", snap_id, sizeof(snap_id)) < 0) {
-		reply_error(r, 500, "internal", "cannot make an id");
+	if ((rc = snap_fill(r, json_object_get(in, "digest"), json_object_get(in, "size"), &snap,
+	    snap_id, snap_base)) < 0)
+		goto out;
+	if (rc == 0) {
+		reply_error(r, 400, "bad_request", "\"digest\" must be %d lowercase hex digits and"
+		    " \"size\" a non-negative integer", SNAPSHOT_DIGEST_HEX);
 		goto out;
 	}
-	memset(&snap, 0, sizeof(snap));
-	snap.id = snap_id;
-	snap.digest = json_string_value(d);
-	snap.size = json_integer_value(z);
-	snap.base = archive_blob_base(r->ctl, snap.digest, snap_base);
 	api_archive_seen(r->ctl, snap.digest);
 	rc = r->ctl->st->ops->checkpoint_report(r->ctl->st, r->params[0], &id, &snap, layer_base,
 	    &why);
