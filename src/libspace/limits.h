@@ -12,6 +12,7 @@
 #define SPACE_CLAIMS_MAX        3072    /* decoded claims JSON, bytes */
 #define SPACE_FOOTER_MAX        512     /* PASETO footer, bytes */
 #define SPACE_JTI_MAX           32      /* base64url of 128 bits is 22 */
+#define SPACE_CAP_AUDIT_LEN           128     /* detail of a capability.issue audit row */
 #define SPACE_KID_MAX           64      /* "k4.pid." + 44 */
 #define SPACE_CLOCK_SKEW        15      /* seconds, DESIGN section 4 */
 #define SPACE_CAP_LIFETIME      120     /* seconds, exp = iat + 120 */

@@ -49,8 +49,8 @@ log_event(const char *level, const char *msg, const char *fields_json)
 	gmtime_r(&now.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	json_escape(esc, sizeof(esc), msg);
-	fprintf(stderr, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"prog\":\"%s\",\"pid\":%d,\"msg\":\"%s\"%s%s}\n",
-	    ts, now.tv_nsec / 1000000, level, log_prog, (int)getpid(), esc,
+	fprintf(stderr, "{\"ts\":\"%s.%06ldZ\",\"level\":\"%s\",\"prog\":\"%s\",\"pid\":%d,\"msg\":\"%s\"%s%s}\n",
+	    ts, now.tv_nsec / 1000, level, log_prog, (int)getpid(), esc,
 	    fields_json && *fields_json ? "," : "", fields_json ? fields_json : "");
 }
 

@@ -48,4 +48,28 @@ bool api_digest_valid(const char *s);
 bool api_refusals_valid(struct req *r, json_t *list);
 int api_refusals_add(struct store *s, const char *worker, json_t *list);
 void api_refusals_attach(struct store *s, const char *owner, const char *id, json_t *o);
+/* api_routes.c: "access" (a non-empty array of access names) as bits; 0
+ * after answering 400 */
+int route_access_parse(struct req *r, json_t *a, uint32_t *bits);
+/* api_routes.c: a capability for the serving execution ev names, as POST
+ * routes answers it (*out: {"endpoint","capability","route","expires_at"});
+ * its audit row and the sandbox's activity are written once r is
+ * answered. 0, -EAGAIN (none can be signed now), -ENOMEM */
+int route_issue(struct req *r, const struct exec_view *ev, enum cap_purpose pur,
+    uint32_t acc, uint16_t port, enum cap_proto proto, json_t **out);
+/* the same in two steps: a capability signed for a route (route_sign:
+ * 0 or -EAGAIN), handed out by route_answer only for an execution whose
+ * route is that one (-ESTALE, *rs kept; else as route_issue, *rs
+ * consumed); route_signed_clear wipes and frees what is left */
+struct route_signed {
+	struct route_identity route;
+	char    *token;
+	int64_t  exp;
+	char     audit[SPACE_CAP_AUDIT_LEN];
+};
+int route_sign(struct req *r, const struct route_identity *route, enum cap_purpose pur,
+    uint32_t acc, uint16_t port, enum cap_proto proto, struct route_signed *rs);
+int route_answer(struct req *r, const struct exec_view *ev, struct route_signed *rs,
+    json_t **out);
+void route_signed_clear(struct route_signed *rs);
 #endif

@@ -9,14 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sodium.h>
 
 #include "api_common.h"
 #include "control.h"
 #include "ports.h"
 #include "util.h"
 
-static int
-parse_access(struct req *r, json_t *a, uint32_t *bits)
+int
+route_access_parse(struct req *r, json_t *a, uint32_t *bits)
 {
 	size_t i;
 	json_t *v;
@@ -43,15 +44,73 @@ parse_access(struct req *r, json_t *a, uint32_t *bits)
 	return 1;
 }
 
-/* activity for the idle timeout is the control plane's view: the last
- * capability issued (node-api traffic is not seen here). Written after
- * the answer: a reaper that reads it a moment late sees the sandbox idle
+/* Written once the answer is sent, off the client's wait: the activity
+ * for the idle timeout (the control plane's view: the last capability
+ * issued; node-api traffic is not seen here), and the issue's audit row.
+ * A reaper that reads the activity a moment late sees the sandbox idle
  * for that moment longer, and it is at most one write per second anyway
- * (docs/control-plane.md, "Timeouts"). */
+ * (docs/control-plane.md, "Timeouts"); an audit row was never a
+ * condition of the capability (its write's failure never refused one). */
 static void
-touch_after_reply(struct req *r)
+issued_after_reply(struct req *r)
 {
-	(void)r->ctl->st->ops->sandbox_touch(r->ctl->st, r->after_id, now_unix());
+	struct store *st = r->ctl->st;
+
+	(void)st->ops->audit(st, r->principal, "capability.issue", r->after_id, r->after_detail);
+	(void)st->ops->sandbox_touch(st, r->after_id, now_unix());
+}
+
+int
+route_sign(struct req *r, const struct route_identity *route, enum cap_purpose pur, uint32_t acc,
+    uint16_t port, enum cap_proto proto, struct route_signed *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->route = *route;
+	return capability_issue(r->ctl, r->principal, route, pur, acc, port, proto, &out->token,
+	    &out->exp, out->audit) < 0 ? -EAGAIN : 0;
+}
+
+void
+route_signed_clear(struct route_signed *rs)
+{
+	if (rs->token != NULL) {
+		sodium_memzero(rs->token, strlen(rs->token));
+		free(rs->token);
+	}
+	memset(rs, 0, sizeof(*rs));
+}
+
+int
+route_answer(struct req *r, const struct exec_view *ev, struct route_signed *rs, json_t **out)
+{
+	json_t *route;
+	char exps[RFC3339_LEN + 1];
+
+	*out = NULL;
+	if (!route_identity_equal(&rs->route, &ev->route))
+		return -ESTALE;
+	snprintf(r->after_id, sizeof(r->after_id), "%s", ev->route.sandbox);
+	snprintf(r->after_detail, sizeof(r->after_detail), "%s", rs->audit);
+	r->after_reply = issued_after_reply;
+	rfc3339_format(rs->exp, exps);
+	if ((route = route_identity_pack(&ev->route)) != NULL)
+		*out = json_pack("{s:s,s:s,s:o,s:s}", "endpoint", ev->endpoint, "capability",
+		    rs->token, "route", route, "expires_at", exps);
+	route_signed_clear(rs);
+	return *out != NULL ? 0 : -ENOMEM;
+}
+
+int
+route_issue(struct req *r, const struct exec_view *ev, enum cap_purpose pur, uint32_t acc,
+    uint16_t port, enum cap_proto proto, json_t **out)
+{
+	struct route_signed rs;
+	int rc;
+
+	*out = NULL;
+	if ((rc = route_sign(r, &ev->route, pur, acc, port, proto, &rs)) < 0)
+		return rc;
+	return route_answer(r, ev, &rs, out);
 }
 
 void
@@ -61,13 +120,11 @@ api_routes(struct req *r)
 	struct ctl *c = r->ctl;
 	struct exec_view ev;
 	struct route_identity rejected;
-	json_t *in, *v, *route = NULL;
+	json_t *in, *v, *route;
 	enum cap_purpose pur;
 	enum cap_proto proto = PROTO_NONE;
 	uint32_t acc = 0;
 	uint16_t port = 0;
-	char *token = NULL, exps[RFC3339_LEN + 1];
-	int64_t exp = 0;
 	bool have_rejected = false;
 	int64_t deadline;
 	int rc, wait;
@@ -81,7 +138,7 @@ api_routes(struct req *r)
 			reply_error(r, 400, "bad_request", "give either \"access\" or \"port\"/\"proto\"");
 			goto out;
 		}
-		if (!parse_access(r, json_object_get(in, "access"), &acc))
+		if (!route_access_parse(r, json_object_get(in, "access"), &acc))
 			goto out;
 		pur = PUR_CONTROL;
 	} else if ((v = json_object_get(in, "port")) != NULL) {
@@ -202,25 +259,14 @@ api_routes(struct req *r)
 			goto out;
 		}
 	}
-	rc = capability_issue(c, r->principal, &ev.route, pur, acc, port, proto, &token, &exp);
-	if (rc < 0) {
+	if ((rc = route_issue(r, &ev, pur, acc, port, proto, &route)) == 0)
+		reply_json(r, 200, route);
+	else if (rc == -ENOMEM)
+		reply_error(r, 500, "internal", "out of memory");
+	else {
 		r->retry_after = 1;
 		reply_error(r, 503, "unavailable", "cannot issue a capability now");
-		goto out;
 	}
-	/* activity for the idle timeout is recorded once the answer is sent
-	 * (touch_after_reply): its commit is not the client's wait */
-	snprintf(r->after_id, sizeof(r->after_id), "%s", ev.route.sandbox);
-	r->after_reply = touch_after_reply;
-	rfc3339_format(exp, exps);
-	if ((route = route_identity_pack(&ev.route)) == NULL) {
-		reply_error(r, 500, "internal", "out of memory");
-		goto out;
-	}
-	reply_json(r, 200, json_pack("{s:s,s:s,s:o,s:s}", "endpoint", ev.endpoint,
-	    "capability", token, "route", route, "expires_at", exps));
 out:
-	if (token)
-		free(token);
 	json_decref(in);
 }

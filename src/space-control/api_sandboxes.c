@@ -141,11 +141,107 @@ template_known(const char *list, const char *name)
 	}
 }
 
+/* how often a waiting GET looks at the store anyway: a state committed
+ * by another daemon on the same store wakes nothing here */
+#define STATE_RECHECK_NS (50ull * 1000000ull)
+
+/* the states a GET may wait for; a sandbox that reaches a state no
+ * operation leaves by itself ends the wait too */
+static const char *const until_states[] = { "running", "paused", "killed", NULL };
+
+static bool
+state_reached(json_t *o, const char *until)
+{
+	const char *st = json_string_value(json_object_get(o, "state"));
+	json_t *e = json_object_get(o, "execution");
+	const char *es = json_string_value(json_object_get(e, "state"));
+
+	if (st == NULL)
+		return true;
+	if (strcmp(st, "failed") == 0 || strcmp(st, "killed") == 0)
+		return true;
+	if (strcmp(st, until) != 0)
+		return false;
+	/* running counts once the current execution serves */
+	return strcmp(until, "running") != 0 || (es != NULL && strcmp(es, "serving") == 0);
+}
+
+/* *o: the sandbox's object once it reached until, the deadline passed or
+ * the daemon stops; 0 or the store's error */
+static int
+sandbox_wait(struct req *r, const char *id, const char *until, uint64_t deadline, json_t **o)
+{
+	struct ctl *c = r->ctl;
+	uint64_t seq, now;
+	int rc;
+
+	for (;;) {
+		/* the sequence first: a commit after it wakes the wait */
+		seq = state_seq(c, id);
+		if ((rc = c->st->ops->sandbox_get(c->st, r->principal, id, o)) < 0)
+			return rc;
+		now = now_mono_ns();
+		if (until == NULL || state_reached(*o, until) || now >= deadline || c->stopping)
+			return 0;
+		json_decref(*o);
+		*o = NULL;
+		state_wait(c, id, seq, deadline - now <= STATE_RECHECK_NS ? deadline :
+		    now + STATE_RECHECK_NS);
+	}
+}
+
+/* A create with "wait": the answer once the sandbox runs (its execution
+ * serving) or after wait seconds, as GET ?until=running&wait= gives it,
+ * and with "access" a capability for the execution that serves, as POST
+ * routes gives it ("route"): what a client does next anyway, without two
+ * more round trips. The sandbox exists whatever happens while waiting:
+ * the answer is 201 in any case, with the sandbox as created when it
+ * cannot be read, and without "route" when none can be issued (the
+ * client asks POST routes as before). */
+static void
+created_wait(struct req *r, const char *id, uint64_t wait, uint32_t acc, json_t *created)
+{
+	struct ctl *c = r->ctl;
+	struct exec_view ev;
+	struct route_signed ahead;
+	json_t *o = NULL, *route = NULL;
+	int rc = -1;
+
+	/* the capability is signed while the worker starts the execution
+	 * the create recorded, and handed out only if that execution is the
+	 * one serving at the end of the wait (else one is signed then) */
+	memset(&ahead, 0, sizeof(ahead));
+	if (acc != 0 && c->st->ops->sandbox_current(c->st, r->principal, id, &ev) == 0 &&
+	    ev.route.generation != 0)
+		(void)route_sign(r, &ev.route, PUR_CONTROL, acc, 0, PROTO_NONE, &ahead);
+	/* the create committed: a store error while waiting answers what
+	 * it committed */
+	if (sandbox_wait(r, id, "running", now_mono_ns() + wait * 1000000000ull, &o) < 0) {
+		route_signed_clear(&ahead);
+		reply_json(r, 201, created);
+		return;
+	}
+	json_decref(created);
+	if (acc != 0 && strcmp(json_string_value(json_object_get(o, "state")) ?: "", "running") == 0 &&
+	    state_reached(o, "running") &&
+	    c->st->ops->sandbox_current(c->st, r->principal, id, &ev) == 0 &&
+	    strcmp(ev.state, "serving") == 0 && strcmp(ev.worker_state, "live") == 0 &&
+	    ev.route.generation != 0) {
+		if (ahead.token == NULL || (rc = route_answer(r, &ev, &ahead, &route)) == -ESTALE)
+			rc = route_issue(r, &ev, PUR_CONTROL, acc, 0, PROTO_NONE, &route);
+		if (rc == 0)
+			json_object_set_new(o, "route", route);
+	}
+	route_signed_clear(&ahead);
+	api_refusals_attach(c->st, r->principal, id, o);
+	reply_json(r, 201, o);
+}
+
 void
 api_sandbox_create(struct req *r)
 {
 	static const char *const keys[] = { "template", "resources", "timeouts", "metadata",
-	    "worker", "network", "ports", NULL };
+	    "worker", "network", "ports", "wait", "access", NULL };
 	struct ctl *c = r->ctl;
 	struct sandbox_spec sp;
 	json_t *in, *md, *out = NULL;
@@ -153,6 +249,9 @@ api_sandbox_create(struct req *r)
 	char *ports = NULL;
 	char tdigest[TPL_DIGEST_HEX + 1];
 	const char *why = NULL;
+	json_t *v;
+	uint64_t wait = 0;
+	uint32_t acc = 0;
 	bool ok;
 	int rc, quota_retry = 0;
 
@@ -161,6 +260,23 @@ api_sandbox_create(struct req *r)
 		return;
 	if (!json_keys_only(r, in, keys))
 		goto out;
+	if ((v = json_object_get(in, "wait")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > SPACE_LONGPOLL_MAX) {
+			reply_error(r, 400, "bad_request", "\"wait\" is 0..%d seconds",
+			    SPACE_LONGPOLL_MAX);
+			goto out;
+		}
+		wait = (uint64_t)json_integer_value(v);
+	}
+	if ((v = json_object_get(in, "access")) != NULL) {
+		if (wait == 0) {
+			reply_error(r, 400, "bad_request", "\"access\" comes with \"wait\"");
+			goto out;
+		}
+		if (!route_access_parse(r, v, &acc))
+			goto out;
+	}
 	/* "template" has a default but is not nullable; "worker" is */
 	sp.template_ = api_id_field(r, in, "template", false, &ok);
 	if (!ok)
@@ -236,7 +352,10 @@ api_sandbox_create(struct req *r)
 	if (rc == 0) {
 		assign_notify(c, id);
 		log_info("sandbox %s created for %s", id, r->principal);
-		reply_json(r, 201, out);
+		if (wait > 0)
+			created_wait(r, id, wait, acc, out);
+		else
+			reply_json(r, 201, out);
 	} else if (sp.pinned != NULL && (rc == -ENOENT || rc == -EHOSTDOWN || rc == -EAGAIN)) {
 		reply_error(r, 409, "conflict", "%s: %s", sp.pinned, why ? why : "cannot place");
 	} else if (rc == -EDQUOT) {
@@ -302,38 +421,12 @@ api_sandbox_list(struct req *r)
 		reply_json(r, 200, json_pack("{s:o,s:n}", "sandboxes", arr, "next"));
 }
 
-/* how often a waiting GET looks at the store anyway: a state committed
- * by another daemon on the same store wakes nothing here */
-#define STATE_RECHECK_NS (50ull * 1000000ull)
-
-/* the states a GET may wait for; a sandbox that reaches a state no
- * operation leaves by itself ends the wait too */
-static const char *const until_states[] = { "running", "paused", "killed", NULL };
-
-static bool
-state_reached(json_t *o, const char *until)
-{
-	const char *st = json_string_value(json_object_get(o, "state"));
-	json_t *e = json_object_get(o, "execution");
-	const char *es = json_string_value(json_object_get(e, "state"));
-
-	if (st == NULL)
-		return true;
-	if (strcmp(st, "failed") == 0 || strcmp(st, "killed") == 0)
-		return true;
-	if (strcmp(st, until) != 0)
-		return false;
-	/* running counts once the current execution serves */
-	return strcmp(until, "running") != 0 || (es != NULL && strcmp(es, "serving") == 0);
-}
-
 void
 api_sandbox_get(struct req *r)
 {
-	struct ctl *c = r->ctl;
 	const char *until = req_query(r, "until");
 	json_t *o = NULL;
-	uint64_t wait = 0, deadline, seq, now;
+	uint64_t wait = 0;
 	int rc, i;
 
 	if (until != NULL) {
@@ -349,21 +442,10 @@ api_sandbox_get(struct req *r)
 		    SPACE_LONGPOLL_MAX);
 		return;
 	}
-	deadline = now_mono_ns() + wait * 1000000000ull;
-	for (;;) {
-		/* the sequence first: a commit after it wakes the wait */
-		seq = state_seq(c, r->params[0]);
-		if ((rc = c->st->ops->sandbox_get(c->st, r->principal, r->params[0], &o)) < 0) {
-			reply_store_error(r, rc, "sandbox");
-			return;
-		}
-		now = now_mono_ns();
-		if (until == NULL || state_reached(o, until) || now >= deadline || c->stopping)
-			break;
-		json_decref(o);
-		o = NULL;
-		state_wait(c, r->params[0], seq, deadline - now <= STATE_RECHECK_NS ? deadline :
-		    now + STATE_RECHECK_NS);
+	if ((rc = sandbox_wait(r, r->params[0], until, now_mono_ns() + wait * 1000000000ull,
+	    &o)) < 0) {
+		reply_store_error(r, rc, "sandbox");
+		return;
 	}
 	api_refusals_attach(r->ctl->st, r->principal, r->params[0], o);
 	reply_json(r, 200, o);

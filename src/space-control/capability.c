@@ -18,7 +18,7 @@
 int
 capability_issue(struct ctl *c, const char *principal, const struct route_identity *route,
     enum cap_purpose pur, uint32_t acc, uint16_t port, enum cap_proto proto, char **token,
-    int64_t *exp)
+    int64_t *exp, char audit[SPACE_CAP_AUDIT_LEN])
 {
 	struct capability cap;
 	struct sig_reply rep;
@@ -68,12 +68,8 @@ capability_issue(struct ctl *c, const char *principal, const struct route_identi
 	rep.token = NULL;
 	*exp = cap.exp;
 	metrics_capability(pur);
-	{
-		char detail[128];
-		snprintf(detail, sizeof(detail), "jti=%s gen=%llu pur=%s", cap.jti,
-		    (unsigned long long)route->generation, pur == PUR_CONTROL ? "control" : "service");
-		(void)c->st->ops->audit(c->st, principal, "capability.issue", route->sandbox, detail);
-	}
+	snprintf(audit, SPACE_CAP_AUDIT_LEN, "jti=%s gen=%llu pur=%s", cap.jti,
+	    (unsigned long long)route->generation, pur == PUR_CONTROL ? "control" : "service");
 out:
 	sig_reply_clear(&rep);
 	free(msg);

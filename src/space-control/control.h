@@ -177,10 +177,13 @@ void signer_check(struct signer_conn *sc);
 int  signer_call(struct signer_conn *sc, uint8_t *msg, size_t len, uint16_t want,
     struct sig_reply *rep);
 
-/* capability.c */
+/* capability.c: *token signed for route; audit gets the detail of its
+ * "capability.issue" audit row, which the caller writes (after its
+ * answer: api_routes.c) */
 int  capability_issue(struct ctl *c, const char *principal,
     const struct route_identity *route, enum cap_purpose pur, uint32_t acc,
-    uint16_t port, enum cap_proto proto, char **token, int64_t *exp);
+    uint16_t port, enum cap_proto proto, char **token, int64_t *exp,
+    char audit[SPACE_CAP_AUDIT_LEN]);
 
 /* auth.c: secrets are "<prefix>" + base64url(32 random bytes) */
 #define SECRET_BODY_LEN 43

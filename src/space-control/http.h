@@ -44,6 +44,7 @@ struct req {
 	 * (or the connection ended without it), with after_id */
 	void  (*after_reply)(struct req *);
 	char    after_id[SPACE_ID_MAX + 1];
+	char    after_detail[SPACE_CAP_AUDIT_LEN];
 };
 
 typedef void (*handler_fn)(struct req *);

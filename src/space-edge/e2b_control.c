@@ -150,6 +150,15 @@ get_sandbox(const char *key, const char *id, struct space_answer *a)
 /* waits until the sandbox is in want (running: and its execution serves):
  * space-control holds each GET until then (?until=, at most 25 s a time);
  * an answer in another state is looked at again after a pause */
+/* the sandbox object says it runs, its execution serving */
+static bool
+serving(json_t *sb)
+{
+	const char *st = jstr(sb, "state"), *es = jstr(json_object_get(sb, "execution"), "state");
+
+	return st && !strcmp(st, "running") && es && !strcmp(es, "serving");
+}
+
 static int
 wait_state(const char *key, const char *id, const char *want, struct space_answer *a)
 {
@@ -254,8 +263,10 @@ create(struct e2b_req *r, const char *key)
 #undef BAD
 	/* kept past json_decref(in), written into the sandbox once it serves */
 	envs = empty_or_absent(envs) ? NULL : json_deep_copy(envs);
-	req = json_pack("{s:{s:I,s:i,s:s}}", "timeouts", "idle", timeout, "absolute", 0,
-	    "action", pause ? "pause" : "kill");
+	/* the create itself waits until the sandbox runs (wait_state
+	 * takes over only if it does not within that) */
+	req = json_pack("{s:{s:I,s:i,s:s},s:i}", "timeouts", "idle", timeout, "absolute", 0,
+	    "action", pause ? "pause" : "kill", "wait", 25);
 	if (strcmp(tpl, "base") != 0)
 		json_object_set_new(req, "template", json_string(tpl));
 	if (md && json_is_object(md))
@@ -276,8 +287,7 @@ create(struct e2b_req *r, const char *key)
 	}
 	char sid[SPACE_ID_MAX + 1];
 	snprintf(sid, sizeof(sid), "%s", id);
-	space_answer_clear(&a);
-	if (wait_state(key, sid, "running", &a) < 0) {
+	if (!serving(a.body) && wait_state(key, sid, "running", &a) < 0) {
 		json_decref(envs);
 		ret = fail(r->conn, &a);
 		space_answer_clear(&a);

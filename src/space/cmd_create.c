@@ -15,6 +15,7 @@
 #include "util.h"
 
 #define CREATE_WAIT_S   60
+#define CREATE_POST_WAIT_S 20     /* each wait in the control plane */
 #define USAGE "[--worker W] [--template T] [--memory-mb N] [--no-wait] [--json]\n" \
 	"       [--no-internet] [--allow-out CIDR|HOST]... [--deny-out CIDR|HOST]...\n" \
 	"  Create a sandbox and wait (up to 60 s) until it runs; prints its id\n" \
@@ -27,29 +28,31 @@
 	"  --json           print the sandbox object\n" \
 	"  --api-url URL, --api-key KEY  override SPACE_API_URL, SPACE_API_KEY"
 
+/* the create waited (up to CREATE_POST_WAIT_S) in the control plane;
+ * a sandbox still creating then is waited for with GET ?until=running
+ * (answered as soon as it runs), up to CREATE_WAIT_S in all */
 static int
 wait_running(struct space_client *c, const char *id, struct space_answer *a)
 {
-	char path[SPACE_ID_MAX + 32];
+	char path[SPACE_ID_MAX + 64];
 	struct timespec t0, now;
 	const char *state;
-	unsigned pause_ms = 0;
 
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s?until=running&wait=%d", id,
+	    CREATE_POST_WAIT_S);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		if (cli_request("create", c, "GET", path, NULL, a) != 0)
-			return 1;
 		state = cli_jstr(a->body, "state", "");
 		if (strcmp(state, "running") == 0)
 			return 0;
 		if (strcmp(state, "creating") != 0 && strcmp(state, "resuming") != 0)
 			return cli_fail("create", "sandbox %s is %s, not running", id, state);
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - t0.tv_sec >= CREATE_WAIT_S)
+		if (now.tv_sec - t0.tv_sec >= CREATE_WAIT_S - CREATE_POST_WAIT_S)
 			return cli_fail("create", "sandbox %s still %s after %d s", id, state,
 			    CREATE_WAIT_S);
-		cli_poll_sleep(&pause_ms);
+		if (cli_request("create", c, "GET", path, NULL, a) != 0)
+			return 1;
 	}
 }
 
@@ -119,6 +122,8 @@ cmd_create(int argc, char **argv)
 	if (mem > 0)
 		json_object_set_new(req, "resources", json_pack("{s:I}", "memory_mb",
 		    (json_int_t)mem));
+	if (!nowait)
+		json_object_set_new(req, "wait", json_integer(CREATE_POST_WAIT_S));
 	if (cli_request("create", c, "POST", "/v1/sandboxes", req, &a) != 0)
 		goto out;
 	id = cli_jstr(a.body, "id", NULL);

@@ -197,6 +197,41 @@ is "killed sandbox -> no capability (409)" "$(post "/v1/sandboxes/$S/routes" "$K
 check "issuances counted by purpose" sh -c \
 	"curl -s '$U/metrics' | grep -Eq 'space_control_capabilities_issued_total\\{purpose=\"control\"\\} ([5-9]|[1-9][0-9])'"
 
+# a create that waits ("wait") and brings its route ("access"): no
+# capability before the execution serves, then one naming exactly it
+is "create with access but no wait -> 400" "$(post /v1/sandboxes "$K" '{"access":["exec"]}')" 400
+is "create with wait 31 -> 400" "$(post /v1/sandboxes "$K" '{"wait":31}')" 400
+is "create with a bad access name -> 400" "$(post /v1/sandboxes "$K" '{"wait":1,"access":["root"]}')" 400
+is "create waiting 1 s for a worker that never reports -> 201" \
+	"$(post /v1/sandboxes "$K" '{"wait":1,"access":["exec"]}')" 201
+is "... answered creating, without a route" \
+	"$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["state"], "route" in d)' "$T/body")" "creating False"
+curl -s -o "$T/cw" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" -H 'Content-Type: application/json' \
+	--data-binary '{"wait":20,"access":["exec","fs:r"]}' "$U/v1/sandboxes" >"$T/cw.code" &
+CW=$!
+# the sandbox the waiting create made: the newest of alice's
+for _ in $(seq 100); do
+	S4=$(sql "SELECT id FROM sandboxes WHERE state = 'creating' ORDER BY created_at DESC, id LIMIT 1" 2>/dev/null)
+	[ -n "$S4" ] && [ "$S4" != "$(jget id)" ] && break
+	sleep 0.05
+done
+sleep 0.3
+check "... the create still waits while the execution does not serve" kill -0 "$CW"
+post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S4"),\"state\":\"serving\"}" >/dev/null
+wait "$CW"
+is "create that waited -> 201 once the worker reports serving" "$(cat "$T/cw.code")" 201
+is "... running, serving" "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["id"], d["state"], d["execution"]["state"])' "$T/cw")" "$S4 running serving"
+is "... its route is that execution" "$(jget route.route "$T/cw")" "$(echo "$(ident "$S4")" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin), sort_keys=True))')"
+is "... at the worker's endpoint" "$(jget route.endpoint "$T/cw")" "http://127.0.0.1:7811"
+curl -s "$U/v1/keys" >"$T/keys6"
+python3 "$T/verify.py" "$CHECK" "$T/keys6" "$(jget route.capability "$T/cw")" "$ROOT" >"$T/v6" 2>>"$T/log"
+check "... its capability verifies under the bundle" test -s "$T/v6"
+is "... and names that route, for exec and fs:r" \
+	"$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["claims"]; print(c["sbx"], c["gen"], c["act"], c["res"], sorted(c["acc"]))' "$T/v6" 2>>"$T/log")" \
+	"$S4 1 1 inc1 ['exec', 'fs:r']"
+sleep 0.3
+is "... its issue is in the audit" "$(sql "SELECT count(*) FROM audit WHERE action = 'capability.issue' AND target = '$S4'")" 1
+
 # an expired capability is minted by the test itself with the control
 # plane's signing key (space-control has no back-dating switch)
 ctl_stop
