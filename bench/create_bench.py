@@ -420,7 +420,7 @@ def bench_timeline(P, plat, runs):
         add("  second exec `true` (same connection)", (t4 - t3) * 1e3)
     P.log("")
     P.log("== where a create's time goes (milliseconds, %d creates one at a time; medians; "
-          "log times have 1 ms resolution)" % runs)
+          "log times in microseconds)" % runs)
     P.log("%-62s %9s %9s" % ("phase", "median", "p90"))
     order = ["total: POST to the first exec done", "API: POST answered (auth, placement, store commit)",
              "long-poll wake + assignment to sbx-manager's lane",
