@@ -22,8 +22,11 @@ bench/platform.py on a platform of its own (`space up --workers 1
                   reaches the bridge), a 4 KiB read (HTTP GET files, full
                   path), and GET /healthz on node-api (the client and HTTP
                   alone); then --density-creates creates to first exec
-                  (API, the state waited for with GET ?until=running, the sandbox killed after),
-                  each of the same sizes but a whole CPU (CREATE_BODY)
+                  (API, the state waited for with GET ?until=running, the sandbox killed after,
+                  then SETTLE_S for its teardown and the pool's refill),
+                  each of the same sizes but a whole CPU (CREATE_BODY); the
+                  worker's pools prepare jails of that disk size (space up
+                  --disk-mb DISK_MB), so every create claims one
   drain           after the last level every sandbox but the first is
                   killed and waited for until its bridge is gone, the
                   machine settles, and the first level's measures are taken
@@ -63,13 +66,17 @@ import shutil
 import subprocess
 import time
 
-BODY = json.dumps({"resources": {"memory_mb": 16, "cpu_percent": 1, "disk_mb": 256}})
+# the layer size of every sandbox here, and the size the worker's pools
+# prepare (space up --disk-mb): a create claims a prepared jail at every
+# level, as a create of the deployment's usual size does
+DISK_MB = 256
+BODY = json.dumps({"resources": {"memory_mb": 16, "cpu_percent": 1, "disk_mb": DISK_MB}})
 # the timed creates: the same sizes, a whole CPU. At 1 % the first exec
 # waits out 3 to 8 periods of the sandbox's own quota (100 ms each), which
 # varied more from one create to the next (0.3 to 0.8 s) than the count
 # of sandboxes changed anything: the platform's create path is what is
 # measured here, not the quota
-CREATE_BODY = json.dumps({"resources": {"memory_mb": 16, "cpu_percent": 100, "disk_mb": 256}})
+CREATE_BODY = json.dumps({"resources": {"memory_mb": 16, "cpu_percent": 100, "disk_mb": DISK_MB}})
 
 
 def _auth(plat):
@@ -268,7 +275,7 @@ def bench_density(P, binsrc, count, steps, rounds, creates):
     t_start = time.time()
     load0 = os.getloadavg()
     levels = sorted(set([1] + [s for s in steps if 1 <= s <= count] + [count]))
-    plat = P.Platform(binsrc, capacity=min(1024, count + creates + 2), workers=1)
+    plat = P.Platform(binsrc, capacity=min(1024, count + creates + 2), workers=1, disk_mb=DISK_MB)
     results = []
     try:
         plat.start()
@@ -396,6 +403,10 @@ def _measure_level(P, plat, ctl, ids, lvl, t_fill, rounds, creates, state, kind,
     for _ in range(creates):
         _, b = P.api_create_exec(plat, ctl, CREATE_BODY)
         cr.append(b)
+        # as bench_create: the killed sandbox's teardown and the pool's
+        # refill (in the worker's next idle moment) are not the next
+        # measured create's (at every level alike)
+        time.sleep(P.SETTLE_S)
     m1, k1, i1, w1 = P.machine_cpu(), _cpu_s(P, kd), _cpu_s(P, [1]), time.time()
     return {"level": lvl, "per": per, "cg": cg, "daemons": daemons, "host": host,
             "lat": lat, "create": cr, "fill": t_fill, "settle": t_settle,

@@ -101,8 +101,9 @@ def fmt_us(xs):
 class Platform:
     """`space up` with one worker in a private directory; stop() undoes all."""
 
-    def __init__(self, binsrc, capacity=16, workers=1, jail_pool=-1, checkpoint_mb=-1):
+    def __init__(self, binsrc, capacity=16, workers=1, jail_pool=-1, checkpoint_mb=-1, disk_mb=-1):
         self.capacity = capacity
+        self.disk_mb = disk_mb
         self.jail_pool = jail_pool
         self.checkpoint_mb = checkpoint_mb
         self.workers = workers
@@ -149,7 +150,8 @@ class Platform:
                 [os.path.join(self.bin, "space"), "up", "--data-dir", self.data,
                  "--workers", str(self.workers), "--capacity", str(self.capacity), "--port", str(base)] +
                 (["--jail-pool", str(self.jail_pool)] if self.jail_pool >= 0 else []) +
-                (["--checkpoint-mb", str(self.checkpoint_mb)] if self.checkpoint_mb >= 0 else []),
+                (["--checkpoint-mb", str(self.checkpoint_mb)] if self.checkpoint_mb >= 0 else []) +
+                (["--disk-mb", str(self.disk_mb)] if self.disk_mb >= 0 else []),
                 stdout=self.uplog, stderr=subprocess.STDOUT, env=self.env)
             end = time.time() + 90
             while time.time() < end:

@@ -198,6 +198,9 @@ sandbox_wait(struct req *r, const char *id, const char *until, uint64_t deadline
  * the answer is 201 in any case, with the sandbox as created when it
  * cannot be read, and without "route" when none can be issued (the
  * client asks POST routes as before). */
+/* the oldest a capability signed ahead may be when it is handed out */
+#define AHEAD_AGE_MAX_S 5
+
 static void
 created_wait(struct req *r, const char *id, uint64_t wait, uint32_t acc, json_t *created)
 {
@@ -227,6 +230,10 @@ created_wait(struct req *r, const char *id, uint64_t wait, uint32_t acc, json_t 
 	    c->st->ops->sandbox_current(c->st, r->principal, id, &ev) == 0 &&
 	    strcmp(ev.state, "serving") == 0 && strcmp(ev.worker_state, "live") == 0 &&
 	    ev.route.generation != 0) {
+		/* a long wait (a template's image fetched first) would hand
+		 * out a capability with less than its lifetime left */
+		if (ahead.token != NULL && ahead.exp - now_unix() < SPACE_CAP_LIFETIME - AHEAD_AGE_MAX_S)
+			route_signed_clear(&ahead);
 		if (ahead.token == NULL || (rc = route_answer(r, &ev, &ahead, &route)) == -ESTALE)
 			rc = route_issue(r, &ev, PUR_CONTROL, acc, 0, PROTO_NONE, &route);
 		if (rc == 0)

@@ -26,7 +26,7 @@
 #include "util.h"
 
 #define USAGE "[--data-dir DIR] [--workers N] [--capacity N] [--jail-pool N] [--port BASE] [--store STORE]\n" \
-	"  [--checkpoint-mb N] [--foreground]\n" \
+	"  [--checkpoint-mb N] [--disk-mb N] [--foreground]\n" \
 	"  Start space-control on 127.0.0.1:BASE (default 7700) and N workers\n" \
 	"  (default 2) w1..wN, each an sbx-manager and a node-api on\n" \
 	"  127.0.0.1:BASE+I, and space-edge (the ports of sandboxes by host name)\n" \
@@ -45,10 +45,14 @@
 	"  --jail-pool; default 2; 0: none; at most 256).\n" \
 	"  --checkpoint-mb: a serving layer grown by this much since its last\n" \
 	"  archive is checkpointed (sbx-manager's --checkpoint-mb; default 512;\n" \
-	"  0: never)."
+	"  0: never).\n" \
+	"  --disk-mb: the layer size each worker's pools prepare (sbx-manager's\n" \
+	"  --disk-mb; default 4096, 16..16777216): a create asking this disk_mb\n" \
+	"  claims a prepared jail, one asking another makes its own."
 
 #define READY_TIMEOUT_MS 30000
 #define UP_CHECKPOINT_MB 512           /* sbx-manager's MGR_CHECKPOINT_MB */
+#define UP_DISK_MB       4096           /* sbx-manager's --disk-mb default */
 #define UP_CAPACITY      16             /* sandboxes per worker (--capacity) */
 #define UP_CAPACITY_MAX  1024           /* sbx-manager's MGR_CAPACITY_MAX */
 /* prepared jails per worker: a create on the host template claims one
@@ -271,7 +275,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 {
 	char bin[UP_PATH_MAX + 32], wdir[UP_PATH_MAX + 16], cred[UP_PATH_MAX + 32];
 	char sock[UP_PATH_MAX + 64], metrics[UP_PATH_MAX + 32], ctl[64], ep[64];
-	char listen[64], wid[16], name[48], capacity[16], gw[64], jpool[16], ckmb[16];
+	char listen[64], wid[16], name[48], capacity[16], gw[64], jpool[16], ckmb[16], dmb[16];
 	char usock[UP_PATH_MAX + 32];
 	int rc;
 
@@ -282,6 +286,7 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 	snprintf(capacity, sizeof(capacity), "%d", up->capacity);
 	snprintf(jpool, sizeof(jpool), "%d", up->jail_pool);
 	snprintf(ckmb, sizeof(ckmb), "%d", up->checkpoint_mb);
+	snprintf(dmb, sizeof(dmb), "%d", up->disk_mb);
 	snprintf(wdir, sizeof(wdir), "%s/%s", up->dir, wid);
 	snprintf(cred, sizeof(cred), "%s/credential", wdir);
 	snprintf(ctl, sizeof(ctl), "http://127.0.0.1:%d", up->port);
@@ -297,7 +302,8 @@ start_worker(struct up *up, int i, const char *root, const char *group)
 		char *argv[] = { bin, "--data-dir", wdir, "--control", ctl, "--worker-id", wid,
 		    "--credential-file", cred, "--root-key", (char *)root, "--endpoint", ep,
 		    "--capacity", capacity, "--api-group", (char *)group,
-		    "--gateway-listen", gw, "--jail-pool", jpool, "--checkpoint-mb", ckmb, NULL };
+		    "--gateway-listen", gw, "--jail-pool", jpool, "--checkpoint-mb", ckmb,
+		    "--disk-mb", dmb, NULL };
 		snprintf(name, sizeof(name), "%s-sbx-manager", wid);
 		if ((rc = up_child_start(up, name, argv)) < 0)
 			return cli_fail("up", "cannot start %s: %s", name, uv_strerror(rc)), rc;
@@ -410,6 +416,7 @@ cmd_up(int argc, char **argv)
 		{ "capacity", required_argument, NULL, 'c' },
 		{ "jail-pool", required_argument, NULL, 'j' },
 		{ "checkpoint-mb", required_argument, NULL, 'k' },
+		{ "disk-mb", required_argument, NULL, 'D' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "store", required_argument, NULL, 's' },
@@ -422,7 +429,7 @@ cmd_up(int argc, char **argv)
 	char path[UP_PATH_MAX + 64], ctlbin[UP_PATH_MAX + 32], ctldir[UP_PATH_MAX + 16];
 	char listen[32], group[64];
 	long workers = 2, port = 7700, capacity = UP_CAPACITY, jail_pool = UP_JAIL_POOL;
-	long ckmb = UP_CHECKPOINT_MB;
+	long ckmb = UP_CHECKPOINT_MB, disk_mb = UP_DISK_MB;
 	int ch, i, lockfd = -1, rc, ret = 1;
 
 	/* a mapping of endpoints to local sockets in this shell (an env file
@@ -474,6 +481,14 @@ cmd_up(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'D':
+			errno = 0;
+			disk_mb = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || disk_mb < 16 || disk_mb > (1L << 24)) {
+				fprintf(stderr, "space: up: --disk-mb is 16..16777216\n");
+				return 2;
+			}
+			break;
 		case 'p':
 			errno = 0;
 			port = strtol(optarg, &end, 10);
@@ -495,6 +510,7 @@ cmd_up(int argc, char **argv)
 	up->capacity = (int)capacity;
 	up->jail_pool = (int)jail_pool;
 	up->checkpoint_mb = (int)ckmb;
+	up->disk_mb = (int)disk_mb;
 	up->port = (int)port;
 	if (bindir_find(up) != 0 || api_group(group, sizeof(group)) != 0 ||
 	    prepare_dirs(up, dir) != 0) {

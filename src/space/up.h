@@ -52,6 +52,7 @@ struct up {
 	int              capacity;      /* sandboxes per worker */
 	int              jail_pool;     /* prepared jails per worker (sbx-manager --jail-pool) */
 	int              checkpoint_mb; /* sbx-manager --checkpoint-mb */
+	int              disk_mb;       /* sbx-manager --disk-mb */
 };
 
 /* up_proc.c */

@@ -206,13 +206,14 @@ is "create waiting 1 s for a worker that never reports -> 201" \
 	"$(post /v1/sandboxes "$K" '{"wait":1,"access":["exec"]}')" 201
 is "... answered creating, without a route" \
 	"$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["state"], "route" in d)' "$T/body")" "creating False"
+NR=$(jget id)
 curl -s -o "$T/cw" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" -H 'Content-Type: application/json' \
 	--data-binary '{"wait":20,"access":["exec","fs:r"]}' "$U/v1/sandboxes" >"$T/cw.code" &
 CW=$!
 # the sandbox the waiting create made: the newest of alice's
 for _ in $(seq 100); do
-	S4=$(sql "SELECT id FROM sandboxes WHERE state = 'creating' ORDER BY created_at DESC, id LIMIT 1" 2>/dev/null)
-	[ -n "$S4" ] && [ "$S4" != "$(jget id)" ] && break
+	S4=$(sql "SELECT id FROM sandboxes WHERE state = 'creating' AND id <> '$NR' LIMIT 1" 2>/dev/null)
+	[ -n "$S4" ] && break
 	sleep 0.05
 done
 sleep 0.3
@@ -231,6 +232,24 @@ is "... and names that route, for exec and fs:r" \
 	"$S4 1 1 inc1 ['exec', 'fs:r']"
 sleep 0.3
 is "... its issue is in the audit" "$(sql "SELECT count(*) FROM audit WHERE action = 'capability.issue' AND target = '$S4'")" 1
+# a wait longer than a capability signed ahead may age: one signed at
+# the end of the wait, its lifetime whole
+curl -s -o "$T/cw2" -X POST -H "Authorization: Bearer $K" -H 'Content-Type: application/json' \
+	--data-binary '{"wait":20,"access":["exec"]}' "$U/v1/sandboxes" &
+CW=$!
+for _ in $(seq 100); do
+	S5=$(sql "SELECT id FROM sandboxes WHERE state = 'creating' AND id <> '$NR' LIMIT 1" 2>/dev/null)
+	[ -n "$S5" ] && break
+	sleep 0.05
+done
+sleep 6.5
+T5=$(date +%s)
+post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S5"),\"state\":\"serving\"}" >/dev/null
+wait "$CW"
+curl -s "$U/v1/keys" >"$T/keys7"
+python3 "$T/verify.py" "$CHECK" "$T/keys7" "$(jget route.capability "$T/cw2")" "$ROOT" >"$T/v7" 2>>"$T/log"
+check "after a 6.5 s wait the capability handed out was signed at its end (iat >= the report - 1 s)" \
+	sh -c "[ \$(date -d '$(jget claims.iat "$T/v7")' +%s) -ge $((T5 - 1)) ]"
 
 # an expired capability is minted by the test itself with the control
 # plane's signing key (space-control has no back-dating switch)

@@ -58,6 +58,16 @@ check "one log per process" test -f "$D/logs/space-control.log" -a -f "$D/logs/w
 space up --data-dir "$D" --workers 2 --port $((P + 10)) >"$T/second.log" 2>&1; rc=$?
 is "a second space up on the same directory exits 1" "$rc" 1
 check "and says another one runs" grep -q "another space up is running" "$T/second.log"
+space up --data-dir "$T/nodir" --disk-mb 8 >"$T/disk.log" 2>&1; rc=$?
+is "space up --disk-mb 8 exits 2" "$rc" 2
+check "... saying the range" grep -q -- "--disk-mb is 16..16777216" "$T/disk.log"
+mgrs=0
+for k in $kids; do
+	case "$(tr '\0' ' ' <"/proc/$k/cmdline" 2>/dev/null)" in
+	*sbx-manager*" --disk-mb 4096"*) mgrs=$((mgrs + 1)) ;;
+	esac
+done
+is "each sbx-manager is given the pools' layer size (--disk-mb 4096)" "$mgrs" 2
 
 # as a newcomer: the env file, then the verbs
 export $(cat "$D/env")
