@@ -11,7 +11,7 @@
 
 #define UP_CHILDREN_MAX    (2 + 2 * UP_WORKERS_MAX)
 #define UP_WORKERS_MAX     16
-#define UP_ARGS_MAX        24
+#define UP_ARGS_MAX        32
 #define UP_PATH_MAX        4096
 #define UP_BACKOFF_MIN_MS  500
 #define UP_BACKOFF_MAX_MS  30000

@@ -259,6 +259,12 @@ up_child_start(struct up *up, const char *name, char *const argv[])
 			rc = -ENOMEM;
 			goto fail;
 		}
+	/* an argument list cut short would start the child with its last
+	 * option's value missing */
+	if (argv[i] != NULL) {
+		rc = -E2BIG;
+		goto fail;
+	}
 	uv_timer_init(&up->loop, &k->restart);
 	k->restart.data = k;
 	k->proc.data = k;
