@@ -507,6 +507,43 @@ def machine_cpu():
     return (sum(v) - v[3] - v[4]) / tick, (v[3] + v[4]) / tick
 
 
+def disk_written():
+    """sectors written and I/Os in flight, summed over the whole disks
+    (/proc/diskstats; partitions, loop and device-mapper devices left out)"""
+    w = inflight = 0
+    with open("/proc/diskstats") as f:
+        for line in f:
+            x = line.split()
+            name = x[2]
+            if name.startswith(("loop", "dm-", "ram", "zram")) or not os.path.exists("/sys/block/" + name):
+                continue
+            w += int(x[9])
+            inflight += int(x[11])
+    return w, inflight
+
+
+def settle(label, limit=60.0):
+    """Before a timed part: what the part before left to the machine (the
+    write-back of the large files' part, a killed sandbox's teardown) is
+    waited out, so that it does not fall on one part's samples and not
+    another's: everything synced, then until the disks wrote nothing and
+    the CPUs were 90 % idle over one second (at most `limit` s). Logged."""
+    t0 = time.time()
+    os.sync()
+    w0, _ = disk_written()
+    b0, i0 = machine_cpu()
+    while time.time() - t0 < limit:
+        time.sleep(1)
+        w1, fl = disk_written()
+        b1, i1 = machine_cpu()
+        busy = (b1 - b0) / max(1e-9, (b1 - b0) + (i1 - i0))
+        if w1 == w0 and fl == 0 and busy <= 0.10:
+            break
+        w0, b0, i0 = w1, b1, i1
+    log("settle before %s: %.1f s (synced; the disks quiet and the CPUs 90 %% idle over a second)"
+        % (label, time.time() - t0))
+
+
 def platform_cpu(plat, extra=()):
     """CPU seconds by process name over every process of the platform (the
     daemons, the bridges and what runs under them: the guests), and extra
@@ -1468,12 +1505,15 @@ def main():
                           os.path.join(os.path.dirname(os.path.abspath(a.bin)), "bench", "bench_framecat"))
             done("bigfile")
         if want("create"):
+            settle("create")
             bench_create(plat, a.create_runs)
             done("create")
         if want("timeline"):
+            settle("timeline")
             create_bench.bench_timeline(P, plat, min(20, a.create_runs))
             done("timeline")
         if want("concurrent"):
+            settle("concurrent")
             create_bench.bench_concurrent(P, plat, a.concurrent)
             done("concurrent")
         if want("memory"):
