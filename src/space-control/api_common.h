@@ -51,6 +51,9 @@ void api_refusals_attach(struct store *s, const char *owner, const char *id, jso
 /* api_routes.c: "access" (a non-empty array of access names) as bits; 0
  * after answering 400 */
 int route_access_parse(struct req *r, json_t *a, uint32_t *bits);
+/* api_routes.c: why no capability can name ev's execution now (not
+ * serving yet, its worker not live), NULL when one can */
+const char *route_unservable(const struct exec_view *ev);
 /* api_routes.c: a capability for the serving execution ev names, as POST
  * routes answers it (*out: {"endpoint","capability","route","expires_at"});
  * its audit row and the sandbox's activity are written once r is

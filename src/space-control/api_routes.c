@@ -60,6 +60,18 @@ issued_after_reply(struct req *r)
 	(void)st->ops->sandbox_touch(st, r->after_id, now_unix());
 }
 
+const char *
+route_unservable(const struct exec_view *ev)
+{
+	/* a capability names one execution; there is none to name until
+	 * the worker reports it serving */
+	if (ev->route.generation == 0 || strcmp(ev->state, "serving") != 0)
+		return "execution is not serving yet";
+	if (strcmp(ev->worker_state, "live") != 0)
+		return "the execution's worker is not live";
+	return NULL;
+}
+
 int
 route_sign(struct req *r, const struct route_identity *route, enum cap_purpose pur, uint32_t acc,
     uint16_t port, enum cap_proto proto, struct route_signed *out)
@@ -206,33 +218,30 @@ api_routes(struct req *r)
 			reply_error(r, 409, "conflict", "sandbox is %s; resume it first", ev.sandbox_state);
 			goto out;
 		}
-		/* a capability names one execution; there is none to name
-		 * until the worker reports it serving */
-		if (ev.route.generation == 0 || strcmp(ev.state, "serving") != 0)
-			busy = "execution is not serving yet";
-		else if (strcmp(ev.worker_state, "live") != 0)
-			busy = "the execution's worker is not live";
-		else if (have_rejected && route_identity_equal(&rejected, &ev.route))
-			busy = "route is converging";
-		else if (!have_rejected)
+		busy = route_unservable(&ev);
+		if (busy == NULL && !have_rejected)
 			break;
+		if (busy == NULL && route_identity_equal(&rejected, &ev.route))
+			busy = "route is converging";
 		/* a pause or move waits for the holds already handed out: a
 		 * new one would only be cut when it gives up waiting; this
 		 * repair waits for the execution that will serve after it */
-		else if (api_retire_waiting(ev.route.sandbox))
+		if (busy == NULL && api_retire_waiting(ev.route.sandbox))
 			busy = "route is converging";
 		/* a repair gets one rebuilt attempt: the route it is handed is
 		 * held (a pause or move waits --route-hold-ms before
 		 * retiring it), so that the attempt does not meet a route
 		 * retired in the meantime */
-		else if ((rc = c->st->ops->route_hold(c->st, ev.route.sandbox, ev.route.generation,
-		    now_unix_ms() + c->cfg.route_hold_ms)) < 0) {
-			reply_store_error(r, rc, "sandbox");
-			goto out;
-		} else if (rc == 1)
-			break;
-		else
+		if (busy == NULL) {
+			if ((rc = c->st->ops->route_hold(c->st, ev.route.sandbox, ev.route.generation,
+			    now_unix_ms() + c->cfg.route_hold_ms)) < 0) {
+				reply_store_error(r, rc, "sandbox");
+				goto out;
+			}
+			if (rc == 1)
+				break;
 			busy = "route is converging";
+		}
 		if ((int64_t)(now_mono_ns() / 1000000) + wait > deadline) {
 			r->retry_after = 1;
 			reply_error(r, 503, "unavailable", "%s", busy);

@@ -190,6 +190,9 @@ sandbox_wait(struct req *r, const char *id, const char *until, uint64_t deadline
 	}
 }
 
+/* the oldest a capability signed ahead may be when it is handed out */
+#define AHEAD_AGE_MAX_S 5
+
 /* A create with "wait": the answer once the sandbox runs (its execution
  * serving) or after wait seconds, as GET ?until=running&wait= gives it,
  * and with "access" a capability for the execution that serves, as POST
@@ -198,8 +201,6 @@ sandbox_wait(struct req *r, const char *id, const char *until, uint64_t deadline
  * the answer is 201 in any case, with the sandbox as created when it
  * cannot be read, and without "route" when none can be issued (the
  * client asks POST routes as before). */
-/* the oldest a capability signed ahead may be when it is handed out */
-#define AHEAD_AGE_MAX_S 5
 
 static void
 created_wait(struct req *r, const char *id, uint64_t wait, uint32_t acc, json_t *created)
@@ -225,11 +226,9 @@ created_wait(struct req *r, const char *id, uint64_t wait, uint32_t acc, json_t 
 		return;
 	}
 	json_decref(created);
-	if (acc != 0 && strcmp(json_string_value(json_object_get(o, "state")) ?: "", "running") == 0 &&
-	    state_reached(o, "running") &&
-	    c->st->ops->sandbox_current(c->st, r->principal, id, &ev) == 0 &&
-	    strcmp(ev.state, "serving") == 0 && strcmp(ev.worker_state, "live") == 0 &&
-	    ev.route.generation != 0) {
+	/* the checks of POST routes, on the execution current now */
+	if (acc != 0 && c->st->ops->sandbox_current(c->st, r->principal, id, &ev) == 0 &&
+	    strcmp(ev.sandbox_state, "running") == 0 && route_unservable(&ev) == NULL) {
 		/* a long wait (a template's image fetched first) would hand
 		 * out a capability with less than its lifetime left */
 		if (ahead.token != NULL && ahead.exp - now_unix() < SPACE_CAP_LIFETIME - AHEAD_AGE_MAX_S)
@@ -267,15 +266,10 @@ api_sandbox_create(struct req *r)
 		return;
 	if (!json_keys_only(r, in, keys))
 		goto out;
-	if ((v = json_object_get(in, "wait")) != NULL) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) > SPACE_LONGPOLL_MAX) {
-			reply_error(r, 400, "bad_request", "\"wait\" is 0..%d seconds",
-			    SPACE_LONGPOLL_MAX);
-			goto out;
-		}
+	if (!int_field(r, in, "wait", 0, SPACE_LONGPOLL_MAX))
+		goto out;
+	if ((v = json_object_get(in, "wait")) != NULL)
 		wait = (uint64_t)json_integer_value(v);
-	}
 	if ((v = json_object_get(in, "access")) != NULL) {
 		if (wait == 0) {
 			reply_error(r, 400, "bad_request", "\"access\" comes with \"wait\"");

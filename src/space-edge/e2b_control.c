@@ -150,13 +150,14 @@ get_sandbox(const char *key, const char *id, struct space_answer *a)
 /* waits until the sandbox is in want (running: and its execution serves):
  * space-control holds each GET until then (?until=, at most 25 s a time);
  * an answer in another state is looked at again after a pause */
-/* the sandbox object says it runs, its execution serving */
+/* the sandbox object is in state want (running: its execution serving) */
 static bool
-serving(json_t *sb)
+reached(json_t *sb, const char *want)
 {
 	const char *st = jstr(sb, "state"), *es = jstr(json_object_get(sb, "execution"), "state");
 
-	return st && !strcmp(st, "running") && es && !strcmp(es, "serving");
+	return st && !strcmp(st, want) && (strcmp(want, "running") != 0 ||
+	    (es && !strcmp(es, "serving")));
 }
 
 static int
@@ -167,7 +168,7 @@ wait_state(const char *key, const char *id, const char *want, struct space_answe
 	char path[SPACE_ID_MAX + 64];
 
 	for (;;) {
-		const char *st, *es;
+		const char *st;
 
 		space_answer_clear(a);
 		left = E2B_WAIT_SECS - (time(NULL) - t0);
@@ -175,11 +176,9 @@ wait_state(const char *key, const char *id, const char *want, struct space_answe
 		    left > 25 ? 25 : left > 0 ? (int)left : 0);
 		if (ctl(key, "GET", path, NULL, a) < 0 || !space_answer_ok(a))
 			return -1;
-		st = jstr(a->body, "state");
-		es = jstr(json_object_get(a->body, "execution"), "state");
-		if (st && !strcmp(st, want) && (strcmp(want, "running") != 0 ||
-		    (es && !strcmp(es, "serving"))))
+		if (reached(a->body, want))
 			return 0;
+		st = jstr(a->body, "state");
 		if (st && (!strcmp(st, "failed") || !strcmp(st, "killed") || !strcmp(st, "stopping"))) {
 			a->status = 500;
 			snprintf(a->message, sizeof(a->message), "sandbox %s is %s", id, st);
@@ -287,7 +286,7 @@ create(struct e2b_req *r, const char *key)
 	}
 	char sid[SPACE_ID_MAX + 1];
 	snprintf(sid, sizeof(sid), "%s", id);
-	if (!serving(a.body) && wait_state(key, sid, "running", &a) < 0) {
+	if (!reached(a.body, "running") && wait_state(key, sid, "running", &a) < 0) {
 		json_decref(envs);
 		ret = fail(r->conn, &a);
 		space_answer_clear(&a);

@@ -61,6 +61,21 @@
 #define UP_API_USER      "nobody"       /* node-api's default --user */
 #define KEY_MAX          1024
 
+/* optarg of --opt as a number in lo..hi; 0, or -1 after saying so */
+static int
+range_opt(const char *opt, const char *arg, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(arg, &end, 10);
+	if (errno || *end || end == arg || *out < lo || *out > hi) {
+		fprintf(stderr, "space: up: %s is %ld..%ld\n", opt, lo, hi);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 healthy(const char *url)
 {
@@ -450,44 +465,24 @@ cmd_up(int argc, char **argv)
 			}
 			break;
 		case 'w':
-			errno = 0;
-			workers = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || workers < 0 || workers > UP_WORKERS_MAX) {
-				fprintf(stderr, "space: up: --workers is 0..%d\n", UP_WORKERS_MAX);
+			if (range_opt("--workers", optarg, 0, UP_WORKERS_MAX, &workers) != 0)
 				return 2;
-			}
 			break;
 		case 'c':
-			errno = 0;
-			capacity = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || capacity < 1 || capacity > UP_CAPACITY_MAX) {
-				fprintf(stderr, "space: up: --capacity is 1..%d\n", UP_CAPACITY_MAX);
+			if (range_opt("--capacity", optarg, 1, UP_CAPACITY_MAX, &capacity) != 0)
 				return 2;
-			}
 			break;
 		case 'j':
-			errno = 0;
-			jail_pool = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || jail_pool < 0 || jail_pool > 256) {
-				fprintf(stderr, "space: up: --jail-pool is 0..256\n");
+			if (range_opt("--jail-pool", optarg, 0, 256, &jail_pool) != 0)
 				return 2;
-			}
 			break;
 		case 'k':
-			errno = 0;
-			ckmb = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || ckmb < 0 || ckmb > (1L << 24)) {
-				fprintf(stderr, "space: up: --checkpoint-mb is 0..16777216\n");
+			if (range_opt("--checkpoint-mb", optarg, 0, (1L << 24), &ckmb) != 0)
 				return 2;
-			}
 			break;
 		case 'D':
-			errno = 0;
-			disk_mb = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || disk_mb < 16 || disk_mb > (1L << 24)) {
-				fprintf(stderr, "space: up: --disk-mb is 16..16777216\n");
+			if (range_opt("--disk-mb", optarg, 16, (1L << 24), &disk_mb) != 0)
 				return 2;
-			}
 			break;
 		case 'p':
 			errno = 0;

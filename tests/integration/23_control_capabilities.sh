@@ -207,15 +207,21 @@ is "create waiting 1 s for a worker that never reports -> 201" \
 is "... answered creating, without a route" \
 	"$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["state"], "route" in d)' "$T/body")" "creating False"
 NR=$(jget id)
-curl -s -o "$T/cw" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" -H 'Content-Type: application/json' \
-	--data-binary '{"wait":20,"access":["exec","fs:r"]}' "$U/v1/sandboxes" >"$T/cw.code" &
-CW=$!
-# the sandbox the waiting create made: the newest of alice's
-for _ in $(seq 100); do
-	S4=$(sql "SELECT id FROM sandboxes WHERE state = 'creating' AND id <> '$NR' LIMIT 1" 2>/dev/null)
-	[ -n "$S4" ] && break
-	sleep 0.05
-done
+# waiting_create BODY OUT: a create that waits, in the background (its
+# pid in CW, its status in OUT.code); SW: the sandbox it made, the one
+# creating that is not NR's
+waiting_create() {
+	curl -s -o "$2" -w '%{http_code}' -X POST -H "Authorization: Bearer $K" \
+		-H 'Content-Type: application/json' --data-binary "$1" "$U/v1/sandboxes" >"$2.code" &
+	CW=$!
+	for _ in $(seq 100); do
+		SW=$(sql "SELECT id FROM sandboxes WHERE state = 'creating' AND id <> '$NR' LIMIT 1" 2>/dev/null)
+		[ -n "$SW" ] && break
+		sleep 0.05
+	done
+}
+waiting_create '{"wait":20,"access":["exec","fs:r"]}' "$T/cw"
+S4=$SW
 sleep 0.3
 check "... the create still waits while the execution does not serve" kill -0 "$CW"
 post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S4"),\"state\":\"serving\"}" >/dev/null
@@ -234,14 +240,8 @@ sleep 0.3
 is "... its issue is in the audit" "$(sql "SELECT count(*) FROM audit WHERE action = 'capability.issue' AND target = '$S4'")" 1
 # a wait longer than a capability signed ahead may age: one signed at
 # the end of the wait, its lifetime whole
-curl -s -o "$T/cw2" -X POST -H "Authorization: Bearer $K" -H 'Content-Type: application/json' \
-	--data-binary '{"wait":20,"access":["exec"]}' "$U/v1/sandboxes" &
-CW=$!
-for _ in $(seq 100); do
-	S5=$(sql "SELECT id FROM sandboxes WHERE state = 'creating' AND id <> '$NR' LIMIT 1" 2>/dev/null)
-	[ -n "$S5" ] && break
-	sleep 0.05
-done
+waiting_create '{"wait":20,"access":["exec"]}' "$T/cw2"
+S5=$SW
 sleep 6.5
 T5=$(date +%s)
 post /v1/workers/w1/status "$W" "{\"identity\":$(ident "$S5"),\"state\":\"serving\"}" >/dev/null
