@@ -58,6 +58,9 @@
 #define SPACE_OPCHAN_IDLE_MAX   2           /* idle operation channels a bridge keeps, each
                                                one a waiting process of the user in the guest */
 #define SPACE_OPCHAN_IDLE_MS    1000        /* an idle operation channel is closed after this */
+#define SPACE_MGR_SPARE         2           /* node-api's connections to sbx-manager made ahead */
+#define SPACE_MGR_SPARE_AGE_S   10          /* a spare older than this is closed unused (sbx-manager
+                                               ends a silent connection after 30 s) */
 #define SPACE_METADATA_MAX      (16u << 10) /* sandbox metadata JSON, bytes */
 #define SPACE_LONGPOLL_MAX      30          /* seconds an assignment long-poll waits */
 #define SPACE_ROUTE_WAIT_MS     8000        /* default of space-control --route-wait-ms */

@@ -212,6 +212,7 @@ main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	manager_spares_start();
 	if ((d = http_start(fd)) == NULL)
 		fatalx("cannot start the HTTP daemon");
 	if (ufd >= 0 && (du = http_start(ufd)) == NULL)

@@ -2,7 +2,7 @@
  *   main.c     options, listening socket, privilege drop, MHD daemon
  *   http.c     routes, cheap rejection (the bearer's shape by the verifier's
  *              grammar; the signature is sbx-manager's), request/response mapping
- *   manager.c  one framed connection to sbx-manager per operation
+ *   manager.c  one framed connection to sbx-manager per operation (a few made ahead)
  *   ws.c       WebSocket streams after the upgrade (wslay framing)
  *   metrics.c  counters and GET /metrics */
 #ifndef NODE_API_H
@@ -31,6 +31,8 @@ struct MHD_Daemon *http_start(int listen_fd);
 struct json_t;
 int manager_open(const char *op, const char *sandbox, const char *token,
     struct json_t *args);
+/* the thread that keeps connections made ahead (HELLO done) */
+void manager_spares_start(void);
 
 /* ws.c: a stream whose backend answered; owns mfd from ws_new on */
 struct ws_stream;

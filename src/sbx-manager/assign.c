@@ -77,7 +77,9 @@ struct lane {
 
 struct mgr_assign {
 	pthread_mutex_t lock;
-	pthread_cond_t work;            /* a lane became QUEUED, or a job ended */
+	pthread_cond_t work;            /* a job ended (the dispatcher's waits) */
+	pthread_cond_t queued;          /* a lane became QUEUED: one idle lane worker
+	                                 * is woken per job, not all of them */
 	struct lane lanes[LIVE_MAX];
 	size_t njobs;                   /* queued, not running */
 	uint64_t dispatched;            /* the revision the long-poll is at */
@@ -116,6 +118,7 @@ assign_init(struct mgr *m)
 		return -ENOMEM;
 	pthread_mutex_init(&as->lock, NULL);
 	pthread_cond_init(&as->work, NULL);
+	pthread_cond_init(&as->queued, NULL);
 	if ((as->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
 		free(as);
 		return -errno;
@@ -966,9 +969,12 @@ lane_push(struct mgr *m, const char *sandbox, struct job *j)
 		l->head = j;
 	l->tail = j;
 	as->njobs++;
-	if (l->state == LANE_IDLE)
+	if (l->state == LANE_IDLE) {
 		lane_move(l, LANE_QUEUED);
-	pthread_cond_broadcast(&as->work);
+		/* workers look for a queued lane before they wait: one woken
+		 * per lane that became queued is enough */
+		pthread_cond_signal(&as->queued);
+	}
 	pthread_mutex_unlock(&as->lock);
 	return 0;
 }
@@ -1034,7 +1040,7 @@ lane_worker(void *arg)
 			if (as->lanes[(start + i) % LIVE_MAX].state == LANE_QUEUED)
 				l = &as->lanes[(start + i) % LIVE_MAX];
 		if (l == NULL) {
-			pthread_cond_wait(&as->work, &as->lock);
+			pthread_cond_wait(&as->queued, &as->lock);
 			continue;
 		}
 		start = (size_t)(l - as->lanes) + 1;

@@ -78,7 +78,19 @@ else
 	V=$(sql 'PRAGMA user_version')
 fi
 # both backends are at the same version (store_sqlite.c, store_pg.c)
-is "schema is versioned (12 migrations: lifecycle, worker resources, key quotas, route holds, archive references, egress policies, the public entry, declared ports, refusals, access tokens, snapshot bases)" "$V" 12
+is "schema is versioned (13 migrations: lifecycle, worker resources, key quotas, route holds, archive references, egress policies, the public entry, declared ports, refusals, access tokens, snapshot bases, live rows' indexes)" "$V" 13
+# a create's quota count reads the key's live sandboxes, not its history
+if on_pg; then
+	is "indexes of each key's live sandboxes and each worker's active executions" \
+		"$(sql "SELECT COUNT(*) FROM pg_indexes WHERE indexname IN ('sandboxes_key_live', 'executions_live')")" 2
+else
+	PLAN=$(sql "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM sandboxes s WHERE s.api_key = 'k' AND s.state NOT IN ('killed','paused','failed')")
+	case $PLAN in *"USING INDEX sandboxes_key_live"*) ok "the quota's count of live sandboxes reads the index of live ones" ;;
+	*) not_ok "the quota's count of live sandboxes reads the index of live ones"; diag "plan: $PLAN" ;; esac
+	PLAN=$(sql "EXPLAIN QUERY PLAN SELECT e.worker, COUNT(*), SUM(COALESCE(json_extract(s.resources, '\$.memory_mb'), 0)) FROM executions e JOIN sandboxes s ON s.id = e.sandbox WHERE e.state IN ('pending','starting','serving') GROUP BY e.worker, e.resident")
+	case $PLAN in *"USING INDEX executions_live"*) ok "placement's count of active executions reads the index of active ones" ;;
+	*) not_ok "placement's count of active executions reads the index of active ones"; diag "plan: $PLAN" ;; esac
+fi
 kill "$PID"; wait "$PID"; RC=$?; PID=
 is "daemon stops cleanly on SIGTERM" "$RC" 0
 check "no sanitizer report in the daemon log" sh -c "! grep -Eq 'Sanitizer|runtime error' '$T/log'"
