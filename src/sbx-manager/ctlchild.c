@@ -48,12 +48,24 @@
 #define INFLIGHT_MAX    32              /* requests served at once */
 #define EXIT_BAD_CRED   78              /* the parent stops: a config error */
 
+#define IDLE_KEEP_S     10              /* an idle job thread waits this long for the next */
+
+struct job;
+
 struct ctlc {
 	char url[1024];
 	char worker[SPACE_ID_MAX + 1];
 	char credential[512];
 	pthread_mutex_t send_lock;
 	atomic_uint inflight;
+	/* job threads kept after their job: the next request is handed to
+	 * one (a wake-up) instead of a thread started for it (a report
+	 * that starts a thread waits for the clone, its stack and its
+	 * first scheduling; a create's report is on its client's path) */
+	pthread_mutex_t idle_lock;
+	pthread_cond_t idle_cv;
+	struct job *handed;             /* the job given to an idle thread, not yet taken */
+	unsigned idle;                  /* threads waiting for a job */
 };
 
 struct job {
@@ -591,11 +603,9 @@ do_snapshot_stream(struct ctlc *c, const struct ctlmsg *q, int fd)
 	answer(c, &a);
 }
 
-static void *
-job_thread(void *arg)
+static void
+job_run(struct ctlc *c, struct job *j)
 {
-	struct job *j = arg;
-	struct ctlc *c = j->c;
 	struct ctlmsg a = { .type = CTL_DONE, .id = j->req.id };
 	struct buf b = { .fd = -1 };
 
@@ -618,7 +628,53 @@ job_thread(void *arg)
 	ctlmsg_clear(&j->req);
 	free(j);
 	atomic_fetch_sub(&c->inflight, 1);
-	return NULL;
+}
+
+/* one job, then the next one handed over, until none came for
+ * IDLE_KEEP_S: the thread ends */
+static void *
+job_thread(void *arg)
+{
+	struct job *j = arg;
+	struct ctlc *c = j->c;
+	struct timespec ts;
+
+	for (;;) {
+		job_run(c, j);
+		pthread_mutex_lock(&c->idle_lock);
+		c->idle++;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += IDLE_KEEP_S;
+		while (c->handed == NULL)
+			if (pthread_cond_timedwait(&c->idle_cv, &c->idle_lock, &ts) != 0 &&
+			    c->handed == NULL)
+				break;
+		if ((j = c->handed) == NULL) {
+			c->idle--;
+			pthread_mutex_unlock(&c->idle_lock);
+			return NULL;
+		}
+		c->handed = NULL;
+		pthread_mutex_unlock(&c->idle_lock);
+	}
+}
+
+/* j to a kept thread if one waits (it took the count off idle for it),
+ * else false: the caller starts a thread */
+static bool
+job_hand(struct ctlc *c, struct job *j)
+{
+	bool given = false;
+
+	pthread_mutex_lock(&c->idle_lock);
+	if (c->idle > 0 && c->handed == NULL) {
+		c->idle--;
+		c->handed = j;
+		pthread_cond_signal(&c->idle_cv);
+		given = true;
+	}
+	pthread_mutex_unlock(&c->idle_lock);
+	return given;
 }
 
 static uint8_t
@@ -658,6 +714,15 @@ ctlchild_main(int argc, char **argv)
 	memcpy(c->url, argv[2], strlen(argv[2]) + 1);
 	memcpy(c->worker, argv[3], strlen(argv[3]) + 1);
 	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->idle_lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&c->idle_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	read_credential(c);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		die("curl init");
@@ -690,7 +755,7 @@ ctlchild_main(int argc, char **argv)
 		j->req = q;
 		j->fd = fd;
 		atomic_fetch_add(&c->inflight, 1);
-		if (pthread_create(&t, &attr, job_thread, j) != 0) {
+		if (!job_hand(c, j) && pthread_create(&t, &attr, job_thread, j) != 0) {
 			struct ctlmsg a = { .type = answer_type(q.type), .id = q.id, .result = CTL_BUSY };
 			atomic_fetch_sub(&c->inflight, 1);
 			if (fd >= 0)
