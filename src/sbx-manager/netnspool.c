@@ -155,6 +155,17 @@ pool_thread(void *arg)
 		}
 		nsp_busy[i] = true;
 		pthread_mutex_unlock(&nsp_mu);
+		/* an idle moment first, as the other pools (idle.c): a new
+		 * namespace is milliseconds of the kernel's time under its
+		 * network locks, and made right after a claim it ran beside
+		 * the rest of that create (its commits, its report, its
+		 * client's first exec) */
+		if (!idle_wait()) {
+			pthread_mutex_lock(&nsp_mu);
+			nsp_busy[i] = false;
+			pthread_mutex_unlock(&nsp_mu);
+			return NULL;
+		}
 		slot_path(i, p, sizeof(p));
 		/* a claimed slot's bind (the claim left its removal here, off
 		 * the create's path: an unmount waits for an RCU grace period) */
