@@ -19,13 +19,19 @@ ab_alternate --only create,timeline --create-runs "$runs" --jail-pool "$pool"
 /usr/bin/python3 - "$out" "$rounds" <<'EOF'
 import statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-rows = [("API: POST sandboxes, GET ?until=running, route, POST exec `true`", "API create+exec"),
+rows = [("API: POST sandboxes {wait, access} (route in the answer), POST exec `true`", "API one request"),
+        ("API: POST sandboxes, GET ?until=running, route, POST exec `true`", "API create+exec"),
         ("bwrap --unshare-all ... true", "bwrap"),
         ("total: POST to the first exec done", "timeline total"),
         ("sbx-manager: bridge spawned to ready and checked", "spawn to ready"),
         ("    guest challenge + serving process ready", "serving ready"),
         ("      serving process: privileges dropped + seccomp filter", "privs+filter"),
         ("      guest challenge (round trip to the guest)", "challenge"),
+        ("API: POST answered (auth, placement, store commit)", "POST answered"),
+        ("long-poll wake + assignment to sbx-manager's lane", "long-poll wake"),
+        ("sbx-manager: assignment checks + first record commit", "first commit"),
+        ("sbx-manager: record 'serving' commit", "serving commit"),
+        ("report to space-control (commit)", "report"),
         ("  route (POST routes to space-control)", "route"),
         ("  first exec `true` (new connection to node-api)", "first exec"),
         ("  second exec `true` (same connection)", "second exec")]
@@ -40,10 +46,11 @@ runs = [(v, r, medians("%s/%s.%d" % (out, v, r))) for r in range(1, rounds + 1) 
 print("median ms       " + "".join("%11s" % ("%s %d" % (v, r)) for v, r, _ in runs))
 for _, key in rows:
     print("%-16s" % key + "".join("%11.1f" % m.get(key, float("nan")) for _, _, m in runs))
-ratio = lambda m: m["API create+exec"] / m["bwrap"]
-print("%-16s" % "API / bwrap" + "".join("%10.2fx" % ratio(m) for _, _, m in runs))
-for v in ("before", "after"):
-    xs = [ratio(m) for w, _, m in runs if w == v]
-    print("%s: median of the runs' ratios %.2fx (%s)" % (v, statistics.median(xs),
-          ", ".join("%.2f" % x for x in xs)))
+for key, label in (("API one request", "one request"), ("API create+exec", "four requests")):
+    ratio = lambda m: m.get(key, float("nan")) / m["bwrap"]
+    print("%-16s" % ("%s/bwrap" % label[:9]) + "".join("%10.2fx" % ratio(m) for _, _, m in runs))
+    for v in ("before", "after"):
+        xs = [ratio(m) for w, _, m in runs if w == v]
+        print("%s, %s: median of the runs' ratios %.2fx (%s)" % (label, v, statistics.median(xs),
+              ", ".join("%.2f" % x for x in xs)))
 EOF

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "dbfile.h"
-#include "walcp.h"
 #include "log.h"
 #include "sbx-manager.h"
 
@@ -42,7 +41,6 @@ struct mgr_records {
 	struct pending *head, *tail;    /* queued for the next commit */
 	struct pending *batch;          /* being committed; NULL when none */
 	uint64_t commits, written;      /* transactions and records (the log) */
-	struct walcp *cp;               /* the WAL's checkpoints, off the commits */
 	uint8_t reserved[MGR_CAPACITY_MAX / 8]; /* slots of prepared jails (jailpool.c) */
 	uint8_t draining[MGR_CAPACITY_MAX];     /* holds of ended executions still stopping */
 };
@@ -269,7 +267,6 @@ records_open(struct mgr *m, const char *path)
 	}
 	if (migrate(rs->db) != 0)
 		goto out;
-	rs->cp = walcp_start(rs->db, path, WALCP_PAGES);
 	if (sqlite3_prepare_v2(rs->db, "SELECT sandbox, generation, worker, substrate, activation,"
 	    " resident, state, epoch, slot, uid_base, template, memory_mb, pids, cpu_percent,"
 	    " bridge_pid, bridge_uid, bridge_start, exe_dev, exe_ino, exe_hash, run_dir,"
@@ -303,7 +300,6 @@ records_close(struct mgr *m)
 	if (rs->commits)
 		log_info("records: %llu records in %llu commits", (unsigned long long)rs->written,
 		    (unsigned long long)rs->commits);
-	walcp_stop(rs->cp);
 	sqlite3_close(rs->db);
 	free(rs->mirror);
 	pthread_cond_destroy(&rs->committed);

@@ -22,7 +22,6 @@
 
 #include "claims.h"
 #include "dbfile.h"
-#include "walcp.h"
 #include "log.h"
 #include "store.h"
 #include "store_sqlite.h"
@@ -760,7 +759,6 @@ sq_close(struct store *s)
 
 	if (q == NULL)
 		return;
-	walcp_stop(q->cp);
 	(void)sq_stmt_clear(q->db);
 	sqlite3_close(q->db);
 	pthread_mutex_destroy(&q->mu);
@@ -844,7 +842,6 @@ store_sqlite_open(const char *path)
 		goto fail;
 	/* nothing prepared before a schema change is kept past it */
 	(void)sq_stmt_clear(q->db);
-	q->cp = walcp_start(q->db, path, WALCP_PAGES);
 	return &q->base;
 fail:
 	sq_close(&q->base);

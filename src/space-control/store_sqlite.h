@@ -16,7 +16,6 @@ struct sq {
 	sqlite3 *db;
 	pthread_mutex_t mu;
 	struct timespec t0;
-	struct walcp *cp;       /* the WAL's checkpoints, off the commits (walcp.h) */
 };
 
 static inline struct sq *
