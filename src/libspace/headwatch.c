@@ -108,7 +108,6 @@ headwatch_start(unsigned timeout_s, unsigned per_addr, unsigned max_conns,
     struct headwatch **out)
 {
 	struct headwatch *hw;
-	pthread_condattr_t ca;
 	int rc;
 
 	if ((hw = calloc(1, sizeof(*hw))) == NULL)
@@ -122,10 +121,7 @@ headwatch_start(unsigned timeout_s, unsigned per_addr, unsigned max_conns,
 	hw->timeout_ns = (uint64_t)timeout_s * 1000000000ull;
 	hw->per_addr = per_addr;
 	pthread_mutex_init(&hw->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&hw->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_mono(&hw->cv);
 	if ((rc = pthread_create(&hw->thread, NULL, watch, hw)) != 0) {
 		pthread_cond_destroy(&hw->cv);
 		pthread_mutex_destroy(&hw->mu);

@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* base64url without padding (RFC 4648 section 5). Decoding is strict: no
  * padding, no whitespace, no characters outside the alphabet, and the unused
@@ -53,6 +55,10 @@ int id_random(const char *prefix, char *out, size_t outcap);
 int64_t now_unix(void);         /* wall clock, seconds */
 int64_t now_unix_ms(void);      /* wall clock, milliseconds */
 uint64_t now_mono_ns(void);     /* CLOCK_MONOTONIC */
+/* a condition variable whose timed waits count on CLOCK_MONOTONIC, and
+ * the deadline at ns of that clock (now_mono_ns()) as such a wait takes it */
+void cond_init_mono(pthread_cond_t *cv);
+struct timespec mono_timespec(uint64_t ns);
 
 /* read a whole file (bounded by max), NUL-terminated; -EFBIG if larger */
 int read_file(const char *path, size_t max, char **out, size_t *len);

@@ -67,13 +67,12 @@ spare_young(uint64_t at, uint64_t now)
 	return now - at < (uint64_t)SPACE_MGR_SPARE_AGE_S * 1000000000u;
 }
 
-/* the spares past their age, closed; under sp_mu. The wait until the
- * next one is due (ms), -1 with none */
-static int
+/* the spares past their age, closed; under sp_mu. When the oldest left
+ * is due (now_mono_ns() time), or 0 with none */
+static uint64_t
 spares_expire(uint64_t now)
 {
 	unsigned i, k = 0;
-	int next = -1;
 
 	for (i = 0; i < nspare; i++) {
 		if (!spare_young(spare_at[i], now)) {
@@ -84,10 +83,7 @@ spares_expire(uint64_t now)
 		spare_at[k++] = spare_at[i];
 	}
 	nspare = k;
-	if (k > 0)
-		next = (int)((spare_at[0] + (uint64_t)SPACE_MGR_SPARE_AGE_S * 1000000000u - now) /
-		    1000000u) + 1;
-	return next;
+	return k > 0 ? spare_at[0] + (uint64_t)SPACE_MGR_SPARE_AGE_S * 1000000000u : 0;
 }
 
 static void *
@@ -98,20 +94,15 @@ spare_thread(void *arg)
 	(void)arg;
 	for (;;) {
 		struct timespec ts;
-		int fd, next;
+		uint64_t due;
+		int fd;
 
 		pthread_mutex_lock(&sp_mu);
 		for (;;) {
-			next = spares_expire(now_mono_ns());
+			due = spares_expire(now_mono_ns());
 			if (nspare < SPACE_MGR_SPARE)
 				break;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += next / 1000;
-			ts.tv_nsec += (long)(next % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			ts = mono_timespec(due);
 			(void)pthread_cond_timedwait(&sp_cv, &sp_mu, &ts);
 		}
 		pthread_mutex_unlock(&sp_mu);
@@ -135,15 +126,11 @@ spare_thread(void *arg)
 void
 manager_spares_start(void)
 {
-	pthread_condattr_t ca;
 	pthread_attr_t at;
 	pthread_t t;
 
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_destroy(&sp_cv);
-	pthread_cond_init(&sp_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_mono(&sp_cv);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&at, 128 << 10);

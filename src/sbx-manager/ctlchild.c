@@ -643,8 +643,7 @@ job_thread(void *arg)
 		job_run(c, j);
 		pthread_mutex_lock(&c->idle_lock);
 		c->idle++;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += IDLE_KEEP_S;
+		ts = mono_timespec(now_mono_ns() + (uint64_t)IDLE_KEEP_S * 1000000000u);
 		while (c->handed == NULL)
 			if (pthread_cond_timedwait(&c->idle_cv, &c->idle_lock, &ts) != 0 &&
 			    c->handed == NULL)
@@ -715,14 +714,7 @@ ctlchild_main(int argc, char **argv)
 	memcpy(c->worker, argv[3], strlen(argv[3]) + 1);
 	pthread_mutex_init(&c->send_lock, NULL);
 	pthread_mutex_init(&c->idle_lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&c->idle_cv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	cond_init_mono(&c->idle_cv);
 	read_credential(c);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		die("curl init");

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "msg.h"
 #include "sbx-manager.h"
+#include "util.h"
 
 #define CHILD_SOCK_FD   3
 #define CHILD_CRED_FD   4
@@ -67,15 +68,11 @@ int
 ctlproc_init(struct mgr *m, int cred_fd, int verbose)
 {
 	struct mgr_ctlproc *c;
-	pthread_condattr_t ca;
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_mono(&c->cond);
 	c->sock = -1;
 	c->pid = -1;
 	c->cred_fd = cred_fd;

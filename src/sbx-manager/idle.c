@@ -35,12 +35,7 @@ static bool stopped;
 static void
 idle_init(void)
 {
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&idle_cv, &a);
-	pthread_condattr_destroy(&a);
+	cond_init_mono(&idle_cv);
 }
 
 void
@@ -86,7 +81,7 @@ idle_wait(void)
 	pthread_mutex_lock(&idle_mu);
 	for (;;) {
 		uint64_t now = now_mono_ns(), until = last_ns + (uint64_t)IDLE_QUIET_MS * 1000000u;
-		struct timespec ts;
+		struct timespec ts = mono_timespec(until);
 
 		if (stopped || (inflight == 0 && now >= until))
 			break;
@@ -97,8 +92,6 @@ idle_wait(void)
 		}
 		/* the quiet time after the last install: an install that
 		 * starts meanwhile moves it on, seen when this wait ends */
-		ts.tv_sec = (time_t)(until / 1000000000u);
-		ts.tv_nsec = (long)(until % 1000000000u);
 		(void)pthread_cond_timedwait(&idle_cv, &idle_mu, &ts);
 	}
 	ok = !stopped;

@@ -344,7 +344,6 @@ static int
 cmd_serve(int argc, char **argv)
 {
 	struct ctl *c;
-	pthread_condattr_t ca;
 	sigset_t set;
 	int rc, sig, ret = 1, i;
 
@@ -362,12 +361,9 @@ cmd_serve(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	pthread_mutex_init(&c->assign_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->assign_cv, &ca);
+	cond_init_mono(&c->assign_cv);
 	for (i = 0; i < STATE_SLOTS; i++)
-		pthread_cond_init(&c->state_slot[i].cv, &ca);
-	pthread_condattr_destroy(&ca);
+		cond_init_mono(&c->state_slot[i].cv);
 
 	if ((c->st = control_store_open(&c->cfg)) == NULL)
 		goto out;
