@@ -11,13 +11,13 @@ changes it compares, and pairing the creates removes that.
 Per create: POST /v1/sandboxes {"wait": 30, "access": ["exec"]} (the answer
 brings the route), then the first and a second exec of `true` on a new
 connection to node-api; then a create without wait (what the control plane's
-POST costs alone). Medians per build and their ratio. docs/benchmarks.md,
+POST costs alone). Medians, 90th and 99th percentiles (nearest rank) per
+build and their ratios. docs/benchmarks.md,
 "Ninth round"."""
 import importlib.util
 import json
 import os
 import random
-import statistics
 import sys
 import time
 
@@ -86,11 +86,16 @@ def main():
     finally:
         for p in plats.values():
             p.stop()
-    print("%-22s %10s %10s %9s" % ("median ms (%d each)" % rounds, "before", "after", "after/bef"))
+    print("%-22s %10s %8s %9s %8s %8s %9s %8s %8s %9s" % (
+        "ms (%d each)" % rounds, "median bef", "after", "after/bef", "p90 bef", "after", "after/bef",
+        "p99 bef", "after", "after/bef"))
     for name in NAMES:
-        a = statistics.median(res[("before", name)])
-        b = statistics.median(res[("after", name)])
-        print("%-22s %10.2f %10.2f %8.2fx" % (name, a, b, b / a))
+        row = []
+        for p in (50, 90, 99):
+            a = bp.pct(res[("before", name)], p)
+            b = bp.pct(res[("after", name)], p)
+            row += [a, b, b / a]
+        print("%-22s %10.2f %8.2f %8.2fx %8.2f %8.2f %8.2fx %8.2f %8.2f %8.2fx" % tuple([name] + row))
     return 0
 
 

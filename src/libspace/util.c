@@ -618,8 +618,8 @@ fd_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int
-write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+static int
+write_file_renamed(const char *path, const void *buf, size_t len, mode_t mode, bool durable)
 {
 	char *tmp = NULL;
 	int fd = -1, err = 0;
@@ -643,7 +643,7 @@ write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
 	}
 	if ((err = fd_write_all(fd, buf, len)) < 0)
 		goto out;
-	if (fsync(fd) != 0) {
+	if (durable && fsync(fd) != 0) {
 		err = -errno;
 		goto out;
 	}
@@ -657,7 +657,7 @@ write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
 		err = -errno;
 		goto out;
 	}
-	err = fsync_parent(path);
+	err = durable ? fsync_parent(path) : 0;
 	free(tmp);
 	return err;
 out:
@@ -666,6 +666,18 @@ out:
 	unlink(tmp);
 	free(tmp);
 	return err;
+}
+
+int
+write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	return write_file_renamed(path, buf, len, mode, true);
+}
+
+int
+write_file_replace(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	return write_file_renamed(path, buf, len, mode, false);
 }
 
 int

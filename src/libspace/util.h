@@ -99,6 +99,12 @@ void fd_drop_read(int fd, uint64_t *dropped, uint64_t read, bool end);
 int fd_file_passable(int fd, uint64_t *size, const char **why);
 /* write atomically (tmp + fsync + rename + fsync dir) with mode */
 int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
+/* the same without the two fsyncs, for a file made again from memory
+ * every few seconds (metrics): a reader sees the old file or the new one,
+ * never a part; after a power loss it may be empty until the next write.
+ * Each fsync of a new file writes its inode and directory on the disk the
+ * records commit to. */
+int write_file_replace(const char *path, const void *buf, size_t len, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
 /* a daemon that holds descriptors per sandbox (sbx-manager, node-api):
  * the soft RLIMIT_NOFILE raised to the hard one (a service manager's

@@ -199,7 +199,7 @@ metrics_write(struct mgr *m)
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/metrics.prom", m->cfg.data_dir);
 	/* 0644: counters only, and node-api (unprivileged) appends them */
-	ret = write_file_atomic(path, buf, len, 0644);
+	ret = write_file_replace(path, buf, len, 0644);
 	free(buf);
 	return ret;
 }

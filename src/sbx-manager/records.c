@@ -23,6 +23,9 @@
 #include "log.h"
 #include "sbx-manager.h"
 
+/* how long a statement waits for another process's write lock */
+#define RECORDS_BUSY_MS 5000
+
 /* a record on its way to disk, on its caller's stack */
 struct pending {
 	struct pending *next;
@@ -36,6 +39,7 @@ struct mgr_records {
 	pthread_mutex_t db_lock;        /* the connection */
 	pthread_mutex_t lock;           /* the mirror and the queue */
 	pthread_cond_t committed;       /* a group commit ended */
+	struct db_ckpt ckpt;            /* checkpoints in idle moments (dbfile.h) */
 	struct record *mirror;
 	size_t n, cap;
 	struct pending *head, *tail;    /* queued for the next commit */
@@ -232,6 +236,18 @@ mirror_set(struct mgr_records *rs, const struct record *r)
 	return 0;
 }
 
+static void
+ck_lock(void *arg)
+{
+	pthread_mutex_lock(&((struct mgr_records *)arg)->db_lock);
+}
+
+static void
+ck_unlock(void *arg)
+{
+	pthread_mutex_unlock(&((struct mgr_records *)arg)->db_lock);
+}
+
 int
 records_open(struct mgr *m, const char *path)
 {
@@ -257,7 +273,7 @@ records_open(struct mgr *m, const char *path)
 		log_warnx("records: open %s: %s", path, sqlite3_errmsg(rs->db));
 		goto out;
 	}
-	sqlite3_busy_timeout(rs->db, 5000);
+	sqlite3_busy_timeout(rs->db, RECORDS_BUSY_MS);
 	/* WAL + FULL: a commit is on disk when sqlite3_step returns, which is
 	 * what "committed before acknowledged" relies on */
 	if (sqlite3_exec(rs->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
@@ -267,6 +283,9 @@ records_open(struct mgr *m, const char *path)
 	}
 	if (migrate(rs->db) != 0)
 		goto out;
+	/* the log's blocks made once: a commit does not grow the file */
+	if ((rc = db_wal_presize(rs->db, path)) < 0)
+		log_warnx("records: %s-wal not grown ahead: %s", path, strerror(-rc));
 	if (sqlite3_prepare_v2(rs->db, "SELECT sandbox, generation, worker, substrate, activation,"
 	    " resident, state, epoch, slot, uid_base, template, memory_mb, pids, cpu_percent,"
 	    " bridge_pid, bridge_uid, bridge_start, exe_dev, exe_ino, exe_hash, run_dir,"
@@ -283,6 +302,10 @@ records_open(struct mgr *m, const char *path)
 	}
 	if (rc != SQLITE_DONE)
 		goto out;
+	/* its checkpoints in idle moments, not in an install's commit */
+	if ((rc = db_ckpt_start(&rs->ckpt, rs->db, ck_lock, ck_unlock, rs,
+	    "INSERT OR REPLACE INTO meta (k, v) VALUES ('wal_restart', 0)", RECORDS_BUSY_MS)) < 0)
+		log_warnx("records: checkpoints left to SQLite: %s", strerror(-rc));
 	ret = 0;
 out:
 	sqlite3_finalize(st);
@@ -297,6 +320,7 @@ records_close(struct mgr *m)
 	if (rs == NULL)
 		return;
 	m->records = NULL;
+	db_ckpt_stop(&rs->ckpt);
 	if (rs->commits)
 		log_info("records: %llu records in %llu commits", (unsigned long long)rs->written,
 		    (unsigned long long)rs->commits);
@@ -761,6 +785,14 @@ records_meta_set(struct mgr *m, const char *key, uint64_t val)
 	int ret = -EIO;
 
 	pthread_mutex_lock(&rs->db_lock);
+	/* no fsync of its own: the log is written in order, so the next
+	 * record's commit makes this one durable with it, and a power loss
+	 * before that leaves an older value, which is only where re-applying
+	 * starts (sbx-manager.h). Its fsync ran beside the control plane's
+	 * commit of the report, on the same disk, and held db_lock (so the
+	 * next install's commit) meanwhile. */
+	if (sqlite3_exec(rs->db, "PRAGMA synchronous=OFF", NULL, NULL, NULL) != SQLITE_OK)
+		goto out;
 	if (sqlite3_prepare_v2(rs->db, "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
 	    -1, &st, NULL) != SQLITE_OK)
 		goto out;
@@ -770,6 +802,11 @@ records_meta_set(struct mgr *m, const char *key, uint64_t val)
 		ret = 0;
 out:
 	sqlite3_finalize(st);
+	/* every other write of this connection is durable when it returns */
+	if (sqlite3_exec(rs->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) {
+		log_warnx("records: cannot set synchronous=FULL again: %s", sqlite3_errmsg(rs->db));
+		fatalx("records: commits would not be durable");
+	}
 	pthread_mutex_unlock(&rs->db_lock);
 	return ret;
 }

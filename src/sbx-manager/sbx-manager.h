@@ -174,6 +174,8 @@ int records_put_claimed(struct mgr *m, struct record *r, uint32_t uid_window, ui
 void records_slot_draining(struct mgr *m, uint32_t slot);
 void records_slot_drained(struct mgr *m, uint32_t slot);
 int records_meta_get(struct mgr *m, const char *key, uint64_t *val);
+/* a value for where a restart resumes (assign_rev): written without a
+ * fsync of its own, durable with the next record's commit (records.c) */
 int records_meta_set(struct mgr *m, const char *key, uint64_t val);
 
 /* bridgepool.c: kept bridge connections, each tied to one execution */

@@ -32,6 +32,9 @@ void (*store_observe)(double seconds);
 void (*store_op_observe)(const char *kind, const char *result);
 
 
+/* how long a statement waits for another process's write lock */
+#define SQ_BUSY_MS 10000
+
 /* Versioned migrations: entry i brings the schema from user_version i to
  * i + 1. Append, never edit a shipped entry. */
 static const char *const migrations[] = {
@@ -753,12 +756,25 @@ sq_audit_prune(struct store *s, int64_t before, int limit)
 }
 
 static void
+ck_lock(void *arg)
+{
+	sq_lock(arg);
+}
+
+static void
+ck_unlock(void *arg)
+{
+	sq_unlock(arg);
+}
+
+static void
 sq_close(struct store *s)
 {
 	struct sq *q = SQ(s);
 
 	if (q == NULL)
 		return;
+	db_ckpt_stop(&q->ckpt);
 	(void)sq_stmt_clear(q->db);
 	sqlite3_close(q->db);
 	pthread_mutex_destroy(&q->mu);
@@ -831,7 +847,7 @@ store_sqlite_open(const char *path)
 		log_warnx("store: open %s: %s", path, q->db ? sqlite3_errmsg(q->db) : "?");
 		goto fail;
 	}
-	sqlite3_busy_timeout(q->db, 10000);
+	sqlite3_busy_timeout(q->db, SQ_BUSY_MS);
 	/* WAL lets the subcommands write while the daemon runs; FULL makes
 	 * every acknowledged commit survive power loss, not only kill -9 */
 	if (sq_xexec(q->db, "PRAGMA journal_mode = WAL") < 0 ||
@@ -840,6 +856,13 @@ store_sqlite_open(const char *path)
 		goto fail;
 	if (sq_tx(&q->base, migrate_tx, NULL) < 0)
 		goto fail;
+	/* the log's blocks made once: a commit does not grow the file */
+	if ((rc = db_wal_presize(q->db, path)) < 0)
+		log_warnx("store: %s-wal not grown ahead: %s", path, strerror(-rc));
+	/* its checkpoints in idle moments, not in a create's commit */
+	if ((rc = db_ckpt_start(&q->ckpt, q->db, ck_lock, ck_unlock, q,
+	    "INSERT OR REPLACE INTO meta (k, v) VALUES ('wal_restart', 0)", SQ_BUSY_MS)) < 0)
+		log_warnx("store: checkpoints left to SQLite: %s", strerror(-rc));
 	/* nothing prepared before a schema change is kept past it */
 	(void)sq_stmt_clear(q->db);
 	return &q->base;

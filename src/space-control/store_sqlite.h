@@ -8,6 +8,7 @@
 #include <time.h>
 #include <sqlite3.h>
 #include <jansson.h>
+#include "dbfile.h"
 #include "store.h"
 #include "store_tx.h"
 
@@ -16,6 +17,7 @@ struct sq {
 	sqlite3 *db;
 	pthread_mutex_t mu;
 	struct timespec t0;
+	struct db_ckpt ckpt;    /* checkpoints in idle moments (dbfile.h) */
 };
 
 static inline struct sq *

@@ -42,7 +42,7 @@ write_metrics(const struct host *h)
 				    admit_reason_str((enum admit_reason)r), counts[o][r]);
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/metrics.prom", h->cfg.run_dir);
-	if (buf && write_file_atomic(path, buf, len, 0600) < 0)
+	if (buf && write_file_replace(path, buf, len, 0600) < 0)
 		log_warnx("cannot write %s", path);
 	free(buf);
 }
