@@ -207,6 +207,8 @@ db_ckpt_stop(struct db_ckpt *k)
 	pthread_cond_signal(&k->cv);
 	pthread_mutex_unlock(&k->mu);
 	pthread_join(k->thread, NULL);
+	pthread_cond_destroy(&k->cv);
+	pthread_mutex_destroy(&k->mu);
 	k->started = false;
 	k->lock(k->arg);
 	sqlite3_wal_autocheckpoint(k->db, DB_CKPT_HARD);

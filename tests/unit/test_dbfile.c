@@ -60,6 +60,18 @@ count_rows(sqlite3 *h)
 }
 
 static bool
+integrity_ok(sqlite3 *h)
+{
+	sqlite3_stmt *st = NULL;
+	bool fine = sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW &&
+	    strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+
+	sqlite3_finalize(st);
+	return fine;
+}
+
+static bool
 copy_file(const char *from, const char *to)
 {
 	char buf[65536];
@@ -119,15 +131,7 @@ wal_presize(const char *dir)
 	ok(sqlite3_open_v2(cdb, &c, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK,
 	    "presize: the copy opens");
 	is_int(count_rows(c), 21, "presize: recovery finds all 21 committed rows, no more");
-	{
-		sqlite3_stmt *st = NULL;
-		bool fine = sqlite3_prepare_v2(c, "PRAGMA integrity_check", -1, &st, NULL) ==
-		    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-		    strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-
-		sqlite3_finalize(st);
-		ok(fine, "presize: integrity_check of the recovered copy says ok");
-	}
+	ok(integrity_ok(c), "presize: integrity_check of the recovered copy says ok");
 	sqlite3_close(c);
 
 	/* a second connection (another process's, as a subcommand's) is held
@@ -219,15 +223,7 @@ wal_ckpt(const char *dir)
 	    atomic_load(&k.frames));
 	db_ckpt_stop(&k);
 	is_int(count_rows(h), DB_CKPT_SOFT + 21 + DB_CKPT_HARD + 50, "ckpt: stopped; every row is there");
-	{
-		sqlite3_stmt *st = NULL;
-		bool fine = sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) ==
-		    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-		    strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-
-		sqlite3_finalize(st);
-		ok(fine, "ckpt: integrity_check says ok");
-	}
+	ok(integrity_ok(h), "ckpt: integrity_check says ok");
 	sqlite3_close(h);
 }
 
