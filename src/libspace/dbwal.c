@@ -44,7 +44,7 @@ db_wal_presize(sqlite3 *db, const char *path)
 {
 	static const char zero[65536];
 	char wal[4096];
-	int64_t page, frames, want, at;
+	int64_t page, want, at;
 	struct stat st;
 	int fd = -1, ret = 0;
 
@@ -53,13 +53,13 @@ db_wal_presize(sqlite3 *db, const char *path)
 	if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", path) >= sizeof(wal))
 		return -ENAMETOOLONG;
 	page = pragma_int(db, "PRAGMA page_size", 4096);
-	frames = pragma_int(db, "PRAGMA wal_autocheckpoint", 1000);
-	if (page <= 0 || page > 65536 || frames <= 0)
+	if (page <= 0 || page > 65536)
 		return 0;
-	/* a checkpoint is tried once the log passes the threshold: the
+	/* the log is checkpointed once it passes DB_CKPT_HARD frames (the
+	 * hook of db_ckpt, or SQLite's own at the same count): the
 	 * transaction that crosses it, and a reader that holds it back a
 	 * little, take it past; a quarter more covers both */
-	want = WAL_HDR + (frames + frames / 4) * (page + WAL_FRAME_HDR);
+	want = WAL_HDR + (DB_CKPT_HARD + DB_CKPT_HARD / 4) * (page + WAL_FRAME_HDR);
 	if (want > WAL_GROW_MAX)
 		want = WAL_GROW_MAX;
 	/* SQLite's write lock, held by every process that opens this file:
